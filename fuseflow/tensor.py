@@ -1,0 +1,167 @@
+"""Sparse tensor storage: per-level formats (dense / compressed) in a mode order.
+
+A tensor of order ``n`` stores its modes in ``mode_order`` (level ``l`` holds mode
+``mode_order[l]``).  Each level is dense (only its dimension) or compressed (``seg`` and
+``crd`` arrays, as in CSR).  Values sit in ``vals``, one per position of the last level.
+CSR is ``formats=(DENSE, COMPRESSED)``, CSC the same with ``mode_order=(1, 0)``, DCSR is
+``(COMPRESSED, COMPRESSED)``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Format", "TensorFormat", "TensorData", "CSR", "CSC", "DCSR", "DENSE2"]
+
+
+class Format(enum.Enum):
+    DENSE = "dense"
+    COMPRESSED = "compressed"
+
+    @classmethod
+    def parse(cls, text: str | Format) -> Format:
+        if isinstance(text, Format):
+            return text
+        aliases = {"d": cls.DENSE, "dense": cls.DENSE, "c": cls.COMPRESSED, "compressed": cls.COMPRESSED,
+                   "s": cls.COMPRESSED, "sparse": cls.COMPRESSED}
+        try:
+            return aliases[text.lower()]
+        except KeyError:
+            raise ValueError(f"unknown level format {text!r}: use 'dense' or 'compressed'") from None
+
+
+@dataclass(frozen=True)
+class TensorFormat:
+    """Per-level formats plus the mode order (storage order of the modes)."""
+
+    levels: tuple[Format, ...]
+    mode_order: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "levels", tuple(Format.parse(f) for f in self.levels))
+        if not self.mode_order:
+            object.__setattr__(self, "mode_order", tuple(range(len(self.levels))))
+        if sorted(self.mode_order) != list(range(len(self.levels))):
+            raise ValueError(
+                f"mode order {self.mode_order} is not a permutation of 0..{len(self.levels) - 1}"
+            )
+
+    @property
+    def order(self) -> int:
+        return len(self.levels)
+
+    def __str__(self) -> str:
+        lv = ",".join(f.value[0] for f in self.levels)
+        if self.mode_order == tuple(range(self.order)):
+            return f"[{lv}]"
+        return f"[{lv}]@{''.join(map(str, self.mode_order))}"
+
+    def to_json(self) -> dict:
+        return {"levels": [f.value for f in self.levels], "mode_order": list(self.mode_order)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> TensorFormat:
+        return cls(tuple(d["levels"]), tuple(d["mode_order"]))
+
+
+CSR = TensorFormat((Format.DENSE, Format.COMPRESSED))
+CSC = TensorFormat((Format.DENSE, Format.COMPRESSED), (1, 0))
+DCSR = TensorFormat((Format.COMPRESSED, Format.COMPRESSED))
+DENSE2 = TensorFormat((Format.DENSE, Format.DENSE))
+
+
+@dataclass
+class TensorData:
+    """The level arrays of one tensor.
+
+    ``seg[l]``/``crd[l]`` are set for compressed levels (``None`` for dense ones).
+    """
+
+    shape: tuple[int, ...]
+    fmt: TensorFormat
+    seg: list[np.ndarray | None] = field(default_factory=list)
+    crd: list[np.ndarray | None] = field(default_factory=list)
+    vals: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_dense(cls, array: np.ndarray, fmt: TensorFormat) -> TensorData:
+        array = np.asarray(array)
+        if array.ndim != fmt.order:
+            raise ValueError(f"array of order {array.ndim} does not match format {fmt} of order {fmt.order}")
+        stored = np.transpose(array, fmt.mode_order)
+        dims = stored.shape
+        nz = np.argwhere(stored != 0)  # lexicographically sorted in storage order
+        prefix = np.zeros((1, 0), dtype=np.int64)
+        segs: list[np.ndarray | None] = []
+        crds: list[np.ndarray | None] = []
+        for lvl, f in enumerate(fmt.levels):
+            d = dims[lvl]
+            if f is Format.DENSE:
+                n = prefix.shape[0]
+                prefix = np.concatenate(
+                    [np.repeat(prefix, d, axis=0), np.tile(np.arange(d), n)[:, None]], axis=1
+                )
+                segs.append(None)
+                crds.append(None)
+                continue
+            child = np.unique(nz[:, : lvl + 1], axis=0) if nz.size else np.zeros((0, lvl + 1), np.int64)
+            # keep only children whose parent position exists (always true, parents are supersets)
+            parent_lin = _ravel(prefix, dims[:lvl])
+            child_parent = np.searchsorted(parent_lin, _ravel(child[:, :lvl], dims[:lvl]))
+            counts = np.bincount(child_parent, minlength=prefix.shape[0])
+            segs.append(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+            crds.append(child[:, lvl].astype(np.int64))
+            prefix = child
+        vals = stored[tuple(prefix.T)] if prefix.shape[1] else stored.reshape(1)
+        return cls(tuple(array.shape), fmt, segs, crds, np.asarray(vals))
+
+    def to_dense(self, dtype=None) -> np.ndarray:
+        stored_shape = tuple(self.shape[m] for m in self.fmt.mode_order)
+        prefix = np.zeros((1, 0), dtype=np.int64)
+        for lvl, f in enumerate(self.fmt.levels):
+            d = stored_shape[lvl]
+            if f is Format.DENSE:
+                n = prefix.shape[0]
+                prefix = np.concatenate(
+                    [np.repeat(prefix, d, axis=0), np.tile(np.arange(d), n)[:, None]], axis=1
+                )
+            else:
+                seg, crd = np.asarray(self.seg[lvl]), np.asarray(self.crd[lvl])
+                if len(seg) != prefix.shape[0] + 1:
+                    raise ValueError(
+                        f"level {lvl}: seg has {len(seg)} entries, expected {prefix.shape[0] + 1}"
+                    )
+                counts = np.diff(seg)
+                prefix = np.concatenate([np.repeat(prefix, counts, axis=0), crd[: seg[-1], None]], axis=1)
+        vals = np.asarray(self.vals)
+        out = np.zeros(stored_shape, dtype=dtype or (vals.dtype if vals.size else np.int64))
+        if len(vals) < prefix.shape[0]:
+            raise ValueError(f"vals has {len(vals)} entries, expected {prefix.shape[0]}")
+        out[tuple(prefix.T)] = vals[: prefix.shape[0]]
+        inverse = np.argsort(self.fmt.mode_order)
+        return np.transpose(out, inverse)
+
+    # ------------------------------------------------------------------ arrays by name
+    def arrays(self) -> dict[str, list]:
+        """Named arrays as loaded into memories: ``"<level>.seg"``, ``"<level>.crd"``, ``"vals"``."""
+        out: dict[str, list] = {}
+        for lvl, f in enumerate(self.fmt.levels):
+            if f is Format.COMPRESSED:
+                out[f"{lvl}.seg"] = [int(x) for x in self.seg[lvl]]
+                out[f"{lvl}.crd"] = [int(x) for x in self.crd[lvl]]
+        out["vals"] = self.vals.tolist()
+        return out
+
+    @property
+    def nnz(self) -> int:
+        return len(self.vals)
+
+
+def _ravel(prefix: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    if prefix.shape[1] == 0:
+        return np.zeros(prefix.shape[0], dtype=np.int64)
+    return np.ravel_multi_index(tuple(prefix.T), dims).astype(np.int64)

@@ -1,0 +1,7 @@
+"""sw_sim: a cycle model of SAMML graphs (values and cycle counts), driven by the graph data."""
+
+from .engine import DeadlockError, NodeStats, ProtocolError, SimError
+from .run import PrimitiveResult, SimResult, run_graph, simulate_primitive
+
+__all__ = ["run_graph", "simulate_primitive", "SimResult", "PrimitiveResult", "NodeStats",
+           "SimError", "ProtocolError", "DeadlockError"]

@@ -1,0 +1,228 @@
+"""Cycle engine: FIFO channels with registered handshakes and an event-driven scheduler.
+
+Timing contract (DESIGN §5), shared with the RTL:
+
+* A channel is the producer's output FIFO of ``depth`` entries (Amaranth ``SyncFIFO``): a token
+  pushed in cycle ``t`` is visible to the consumer in cycle ``t + 1``; a slot freed by a pop in
+  cycle ``t`` is visible to the producer in cycle ``t + 1`` (``w_rdy = level != depth``,
+  ``r_rdy = level != 0``, no pass-through).  With depth 2 a chain sustains one token per cycle.
+* Every primitive decides each cycle from its registers, the heads of its input FIFOs and
+  whether its output FIFOs have room — all values at the start of the cycle — so the order in
+  which this engine steps primitives within a cycle does not matter.
+* A primitive that made no progress keeps its state; it sleeps until one of its channels
+  changes.  Simulation work therefore grows with tokens moved, not with idle cycles.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from fuseflow.tokens import Token, format_stream
+
+__all__ = ["Channel", "NullChannel", "Primitive", "Engine", "SimError", "ProtocolError",
+           "DeadlockError", "NodeStats"]
+
+
+class SimError(RuntimeError):
+    pass
+
+
+class ProtocolError(SimError):
+    """A stream broke a primitive's protocol; the message names the node."""
+
+
+class DeadlockError(SimError):
+    """The graph stopped with work left; the message names the blocked nodes and channels."""
+
+
+class Channel:
+    __slots__ = ("name", "depth", "q", "freed", "inc", "dirty", "producer", "consumer", "count")
+
+    def __init__(self, name: str, depth: int) -> None:
+        self.name = name
+        self.depth = depth
+        self.q: deque[Token] = deque()
+        self.freed = 0  # pops this cycle (their slots become free next cycle)
+        self.inc: Token | None = None  # token pushed this cycle (visible next cycle)
+        self.dirty = False
+        self.producer: Primitive | None = None
+        self.consumer: Primitive | None = None
+        self.count = 0  # tokens transferred in total
+
+    def full(self) -> bool:
+        return len(self.q) + self.freed >= self.depth
+
+    def head(self) -> Token | None:
+        q = self.q
+        return q[0] if q else None
+
+    def pop(self) -> Token:
+        self.freed += 1
+        if not self.dirty:
+            self.dirty = True
+            Engine.current.dirty.append(self)
+        return self.q.popleft()
+
+    def push(self, tok: Token) -> None:
+        self.inc = tok
+        self.count += 1
+        if not self.dirty:
+            self.dirty = True
+            Engine.current.dirty.append(self)
+
+    def occupancy(self) -> int:
+        return len(self.q)
+
+    def __repr__(self) -> str:
+        return f"<{self.name} [{format_stream(list(self.q))}]>"
+
+
+class NullChannel(Channel):
+    """An output marked as discarded: always has room, keeps nothing (no FIFO in RTL)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, 1)
+
+    def full(self) -> bool:
+        return False
+
+    def push(self, tok: Token) -> None:
+        self.count += 1
+
+
+@dataclass
+class NodeStats:
+    tokens_in: int = 0
+    tokens_out: int = 0
+    fire_cycles: int = 0  # cycles in which the node made progress
+    stall_cycles: int = 0  # cycles waiting with an output FIFO full (back-pressure)
+    starve_cycles: int = 0  # cycles waiting for input
+    done_cycle: int | None = None
+
+
+class Primitive:
+    """Base of the sw_sim primitives: ``step()`` runs one cycle and returns True on progress."""
+
+    def __init__(self, name: str, ins: dict[str, Channel], outs: dict[str, Channel]) -> None:
+        self.name = name
+        self.ins = ins
+        self.outs = outs
+        self.done = False
+        self.stats = NodeStats()
+        self._sleep_since = -1
+        self._sleep_blocked = False
+        for c in ins.values():
+            c.consumer = self
+        for c in outs.values():
+            c.producer = self
+
+    def step(self) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def outs_ready(self) -> bool:
+        for c in self.outs.values():
+            if c.full():
+                return False
+        return True
+
+    def finish(self) -> None:
+        self.done = True
+        self.stats.done_cycle = Engine.current.cycle
+
+    def error(self, msg: str) -> ProtocolError:
+        return ProtocolError(f"node {self.name!r} ({type(self).__name__}): {msg} at cycle {Engine.current.cycle}")
+
+    def waiting_on(self) -> str:
+        full = [n for n, c in self.outs.items() if c.full()]
+        empty = [n for n, c in self.ins.items() if not c.q]
+        parts = []
+        if full:
+            parts.append("output " + ", ".join(f"{n} full ({self.outs[n].name})" for n in full))
+        if empty:
+            parts.append("input " + ", ".join(f"{n} empty ({self.ins[n].name})" for n in empty))
+        heads = {n: c.q[0] for n, c in self.ins.items() if c.q}
+        if heads:
+            parts.append("heads " + ", ".join(f"{n}={format_stream([t])}" for n, t in heads.items()))
+        return "; ".join(parts) or "no pending input"
+
+
+class Engine:
+    """Runs primitives cycle by cycle until nothing can move."""
+
+    current: Engine
+
+    def __init__(self, prims: list[Primitive], channels: list[Channel], sinks: list[Primitive]) -> None:
+        self.prims = prims
+        self.channels = channels
+        self.sinks = sinks  # the primitives whose completion ends the run (writers / sinks)
+        self.cycle = 0
+        self.dirty: list[Channel] = []
+        self.node_cycles_active = 0
+
+    def run(self, max_cycles: int = 50_000_000) -> int:
+        Engine.current = self
+        awake: dict[Primitive, None] = dict.fromkeys(self.prims)
+        sinks_left = len(self.sinks)
+        sink_set = set(self.sinks)
+        end_cycle = 0
+        while awake:
+            if self.cycle >= max_cycles:
+                raise SimError(f"simulation exceeded {max_cycles} cycles")
+            nxt: dict[Primitive, None] = {}
+            for p in awake:
+                if p.step():
+                    p.stats.fire_cycles += 1
+                    if not p.done:
+                        nxt[p] = None
+                    elif p in sink_set:
+                        sink_set.discard(p)
+                        sinks_left -= 1
+                        end_cycle = self.cycle + 1
+                elif not p.done:
+                    p._sleep_since = self.cycle + 1
+                    p._sleep_blocked = not p.outs_ready()
+            self.node_cycles_active += len(awake)
+            dirty = self.dirty
+            self.dirty = []
+            for ch in dirty:
+                ch.dirty = False
+                if ch.inc is not None:
+                    ch.q.append(ch.inc)
+                    ch.inc = None
+                    w = ch.consumer
+                    if w is not None and w not in nxt and not w.done:
+                        _wake(w, self.cycle + 1)
+                        nxt[w] = None
+                if ch.freed:
+                    ch.freed = 0
+                    w = ch.producer
+                    if w is not None and w not in nxt and not w.done:
+                        _wake(w, self.cycle + 1)
+                        nxt[w] = None
+            self.cycle += 1
+            if sinks_left == 0:
+                break
+            awake = nxt
+        for p in self.prims:
+            p.stats.tokens_in = sum(c.count for c in p.ins.values())
+            p.stats.tokens_out = sum(c.count for c in p.outs.values())
+        if sinks_left:
+            blocked = [p for p in self.prims if not p.done]
+            lines = [f"{p.name}: {p.waiting_on()}" for p in blocked]
+            raise DeadlockError(
+                f"deadlock at cycle {self.cycle}: {len(blocked)} node(s) cannot finish:\n  "
+                + "\n  ".join(lines)
+            )
+        self.cycle = end_cycle
+        return end_cycle
+
+
+def _wake(p: Primitive, cycle: int) -> None:
+    if p._sleep_since >= 0:
+        waited = cycle - p._sleep_since
+        if p._sleep_blocked:
+            p.stats.stall_cycles += waited
+        else:
+            p.stats.starve_cycles += waited
+        p._sleep_since = -1

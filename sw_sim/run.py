@@ -1,0 +1,198 @@
+"""Running SAMML graphs and single primitives in the cycle model."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuseflow.samml import Graph, NodeKind, ReduceOp, Role
+from fuseflow.tensor import Format, TensorData
+from fuseflow.tokens import VAL_WIDTH, Token, parse_stream
+
+from . import primitives as P
+from .engine import Channel, Engine, NodeStats, NullChannel, Primitive
+
+__all__ = ["SimResult", "PrimitiveResult", "run_graph", "simulate_primitive", "build_primitive"]
+
+
+@dataclass
+class SimResult:
+    outputs: dict[str, TensorData]
+    cycles: int
+    stats: dict[str, NodeStats]
+    wall_seconds: float = 0.0
+    node_cycles: int = 0  # nodes x cycles: the work a lock-step simulator would do
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class PrimitiveResult(dict):
+    """Output port -> token list (writers: array name -> values), plus ``cycles``."""
+
+    cycles: int = 0
+
+
+def build_primitive(kind: NodeKind, name: str, ins: dict[str, Channel], outs: dict[str, Channel],
+                    params: Mapping[str, Any], *, val_width: int | None = VAL_WIDTH) -> Primitive:
+    """Instantiate the cycle model of one primitive from its resolved parameters.
+
+    Memory contents come in ``params`` (``seg``/``crd``/``dim`` for scanners, ``vals`` for value
+    loads); writers take ``format`` (``compressed``/``dense``).
+    """
+    k = kind
+    if k is NodeKind.ROOT:
+        return P.Root(name, ins, outs)
+    if k is NodeKind.SCAN:
+        fmt = Format.parse(params.get("format", "compressed"))
+        if fmt is Format.DENSE:
+            return P.Scan(name, ins, outs, dim=int(params["dim"]))
+        return P.Scan(name, ins, outs, seg=params["seg"], crd=params["crd"])
+    if k is NodeKind.WRITE:
+        return P.LevelWrite(name, ins, outs, compressed=Format.parse(params.get("format", "compressed"))
+                            is Format.COMPRESSED)
+    if k is NodeKind.VALS_WRITE:
+        return P.ValsWrite(name, ins, outs)
+    if k is NodeKind.REPSIG:
+        return P.RepSig(name, ins, outs)
+    if k is NodeKind.REPEAT:
+        return P.Repeat(name, ins, outs)
+    if k is NodeKind.INTERSECT:
+        return P.Intersect(name, ins, outs, n=params["n"])
+    if k is NodeKind.UNION:
+        return P.Union(name, ins, outs, n=params["n"])
+    if k is NodeKind.CRD_DROP:
+        return P.CrdDrop(name, ins, outs)
+    if k is NodeKind.CRD_HOLD:
+        return P.CrdHold(name, ins, outs)
+    if k is NodeKind.ARRAY_LOAD:
+        return P.ArrayLoad(name, ins, outs, vals=params["vals"])
+    if k is NodeKind.ALU:
+        return P.Alu(name, ins, outs, op=params["op"], width=val_width)
+    if k is NodeKind.REDUCE:
+        return P.Reduce(name, ins, outs, op=params["op"], width=val_width)
+    if k is NodeKind.SPACC1:
+        return P.SpAcc1(name, ins, outs, dim=params["dim"], op=params.get("op", ReduceOp.ADD),
+                        width=val_width)
+    if k is NodeKind.BROADCAST:
+        return P.Broadcast(name, ins, outs)
+    raise ValueError(f"no cycle model for node kind {k}")
+
+
+def resolve_params(graph: Graph, node, data: Mapping[str, TensorData]) -> dict[str, Any]:
+    """Node parameters plus the memory contents / dimensions it needs from the tensor data."""
+    params = node.all_params()
+    if node.kind in (NodeKind.SCAN, NodeKind.WRITE):
+        spec = graph.tensors[params["tensor"]]
+        lvl = params["level"]
+        fmt = spec.fmt.levels[lvl]
+        params["format"] = fmt.value
+        params["dim"] = spec.level_dim(lvl)
+        if node.kind is NodeKind.SCAN and fmt is Format.COMPRESSED:
+            td = data[params["tensor"]]
+            params["seg"] = td.seg[lvl]
+            params["crd"] = td.crd[lvl]
+    elif node.kind is NodeKind.ARRAY_LOAD:
+        params["vals"] = data[params["tensor"]].vals.tolist()
+    return params
+
+
+def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int | None = None,
+              val_width: int | None = VAL_WIDTH, verify: bool = True,
+              max_cycles: int = 50_000_000) -> SimResult:
+    """Simulate ``graph`` on the input tensors in ``data``; return outputs, cycles and stats."""
+    if verify:
+        graph.verify(data)
+    t0 = time.perf_counter()
+    depth_default = fifo_depth or graph.fifo_depth
+    chans: dict[Any, Channel] = {}
+    for e in graph.edges:
+        chans[e.src] = chans[e.dst] = Channel(str(e), e.depth if e.depth is not None else depth_default)
+    for d in graph.discards:
+        chans[d] = NullChannel(f"{d} (discarded)")
+    prims: list[Primitive] = []
+    sinks: list[Primitive] = []
+    by_name: dict[str, Primitive] = {}
+    for node in graph.nodes.values():
+        ins = {p: chans[node[p]] for p in node.inputs()}
+        outs = {p: chans[node[p]] for p in node.outputs()}
+        prim = build_primitive(node.kind, node.name, ins, outs, resolve_params(graph, node, data),
+                               val_width=val_width)
+        prims.append(prim)
+        by_name[node.name] = prim
+        if node.kind in (NodeKind.WRITE, NodeKind.VALS_WRITE):
+            sinks.append(prim)
+    if not sinks:
+        raise ValueError(f"graph {graph.name!r} has no writer: nothing defines when it is done")
+    eng = Engine(prims, list({id(c): c for c in chans.values()}.values()), sinks)
+    cycles = eng.run(max_cycles)
+    outputs = collect_outputs(graph, by_name)
+    wall = time.perf_counter() - t0
+    return SimResult(outputs, cycles, {p.name: p.stats for p in prims}, wall,
+                     node_cycles=cycles * len(prims))
+
+
+def collect_outputs(graph: Graph, prims: Mapping[str, Any]) -> dict[str, TensorData]:
+    """Assemble output tensors from their writers (works for sw_sim primitives and RTL dumps)."""
+    import numpy as np
+
+    out: dict[str, TensorData] = {}
+    for name, spec in graph.tensors.items():
+        if spec.role is not Role.OUTPUT:
+            continue
+        segs: list = [None] * spec.fmt.order
+        crds: list = [None] * spec.fmt.order
+        vals = None
+        for node in graph.nodes.values():
+            if node.params.get("tensor") != name:
+                continue
+            w = prims[node.name]
+            if node.kind is NodeKind.WRITE and spec.fmt.levels[node.params["level"]] is Format.COMPRESSED:
+                segs[node.params["level"]] = np.asarray(w.seg, dtype=np.int64)
+                crds[node.params["level"]] = np.asarray(w.crd, dtype=np.int64)
+            elif node.kind is NodeKind.VALS_WRITE:
+                vals = np.asarray(w.vals)
+        if vals is None:
+            raise ValueError(f"output tensor {name!r} has no values writer")
+        out[name] = TensorData(spec.shape, spec.fmt, segs, crds, vals)
+    return out
+
+
+def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Token]],
+                       *, depth: int = 2, val_width: int | None = VAL_WIDTH, **params: Any) -> PrimitiveResult:
+    """Run one primitive on token lists (or their text form).
+
+    ``inputs`` maps input port names to streams; the result maps output port names to token
+    lists (writers: ``seg``/``crd`` or ``vals`` arrays) and carries ``.cycles``: cycles from the
+    first one in which the inputs offer tokens through the one in which the last output ``D``
+    is taken (writers: consumed).  Inputs and outputs pass through FIFOs of ``depth``, as in a
+    graph, and outputs are never back-pressured.
+    """
+    from fuseflow.samml import PRIMITIVES, _coerce_param
+
+    kind = NodeKind(kind) if isinstance(kind, str) else kind
+    params = {k: _coerce_param(kind, k, v) for k, v in params.items()}
+    spec = PRIMITIVES[kind]
+    pv = {**spec.optional, **params}
+    in_ports, out_ports = spec.inputs(pv), spec.outputs(pv)
+    unknown = set(inputs) - set(in_ports)
+    missing = set(in_ports) - set(inputs)
+    if unknown or missing:
+        raise ValueError(f"{kind.value}: input ports are {sorted(in_ports)}; "
+                         f"unknown {sorted(unknown)}, missing {sorted(missing)}")
+    ins = {p: Channel(f"{kind.value}.{p}", depth) for p in in_ports}
+    outs = {p: Channel(f"{kind.value}.{p}", depth) for p in out_ports}
+    sources = [P.Source(f"src_{p}", {p: ins[p]}, parse_stream(inputs[p])) for p in in_ports]
+    prim = build_primitive(kind, kind.value, ins, outs, pv, val_width=val_width)
+    sinks = [P.Sink(f"sink_{p}", {p: outs[p]}) for p in out_ports]
+    eng = Engine([*sources, prim, *sinks], [*ins.values(), *outs.values()], sinks or [prim])
+    cycles = eng.run()
+    result = PrimitiveResult()
+    for s, p in zip(sinks, out_ports):
+        result[p] = s.tokens
+    if kind is NodeKind.WRITE:
+        result.update(seg=prim.seg, crd=prim.crd) if prim.compressed else result.update(crd=prim.crd)
+    elif kind is NodeKind.VALS_WRITE:
+        result["vals"] = prim.vals
+    result.cycles = cycles
+    return result
