@@ -211,8 +211,9 @@ class Repeat(Primitive):
     Fires when the output has room and a repeat signal is present.
     ``R``: emit the held ref (loading it from the ref input first, same cycle, if none is held).
     ``S`` with a held ref: look at the next ref: ``Sk`` -> pop it, emit ``S(k+1)``; other token
-    -> emit ``S0``; nothing yet -> wait.  ``S`` with none held (zero repeats): pop the ref into
-    the register this cycle and handle the ``S`` next cycle.  ``D``: needs ref ``D``; emit ``D``.
+    -> emit ``S0``; nothing yet -> wait.  ``S`` with none held: a ref ``Sk`` at the head (an
+    empty fiber of refs) -> pop it, emit ``S(k+1)``; a data ref (zero repeats) -> pop it into the
+    register this cycle and handle the ``S`` next cycle.  ``D``: needs ref ``D``; emit ``D``.
     """
 
     def __init__(self, name, ins, outs):
@@ -252,10 +253,14 @@ class Repeat(Primitive):
         if self.cur is None:
             if not ref.q:
                 return False
-            tok = ref.q[0]
-            if type(tok) is Stop or tok is DONE:
-                raise self.error(f"repeat signal S but the ref stream is at {tok}")
-            self.cur = ref.pop()
+            tok = ref.pop() if ref.q[0] is not DONE else DONE
+            if tok is DONE:
+                raise self.error("repeat signal S but the ref stream is at D")
+            if type(tok) is Stop:  # bare stop: an empty fiber of refs
+                self.out.push(stop(tok.level + 1))
+                self.rs.pop()
+            else:
+                self.cur = tok
             return True
         if not ref.q:
             return False

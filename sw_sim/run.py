@@ -105,17 +105,18 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
         graph.verify(data)
     t0 = time.perf_counter()
     depth_default = fifo_depth or graph.fifo_depth
-    chans: dict[Any, Channel] = {}
+    chan_out: dict[Any, Channel] = {}
+    chan_in: dict[Any, Channel] = {}
     for e in graph.edges:
-        chans[e.src] = chans[e.dst] = Channel(str(e), e.depth if e.depth is not None else depth_default)
+        chan_out[e.src] = chan_in[e.dst] = Channel(str(e), e.depth if e.depth is not None else depth_default)
     for d in graph.discards:
-        chans[d] = NullChannel(f"{d} (discarded)")
+        chan_out[d] = NullChannel(f"{d} (discarded)")
     prims: list[Primitive] = []
     sinks: list[Primitive] = []
     by_name: dict[str, Primitive] = {}
     for node in graph.nodes.values():
-        ins = {p: chans[node[p]] for p in node.inputs()}
-        outs = {p: chans[node[p]] for p in node.outputs()}
+        ins = {p: chan_in[node[p]] for p in node.inputs()}
+        outs = {p: chan_out[node[p]] for p in node.outputs()}
         prim = build_primitive(node.kind, node.name, ins, outs, resolve_params(graph, node, data),
                                val_width=val_width)
         prims.append(prim)
@@ -124,7 +125,7 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
             sinks.append(prim)
     if not sinks:
         raise ValueError(f"graph {graph.name!r} has no writer: nothing defines when it is done")
-    eng = Engine(prims, list({id(c): c for c in chans.values()}.values()), sinks)
+    eng = Engine(prims, list(chan_out.values()), sinks)
     cycles = eng.run(max_cycles)
     outputs = collect_outputs(graph, by_name)
     wall = time.perf_counter() - t0

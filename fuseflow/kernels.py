@@ -1,0 +1,138 @@
+"""Hand-built SAMML graphs of the spine kernels, from a small builder.
+
+These are the reference graphs used by tests, benchmarks and ``fuseflow-hw demo``:
+SpMV ``y_i = B_ij c_j``; SpMM ``C_ij = A_ik B_kj`` (Gustavson order i→k→j with a sparse
+accumulator); elementwise ``C = A + B`` (union) and ``C = A * B`` (intersect).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
+from .tensor import CSR, DENSE2, TensorFormat
+
+__all__ = ["GraphBuilder", "spmv", "spmm", "elementwise", "KERNELS"]
+
+
+class GraphBuilder:
+    """Thin helper over :class:`Graph` with deterministic node names."""
+
+    def __init__(self, name: str) -> None:
+        self.g = Graph(name)
+        self._count: dict[str, int] = {}
+
+    def _name(self, base: str) -> str:
+        n = self._count.get(base, 0)
+        self._count[base] = n + 1
+        return base if n == 0 else f"{base}_{n}"
+
+    def node(self, kind: NodeKind, base: str, inputs: dict[str, PortRef] | None = None, **params):
+        node = self.g.add(kind, self._name(base), **params)
+        for port, src in (inputs or {}).items():
+            self.g.connect(src, node[port])
+        return node
+
+    def root(self, tensor: str) -> PortRef:
+        return self.node(NodeKind.ROOT, f"root_{tensor}")["ref"]
+
+    def scan(self, tensor: str, level: int, ref: PortRef) -> tuple[PortRef, PortRef]:
+        n = self.node(NodeKind.SCAN, f"scan_{tensor}{level}", {"ref": ref}, tensor=tensor, level=level)
+        return n["crd"], n["ref"]
+
+    def bcast(self, src: PortRef, n: int, kind: StreamKind) -> list[PortRef]:
+        b = self.node(NodeKind.BROADCAST, f"bc_{src.node}_{src.port}", {"in": src}, n=n, stream=kind.value)
+        return [b[f"out{i}"] for i in range(n)]
+
+    def repeat(self, ref: PortRef, by: PortRef, stream: StreamKind = StreamKind.CRD) -> PortRef:
+        rs = self.node(NodeKind.REPSIG, f"repsig_{by.node}", {"in": by}, stream=stream.value)
+        return self.node(NodeKind.REPEAT, f"repeat_{ref.node}", {"ref": ref, "repsig": rs["repsig"]})["ref"]
+
+    def join(self, kind: NodeKind, pairs: list[tuple[PortRef, PortRef]]) -> tuple[PortRef, list[PortRef]]:
+        ins = {}
+        for i, (c, r) in enumerate(pairs):
+            ins[f"crd{i}"], ins[f"ref{i}"] = c, r
+        j = self.node(kind, kind.value, ins, n=len(pairs))
+        return j["crd"], [j[f"ref{i}"] for i in range(len(pairs))]
+
+    def load(self, tensor: str, ref: PortRef) -> PortRef:
+        return self.node(NodeKind.ARRAY_LOAD, f"vals_{tensor}", {"ref": ref}, tensor=tensor)["val"]
+
+    def alu(self, op: AluOp, a: PortRef, b: PortRef) -> PortRef:
+        return self.node(NodeKind.ALU, op.value, {"a": a, "b": b}, op=op.value)["val"]
+
+    def write(self, tensor: str, level: int, crd: PortRef) -> None:
+        self.node(NodeKind.WRITE, f"write_{tensor}{level}", {"crd": crd}, tensor=tensor, level=level)
+
+    def write_vals(self, tensor: str, val: PortRef) -> None:
+        self.node(NodeKind.VALS_WRITE, f"write_{tensor}_vals", {"val": val}, tensor=tensor)
+
+
+def spmv(n: int = 64, m: int = 64) -> Graph:
+    """``y_i = B_ij c_j``: B CSR (n×m), c dense (m), y dense (n)."""
+    b = GraphBuilder("spmv")
+    g = b.g
+    g.tensor("B", (n, m), CSR)
+    g.tensor("c", (m,), TensorFormat(("dense",)))
+    g.tensor("y", (n,), TensorFormat(("dense",)), Role.OUTPUT)
+    crd_i, ref_i = b.scan("B", 0, b.root("B"))
+    crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
+    b.write("y", 0, crd_i_w)
+    crd_jb, ref_jb = b.scan("B", 1, ref_i)
+    crd_jc, ref_jc = b.scan("c", 0, b.repeat(b.root("c"), crd_i_r))
+    crd_j, (rb, rc) = b.join(NodeKind.INTERSECT, [(crd_jb, ref_jb), (crd_jc, ref_jc)])
+    g.discard(crd_j)
+    prod = b.alu(AluOp.MUL, b.load("B", rb), b.load("c", rc))
+    red = b.node(NodeKind.REDUCE, "reduce", {"val": prod}, op=ReduceOp.ADD.value)
+    b.write_vals("y", red["val"])
+    return g
+
+
+def spmm(n: int = 64, k: int = 64, m: int = 64, b_format: TensorFormat = DENSE2) -> Graph:
+    """``C_ij = A_ik B_kj``: A CSR, B dense or CSR, C CSR; order i→k→j with a sparse accumulator."""
+    b = GraphBuilder("spmm_" + ("dense" if b_format == DENSE2 else "csr"))
+    g = b.g
+    g.tensor("A", (n, k), CSR)
+    g.tensor("B", (k, m), b_format)
+    g.tensor("C", (n, m), CSR, Role.OUTPUT)
+    crd_i, ref_i = b.scan("A", 0, b.root("A"))
+    crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
+    b.write("C", 0, crd_i_w)
+    crd_ka, ref_ka = b.scan("A", 1, ref_i)
+    crd_kb, ref_kb = b.scan("B", 0, b.repeat(b.root("B"), crd_i_r))
+    crd_k, (ra, rb) = b.join(NodeKind.INTERSECT, [(crd_ka, ref_ka), (crd_kb, ref_kb)])
+    crd_j, ref_jb = b.scan("B", 1, rb)
+    crd_j_acc, crd_j_rep = b.bcast(crd_j, 2, StreamKind.CRD)
+    va = b.load("A", b.repeat(ra, crd_j_rep))
+    prod = b.alu(AluOp.MUL, va, b.load("B", ref_jb))
+    acc = b.node(NodeKind.SPACC1, "spacc", {"outer": crd_k, "inner": crd_j_acc, "val": prod}, dim=m)
+    b.write("C", 1, acc["crd"])
+    b.write_vals("C", acc["val"])
+    return g
+
+
+def elementwise(op: AluOp, n: int = 64, m: int = 64) -> Graph:
+    """``C = A op B`` over two CSR matrices: union for add/sub, intersection for mul."""
+    joiner = NodeKind.INTERSECT if op is AluOp.MUL else NodeKind.UNION
+    b = GraphBuilder(f"elementwise_{op.value}")
+    g = b.g
+    g.tensor("A", (n, m), CSR)
+    g.tensor("B", (n, m), CSR)
+    g.tensor("C", (n, m), CSR, Role.OUTPUT)
+    ia = b.scan("A", 0, b.root("A"))
+    ib = b.scan("B", 0, b.root("B"))
+    crd_i, (ra, rb) = b.join(joiner, [ia, ib])
+    b.write("C", 0, crd_i)
+    crd_j, (rja, rjb) = b.join(joiner, [b.scan("A", 1, ra), b.scan("B", 1, rb)])
+    b.write("C", 1, crd_j)
+    b.write_vals("C", b.alu(op, b.load("A", rja), b.load("B", rjb)))
+    return g
+
+
+KERNELS: dict[str, Callable[..., Graph]] = {
+    "spmv": spmv,
+    "spmm_dense": lambda n=64: spmm(n, n, n, DENSE2),
+    "spmm_csr": lambda n=64: spmm(n, n, n, CSR),
+    "add": lambda n=64: elementwise(AluOp.ADD, n, n),
+    "mul": lambda n=64: elementwise(AluOp.MUL, n, n),
+}
