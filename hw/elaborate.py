@@ -1,0 +1,393 @@
+"""Graph elaboration: a verified SAMML graph -> one streaming RTL top with a host port.
+
+Host port (one word per cycle, ``HOST_DW``-bit data): drive ``host_addr``/``host_wdata`` and
+pulse ``host_we`` to write; ``host_rdata`` returns the word at the ``host_addr`` of the previous
+cycle.  Address map (also written as ``memory_map.json`` by ``fuseflow-hw build``):
+
+* ``0``: CTRL — write 1 to clear the datapath and start; read: bit 0 running, bit 1 done.
+* ``1``: CYCLES — cycles from start to done (the RTL cycle count).
+* ``2 + k``: the entry counts of the output arrays, in the map's ``lengths`` order.
+* then one region per tensor array (``"A.1.seg"``, ``"A.vals"``, …), aligned to its size.
+  Writing an input array updates every memory copy of it (one per node that reads it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from math import prod
+from typing import Any
+
+from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fuseflow.samml import Graph, NodeKind, ReduceOp, Role, StreamKind, TensorSpec
+from fuseflow.tensor import Format
+from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+
+from . import primitives as P
+from .base import bits_for
+
+__all__ = ["HwConfig", "MemoryMap", "GraphTop", "PrimitiveHarness", "make_primitive",
+           "tensor_capacities", "HOST_DW"]
+
+HOST_DW = 32
+REG_CTRL, REG_CYCLES, REG_LEN0 = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class HwConfig:
+    cw: int = CRD_WIDTH  # crd / ref / repsig data width
+    vw: int = VAL_WIDTH  # val data width
+    fifo_depth: int | None = None  # None: the graph's default
+    max_nnz: tuple[tuple[str, int], ...] = ()  # per-tensor capacity (stored values); default dense size
+
+    def nnz_for(self, tensor: str) -> int | None:
+        return dict(self.max_nnz).get(tensor)
+
+
+def tensor_capacities(spec: TensorSpec, max_nnz: int | None = None) -> dict[str, int]:
+    """Memory depth of each array of ``spec``: positions per level bounded by the dense size."""
+    dims = [spec.level_dim(lvl) for lvl in range(spec.fmt.order)]
+    caps: dict[str, int] = {}
+    parent = 1
+    for lvl, f in enumerate(spec.fmt.levels):
+        if f is Format.DENSE:
+            pos = parent * dims[lvl]
+        else:
+            pos = prod(dims[: lvl + 1])
+            if max_nnz is not None:
+                pos = min(pos, max_nnz)
+            caps[f"{lvl}.seg"] = parent + 1
+            caps[f"{lvl}.crd"] = max(pos, 1)
+        parent = pos
+    caps["vals"] = max(parent, 1)
+    return caps
+
+
+@dataclass
+class Region:
+    name: str  # "tensor.array"
+    base: int
+    size: int  # words (power of two)
+    depth: int  # memory entries
+    width: int
+    access: str  # "w" (input, host writes) or "r" (output, host reads)
+
+
+@dataclass
+class MemoryMap:
+    regions: list[Region] = field(default_factory=list)
+    lengths: list[str] = field(default_factory=list)  # output arrays with a length register
+    addr_width: int = 8
+
+    def region(self, name: str) -> Region:
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise KeyError(f"no array {name!r} in the memory map; arrays: {[r.name for r in self.regions]}")
+
+    def length_addr(self, name: str) -> int:
+        return REG_LEN0 + self.lengths.index(name)
+
+    def to_json(self) -> dict:
+        return {"addr_width": self.addr_width, "lengths": self.lengths,
+                "registers": {"ctrl": REG_CTRL, "cycles": REG_CYCLES},
+                "regions": [asdict(r) for r in self.regions]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> MemoryMap:
+        return cls([Region(**r) for r in d["regions"]], list(d["lengths"]), d["addr_width"])
+
+    def add(self, name: str, depth: int, width: int, access: str) -> None:
+        size = 1 << bits_for(depth)
+        end = max([r.base + r.size for r in self.regions], default=max(16, 1 << bits_for(REG_LEN0 + 64)))
+        base = (end + size - 1) // size * size
+        self.regions.append(Region(name, base, size, depth, width, access))
+        self.addr_width = max(self.addr_width, (base + size - 1).bit_length())
+
+
+# --------------------------------------------------------------------------- primitive factory
+def _stream_width(kind: StreamKind, cfg: HwConfig) -> int:
+    return cfg.vw if kind is StreamKind.VAL else cfg.cw
+
+
+def make_primitive(kind: NodeKind, params: dict[str, Any], cfg: HwConfig,
+                   depths: dict[str, int] | None = None) -> tuple[wiring.Component, dict[str, Any]]:
+    """The RTL component of one node plus its host-visible memories.
+
+    ``params`` are resolved parameters (``format``, ``dim`` and capacities ``seg_depth``,
+    ``crd_depth``, ``vals_depth`` for memory primitives).  The second result maps array names
+    (``seg``, ``crd``, ``vals``) to ``(port attribute, depth, width, access, length attribute)``.
+    """
+    cw, vw = cfg.cw, cfg.vw
+    mems: dict[str, Any] = {}
+    if kind is NodeKind.ROOT:
+        return P.Root(cw=cw, depths=depths), mems
+    if kind is NodeKind.SCAN:
+        compressed = Format.parse(params["format"]) is Format.COMPRESSED
+        c = P.Scan(compressed=compressed, dim=params.get("dim", 0), seg_depth=params.get("seg_depth", 2),
+                   crd_depth=params.get("crd_depth", 1), cw=cw, depths=depths)
+        if compressed:
+            mems = {"seg": ("seg_wr", c.seg_depth, cw, "w", None), "crd": ("crd_wr", c.crd_depth, cw, "w", None)}
+        return c, mems
+    if kind is NodeKind.WRITE:
+        compressed = Format.parse(params["format"]) is Format.COMPRESSED
+        c = P.LevelWrite(compressed=compressed, seg_depth=params.get("seg_depth", 2),
+                         crd_depth=params.get("crd_depth", 1), cw=cw)
+        if compressed:
+            mems = {"seg": ("seg_rd", c.seg_depth, cw, "r", "seg_len"),
+                    "crd": ("crd_rd", c.crd_depth, cw, "r", "crd_len")}
+        return c, mems
+    if kind is NodeKind.VALS_WRITE:
+        c = P.ValsWrite(depth=params.get("vals_depth", 1), vw=vw)
+        return c, {"vals": ("vals_rd", c.depth, vw, "r", "vals_len")}
+    if kind is NodeKind.REPSIG:
+        return P.RepSig(cw=cw, depths=depths), mems
+    if kind is NodeKind.REPEAT:
+        return P.Repeat(cw=cw, depths=depths), mems
+    if kind is NodeKind.INTERSECT:
+        return P.Intersect(n=params["n"], cw=cw, depths=depths), mems
+    if kind is NodeKind.UNION:
+        return P.Union(n=params["n"], cw=cw, depths=depths), mems
+    if kind is NodeKind.CRD_DROP:
+        return P.CrdDrop(cw=cw, depths=depths), mems
+    if kind is NodeKind.CRD_HOLD:
+        return P.CrdHold(cw=cw, depths=depths), mems
+    if kind is NodeKind.ARRAY_LOAD:
+        c = P.ArrayLoad(depth=params.get("vals_depth", 1), cw=cw, vw=vw, depths=depths)
+        return c, {"vals": ("vals_wr", c.depth, vw, "w", None)}
+    if kind is NodeKind.ALU:
+        return P.Alu(op=params["op"], vw=vw, depths=depths), mems
+    if kind is NodeKind.REDUCE:
+        return P.Reduce(op=params["op"], vw=vw, depths=depths), mems
+    if kind is NodeKind.SPACC1:
+        return P.SpAcc1(dim=params["dim"], op=params.get("op", ReduceOp.ADD), cw=cw, vw=vw, depths=depths), mems
+    if kind is NodeKind.BROADCAST:
+        sk = params.get("stream", StreamKind.CRD)
+        sk = StreamKind(sk) if isinstance(sk, str) else sk
+        return P.Broadcast(n=params["n"], width=_stream_width(sk, cfg), depths=depths), mems
+    raise ValueError(f"no RTL primitive for node kind {kind.value}")
+
+
+def _node_hw_params(graph: Graph, node, caps: dict[str, dict[str, int]]) -> dict[str, Any]:
+    params = node.all_params()
+    t = params.get("tensor")
+    if node.kind in (NodeKind.SCAN, NodeKind.WRITE):
+        spec = graph.tensors[t]
+        lvl = params["level"]
+        params["format"] = spec.fmt.levels[lvl].value
+        params["dim"] = spec.level_dim(lvl)
+        if spec.fmt.levels[lvl] is Format.COMPRESSED:
+            params["seg_depth"] = caps[t][f"{lvl}.seg"]
+            params["crd_depth"] = caps[t][f"{lvl}.crd"]
+    elif node.kind in (NodeKind.ARRAY_LOAD, NodeKind.VALS_WRITE):
+        params["vals_depth"] = caps[t]["vals"]
+    return params
+
+
+def _array_name(node, array: str) -> str:
+    t = node.params["tensor"]
+    if array == "vals":
+        return f"{t}.vals"
+    return f"{t}.{node.params['level']}.{array}"
+
+
+# --------------------------------------------------------------------------- host bus
+class _HostBus:
+    """Decodes the host port onto memory ports and registers (shared by both tops)."""
+
+    def __init__(self, mmap: MemoryMap) -> None:
+        self.mmap = mmap
+        self.writes: dict[str, list] = {}  # region -> [MemWrite-port interfaces]
+        self.reads: dict[str, Any] = {}  # region -> MemRead-port interface
+        self.lengths: dict[str, Any] = {}
+
+    def elaborate(self, m: Module, top, extra_regs: dict[int, Any]) -> None:
+        addr, wdata, we = top.host_addr, top.host_wdata, top.host_we
+        for r in self.mmap.regions:
+            inside = (addr >= r.base) & (addr < r.base + r.size)
+            off = (addr - r.base)[: bits_for(r.depth)]
+            for port in self.writes.get(r.name, []):
+                m.d.comb += [port.addr.eq(off), port.data.eq(wdata), port.en.eq(we & inside)]
+            if r.name in self.reads:
+                m.d.comb += self.reads[r.name].addr.eq(off)
+        # read: registered select, memory data arrives one cycle later
+        sel = Signal(range(len(self.mmap.regions) + 2))
+        reg_val = Signal(HOST_DW)
+        regs = dict(extra_regs)
+        for i, name in enumerate(self.mmap.lengths):
+            regs[REG_LEN0 + i] = self.lengths[name]
+        with m.Switch(addr):
+            for a, v in regs.items():
+                with m.Case(a):
+                    m.d.sync += reg_val.eq(v)
+            with m.Default():
+                m.d.sync += reg_val.eq(0)
+        m.d.sync += sel.eq(0)
+        for i, r in enumerate(self.mmap.regions):
+            if r.name in self.reads:
+                with m.If((addr >= r.base) & (addr < r.base + r.size)):
+                    m.d.sync += sel.eq(i + 1)
+        with m.Switch(sel):
+            with m.Case(0):
+                m.d.comb += top.host_rdata.eq(reg_val)
+            for i, r in enumerate(self.mmap.regions):
+                if r.name in self.reads:
+                    with m.Case(i + 1):
+                        m.d.comb += top.host_rdata.eq(self.reads[r.name].data)
+
+
+def _host_members(addr_width: int) -> dict:
+    return {"host_addr": In(addr_width), "host_wdata": In(HOST_DW), "host_we": In(1),
+            "host_rdata": Out(HOST_DW)}
+
+
+class _Core(Elaboratable):
+    def __init__(self) -> None:
+        self.subs: dict[str, Elaboratable] = {}
+        self.stmts: list = []
+
+    def elaborate(self, platform):
+        m = Module()
+        for name, sub in self.subs.items():
+            m.submodules[name] = sub
+        m.d.comb += self.stmts
+        return m
+
+
+# --------------------------------------------------------------------------- graph top
+class GraphTop(wiring.Component):
+    """One streaming top for a whole SAMML graph (see the module docstring for the host port)."""
+
+    def __init__(self, graph: Graph, cfg: HwConfig = HwConfig()) -> None:
+        graph.verify()
+        self.graph, self.cfg = graph, cfg
+        self.caps = {t: tensor_capacities(s, cfg.nnz_for(t)) for t, s in graph.tensors.items()}
+        self.mmap = MemoryMap()
+        self.core = _Core()
+        self.bus = _HostBus(self.mmap)
+        self.components: dict[str, wiring.Component] = {}
+        self.writers: list[wiring.Component] = []
+        self.roots: list[wiring.Component] = []
+        depth_default = cfg.fifo_depth or graph.fifo_depth
+        out_depths: dict[str, dict[str, int]] = {}
+        for e in graph.edges:
+            out_depths.setdefault(e.src.node, {})[e.src.port] = e.depth if e.depth is not None else depth_default
+        for name in graph.topo_order():
+            node = graph.nodes[name]
+            depths = {p: out_depths.get(name, {}).get(p, depth_default) for p in node.outputs()}
+            comp, mems = make_primitive(node.kind, _node_hw_params(graph, node, self.caps), cfg, depths)
+            self.components[name] = comp
+            self.core.subs[f"n_{name}"] = comp
+            if node.kind in (NodeKind.WRITE, NodeKind.VALS_WRITE):
+                self.writers.append(comp)
+            if node.kind is NodeKind.ROOT:
+                self.roots.append(comp)
+            for array, (attr, depth, width, access, length) in mems.items():
+                region = _array_name(node, array)
+                if region not in [r.name for r in self.mmap.regions]:
+                    self.mmap.add(region, depth, width, access)
+                if access == "w":
+                    self.bus.writes.setdefault(region, []).append(getattr(comp, attr))
+                else:
+                    self.bus.reads[region] = getattr(comp, attr)
+                    self.mmap.lengths.append(region)
+                    self.bus.lengths[region] = getattr(comp, length)
+        for e in graph.edges:
+            src = getattr(self.components[e.src.node], f"o_{e.src.port}")
+            dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
+            self.core.stmts += [dst.payload.eq(src.payload), dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
+        for d in graph.discards:
+            self.core.stmts.append(getattr(self.components[d.node], f"o_{d.port}").ready.eq(1))
+        super().__init__({**_host_members(self.mmap.addr_width), "done": Out(1), "running": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        start = Signal()
+        running = Signal()
+        cycles = Signal(32)
+        done = Signal()
+        m.d.comb += start.eq(self.host_we & (self.host_addr == REG_CTRL) & self.host_wdata[0])
+        m.submodules.core = ResetInserter({"sync": start})(self.core)
+        all_done = 1
+        for w in self.writers:
+            all_done = all_done & w.done
+        m.d.comb += [done.eq(running & all_done), self.done.eq(done), self.running.eq(running)]
+        for r in self.roots:
+            m.d.comb += r.go.eq(running)
+        with m.If(start):
+            m.d.sync += [running.eq(1), cycles.eq(0)]
+        with m.Elif(running & ~all_done):
+            m.d.sync += cycles.eq(cycles + 1)
+        self.bus.elaborate(m, self, {REG_CTRL: (done << 1) | running, REG_CYCLES: cycles})
+        return m
+
+    def summary(self) -> dict:
+        counts: dict[str, int] = {}
+        for n in self.graph.nodes.values():
+            counts[n.kind.value] = counts.get(n.kind.value, 0) + 1
+        return {"graph": self.graph.name, "nodes": len(self.graph.nodes), "edges": len(self.graph.edges),
+                "primitives": counts, "config": asdict(self.cfg), "memory_map": self.mmap.to_json()}
+
+
+# --------------------------------------------------------------------------- primitive harness
+class PrimitiveHarness(wiring.Component):
+    """One primitive behind input FIFOs, for stream-level tests.
+
+    Ports: ``in_<port>`` (stream into a FIFO of ``depth`` feeding the primitive), ``out_<port>``
+    (the primitive's outputs), ``go`` (roots), ``done`` (writers) and the host port for the
+    primitive's memories (regions ``seg``, ``crd``, ``vals``).
+    """
+
+    def __init__(self, kind: NodeKind, params: dict[str, Any], cfg: HwConfig = HwConfig(), depth: int = 2) -> None:
+        from fuseflow.samml import PRIMITIVES, _coerce_param
+
+        params = {k: _coerce_param(kind, k, v) for k, v in params.items()}
+        spec = PRIMITIVES[kind]
+        pv = {**spec.optional, **params}
+        self.kind, self.cfg, self.depth = kind, cfg, depth
+        self.in_ports = {p: _stream_width(k, cfg) for p, k in spec.inputs(pv).items()}
+        self.out_ports = {p: _stream_width(k, cfg) for p, k in spec.outputs(pv).items()}
+        self.prim, mems = make_primitive(kind, pv, cfg, {p: depth for p in self.out_ports})
+        self.mmap = MemoryMap()
+        self.bus = _HostBus(self.mmap)
+        for array, (attr, mdepth, width, access, length) in mems.items():
+            self.mmap.add(array, mdepth, width, access)
+            if access == "w":
+                self.bus.writes[array] = [getattr(self.prim, attr)]
+            else:
+                self.bus.reads[array] = getattr(self.prim, attr)
+                self.mmap.lengths.append(array)
+                self.bus.lengths[array] = getattr(self.prim, length)
+        members = _host_members(self.mmap.addr_width)
+        for p, w in self.in_ports.items():
+            members[f"in_{p}"] = In(stream.Signature(w + 1))
+        for p, w in self.out_ports.items():
+            members[f"out_{p}"] = Out(stream.Signature(w + 1))
+        members["go"] = In(1)
+        members["done"] = Out(1)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.prim = self.prim
+        for p, w in self.in_ports.items():
+            f = fifo.SyncFIFO(width=w + 1, depth=self.depth)
+            m.submodules[f"fifo_{p}"] = f
+            src, dst = getattr(self, f"in_{p}"), getattr(self.prim, f"i_{p}")
+            m.d.comb += [f.w_data.eq(src.payload), f.w_en.eq(src.valid), src.ready.eq(f.w_rdy),
+                         dst.payload.eq(f.r_data), dst.valid.eq(f.r_rdy), f.r_en.eq(dst.ready)]
+        for p in self.out_ports:
+            wiring.connect(m, wiring.flipped(getattr(self, f"out_{p}")), getattr(self.prim, f"o_{p}"))
+        if hasattr(self.prim, "go"):
+            m.d.comb += self.prim.go.eq(self.go)
+        if hasattr(self.prim, "done"):
+            m.d.comb += self.done.eq(self.prim.done)
+        self.bus.elaborate(m, self, {})
+        return m
+
+
+def memory_map_json(top: GraphTop | PrimitiveHarness) -> str:
+    return json.dumps(top.mmap.to_json(), indent=1)

@@ -1,0 +1,616 @@
+"""RTL SAMML primitives (Amaranth).  Each mirrors the cycle model of the same name in
+``sw_sim/primitives.py`` decision for decision; see the docstrings there for the per-cycle
+rules and the primitive table in :mod:`fuseflow.samml` for latency and II.
+
+Widths: ``cw`` is the data width of crd / ref / repsig streams, ``vw`` of val streams.
+Memories that hold tensor levels are synchronous-read (block RAM); a read issued in cycle
+``t`` returns data in ``t + 1``.  The scanner's coordinate memory is addressed with the
+next-state position so that ``crd[p]`` is ready in the cycle ``p`` is current.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import memory
+from amaranth.lib.wiring import In, Out
+
+from fuseflow.samml import AluOp, ReduceOp
+from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+
+from .base import MemRead, MemWrite, StreamPrimitive, bits_for
+from .word import (data_word, done_word, empty_word, is_ctl, is_data, is_done, is_empty, is_stop,
+                   level, recast, stop_word)
+
+__all__ = ["Root", "Scan", "LevelWrite", "ValsWrite", "RepSig", "Repeat", "Intersect", "Union",
+           "CrdDrop", "CrdHold", "ArrayLoad", "Alu", "Reduce", "SpAcc1", "Broadcast"]
+
+FIBER, END, IDLE = 0, 1, 2
+
+
+class Root(StreamPrimitive):
+    """Emits ``0, D`` once ``go`` is high.  Latency 0."""
+
+    def __init__(self, *, cw: int = CRD_WIDTH, depths=None):
+        self.cw = cw
+        super().__init__({}, {"ref": cw}, depths, {"go": In(1)})
+
+    def logic(self, m):
+        state = Signal(2)
+        with m.If(self.go & self.room()):
+            with m.If(state == 0):
+                self.push(m, "ref", data_word(0, self.cw))
+                m.d.sync += state.eq(1)
+            with m.Elif(state == 1):
+                self.push(m, "ref", done_word(self.cw))
+                m.d.sync += state.eq(2)
+
+
+class Scan(StreamPrimitive):
+    """Level scanner.  Compressed: ``seg``/``crd`` memories loaded through ``seg_wr``/``crd_wr``;
+    dense: dimension ``dim``.  Latency 2 (pipeline register, then fiber walk), II 1."""
+
+    def __init__(self, *, compressed: bool, dim: int = 0, seg_depth: int = 2, crd_depth: int = 1,
+                 cw: int = CRD_WIDTH, depths=None):
+        self.compressed, self.dim, self.cw = compressed, dim, cw
+        self.seg_depth, self.crd_depth = seg_depth, crd_depth
+        extra = {}
+        if compressed:
+            extra = {"seg_wr": In(MemWrite(bits_for(seg_depth), cw)),
+                     "crd_wr": In(MemWrite(bits_for(crd_depth), cw))}
+        super().__init__({"ref": cw}, {"crd": cw, "ref": cw}, depths, extra)
+
+    def logic(self, m):
+        w = self.cw
+        inp = self.i_ref
+        pipe_valid = Signal()
+        pipe_tok = Signal(w + 1)
+        mode = Signal(2, init=IDLE)
+        p, lo, hi = Signal(w), Signal(w), Signal(w)
+        p_next = Signal(w)
+        consumed = Signal()
+        pipe_free = Signal()
+        m.d.comb += pipe_free.eq(~pipe_valid | consumed)
+
+        if self.compressed:
+            seg = memory.Memory(shape=unsigned(w), depth=self.seg_depth, init=[])
+            crd = memory.Memory(shape=unsigned(w), depth=self.crd_depth, init=[])
+            m.submodules.seg = seg
+            m.submodules.crd = crd
+            for mem, port in ((seg, self.seg_wr), (crd, self.crd_wr)):
+                wp = mem.write_port()
+                m.d.comb += [wp.addr.eq(port.addr), wp.data.eq(port.data), wp.en.eq(port.en)]
+            seg_lo = seg.read_port(domain="sync")
+            seg_hi = seg.read_port(domain="sync")
+            crd_rp = crd.read_port(domain="sync")
+            r = inp.payload[:w]
+            m.d.comb += [seg_lo.addr.eq(r), seg_hi.addr.eq(r + 1), seg_lo.en.eq(pipe_free),
+                         seg_hi.en.eq(pipe_free), crd_rp.addr.eq(p_next), crd_rp.en.eq(1)]
+            pipe_lo, pipe_hi = seg_lo.data, seg_hi.data
+            crd_out = crd_rp.data
+        else:
+            pipe_lo, pipe_hi = Signal(w), Signal(w)
+            with m.If(pipe_free):
+                r = inp.payload[:w]
+                m.d.sync += [pipe_lo.eq(r * self.dim), pipe_hi.eq(r * self.dim + self.dim)]
+            crd_out = (p - lo)[:w]
+
+        m.d.comb += p_next.eq(p)
+        with m.If(self.room()):
+            with m.If(mode == FIBER):
+                self.push(m, "crd", data_word(crd_out, w))
+                self.push(m, "ref", data_word(p, w))
+                m.d.comb += p_next.eq(p + 1)
+                m.d.sync += p.eq(p + 1)
+                with m.If((p + 1)[:w] == hi):
+                    m.d.sync += mode.eq(END)
+            with m.Elif(pipe_valid):
+                with m.If(is_stop(pipe_tok, w)):
+                    s = stop_word(level(pipe_tok) + 1, w)
+                    self.push(m, "crd", s)
+                    self.push(m, "ref", s)
+                    m.d.comb += consumed.eq(1)
+                    m.d.sync += mode.eq(IDLE)
+                with m.Elif(is_done(pipe_tok, w)):
+                    with m.If(mode == END):
+                        self.push(m, "crd", stop_word(0, w))
+                        self.push(m, "ref", stop_word(0, w))
+                        m.d.sync += mode.eq(IDLE)
+                    with m.Else():
+                        self.push(m, "crd", done_word(w))
+                        self.push(m, "ref", done_word(w))
+                        m.d.comb += consumed.eq(1)
+                with m.Else():
+                    with m.If(mode == END):
+                        self.push(m, "crd", stop_word(0, w))
+                        self.push(m, "ref", stop_word(0, w))
+                    empty = is_empty(pipe_tok, w)
+                    new_lo = Mux(empty, 0, pipe_lo)
+                    new_hi = Mux(empty, 0, pipe_hi)
+                    m.d.comb += [p_next.eq(new_lo), consumed.eq(1)]
+                    m.d.sync += [p.eq(new_lo), lo.eq(new_lo), hi.eq(new_hi),
+                                 mode.eq(Mux(new_lo < new_hi, FIBER, END))]
+        m.d.comb += inp.ready.eq(pipe_free)
+        with m.If(pipe_free):
+            m.d.sync += [pipe_valid.eq(inp.valid), pipe_tok.eq(inp.payload)]
+
+
+class LevelWrite(StreamPrimitive):
+    """Level writer.  Compressed: fills ``seg``/``crd`` memories (host reads them through
+    ``seg_rd``/``crd_rd``; ``seg_len``/``crd_len`` count entries).  Dense: counts coordinates.
+    Pops every cycle; ``done`` rises after ``D``."""
+
+    def __init__(self, *, compressed: bool, seg_depth: int = 2, crd_depth: int = 1, cw: int = CRD_WIDTH):
+        self.compressed, self.cw = compressed, cw
+        self.seg_depth, self.crd_depth = seg_depth, crd_depth
+        extra = {"done": Out(1), "seg_len": Out(32), "crd_len": Out(32)}
+        if compressed:
+            extra |= {"seg_rd": In(MemRead(bits_for(seg_depth), cw)),
+                      "crd_rd": In(MemRead(bits_for(crd_depth), cw))}
+        super().__init__({"crd": cw}, {}, None, extra)
+
+    def logic(self, m):
+        w = self.cw
+        inp = self.i_crd
+        seg_n = Signal(32, init=1)
+        crd_n = Signal(32)
+        done = Signal()
+        m.d.comb += [self.done.eq(done), self.seg_len.eq(seg_n), self.crd_len.eq(crd_n), inp.ready.eq(1)]
+        tok = inp.payload
+        if self.compressed:
+            seg = memory.Memory(shape=unsigned(w), depth=self.seg_depth, init=[])
+            crd = memory.Memory(shape=unsigned(w), depth=self.crd_depth, init=[])
+            m.submodules.seg, m.submodules.crd = seg, crd
+            seg_wp, crd_wp = seg.write_port(), crd.write_port()
+            for mem, port in ((seg, self.seg_rd), (crd, self.crd_rd)):
+                rp = mem.read_port(domain="sync")
+                m.d.comb += [rp.addr.eq(port.addr), port.data.eq(rp.data)]
+            m.d.comb += [seg_wp.addr.eq(seg_n), seg_wp.data.eq(crd_n), crd_wp.addr.eq(crd_n),
+                         crd_wp.data.eq(tok[:w])]
+        with m.If(inp.valid):
+            with m.If(is_data(tok, w)):
+                m.d.sync += crd_n.eq(crd_n + 1)
+                if self.compressed:
+                    m.d.comb += crd_wp.en.eq(1)
+            with m.Elif(is_stop(tok, w)):
+                m.d.sync += seg_n.eq(seg_n + 1)
+                if self.compressed:
+                    m.d.comb += seg_wp.en.eq(1)
+            with m.Elif(is_done(tok, w)):
+                m.d.sync += done.eq(1)
+
+
+class ValsWrite(StreamPrimitive):
+    """Values writer: fills ``vals`` (host reads through ``vals_rd``; ``vals_len`` counts)."""
+
+    def __init__(self, *, depth: int, vw: int = VAL_WIDTH):
+        self.vw, self.depth = vw, depth
+        super().__init__({"val": vw}, {}, None, {"done": Out(1), "vals_len": Out(32),
+                                                 "vals_rd": In(MemRead(bits_for(depth), vw))})
+
+    def logic(self, m):
+        w = self.vw
+        inp = self.i_val
+        n = Signal(32)
+        done = Signal()
+        vals = memory.Memory(shape=unsigned(w), depth=self.depth, init=[])
+        m.submodules.vals = vals
+        wp = vals.write_port()
+        rp = vals.read_port(domain="sync")
+        tok = inp.payload
+        m.d.comb += [self.done.eq(done), self.vals_len.eq(n), inp.ready.eq(1),
+                     rp.addr.eq(self.vals_rd.addr), self.vals_rd.data.eq(rp.data),
+                     wp.addr.eq(n), wp.data.eq(Mux(is_data(tok, w), tok[:w], 0))]
+        with m.If(inp.valid):
+            with m.If(is_data(tok, w) | is_empty(tok, w)):
+                m.d.comb += wp.en.eq(1)
+                m.d.sync += n.eq(n + 1)
+            with m.Elif(is_done(tok, w)):
+                m.d.sync += done.eq(1)
+
+
+class RepSig(StreamPrimitive):
+    """Repeat-signal generator: data/N -> R (data 1), stop -> S0, D -> D."""
+
+    def __init__(self, *, cw: int = CRD_WIDTH, depths=None):
+        self.cw = cw
+        super().__init__({"in": cw}, {"repsig": cw}, depths)
+
+    def logic(self, m):
+        w = self.cw
+        inp = self.i_in
+        tok = inp.payload
+        with m.If(inp.valid & self.room()):
+            self.pop(m, "in")
+            with m.If(is_data(tok, w) | is_empty(tok, w)):
+                self.push(m, "repsig", data_word(1, w))
+            with m.Elif(is_done(tok, w)):
+                self.push(m, "repsig", done_word(w))
+            with m.Else():
+                self.push(m, "repsig", stop_word(0, w))
+
+
+class Repeat(StreamPrimitive):
+    """Repeat: ref + repsig -> ref, holding the current reference in ``cur``."""
+
+    def __init__(self, *, cw: int = CRD_WIDTH, depths=None):
+        self.cw = cw
+        super().__init__({"ref": cw, "repsig": cw}, {"ref": cw}, depths)
+
+    def logic(self, m):
+        w = self.cw
+        ref, rs = self.i_ref, self.i_repsig
+        cur = Signal(w + 1)
+        cur_valid = Signal()
+        sig, head = rs.payload, ref.payload
+        with m.If(rs.valid & self.room()):
+            with m.If(is_data(sig, w)):  # R
+                with m.If(cur_valid):
+                    self.push(m, "ref", cur)
+                    self.pop(m, "repsig")
+                with m.Elif(ref.valid):
+                    self.push(m, "ref", head)
+                    self.pop(m, "ref")
+                    self.pop(m, "repsig")
+                    m.d.sync += [cur.eq(head), cur_valid.eq(1)]
+            with m.Elif(is_done(sig, w)):
+                with m.If(ref.valid):
+                    self.push(m, "ref", done_word(w))
+                    self.pop(m, "ref")
+                    self.pop(m, "repsig")
+            with m.Else():  # S
+                with m.If(~cur_valid):
+                    with m.If(ref.valid):
+                        self.pop(m, "ref")
+                        with m.If(is_stop(head, w)):
+                            self.push(m, "ref", stop_word(level(head) + 1, w))
+                            self.pop(m, "repsig")
+                        with m.Else():
+                            m.d.sync += [cur.eq(head), cur_valid.eq(1)]
+                with m.Elif(ref.valid):
+                    with m.If(is_stop(head, w)):
+                        self.pop(m, "ref")
+                        self.push(m, "ref", stop_word(level(head) + 1, w))
+                    with m.Else():
+                        self.push(m, "ref", stop_word(0, w))
+                    m.d.sync += cur_valid.eq(0)
+                    self.pop(m, "repsig")
+
+
+class _Joiner(StreamPrimitive):
+    def __init__(self, *, n: int, cw: int = CRD_WIDTH, depths=None):
+        self.n, self.cw = n, cw
+        ins = {**{f"crd{i}": cw for i in range(n)}, **{f"ref{i}": cw for i in range(n)}}
+        outs = {"crd": cw, **{f"ref{i}": cw for i in range(n)}}
+        super().__init__(ins, outs, depths)
+
+    def _common(self, m):
+        w, n = self.cw, self.n
+        crds = [self.inp(f"crd{i}").payload for i in range(n)]
+        refs = [self.inp(f"ref{i}").payload for i in range(n)]
+        ctl = [is_ctl(c, w) for c in crds]
+        ready = self.room()
+        for i in range(n):
+            ready = ready & self.inp(f"crd{i}").valid & self.inp(f"ref{i}").valid
+        fire = Signal()
+        all_ctl = Signal()
+        any_ctl = Signal()
+        m.d.comb += [fire.eq(ready), all_ctl.eq(Cat(*ctl).all()), any_ctl.eq(Cat(*ctl).any())]
+        return crds, refs, ctl, fire, all_ctl, any_ctl
+
+    def _pop(self, m, i):
+        self.pop(m, f"crd{i}")
+        self.pop(m, f"ref{i}")
+
+    def _pass_control(self, m, crds):
+        for i in range(self.n):
+            self._pop(m, i)
+            self.push(m, f"ref{i}", crds[0])
+        self.push(m, "crd", crds[0])
+
+
+class Intersect(_Joiner):
+    """n-ary intersection (see sw_sim.primitives.Intersect)."""
+
+    def logic(self, m):
+        w, n = self.cw, self.n
+        crds, refs, ctl, fire, all_ctl, any_ctl = self._common(m)
+        vals = [c[:w] for c in crds]
+        mx = vals[0]
+        for v in vals[1:]:
+            mx = Mux(v > mx, v, mx)
+        mxs = Signal(w)
+        m.d.comb += mxs.eq(mx)
+        all_eq = Cat(*[v == vals[0] for v in vals[1:]]).all()
+        with m.If(fire):
+            with m.If(~any_ctl):
+                with m.If(all_eq):
+                    self.push(m, "crd", data_word(vals[0], w))
+                    for i in range(n):
+                        self._pop(m, i)
+                        self.push(m, f"ref{i}", refs[i])
+                with m.Else():
+                    for i in range(n):
+                        with m.If(vals[i] < mxs):
+                            self._pop(m, i)
+            with m.Elif(all_ctl):
+                self._pass_control(m, crds)
+            with m.Else():
+                for i in range(n):
+                    with m.If(~ctl[i]):
+                        self._pop(m, i)
+
+
+class Union(_Joiner):
+    """n-ary union (see sw_sim.primitives.Union)."""
+
+    def logic(self, m):
+        w, n = self.cw, self.n
+        crds, refs, ctl, fire, all_ctl, any_ctl = self._common(m)
+        # minimum over data heads (control heads count as +infinity)
+        keyed = [Cat(c[:w], c[w]) for c in crds]  # flag as MSB: control sorts last
+        mn = keyed[0]
+        for k in keyed[1:]:
+            mn = Mux(k < mn, k, mn)
+        mns = Signal(w + 1)
+        m.d.comb += mns.eq(mn)
+        with m.If(fire):
+            with m.If(all_ctl):
+                self._pass_control(m, crds)
+            with m.Else():
+                self.push(m, "crd", data_word(mns[:w], w))
+                for i in range(n):
+                    with m.If(~ctl[i] & (crds[i][:w] == mns[:w])):
+                        self._pop(m, i)
+                        self.push(m, f"ref{i}", refs[i])
+                    with m.Else():
+                        self.push(m, f"ref{i}", empty_word(w))
+
+
+class _OuterInner(StreamPrimitive):
+    hold = False
+
+    def __init__(self, *, cw: int = CRD_WIDTH, depths=None):
+        self.cw = cw
+        super().__init__({"outer": cw, "inner": cw}, {"outer": cw, "inner": cw}, depths)
+
+    def logic(self, m):
+        w = self.cw
+        outer, inner = self.i_outer, self.i_inner
+        cur = Signal(w + 1)
+        cur_valid = Signal()
+        tok, oh = inner.payload, outer.payload
+        with m.If(inner.valid & self.room()):
+            with m.If(is_data(tok, w) | is_empty(tok, w)):
+                with m.If(cur_valid):
+                    self.pop(m, "inner")
+                    self.push(m, "inner", tok)
+                    if self.hold:
+                        self.push(m, "outer", cur)
+                with m.Elif(outer.valid):
+                    self.pop(m, "outer")
+                    self.pop(m, "inner")
+                    self.push(m, "inner", tok)
+                    self.push(m, "outer", oh)
+                    m.d.sync += [cur.eq(oh), cur_valid.eq(1)]
+            with m.Elif(is_done(tok, w)):
+                with m.If(outer.valid):
+                    self.pop(m, "outer")
+                    self.pop(m, "inner")
+                    self.push(m, "outer", done_word(w))
+                    self.push(m, "inner", done_word(w))
+            with m.Elif(level(tok) == 0):
+                with m.If(cur_valid | outer.valid):
+                    with m.If(~cur_valid):
+                        self.pop(m, "outer")
+                    m.d.sync += cur_valid.eq(0)
+                    self.pop(m, "inner")
+                    self.push(m, "inner", tok)
+                    if self.hold:
+                        self.push(m, "outer", tok)
+            with m.Elif(outer.valid):
+                with m.If(~cur_valid & is_data(oh, w)):
+                    self.pop(m, "outer")
+                with m.Else():
+                    self.pop(m, "outer")
+                    self.pop(m, "inner")
+                    m.d.sync += cur_valid.eq(0)
+                    self.push(m, "outer", tok if self.hold else oh)
+                    self.push(m, "inner", tok)
+
+
+class CrdDrop(_OuterInner):
+    """Coordinate drop (see sw_sim.primitives.CrdDrop)."""
+
+
+class CrdHold(_OuterInner):
+    """Coordinate hold (see sw_sim.primitives.CrdHold)."""
+
+    hold = True
+
+
+class ArrayLoad(StreamPrimitive):
+    """Value load ``vals[ref]`` from a memory loaded through ``vals_wr``.  Latency 1, II 1."""
+
+    def __init__(self, *, depth: int, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, depths=None):
+        self.cw, self.vw, self.depth = cw, vw, depth
+        super().__init__({"ref": cw}, {"val": vw}, depths, {"vals_wr": In(MemWrite(bits_for(depth), vw))})
+
+    def logic(self, m):
+        cw, vw = self.cw, self.vw
+        inp = self.i_ref
+        vals = memory.Memory(shape=unsigned(vw), depth=self.depth, init=[])
+        m.submodules.vals = vals
+        wp = vals.write_port()
+        rp = vals.read_port(domain="sync")
+        m.d.comb += [wp.addr.eq(self.vals_wr.addr), wp.data.eq(self.vals_wr.data), wp.en.eq(self.vals_wr.en)]
+        pipe_valid = Signal()
+        pipe_tok = Signal(cw + 1)
+        consumed = Signal()
+        pipe_free = Signal()
+        out = Mux(is_data(pipe_tok, cw), data_word(rp.data, vw),
+                  Mux(is_empty(pipe_tok, cw), data_word(0, vw), recast(pipe_tok, cw, vw)))
+        m.d.comb += [consumed.eq(pipe_valid & self.room()), pipe_free.eq(~pipe_valid | consumed),
+                     inp.ready.eq(pipe_free), rp.addr.eq(inp.payload[:cw]), rp.en.eq(pipe_free)]
+        with m.If(consumed):
+            self.push(m, "val", out)
+        with m.If(pipe_free):
+            m.d.sync += [pipe_valid.eq(inp.valid), pipe_tok.eq(inp.payload)]
+
+
+def _binop(op: AluOp, a, b):
+    if op is AluOp.ADD:
+        return a + b
+    if op is AluOp.SUB:
+        return a - b
+    if op is AluOp.MUL:
+        return a * b
+    if op is AluOp.MAX:
+        return Mux(a > b, a, b)
+    if op is AluOp.MIN:
+        return Mux(a < b, a, b)
+    raise ValueError(f"no RTL for ALU op {op}")
+
+
+class Alu(StreamPrimitive):
+    """Binary ALU over aligned value streams (two's complement, wraps to ``vw`` bits)."""
+
+    def __init__(self, *, op: AluOp, vw: int = VAL_WIDTH, depths=None):
+        self.op, self.vw = op, vw
+        super().__init__({"a": vw, "b": vw}, {"val": vw}, depths)
+
+    def logic(self, m):
+        w = self.vw
+        a, b = self.i_a, self.i_b
+        x, y = a.payload, b.payload
+        xv = Mux(is_data(x, w), x[:w], 0).as_signed()
+        yv = Mux(is_data(y, w), y[:w], 0).as_signed()
+        x_ctl = is_ctl(x, w) & ~is_empty(x, w)
+        y_ctl = is_ctl(y, w) & ~is_empty(y, w)
+        res = Signal(w)
+        m.d.comb += res.eq(_binop(self.op, xv, yv)[:w])
+        with m.If(a.valid & b.valid & self.room()):
+            self.pop(m, "a")
+            self.pop(m, "b")
+            with m.If(x_ctl):
+                self.push(m, "val", x)
+            with m.Elif(y_ctl):
+                self.push(m, "val", y)
+            with m.Else():
+                self.push(m, "val", data_word(res, w))
+
+
+class Reduce(StreamPrimitive):
+    """Reduces each innermost fiber (see sw_sim.primitives.Reduce)."""
+
+    def __init__(self, *, op: ReduceOp, vw: int = VAL_WIDTH, depths=None):
+        self.op, self.vw = op, vw
+        super().__init__({"val": vw}, {"val": vw}, depths)
+
+    def logic(self, m):
+        w = self.vw
+        inp = self.i_val
+        init = 0 if self.op is ReduceOp.ADD else 1 << (w - 1)
+        acc = Signal(w, init=init)
+        flushed = Signal()
+        tok = inp.payload
+        v = Mux(is_data(tok, w), tok[:w], 0).as_signed()
+        nxt = _binop(AluOp.ADD if self.op is ReduceOp.ADD else AluOp.MAX, acc.as_signed(), v)
+        with m.If(inp.valid & self.room()):
+            with m.If(is_data(tok, w) | is_empty(tok, w)):
+                m.d.sync += acc.eq(nxt[:w])
+                self.pop(m, "val")
+            with m.Elif(is_done(tok, w)):
+                self.push(m, "val", done_word(w))
+                self.pop(m, "val")
+            with m.Elif(level(tok) == 0):
+                self.push(m, "val", data_word(acc, w))
+                m.d.sync += acc.eq(init)
+                self.pop(m, "val")
+            with m.Elif(~flushed):
+                self.push(m, "val", data_word(acc, w))
+                m.d.sync += [acc.eq(init), flushed.eq(1)]
+            with m.Else():
+                self.push(m, "val", stop_word(level(tok) - 1, w))
+                m.d.sync += flushed.eq(0)
+                self.pop(m, "val")
+
+
+class SpAcc1(StreamPrimitive):
+    """Sparse accumulator, order 1, over an inner dimension ``dim``: accumulator memory plus a
+    valid bit per coordinate; the flush walks the valid bits with a priority encoder."""
+
+    def __init__(self, *, dim: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
+                 vw: int = VAL_WIDTH, depths=None):
+        self.dim, self.op, self.cw, self.vw = dim, op, cw, vw
+        super().__init__({"outer": cw, "inner": cw, "val": vw}, {"crd": cw, "val": vw}, depths)
+
+    def logic(self, m):
+        cw, vw, dim = self.cw, self.vw, self.dim
+        outer, inner, val = self.i_outer, self.i_inner, self.i_val
+        acc = memory.Memory(shape=unsigned(vw), depth=dim, init=[])
+        m.submodules.acc = acc
+        wp = acc.write_port()
+        rp = acc.read_port(domain="comb")
+        valid = Signal(dim)
+        flushing = Signal()
+        # lowest set valid bit
+        first = Signal(range(max(dim, 2)))
+        for i in reversed(range(dim)):
+            with m.If(valid[i]):
+                m.d.comb += first.eq(i)
+        tok, vtok, oh = inner.payload, val.payload, outer.payload
+        c = tok[:cw]
+        v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
+        hit = valid.bit_select(c, 1)
+        summed = _binop(AluOp.ADD if self.op is ReduceOp.ADD else AluOp.MAX, rp.data.as_signed(), v)
+        m.d.comb += [rp.addr.eq(Mux(flushing, first, c)), wp.addr.eq(c),
+                     wp.data.eq(Mux(hit, summed[:vw], v[:vw]))]
+        with m.If(self.room()):
+            with m.If(flushing):
+                with m.If(valid.any()):
+                    self.push(m, "crd", data_word(first, cw))
+                    self.push(m, "val", data_word(rp.data, vw))
+                    m.d.sync += valid.bit_select(first, 1).eq(0)
+                with m.Else():
+                    self.pop(m, "outer")
+                    self.pop(m, "inner")
+                    self.pop(m, "val")
+                    self.push(m, "crd", oh)
+                    self.push(m, "val", recast(oh, cw, vw))
+                    m.d.sync += flushing.eq(0)
+            with m.Elif(inner.valid & val.valid):
+                with m.If(is_data(tok, cw)):
+                    m.d.comb += wp.en.eq(1)
+                    m.d.sync += valid.bit_select(c, 1).eq(1)
+                    self.pop(m, "inner")
+                    self.pop(m, "val")
+                with m.Elif(outer.valid):
+                    with m.If(is_done(tok, cw)):
+                        self.pop(m, "outer")
+                        self.pop(m, "inner")
+                        self.pop(m, "val")
+                        self.push(m, "crd", done_word(cw))
+                        self.push(m, "val", done_word(vw))
+                    with m.Elif(level(tok) == 0):
+                        self.pop(m, "outer")
+                        self.pop(m, "inner")
+                        self.pop(m, "val")
+                    with m.Elif(is_data(oh, cw)):
+                        self.pop(m, "outer")
+                    with m.Else():
+                        m.d.sync += flushing.eq(1)
+
+
+class Broadcast(StreamPrimitive):
+    """Fan-out of one stream to ``n`` outputs (all take the token in the same cycle)."""
+
+    def __init__(self, *, n: int, width: int = CRD_WIDTH, depths=None):
+        self.n = n
+        super().__init__({"in": width}, {f"out{i}": width for i in range(n)}, depths)
+
+    def logic(self, m):
+        inp = self.i_in
+        with m.If(inp.valid & self.room()):
+            self.pop(m, "in")
+            for i in range(self.n):
+                self.push(m, f"out{i}", inp.payload)

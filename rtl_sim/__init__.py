@@ -1,0 +1,7 @@
+"""rtl_sim: cocotb + Verilator verification of the RTL, primitive by primitive and whole graphs."""
+
+from .api import RtlResult, run_graph, run_graph_batch, run_primitive_batch, simulate_primitive
+from .toolchain import ToolchainError, ensure_verilator
+
+__all__ = ["simulate_primitive", "run_primitive_batch", "run_graph", "run_graph_batch", "RtlResult",
+           "ensure_verilator", "ToolchainError"]

