@@ -130,7 +130,7 @@ def elementwise(op: AluOp, n: int = 64, m: int = 64) -> Graph:
 
 
 KERNELS: dict[str, Callable[..., Graph]] = {
-    "spmv": spmv,
+    "spmv": lambda n=64: spmv(n, n),
     "spmm_dense": lambda n=64: spmm(n, n, n, DENSE2),
     "spmm_csr": lambda n=64: spmm(n, n, n, CSR),
     "add": lambda n=64: elementwise(AluOp.ADD, n, n),

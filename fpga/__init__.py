@@ -1,0 +1,1 @@
+"""fpga: synthesis with yosys/nextpnr (YoWASP) for open FPGAs, reports, board tops and flashing."""

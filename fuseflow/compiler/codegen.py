@@ -1,0 +1,373 @@
+"""Graph generation from fusion tables, and the compile driver.
+
+:func:`lower_group` evaluates each output's table starting from the output cells: a cell's
+node is created the first time a reference to it is evaluated (memoised), so reference cells
+may name cells that had not been materialised yet.  Then tensor construction is added: level
+writers per output level (with coordinate droppers between compressed levels) and a values
+writer.  Streams used more than once get a broadcast node; unused outputs are discarded.
+
+FIFO depths.  A node with several output streams (a broadcast, a joiner, a scanner, an
+accumulator) stalls when any of its outputs is full.  When its streams reconverge at one
+consumer after different paths, the consumer-side edge of the short path must buffer what the
+long path can hold in flight, or the graph deadlocks.  :func:`_size_fifos` sets each such edge
+to ``2 * C + 2`` where ``C`` is the largest token capacity (FIFO slots plus one pipeline register
+per node) of any other path from the same node to that consumer; the factor 2 covers stop-token
+merging, which can consume two tokens per token emitted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ..samml import PRIMITIVES, AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
+from ..tensor import Format, TensorFormat
+from .fusion import (Fusion, Group, PermutedCopy, VAccess, VBin, VConst, VExpr, VNamed, fuse_group,
+                     plan_groups, set_order)
+from .program import Op, Program
+from .table import ROOT, VAL, CellKind, CellRef, FusionTable, Join, JoinKind, build_table
+
+__all__ = ["CompiledGroup", "CompiledProgram", "compile_program", "lower_group"]
+
+_ALU = {Op.ADD: AluOp.ADD, Op.SUB: AluOp.SUB, Op.MUL: AluOp.MUL}
+
+
+def _ident(name: str) -> str:
+    return name.replace("'", "p")
+
+
+class _Emitter:
+    """Creates nodes with deterministic names and records stream uses (fan-out resolved later)."""
+
+    def __init__(self, graph: Graph, prefix: str) -> None:
+        self.g = graph
+        self.prefix = prefix
+        self.uses: dict[PortRef, list[PortRef]] = {}
+        self.order: list[PortRef] = []
+
+    def node(self, kind: NodeKind, base: str, inputs: Mapping[str, PortRef] | None = None, **params):
+        name = self.prefix + base
+        k = 1
+        while name in self.g.nodes:
+            name = f"{self.prefix}{base}_{k}"
+            k += 1
+        n = self.g.add(kind, name, **params)
+        for port, src in (inputs or {}).items():
+            self.use(src, n[port])
+        for port in n.outputs():
+            self.order.append(n[port])
+        return n
+
+    def use(self, src: PortRef, dst: PortRef) -> None:
+        self.uses.setdefault(src, []).append(dst)
+
+    def finish(self) -> None:
+        for src in self.order:
+            dsts = self.uses.get(src, [])
+            if not dsts:
+                self.g.discard(src)
+            elif len(dsts) == 1:
+                self.g.connect(src, dsts[0])
+            else:
+                kind = self.g.nodes[src.node].outputs()[src.port]
+                b = self.g.add(NodeKind.BROADCAST, f"bc_{src.node}_{src.port}", n=len(dsts),
+                               stream=kind)
+                self.g.connect(src, b["in"])
+                for i, d in enumerate(dsts):
+                    self.g.connect(b[f"out{i}"], d)
+
+
+class _TableLowering:
+    def __init__(self, t: FusionTable, em: _Emitter) -> None:
+        self.t = t
+        self.em = em
+        self.memo: dict[tuple, object] = {}
+        self.order = [r for r in t.rows if r != VAL]
+
+    # ------------------------------------------------------------------ coordinate / ref streams
+    def prev_row(self, row: str) -> str | None:
+        k = self.order.index(row)
+        return self.order[k - 1] if k else None
+
+    def ref(self, cref: CellRef) -> PortRef:
+        """The reference stream of column ``cref.col`` after row ``cref.row``."""
+        key = ("ref", cref)
+        if key in self.memo:
+            return self.memo[key]
+        if cref.col == ROOT:
+            raise AssertionError("root refs are created per column")
+        cell = self.t.cells[(cref.row, cref.col)]
+        if cell.kind is CellKind.SCAN:
+            if cref.row in self.t.joins and cref.col in self.t.joins[cref.row].members():
+                out = self.join(cref.row)[1][cref.col]
+            else:
+                out = self.scan(cref.col, cref.row)["ref"]
+        else:
+            parent = self.parent_ref(cref.col, cref.row)
+            rs = self.em.node(NodeKind.REPSIG, f"repsig_{cref.row}", {"in": self.crd(cref.row)},
+                              stream=StreamKind.CRD)
+            out = self.em.node(NodeKind.REPEAT, f"repeat_{_ident(cref.col)}_{cref.row}",
+                               {"ref": parent, "repsig": rs["repsig"]})["ref"]
+        self.memo[key] = out
+        return out
+
+    def parent_ref(self, col: str, row: str) -> PortRef:
+        prev = self.prev_row(row)
+        if prev is None:
+            key = ("root", col)
+            if key not in self.memo:
+                self.memo[key] = self.em.node(NodeKind.ROOT, f"root_{_ident(col)}")["ref"]
+            return self.memo[key]
+        return self.ref(CellRef(col, prev))
+
+    def scan(self, col: str, row: str):
+        key = ("scan", col, row)
+        if key not in self.memo:
+            v = self.t.views[col]
+            cell = self.t.cells[(row, col)]
+            self.memo[key] = self.em.node(NodeKind.SCAN, f"scan_{_ident(col)}_{row}",
+                                          {"ref": self.parent_ref(col, row)},
+                                          tensor=v.tensor, level=cell.level)
+        return self.memo[key]
+
+    def crd(self, row: str) -> PortRef:
+        """The coordinate stream of ``row`` (the merge cell's output, or the one scanner's)."""
+        if row in self.t.joins:
+            return self.join(row)[0]
+        return self.scan(self.t.row_source(row), row)["crd"]
+
+    def join(self, row: str) -> tuple[PortRef, dict[str, PortRef]]:
+        key = ("join", row)
+        if key not in self.memo:
+            self.memo[key] = self._join(self.t.joins[row], row)
+        return self.memo[key]
+
+    def _join(self, j: Join, row: str) -> tuple[PortRef, dict[str, PortRef]]:
+        pairs: list[tuple[PortRef, str, PortRef]] = []
+        for child in j.children:
+            if isinstance(child, Join):
+                crd, refs = self._join(child, row)
+                pairs += [(crd, m, r) for m, r in refs.items()]
+            else:
+                s = self.scan(child, row)
+                pairs.append((s["crd"], child, s["ref"]))
+        kind = NodeKind.INTERSECT if j.kind is JoinKind.INTERSECT else NodeKind.UNION
+        inputs = {}
+        for i, (crd, _, ref) in enumerate(pairs):
+            inputs[f"crd{i}"], inputs[f"ref{i}"] = crd, ref
+        n = self.em.node(kind, f"{kind.value}_{row}", inputs, n=len(pairs))
+        return n["crd"], {m: n[f"ref{i}"] for i, (_, m, _) in enumerate(pairs)}
+
+    # ------------------------------------------------------------------ values
+    def value(self, e: VExpr) -> PortRef:
+        key = ("val", e)
+        if key in self.memo:
+            return self.memo[key]
+        if isinstance(e, (VAccess, VConst)):
+            v = self.t.views[e.view]
+            last = self.order[-1] if self.order else None
+            ref = self.ref(CellRef(e.view, last)) if last else self.parent_ref(e.view, "")
+            out = self.em.node(NodeKind.ARRAY_LOAD, f"vals_{_ident(e.view)}", {"ref": ref},
+                               tensor=v.tensor)["val"]
+        elif isinstance(e, VNamed):
+            out = self.value(e.body)
+        else:
+            assert isinstance(e, VBin)
+            out = self.em.node(NodeKind.ALU, _ALU[e.op].value,
+                               {"a": self.value(e.lhs), "b": self.value(e.rhs)}, op=_ALU[e.op])["val"]
+        self.memo[key] = out
+        return out
+
+    # ------------------------------------------------------------------ output
+    def lower(self) -> None:
+        t = self.t
+        val = self.value(t.output.body)
+        inner_crd: PortRef | None = None
+        for red in t.reducers:
+            if red.order == 0:
+                val = self.em.node(NodeKind.REDUCE, f"reduce_{red.row}", {"val": val},
+                                   op=ReduceOp.ADD)["val"]
+            else:
+                if inner_crd is None:
+                    inner_crd = self.crd(red.inner)
+                pos = t.output.indices.index(red.inner)
+                acc = self.em.node(NodeKind.SPACC1, f"spacc_{red.row}",
+                                   {"outer": self.crd(red.row), "inner": inner_crd, "val": val},
+                                   dim=t.output.shape[pos])
+                inner_crd, val = acc["crd"], acc["val"]
+        fmt = t.out_fmt
+        assert fmt is not None
+        out = t.output
+        crds: list[PortRef] = []
+        for lvl, m in enumerate(fmt.mode_order):
+            idx = out.indices[m]
+            crds.append(inner_crd if t.crd_source[idx] != idx else self.crd(idx))
+        for lvl, c in enumerate(crds):
+            self.em.node(NodeKind.WRITE, f"write_{_ident(out.tensor)}{lvl}", {"crd": c},
+                         tensor=out.tensor, level=lvl)
+        self.em.node(NodeKind.VALS_WRITE, f"write_{_ident(out.tensor)}_vals", {"val": val},
+                     tensor=out.tensor)
+
+
+def _size_fifos(g: Graph) -> None:
+    dg = nx.DiGraph()
+    dg.add_nodes_from(g.nodes)
+    cap: dict[tuple[str, str], int] = {}
+    for e in g.edges:
+        w = g.depth(e) + PRIMITIVES[g.nodes[e.dst.node].kind].latency + 1
+        cap[(e.src.node, e.dst.node)] = max(cap.get((e.src.node, e.dst.node), 0), w)
+    dg.add_weighted_edges_from((a, b, w) for (a, b), w in cap.items())
+    topo = list(nx.topological_sort(dg))
+    longest_cache: dict[str, dict[str, int]] = {}
+
+    def longest_from(src: str) -> dict[str, int]:
+        if src not in longest_cache:
+            dist = {src: 0}
+            for n in topo[topo.index(src):]:
+                if n not in dist:
+                    continue
+                for _, m, w in dg.out_edges(n, data="weight"):
+                    dist[m] = max(dist.get(m, -1), dist[n] + w)
+            longest_cache[src] = dist
+        return longest_cache[src]
+
+    by_src: dict[str, list[int]] = {}
+    for k, e in enumerate(g.edges):
+        by_src.setdefault(e.src.node, []).append(k)
+    new_edges = list(g.edges)
+    for src, ks in by_src.items():
+        if len(ks) < 2:
+            continue
+        for k in ks:
+            c = g.edges[k].dst.node
+            worst = 0
+            for k2 in ks:
+                c2 = g.edges[k2].dst.node
+                if k2 == k or c2 == c:
+                    continue
+                d = longest_from(c2).get(c)
+                if d is not None:
+                    worst = max(worst, d + g.depth(g.edges[k2]) + 1)
+            if worst:
+                depth = 2 * worst + 2
+                if depth > g.depth(g.edges[k]):
+                    e = g.edges[k]
+                    new_edges[k] = type(e)(e.src, e.dst, depth)
+    g.edges = new_edges
+
+
+@dataclass
+class CompiledGroup:
+    group: Group
+    tables: list[FusionTable]
+    graph: Graph
+    output_formats: dict[str, TensorFormat]
+    seconds: float = 0.0
+
+    def explain(self) -> str:
+        g = self.group
+        lines = [f"== graph {g.graph_name if hasattr(g, 'graph_name') else g.name}",
+                 "statements: " + "; ".join(s.text for s in g.statements),
+                 "fused einsum:", _indent(g.fused_einsum()),
+                 "partial order graph:", _indent(g.pog_text()),
+                 f"valid dataflow orders: {g.orders_count}{'+ (capped)' if g.orders_capped else ''}"
+                 f" ({g.lowerable_count} lowerable)",
+                 f"chosen order: {' -> '.join(g.order)}"]
+        for p in g.permuted:
+            lines.append(f"permuted copy: {p.name} = {p.source} stored as {p.fmt} ({p.reason})")
+        for n in g.notes:
+            lines.append(f"note: {n}")
+        for t in self.tables:
+            lines.append(f"fusion table for {t.output.tensor} (stored as {t.out_fmt}):")
+            lines.append(_indent(t.render()))
+        return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + ln for ln in text.splitlines())
+
+
+@dataclass
+class CompiledProgram:
+    program: Program
+    fusion: Fusion
+    groups: list[CompiledGroup]
+    formats: dict[str, TensorFormat]  # every tensor any graph reads or writes
+    permuted: list[PermutedCopy] = field(default_factory=list)
+    consts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return [g.graph for g in self.groups]
+
+    def explain(self) -> str:
+        return "\n\n".join(g.explain() for g in self.groups)
+
+
+def lower_group(group: Group) -> tuple[list[FusionTable], Graph]:
+    graph = Graph(group.name)
+    tables = [build_table(group, o) for o in group.outputs]
+    declared: set[str] = set()
+    for t in tables:
+        for v in t.views.values():
+            if v.tensor not in declared:
+                graph.tensor(v.tensor, v.shape, v.fmt, Role.INPUT)
+                declared.add(v.tensor)
+    for t in tables:
+        graph.tensor(t.output.tensor, t.output.shape, t.out_fmt, Role.OUTPUT)
+    multi = len(tables) > 1
+    emitters = []
+    for t in tables:
+        em = _Emitter(graph, f"{_ident(t.output.tensor)}_" if multi else "")
+        _TableLowering(t, em).lower()
+        emitters.append(em)
+    for em in emitters:
+        em.finish()
+    _size_fifos(graph)
+    graph.verify()
+    return tables, graph
+
+
+def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
+                    orders: Mapping[str, str | Sequence[str]] | None = None,
+                    fused_orders: Mapping[int, Sequence[str]] | None = None) -> CompiledProgram:
+    """Fuse and lower ``program``: one verified SAMML graph per group, in program order.
+
+    ``orders`` maps a computed tensor to a dataflow order of its statement (its own letters);
+    ``fused_orders`` maps a group number to a full fused order (checked against the POG)."""
+    t0 = time.perf_counter()
+    fusion = Fusion(fusion) if isinstance(fusion, str) else fusion
+    formats: dict[str, TensorFormat] = {n: d.fmt for n, d in program.decls.items()
+                                        if d.fmt is not None and n not in
+                                        {s.out for s in program.statements}}
+    groups: list[CompiledGroup] = []
+    permuted: list[PermutedCopy] = []
+    consts: dict[str, int] = {}
+    for k, plan in enumerate(plan_groups(program, fusion, orders)):
+        tg = time.perf_counter()
+        group = fuse_group(program, plan, formats)
+        if fused_orders and k in fused_orders:
+            set_order(group, fused_orders[k])
+        _name_consts(group, consts)
+        tables, graph = lower_group(group)
+        out_formats = {t.output.tensor: t.out_fmt for t in tables}
+        formats.update(out_formats)
+        for v in group.views.values():
+            formats.setdefault(v.tensor, v.fmt)
+        permuted += group.permuted
+        groups.append(CompiledGroup(group, tables, graph, out_formats, time.perf_counter() - tg))
+    return CompiledProgram(program, fusion, groups, formats, permuted, consts,
+                           time.perf_counter() - t0)
+
+
+def _name_consts(group: Group, consts: dict[str, int]) -> None:
+    """Scalar factors become 0-order input tensors named after their value."""
+    for name, v in list(group.views.items()):
+        if v.const is not None:
+            tname = f"const_{v.const}" if v.const >= 0 else f"const_m{-v.const}"
+            consts[tname] = v.const
+            group.views[name] = type(v)(v.name, tname, tname, (), (), TensorFormat(()), v.const)

@@ -1,0 +1,629 @@
+"""Cross-expression fusion (FuseFlow Alg. 1): fresh reduction indices, producer inlining, tensor
+views, the partial order graph (POG), cycle resolution by permuted copies and dataflow orders.
+
+The lowering of :mod:`fuseflow.compiler.codegen` joins operands level by level over one
+iteration space per output, so a fused expression must be a *sum of products*: a reduction may
+sit under a product (it is pulled out, ``(Σ_k P)·Q = Σ_k P·Q``) but not under an addition,
+because the SAMML IR cannot route reduced values through a union (see docs/compiler.md).  A
+statement whose reduction sits under an addition is split into a temporary first; a producer
+with a reduction read under an addition is materialised, which starts a new graph.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ..tensor import TensorFormat
+from .program import Access, BinOp, Const, IExpr, Op, Program, ProgramError, Statement, Sum
+
+__all__ = [
+    "Fusion", "FusionError", "View", "VAccess", "VConst", "VBin", "VNamed", "VExpr", "FusedOutput",
+    "PermutedCopy", "Group", "fuse_program", "plan_regions", "order_lowerable", "MAX_ORDERS",
+]
+
+MAX_ORDERS = 2000  # cap on enumerated dataflow orders per group
+
+
+class FusionError(ProgramError):
+    """The program cannot be fused as asked (order conflicts, unlowerable orders)."""
+
+
+class Fusion(enum.Enum):
+    UNFUSED = "unfused"
+    PARTIAL = "partial"
+    FULL = "full"
+
+
+# ----------------------------------------------------------------------------- fused expressions
+@dataclass(frozen=True)
+class View:
+    """One use of a tensor: the index per mode and the storage format it is read in."""
+
+    name: str  # column name: tensor name, primes for further views
+    tensor: str  # tensor actually scanned (a permuted copy's name if permuted)
+    source: str  # tensor as written in the program
+    indices: tuple[str, ...]
+    shape: tuple[int, ...]
+    fmt: TensorFormat
+    const: int | None = None  # scalar factor (0-order tensor)
+
+    def level_indices(self) -> tuple[str, ...]:
+        return tuple(self.indices[m] for m in self.fmt.mode_order)
+
+    def __str__(self) -> str:
+        return f"{self.name}_{{{','.join(self.indices)}}}" if self.indices else self.name
+
+
+@dataclass(frozen=True)
+class VAccess:
+    view: str
+
+
+@dataclass(frozen=True)
+class VConst:
+    view: str
+
+
+@dataclass(frozen=True)
+class VBin:
+    op: Op
+    lhs: VExpr
+    rhs: VExpr
+
+
+@dataclass(frozen=True)
+class VNamed:
+    """The inlined body of an intermediate tensor (a fusion-table column)."""
+
+    tensor: str
+    indices: tuple[str, ...]
+    body: VExpr
+
+
+VExpr = VAccess | VConst | VBin | VNamed
+
+
+@dataclass(frozen=True)
+class FusedOutput:
+    tensor: str
+    indices: tuple[str, ...]
+    reduced: tuple[str, ...]
+    body: VExpr
+    fmt: TensorFormat | None  # declared format (None: compiler's choice)
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PermutedCopy:
+    """A permuted copy (higher-order transpose) of ``source`` stored as ``name`` in ``fmt``."""
+
+    name: str
+    source: str
+    fmt: TensorFormat
+    reason: str
+
+
+@dataclass
+class Group:
+    """The statements lowered to one SAMML graph, with their fused form and POG."""
+
+    name: str
+    statements: list[Statement]
+    outputs: list[FusedOutput]
+    views: dict[str, View]
+    pog: nx.DiGraph
+    order: tuple[str, ...] = ()
+    orders_count: int = 0
+    lowerable_count: int = 0
+    orders_capped: bool = False
+    permuted: list[PermutedCopy] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def fused_einsum(self) -> str:
+        lines = []
+        for o in self.outputs:
+            red = f"Σ_{{{','.join(o.reduced)}}} " if o.reduced else ""
+            lines.append(f"{o.tensor}_{{{','.join(o.indices)}}} = {red}{render_vexpr(o.body, self.views)}")
+        return "\n".join(lines)
+
+    def pog_text(self) -> str:
+        lines = [f"nodes: {' '.join(self.pog.nodes)}"]
+        for a, b, d in self.pog.edges(data=True):
+            lines.append(f"{a} -> {b}   [{'; '.join(d['reasons'])}]")
+        return "\n".join(lines)
+
+
+def render_vexpr(e: VExpr, views: Mapping[str, View]) -> str:
+    if isinstance(e, VAccess):
+        return str(views[e.view])
+    if isinstance(e, VConst):
+        return str(views[e.view].const)
+    if isinstance(e, VNamed):
+        return f"[{e.tensor}_{{{','.join(e.indices)}}}: {render_vexpr(e.body, views)}]"
+    lhs, rhs = render_vexpr(e.lhs, views), render_vexpr(e.rhs, views)
+    if e.op is Op.MUL:
+        return f"{lhs} · {rhs}"
+    return f"({lhs} {e.op.value} {rhs})"
+
+
+# ----------------------------------------------------------------------------- statement rewriting
+def _sum_under_add(e: IExpr, under_add: bool = False) -> bool:
+    if isinstance(e, Sum):
+        return under_add or _sum_under_add(e.body, False)
+    if isinstance(e, BinOp):
+        add = e.op is not Op.MUL
+        return _sum_under_add(e.lhs, under_add or add) or _sum_under_add(e.rhs, under_add or add)
+    return False
+
+
+def _hoist(stmt: Statement, program: Program, extra: list[tuple[str, tuple[str, ...], IExpr]]) -> IExpr:
+    """Replace every reduction under an addition by an access to a new temporary tensor."""
+    counter = itertools.count()
+
+    def walk(e: IExpr, under_add: bool) -> IExpr:
+        if isinstance(e, Sum):
+            if under_add:
+                free = [i for i in _free_ordered(e.body) if i not in e.indices]
+                name = f"{stmt.out}_t{next(counter)}"
+                extra.append((name, tuple(free), e))
+                return Access(name, tuple(free))
+            return Sum(e.indices, walk(e.body, False))
+        if isinstance(e, BinOp):
+            add = under_add or e.op is not Op.MUL
+            return BinOp(e.op, walk(e.lhs, add), walk(e.rhs, add))
+        return e
+
+    return walk(stmt.rhs, False)
+
+
+def _free_ordered(e: IExpr) -> list[str]:
+    if isinstance(e, Access):
+        return list(e.indices)
+    if isinstance(e, BinOp):
+        return list(dict.fromkeys(_free_ordered(e.lhs) + _free_ordered(e.rhs)))
+    if isinstance(e, Sum):
+        return [i for i in _free_ordered(e.body) if i not in e.indices]
+    return []
+
+
+@dataclass
+class _Stmt:
+    """A statement after hoisting: ``out[indices] = rhs``; ``shape`` of the result."""
+
+    out: str
+    indices: tuple[str, ...]
+    rhs: IExpr
+    text: str
+    order: tuple[str, ...]
+    shape: tuple[int, ...]
+    fmt: TensorFormat | None
+    source: Statement
+
+
+def _index_sizes(e: IExpr, shapes: Mapping[str, tuple[int, ...]], out: dict[str, int]) -> None:
+    if isinstance(e, Access):
+        for i, n in zip(e.indices, shapes[e.tensor]):
+            out[i] = n
+    elif isinstance(e, BinOp):
+        _index_sizes(e.lhs, shapes, out)
+        _index_sizes(e.rhs, shapes, out)
+    elif isinstance(e, Sum):
+        _index_sizes(e.body, shapes, out)
+
+
+def _temp_shapes(program: Program) -> dict[str, tuple[int, ...]]:
+    out: dict[str, tuple[int, ...]] = {}
+    for s in _rewrite(program, program.statements, {}):
+        out[s.out] = s.shape
+    return out
+
+
+def _rewrite(program: Program, stmts: Sequence[Statement],
+             orders: Mapping[str, tuple[str, ...]]) -> list[_Stmt]:
+    shapes = {n: d.shape for n, d in program.decls.items()}
+    out: list[_Stmt] = []
+    for s in stmts:
+        extra: list[tuple[str, tuple[str, ...], IExpr]] = []
+        rhs = _hoist(s, program, extra) if _sum_under_add(s.rhs) else s.rhs
+        sizes: dict[str, int] = {}
+        _index_sizes(s.rhs, shapes, sizes)
+        for name, free, e in extra:
+            shape = tuple(sizes[i] for i in free)
+            shapes[name] = shape
+            out.append(_Stmt(name, free, e, f"{name} = {e}  (split from '{s.text}')", (), shape,
+                             None, s))
+        order = orders.get(s.out, s.order)
+        out.append(_Stmt(s.out, s.indices, rhs, s.text, order, program.decls[s.out].shape,
+                         program.decls[s.out].fmt, s))
+    return out
+
+
+# ----------------------------------------------------------------------------- normal form
+def _normal(e: IExpr) -> tuple[tuple[str, ...], IExpr]:
+    """(reduced indices, sum-free body); sums are pulled out of products."""
+    if isinstance(e, Sum):
+        red, body = _normal(e.body)
+        return tuple(e.indices) + red, body
+    if isinstance(e, BinOp):
+        rl, bl = _normal(e.lhs)
+        rr, br = _normal(e.rhs)
+        if e.op is not Op.MUL and (rl or rr):
+            raise AssertionError("reduction under addition survived hoisting")
+        return rl + rr, BinOp(e.op, bl, br)
+    return (), e
+
+
+def _accesses_under_add(e: IExpr, under: bool = False) -> list[tuple[str, bool]]:
+    if isinstance(e, Access):
+        return [(e.tensor, under)]
+    if isinstance(e, BinOp):
+        add = under or e.op is not Op.MUL
+        return _accesses_under_add(e.lhs, add) + _accesses_under_add(e.rhs, add)
+    if isinstance(e, Sum):
+        return _accesses_under_add(e.body, under)
+    return []
+
+
+# ----------------------------------------------------------------------------- grouping
+def plan_regions(program: Program, fusion: Fusion) -> list[list[int]]:
+    """Statement indices of each fusion region, in program order."""
+    n = len(program.statements)
+    if fusion is Fusion.UNFUSED:
+        return [[i] for i in range(n)]
+    if fusion is Fusion.FULL:
+        return [list(range(n))] if n else []
+    regions: list[list[int]] = []
+    member = {i: r for r in program.regions for i in r}
+    seen: set[tuple[int, ...]] = set()
+    for i in range(n):
+        r = member.get(i, (i,))
+        if r not in seen:
+            seen.add(r)
+            regions.append(list(r))
+    return regions
+
+
+@dataclass
+class GroupPlan:
+    """Statements of one graph and the ones among them whose results are materialised."""
+
+    name: str
+    part: list[_Stmt]
+    outs: list[_Stmt]
+    note: str = ""
+
+
+def plan_groups(program: Program, fusion: Fusion = Fusion.FULL,
+                orders: Mapping[str, str | Sequence[str]] | None = None) -> list[GroupPlan]:
+    """Split each fusion region into groups (one graph each), in program order."""
+    if not program.statements:
+        raise ProgramError(f"program {program.name!r} has no statements")
+    order_map = _parse_orders(program, orders or {})
+    results = set(program.result_names())
+    plans: list[GroupPlan] = []
+    for r, region in enumerate(plan_regions(program, fusion)):
+        stmts = _rewrite(program, [program.statements[i] for i in region], order_map)
+        region_outs = {s.out for s in stmts if s.out in results or _read_outside(program, s.out, region)}
+        parts: list[list[_Stmt]] = [[]]
+        reduced_in_part: dict[str, bool] = {}
+        for s in stmts:
+            if any(reduced_in_part.get(t, False) and under for t, under in _accesses_under_add(s.rhs)):
+                parts.append([])
+                reduced_in_part = {}
+            parts[-1].append(s)
+            reduced_in_part[s.out] = bool(_normal_named(_inline_preview(s, parts[-1]))[0])
+        for p, part in enumerate(parts):
+            later = [t for q in parts[p + 1:] for t in q]
+            outs = [s for s in part if s.out in region_outs
+                    or any(s.out in _reads(t.rhs) for t in later)]
+            name = f"{program.name}_g{len(plans)}"
+            note = ("region split here: a reduced intermediate is read under an addition, so the "
+                    "previous graph materialises it") if p > 0 else ""
+            plans.append(GroupPlan(name, part, outs, note))
+    return plans
+
+
+def fuse_program(program: Program, fusion: Fusion = Fusion.FULL,
+                 orders: Mapping[str, str | Sequence[str]] | None = None,
+                 formats: Mapping[str, TensorFormat] | None = None) -> list[Group]:
+    """Fuse every group (formats of intermediates default to all-compressed in written order)."""
+    return [fuse_group(program, plan, formats or {}) for plan in plan_groups(program, fusion, orders)]
+
+
+def _parse_orders(program: Program, orders: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for name, order in orders.items():
+        st = program.producer(name)
+        if st is None:
+            raise ProgramError(f"--order {name}=...: no statement computes tensor {name!r}; "
+                               f"computed tensors: {[s.out for s in program.statements]}")
+        raw = tuple(order.replace("->", ",").replace(",", " ").split()) if isinstance(order, str) and (
+            "," in order or "->" in order or " " in order) else tuple(order)
+        for c in raw:
+            if c not in st.letters:
+                raise ProgramError(f"order {''.join(raw)!r} for statement '{st.text}': unknown index "
+                                   f"{c!r}; the statement's indices are {sorted(st.letters)}")
+        if len(set(raw)) != len(raw):
+            dup = next(c for c in raw if raw.count(c) > 1)
+            raise ProgramError(f"order {''.join(raw)!r} for statement '{st.text}' repeats index {dup!r}")
+        out[name] = tuple(st.letters[c] for c in raw)
+    return out
+
+
+def _read_outside(program: Program, tensor: str, region: Sequence[int]) -> bool:
+    return any(tensor in s.reads() for s in program.statements if s.index not in region)
+
+
+def _reads(e: IExpr) -> set[str]:
+    return {t for t, _ in _accesses_under_add(e)}
+
+
+def _inline_preview(s: _Stmt, part: list[_Stmt]) -> IExpr:
+    producers = {p.out: p for p in part if p is not s}
+    return _substitute(s.rhs, producers, itertools.count(), {}, None)
+
+
+def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count,
+                rename: Mapping[str, str], orders: list | None) -> IExpr:
+    """Rename indices and inline in-group producers (their reductions get fresh names)."""
+    if isinstance(e, Access):
+        idx = tuple(rename.get(i, i) for i in e.indices)
+        p = producers.get(e.tensor)
+        if p is None:
+            return Access(e.tensor, idx)
+        sub = dict(zip(p.indices, idx))
+        for r in _all_sums(p.rhs):
+            sub[r] = f"u{next(fresh)}"
+        body = _substitute(p.rhs, producers, fresh, sub, orders)
+        if orders is not None and p.order:
+            orders.append((p.text, tuple(sub.get(i, i) for i in p.order)))
+        return _Named(e.tensor, idx, body)
+    if isinstance(e, BinOp):
+        return BinOp(e.op, _substitute(e.lhs, producers, fresh, rename, orders),
+                     _substitute(e.rhs, producers, fresh, rename, orders))
+    if isinstance(e, Sum):
+        return Sum(tuple(rename.get(i, i) for i in e.indices),
+                   _substitute(e.body, producers, fresh, rename, orders))
+    return e
+
+
+@dataclass(frozen=True)
+class _Named:
+    """Marks an inlined producer inside the index-level IR (becomes :class:`VNamed`)."""
+
+    tensor: str
+    indices: tuple[str, ...]
+    body: IExpr
+
+
+def _all_sums(e: IExpr) -> list[str]:
+    if isinstance(e, Sum):
+        return list(e.indices) + _all_sums(e.body)
+    if isinstance(e, BinOp):
+        return _all_sums(e.lhs) + _all_sums(e.rhs)
+    if isinstance(e, _Named):
+        return _all_sums(e.body)
+    return []
+
+
+def _normal_named(e) -> tuple[tuple[str, ...], object]:
+    if isinstance(e, _Named):
+        red, body = _normal_named(e.body)
+        return red, _Named(e.tensor, e.indices, body)
+    if isinstance(e, Sum):
+        red, body = _normal_named(e.body)
+        return tuple(e.indices) + red, body
+    if isinstance(e, BinOp):
+        rl, bl = _normal_named(e.lhs)
+        rr, br = _normal_named(e.rhs)
+        return rl + rr, BinOp(e.op, bl, br)
+    return (), e
+
+
+# ----------------------------------------------------------------------------- one group
+def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group:
+    """Cross-expression fusion of one group; ``formats`` gives the stored format of tensors
+    materialised by earlier groups."""
+    name, part, outs = plan.name, plan.part, plan.outs
+    # a group output read by another output of the same group is inlined there (recomputed)
+    all_producers = {s.out: s for s in part}
+    fresh = itertools.count()
+    views: dict[str, View] = {}
+    view_of: dict[tuple[str, tuple[str, ...]], str] = {}
+    shapes = {n: d.shape for n, d in program.decls.items()} | _temp_shapes(program)
+    user_orders: list[tuple[str, tuple[str, ...]]] = []
+    fused: list[FusedOutput] = []
+    n_const = itertools.count()
+    for o in outs:
+        inner = {k: v for k, v in all_producers.items() if k != o.out}
+        rename = {r: f"u{next(fresh)}" for r in _all_sums(o.rhs)}
+        if o.order:
+            user_orders.append((o.text, tuple(rename.get(i, i) for i in o.order)))
+        e = _substitute(o.rhs, inner, fresh, rename, user_orders)
+        red, body = _normal_named(e)
+
+        def to_v(x) -> VExpr:
+            if isinstance(x, Access):
+                key = (x.tensor, x.indices)
+                if key not in view_of:
+                    n_prev = sum(1 for v in views.values() if v.source == x.tensor)
+                    vname = x.tensor + "'" * n_prev
+                    decl = program.decls.get(x.tensor)
+                    fmt = formats.get(x.tensor) or (decl.fmt if decl is not None else None)
+                    if fmt is None:
+                        raise ProgramError(f"group {name}: tensor {x.tensor!r} is read before its "
+                                           "format is known (it must be produced by an earlier graph)")
+                    views[vname] = View(vname, x.tensor, x.tensor, x.indices, shapes[x.tensor], fmt)
+                    view_of[key] = vname
+                return VAccess(view_of[key])
+            if isinstance(x, Const):
+                vname = f"c{next(n_const)}"
+                views[vname] = View(vname, vname, vname, (), (), TensorFormat(()), const=x.value)
+                return VConst(vname)
+            if isinstance(x, BinOp):
+                return VBin(x.op, to_v(x.lhs), to_v(x.rhs))
+            assert isinstance(x, _Named)
+            return VNamed(x.tensor, x.indices, to_v(x.body))
+
+        vbody = to_v(body)
+        fused.append(FusedOutput(o.out, o.indices, tuple(dict.fromkeys(red)), vbody, o.fmt, o.shape))
+    g = Group(name, list(dict.fromkeys(s.source for s in part)), fused, views, nx.DiGraph())
+    if plan.note:
+        g.notes.append(plan.note)
+    _build_pog(g, user_orders)
+    _choose_order(g)
+    return g
+
+
+def _add_edge(pog: nx.DiGraph, a: str, b: str, reason: str) -> None:
+    if pog.has_edge(a, b):
+        if reason not in pog[a][b]["reasons"]:
+            pog[a][b]["reasons"].append(reason)
+    else:
+        pog.add_edge(a, b, reasons=[reason])
+
+
+def _view_edges(v: View) -> list[tuple[str, str]]:
+    li = v.level_indices()
+    return list(zip(li, li[1:]))
+
+
+def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> None:
+    pog = g.pog
+    for o in g.outputs:
+        for i in o.indices:
+            pog.add_node(i)
+    for v in g.views.values():
+        for i in v.indices:
+            pog.add_node(i)
+    for o in g.outputs:
+        for r in o.reduced:
+            pog.add_node(r)
+    for v in g.views.values():
+        for a, b in _view_edges(v):
+            _add_edge(pog, a, b, f"mode order of {v}")
+    for o in g.outputs:
+        if o.fmt is not None:
+            li = tuple(o.indices[m] for m in o.fmt.mode_order)
+            for a, b in zip(li, li[1:]):
+                _add_edge(pog, a, b, f"mode order of output {o.tensor}_{{{','.join(o.indices)}}}")
+    for text, order in user_orders:
+        for a, b in zip(order, order[1:]):
+            _add_edge(pog, a, b, f"dataflow order of '{text}'")
+    _resolve_cycles(g)
+
+
+def _resolve_cycles(g: Group) -> None:
+    pog = g.pog
+    while True:
+        try:
+            cycle = nx.find_cycle(pog)
+        except nx.NetworkXNoCycle:
+            return
+        edges = [(a, b) for a, b, *_ in cycle]
+        # a view of a tensor that is used through several views can be given a permuted copy
+        multi = {v.source for v in g.views.values() if v.indices} 
+        counts = {s: sum(1 for v in g.views.values() if v.source == s) for s in multi}
+        candidates = [v for v in reversed(list(g.views.values()))
+                      if counts.get(v.source, 0) > 1 and any(e in edges for e in _view_edges(v))]
+        if not candidates:
+            why = []
+            for a, b in edges:
+                why.append(f"{a} -> {b} ({'; '.join(pog[a][b]['reasons'])})")
+            raise FusionError(f"group {g.name}: the ordering constraints form a cycle: "
+                              + ", ".join(why) + "; change the dataflow order or the format")
+        v = candidates[0]
+        for a, b in _view_edges(v):
+            reasons = pog[a][b]["reasons"]
+            reasons.remove(f"mode order of {v}")
+            if not reasons:
+                pog.remove_edge(a, b)
+        rest = pog.copy()
+        try:
+            topo = list(nx.topological_sort(rest))
+        except nx.NetworkXUnfeasible:
+            topo = list(dict.fromkeys(list(rest.nodes)))
+        rank = {i: k for k, i in enumerate(topo)}
+        mode_order = tuple(sorted(range(len(v.indices)), key=lambda m: rank[v.indices[m]]))
+        fmt = TensorFormat(v.fmt.levels, mode_order)
+        copy = f"{v.source}_p{''.join(map(str, mode_order))}"
+        nv = View(v.name, copy, v.source, v.indices, v.shape, fmt)
+        g.views[v.name] = nv
+        g.permuted.append(PermutedCopy(copy, v.source, fmt,
+                                       f"views of {v.source} conflict (POG cycle "
+                                       f"{' -> '.join(a for a, _ in edges)} -> {edges[0][0]})"))
+        for a, b in _view_edges(nv):
+            _add_edge(pog, a, b, f"mode order of {nv} (permuted copy {copy})")
+
+
+def order_lowerable(order: Sequence[str], out: FusedOutput) -> str | None:
+    """None if the codegen can lower ``out`` in ``order``, else the reason."""
+    pos = [i for i in order if i in out.indices or i in out.reduced]
+    for k, r in enumerate(pos):
+        if r in out.reduced:
+            after = [i for i in pos[k + 1:] if i in out.indices]
+            if len(after) > 1:
+                return (f"reduction index {r} of {out.tensor} has output indices "
+                        f"{', '.join(after)} after it: that needs a sparse accumulator of order "
+                        f"{len(after)}, and the primitive set has order 1 only")
+    return None
+
+
+def _choose_order(g: Group) -> None:
+    pog = g.pog
+    first = {i: k for k, i in enumerate(pog.nodes)}
+    preferred = tuple(nx.lexicographical_topological_sort(pog, key=lambda i: first[i]))
+    count = lowerable = 0
+    chosen: tuple[str, ...] | None = None
+    if all(order_lowerable(preferred, o) is None for o in g.outputs):
+        chosen = preferred
+    for order in nx.all_topological_sorts(pog):
+        count += 1
+        if all(order_lowerable(order, o) is None for o in g.outputs):
+            lowerable += 1
+            if chosen is None:
+                chosen = tuple(order)
+        if count >= MAX_ORDERS:
+            g.orders_capped = True
+            break
+    g.orders_count, g.lowerable_count = count, lowerable
+    if chosen is None:
+        reasons = {order_lowerable(preferred, o) for o in g.outputs} - {None}
+        raise FusionError(f"group {g.name}: no valid dataflow order can be lowered: "
+                          + "; ".join(sorted(r for r in reasons if r)))
+    g.order = chosen
+
+
+def set_order(g: Group, order: Sequence[str]) -> None:
+    """Use ``order`` (a full fused order) for ``g``; it must be a topological order of the POG."""
+    order = tuple(order)
+    if sorted(order) != sorted(g.pog.nodes):
+        raise FusionError(f"group {g.name}: order {','.join(order)} must name each of the indices "
+                          f"{', '.join(g.pog.nodes)} once")
+    pos = {i: k for k, i in enumerate(order)}
+    for a, b, d in g.pog.edges(data=True):
+        if pos[a] > pos[b]:
+            raise FusionError(f"group {g.name}: order {','.join(order)} puts {b} before {a}, but the "
+                              f"POG requires {a} -> {b} ({'; '.join(d['reasons'])})")
+    for o in g.outputs:
+        why = order_lowerable(order, o)
+        if why:
+            raise FusionError(f"group {g.name}: order {','.join(order)} cannot be lowered: {why}")
+    g.order = order
+
+
+def all_orders(g: Group, cap: int = MAX_ORDERS) -> list[tuple[str, ...]]:
+    """Valid (POG-respecting and lowerable) fused orders of ``g``, at most ``cap``."""
+    out = []
+    for order in nx.all_topological_sorts(g.pog):
+        if all(order_lowerable(order, o) is None for o in g.outputs):
+            out.append(tuple(order))
+            if len(out) >= cap:
+                break
+    return out
+

@@ -1,0 +1,478 @@
+"""Einsum programs: tensor declarations, expressions, statements, fusion regions.
+
+A :class:`Program` declares input tensors (:meth:`Program.tensor`), defines computed tensors
+from expressions (:meth:`Program.let` / :meth:`Program.assign`) and names its outputs.  Expressions
+are built from :func:`einsum`, elementwise ``+``, ``-``, ``*`` (trailing-axis broadcasting as in
+numpy, e.g. a bias vector) and integer scalar factors.  Statements can be grouped into fusion
+regions (:meth:`Program.region`) and carry an optional dataflow order written with the index
+letters of their own Einsum.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..tensor import Format, TensorFormat
+
+__all__ = [
+    "ProgramError", "Op", "Access", "Const", "BinOp", "Sum", "IExpr", "TensorDecl", "Tensor",
+    "TensorExpr", "Statement", "Program", "einsum", "parse_format", "free_indices",
+]
+
+
+class ProgramError(ValueError):
+    """A mistake in an Einsum program; the message names the expression, tensor and index."""
+
+
+class Op(enum.Enum):
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+
+
+# ----------------------------------------------------------------------------- index-level IR
+@dataclass(frozen=True)
+class Access:
+    tensor: str
+    indices: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.tensor}_{{{','.join(self.indices)}}}" if self.indices else self.tensor
+
+
+@dataclass(frozen=True)
+class Const:
+    value: int
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: Op
+    lhs: IExpr
+    rhs: IExpr
+
+    def __str__(self) -> str:
+        return f"({self.lhs} {self.op.value} {self.rhs})"
+
+
+@dataclass(frozen=True)
+class Sum:
+    indices: tuple[str, ...]
+    body: IExpr
+
+    def __str__(self) -> str:
+        return f"Σ_{{{','.join(self.indices)}}} {self.body}"
+
+
+IExpr = Access | Const | BinOp | Sum
+
+
+def free_indices(e: IExpr) -> list[str]:
+    """Indices used but not summed, in first-appearance order."""
+    if isinstance(e, Access):
+        return list(dict.fromkeys(e.indices))
+    if isinstance(e, Const):
+        return []
+    if isinstance(e, BinOp):
+        return list(dict.fromkeys(free_indices(e.lhs) + free_indices(e.rhs)))
+    return [i for i in free_indices(e.body) if i not in e.indices]
+
+
+# ----------------------------------------------------------------------------- formats
+_NAMED_FORMATS: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
+    "csr": (("dense", "compressed"), (0, 1)),
+    "csc": (("dense", "compressed"), (1, 0)),
+    "dcsr": (("compressed", "compressed"), (0, 1)),
+    "dcsc": (("compressed", "compressed"), (1, 0)),
+}
+
+
+def parse_format(tensor: str, fmt: TensorFormat | str | Sequence[str | Format] | None,
+                 order: int, mode_order: Sequence[int] | None = None) -> TensorFormat:
+    """A tensor format from a :class:`TensorFormat`, a name (``csr``, ``csc``, ``dcsr``,
+    ``dcsc``, ``dense``, ``compressed``) or per-level letters (``"dc"``, ``["dense", ...]``)."""
+    if isinstance(fmt, TensorFormat):
+        tf = fmt
+    else:
+        if fmt is None:
+            fmt = "dense"
+        mo: Sequence[int] | None = mode_order
+        if isinstance(fmt, str) and fmt.lower() in _NAMED_FORMATS:
+            levels, named_mo = _NAMED_FORMATS[fmt.lower()]
+            mo = mo or named_mo
+        elif isinstance(fmt, str) and fmt.lower() in ("dense", "compressed", "sparse"):
+            levels = (fmt,) * order
+        elif isinstance(fmt, str):
+            levels = tuple(fmt)
+        else:
+            levels = tuple(fmt)
+        try:
+            tf = TensorFormat(tuple(Format.parse(lv) for lv in levels), tuple(mo or ()))
+        except ValueError as exc:
+            raise ProgramError(
+                f"tensor {tensor!r}: unsupported format {fmt!r}: {exc}; supported level formats "
+                "are dense and compressed (or the names csr, csc, dcsr, dcsc)"
+            ) from None
+    if tf.order != order:
+        raise ProgramError(f"tensor {tensor!r}: format {tf} has {tf.order} levels but the tensor "
+                           f"has {order} modes")
+    return tf
+
+
+# ----------------------------------------------------------------------------- user handles
+@dataclass(frozen=True)
+class TensorDecl:
+    name: str
+    shape: tuple[int, ...]
+    fmt: TensorFormat | None  # None: chosen by the compiler (computed tensors only)
+
+
+Builder = Callable[[tuple[str, ...], Callable[[str], str]], IExpr]
+
+
+@dataclass(frozen=True)
+class TensorExpr:
+    """A tensor-valued expression: its shape, a text form and a builder of the index-level IR.
+
+    ``build(indices, fresh)`` returns the IR with the free modes bound to ``indices``;
+    ``fresh(letter)`` names summed indices uniquely.  ``letters`` maps the reduction letters the
+    user wrote to those unique names (for dataflow orders)."""
+
+    shape: tuple[int, ...]
+    text: str
+    build: Builder
+    out_letters: tuple[str, ...] = ()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def _binary(self, other: object, op: Op, swap: bool = False) -> TensorExpr:
+        if isinstance(other, int) and not isinstance(other, bool):
+            if op is not Op.MUL:
+                raise ProgramError(f"'{self.text} {op.value} {other}': only scalar factors (*) are "
+                                   "supported; add a tensor instead of a constant")
+            return TensorExpr(self.shape, f"{other}*{self.text}",
+                              lambda idx, fresh: BinOp(Op.MUL, Const(other), self.build(idx, fresh)),
+                              self.out_letters)
+        other_e = as_expr(other)
+        a, b = (other_e, self) if swap else (self, other_e)
+        text = f"({a.text} {op.value} {b.text})"
+        big, small = (a, b) if a.ndim >= b.ndim else (b, a)
+        if tuple(big.shape[big.ndim - small.ndim:]) != tuple(small.shape):
+            raise ProgramError(f"shape mismatch in {text}: {a.text} has shape {a.shape} and "
+                               f"{b.text} has shape {b.shape} (trailing axes must agree)")
+
+        def build(idx: tuple[str, ...], fresh: Callable[[str], str]) -> IExpr:
+            ia = idx[len(idx) - a.ndim:]
+            ib = idx[len(idx) - b.ndim:]
+            return BinOp(op, a.build(ia, fresh), b.build(ib, fresh))
+
+        return TensorExpr(big.shape, text, build, big.out_letters)
+
+    def __add__(self, other: object) -> TensorExpr:
+        return self._binary(other, Op.ADD)
+
+    def __radd__(self, other: object) -> TensorExpr:
+        return self._binary(other, Op.ADD, swap=True)
+
+    def __sub__(self, other: object) -> TensorExpr:
+        return self._binary(other, Op.SUB)
+
+    def __rsub__(self, other: object) -> TensorExpr:
+        return self._binary(other, Op.SUB, swap=True)
+
+    def __mul__(self, other: object) -> TensorExpr:
+        return self._binary(other, Op.MUL)
+
+    def __rmul__(self, other: object) -> TensorExpr:
+        return self._binary(other, Op.MUL, swap=True)
+
+    def __neg__(self) -> TensorExpr:
+        return self._binary(-1, Op.MUL)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A declared tensor (input or computed) of a :class:`Program`."""
+
+    decl: TensorDecl
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.decl.shape
+
+    def expr(self) -> TensorExpr:
+        name = self.name
+        return TensorExpr(self.shape, name, lambda idx, fresh: Access(name, tuple(idx)))
+
+    def __add__(self, o: object) -> TensorExpr:
+        return self.expr() + o
+
+    def __radd__(self, o: object) -> TensorExpr:
+        return self.expr().__radd__(o)
+
+    def __sub__(self, o: object) -> TensorExpr:
+        return self.expr() - o
+
+    def __rsub__(self, o: object) -> TensorExpr:
+        return self.expr().__rsub__(o)
+
+    def __mul__(self, o: object) -> TensorExpr:
+        return self.expr() * o
+
+    def __rmul__(self, o: object) -> TensorExpr:
+        return self.expr().__rmul__(o)
+
+    def __neg__(self) -> TensorExpr:
+        return -self.expr()
+
+
+def as_expr(x: object) -> TensorExpr:
+    if isinstance(x, TensorExpr):
+        return x
+    if isinstance(x, Tensor):
+        return x.expr()
+    raise ProgramError(f"{x!r} is not a tensor or tensor expression")
+
+
+def einsum(spec: str, *operands: Tensor | TensorExpr) -> TensorExpr:
+    """``einsum("ik,kj->ij", A, X)``: indices missing on the right are summed."""
+    text = f"einsum({spec!r}, {', '.join(as_expr(o).text for o in operands)})"
+    if "->" not in spec:
+        raise ProgramError(f"{text}: the spec needs '->' and the output indices, e.g. 'ik,kj->ij'")
+    lhs, out = spec.replace(" ", "").split("->")
+    ins = lhs.split(",")
+    if len(ins) != len(operands):
+        raise ProgramError(f"{text}: the spec has {len(ins)} operands but {len(operands)} were given")
+    ops = [as_expr(o) for o in operands]
+    sizes: dict[str, tuple[int, str]] = {}
+    for letters, op in zip(ins, ops):
+        if not all(c.isalpha() for c in letters):
+            raise ProgramError(f"{text}: operand {op.text} has a non-letter index in {letters!r}")
+        if len(set(letters)) != len(letters):
+            dup = next(c for c in letters if letters.count(c) > 1)
+            raise ProgramError(f"{text}: index {dup!r} is repeated in operand {op.text} "
+                               "(diagonals are not supported)")
+        if len(letters) != op.ndim:
+            raise ProgramError(f"{text}: operand {op.text} has {op.ndim} modes but indices "
+                               f"{letters!r}")
+        for c, n in zip(letters, op.shape):
+            if c in sizes and sizes[c][0] != n:
+                raise ProgramError(f"shape mismatch in {text}: index {c!r} has size {sizes[c][0]} in "
+                                   f"{sizes[c][1]} but {n} in {op.text}")
+            sizes.setdefault(c, (n, op.text))
+    for c in out:
+        if c not in sizes:
+            raise ProgramError(f"{text}: output index {c!r} is unknown (not used by any operand)")
+        if out.count(c) > 1:
+            raise ProgramError(f"{text}: output index {c!r} is repeated")
+    summed = tuple(dict.fromkeys(c for c in "".join(ins) if c not in out))
+    shape = tuple(sizes[c][0] for c in out)
+
+    def build(idx: tuple[str, ...], fresh: Callable[[str], str]) -> IExpr:
+        names = dict(zip(out, idx))
+        for c in summed:
+            names[c] = fresh(c)
+        body: IExpr | None = None
+        for letters, op in zip(ins, ops):
+            term = op.build(tuple(names[c] for c in letters), fresh)
+            body = term if body is None else BinOp(Op.MUL, body, term)
+        assert body is not None
+        return Sum(tuple(names[c] for c in summed), body) if summed else body
+
+    return TensorExpr(shape, text, build, tuple(out))
+
+
+# ----------------------------------------------------------------------------- statements
+@dataclass(frozen=True)
+class Statement:
+    """``out[indices] = rhs``; summed indices are unique names; ``letters`` maps the letters the
+    user wrote (free and summed) to the names in ``rhs``."""
+
+    index: int
+    out: str
+    indices: tuple[str, ...]
+    rhs: IExpr
+    text: str
+    letters: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    order: tuple[str, ...] = ()  # user dataflow order, in IR index names
+
+    def reads(self) -> list[str]:
+        out: list[str] = []
+
+        def walk(e: IExpr) -> None:
+            if isinstance(e, Access):
+                out.append(e.tensor)
+            elif isinstance(e, BinOp):
+                walk(e.lhs)
+                walk(e.rhs)
+            elif isinstance(e, Sum):
+                walk(e.body)
+
+        walk(self.rhs)
+        return list(dict.fromkeys(out))
+
+    def __str__(self) -> str:
+        return f"{self.out}_{{{','.join(self.indices)}}} = {self.rhs}"
+
+
+_DEFAULT_LETTERS = "ijlmnopqrst"
+
+
+class Program:
+    """An Einsum program: inputs, statements in program order, outputs and fusion regions."""
+
+    def __init__(self, name: str = "program") -> None:
+        self.name = name
+        self.decls: dict[str, TensorDecl] = {}
+        self.statements: list[Statement] = []
+        self.outputs: list[str] = []
+        self.regions: list[tuple[int, ...]] = []
+        self._assigned: dict[str, int] = {}
+        self._pending: set[str] = set()
+
+    # ---------------------------------------------------------------- declarations
+    def tensor(self, name: str, shape: Iterable[int],
+               fmt: TensorFormat | str | Sequence[str | Format] | None = None,
+               mode_order: Sequence[int] | None = None) -> Tensor:
+        """Declare a tensor (an input, or a computed tensor later given to :meth:`assign`)."""
+        if not name.isidentifier():
+            raise ProgramError(f"tensor name {name!r} must be an identifier")
+        if name in self.decls:
+            raise ProgramError(f"tensor {name!r} is declared twice")
+        shape_t = tuple(int(s) for s in shape)
+        if any(s <= 0 for s in shape_t):
+            raise ProgramError(f"tensor {name!r}: shape {shape_t} must be positive")
+        tf = parse_format(name, fmt, len(shape_t), mode_order)
+        decl = TensorDecl(name, shape_t, tf)
+        self.decls[name] = decl
+        return Tensor(decl)
+
+    def let(self, name: str, expr: Tensor | TensorExpr,
+            fmt: TensorFormat | str | Sequence[str | Format] | None = None,
+            order: str | Sequence[str] | None = None) -> Tensor:
+        """Define tensor ``name`` as ``expr`` (format chosen by the compiler unless given)."""
+        e = as_expr(expr)
+        if name in self.decls:
+            raise ProgramError(f"tensor {name!r} is declared twice")
+        tf = None if fmt is None else parse_format(name, fmt, e.ndim)
+        decl = TensorDecl(name, e.shape, tf)
+        self.decls[name] = decl
+        t = Tensor(decl)
+        self._add_statement(t, e, order)
+        return t
+
+    def assign(self, target: Tensor, expr: Tensor | TensorExpr,
+               order: str | Sequence[str] | None = None) -> Tensor:
+        """Give a previously declared tensor its defining expression."""
+        e = as_expr(expr)
+        if target.name not in self.decls:
+            raise ProgramError(f"tensor {target.name!r} is not declared in program {self.name!r}")
+        if tuple(e.shape) != target.shape:
+            raise ProgramError(f"shape mismatch: {target.name} = {e.text}: {target.name} has shape "
+                               f"{target.shape} but the expression has shape {e.shape}")
+        self._add_statement(target, e, order)
+        return target
+
+    def _add_statement(self, target: Tensor, e: TensorExpr, order: str | Sequence[str] | None) -> None:
+        name = target.name
+        if name in self._assigned:
+            raise ProgramError(f"tensor {name!r} is assigned twice (statements "
+                               f"{self._assigned[name]} and {len(self.statements)})")
+        letters = tuple(e.out_letters) if len(e.out_letters) == e.ndim else ()
+        if not letters:
+            letters = tuple(_DEFAULT_LETTERS[: e.ndim])
+        used: set[str] = set(letters)
+        sym: dict[str, str] = {}
+
+        def fresh_named(c: str) -> str:
+            n, k = c, 0
+            while n in used:
+                n, k = f"{c}{k}", k + 1
+            used.add(n)
+            sym.setdefault(c, n)
+            return n
+
+        rhs = e.build(letters, fresh_named)
+        stmt_text = f"{name} = {e.text}"
+        idx_map = {**{c: c for c in letters}, **sym}
+        order_t: tuple[str, ...] = ()
+        if order is not None:
+            raw = tuple(order) if not isinstance(order, str) else tuple(
+                order.replace("->", ",").replace(",", " ").split()) if (
+                "," in order or "->" in order or " " in order) else tuple(order)
+            for c in raw:
+                if c not in idx_map:
+                    raise ProgramError(f"statement '{stmt_text}': order {''.join(raw)!r} names "
+                                       f"unknown index {c!r}; known: {sorted(idx_map)}")
+            if len(set(raw)) != len(raw):
+                dup = next(c for c in raw if raw.count(c) > 1)
+                raise ProgramError(f"statement '{stmt_text}': order {''.join(raw)!r} repeats "
+                                   f"index {dup!r}")
+            order_t = tuple(idx_map[c] for c in raw)
+        stmt = Statement(len(self.statements), name, letters, rhs, stmt_text, idx_map, order_t)
+        for t in stmt.reads():
+            if t in self._pending and t not in self._assigned:
+                raise ProgramError(f"statement {stmt.index} '{stmt_text}' reads {t!r} before it is "
+                                   "produced")
+            if t == name:
+                raise ProgramError(f"statement {stmt.index} '{stmt_text}' reads its own result "
+                                   f"{name!r}")
+        self._assigned[name] = stmt.index
+        self.statements.append(stmt)
+
+    def computed(self, name: str, shape: Iterable[int],
+                 fmt: TensorFormat | str | Sequence[str | Format] | None = None) -> Tensor:
+        """Declare a tensor that a later :meth:`assign` computes (reading it earlier is an error)."""
+        shape_t = tuple(int(s) for s in shape)
+        t = self.tensor(name, shape_t, fmt if fmt is not None else "compressed")
+        if fmt is None:
+            self.decls[name] = TensorDecl(name, shape_t, None)
+            t = Tensor(self.decls[name])
+        self._pending.add(name)
+        return t
+
+    def output(self, *tensors: Tensor) -> None:
+        for t in tensors:
+            if t.name not in self._assigned:
+                raise ProgramError(f"output {t.name!r} is not computed by any statement")
+            if t.name not in self.outputs:
+                self.outputs.append(t.name)
+
+    def region(self, *tensors: Tensor) -> None:
+        """Group the statements computing ``tensors`` into one fusion region."""
+        idx = []
+        for t in tensors:
+            if t.name not in self._assigned:
+                raise ProgramError(f"region member {t.name!r} is not computed by any statement")
+            idx.append(self._assigned[t.name])
+        for r in self.regions:
+            both = set(r) & set(idx)
+            if both:
+                raise ProgramError(f"statement computing {self.statements[min(both)].out!r} is in "
+                                   "two fusion regions")
+        self.regions.append(tuple(sorted(idx)))
+
+    # ---------------------------------------------------------------- queries
+    def inputs(self) -> list[str]:
+        return [n for n in self.decls if n not in self._assigned]
+
+    def result_names(self) -> list[str]:
+        if self.outputs:
+            return list(self.outputs)
+        return [self.statements[-1].out] if self.statements else []
+
+    def producer(self, tensor: str) -> Statement | None:
+        i = self._assigned.get(tensor)
+        return None if i is None else self.statements[i]

@@ -1,0 +1,378 @@
+"""Fusion tables (FuseFlow §5.1): rows are the index variables of one output in fused order plus
+``val``; columns are tensor views, inlined intermediates and the output.  A cell is a primitive
+cell (it will create a SAMML node) or a reference cell (it names another cell's stream, which
+may not exist yet).  :mod:`fuseflow.compiler.codegen` builds the graph by evaluating the output
+column's cells and, recursively, the cells they reference.
+
+Construction (DESIGN §1.3): (1) level scanners and value loads for input views, top-down in the
+fused order; (2) repeats for the index variables a view lacks, and the compute cell of every
+intermediate; (3) reducer cells for reduced index variables (``Red0``: innermost reduction,
+``Red1``: order-1 sparse accumulator whose coordinate output replaces the output's coordinate
+cell); (4) stream merging: scanner cells of views sharing an index variable move into one
+intersect (product) or union (sum) cell of that row.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..tensor import Format, TensorFormat
+from .fusion import FusedOutput, Group, VAccess, VBin, VConst, VExpr, View, VNamed
+from .program import Op, ProgramError
+
+__all__ = [
+    "CellKind", "CellRef", "Cell", "JoinKind", "Join", "Reducer", "FusionTable", "build_table",
+    "LoweringError",
+]
+
+VAL = "val"
+ROOT = "root"
+
+
+class LoweringError(ProgramError):
+    """A fused expression the SAMML primitive set cannot express; names tensor and index."""
+
+
+class CellKind(enum.Enum):
+    SCAN = "LS"
+    REPEAT = "Rep"
+    LOAD = "Val"
+    REF = "ref"
+    COMPUTE = "compute"
+    REDUCE = "Red"
+
+
+@dataclass(frozen=True)
+class CellRef:
+    """``<col_row>``: the stream of column ``col`` at row ``row`` (``root``: a root reference)."""
+
+    col: str
+    row: str
+
+    def __str__(self) -> str:
+        return "root" if self.col == ROOT else f"<{self.col}_{self.row}>"
+
+
+@dataclass(frozen=True)
+class Cell:
+    kind: CellKind
+    args: tuple[CellRef, ...] = ()
+    level: int = -1  # scanner level
+    text: str = ""  # rendering for compute / reducer cells
+
+    def __str__(self) -> str:
+        if self.kind is CellKind.SCAN:
+            return f"LS({self.args[0]})"
+        if self.kind is CellKind.REPEAT:
+            return f"Rep({self.args[0]}, {self.args[1]})"
+        if self.kind is CellKind.LOAD:
+            return f"Val({self.args[0]})"
+        if self.kind is CellKind.REF:
+            return str(self.args[0])
+        return self.text
+
+
+class JoinKind(enum.Enum):
+    INTERSECT = "Intersect"
+    UNION = "Union"
+
+
+@dataclass(frozen=True)
+class Join:
+    """A stream-merging cell: children are view names or nested joins."""
+
+    kind: JoinKind
+    children: tuple[str | Join, ...]
+
+    def members(self) -> list[str]:
+        out: list[str] = []
+        for c in self.children:
+            out += c.members() if isinstance(c, Join) else [c]
+        return out
+
+    def render(self, row: str) -> str:
+        parts = [c.render(row) if isinstance(c, Join) else c for c in self.children]
+        return f"{self.kind.value}_{row}({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class Reducer:
+    """``Red0_r``: reduce the innermost fiber (row ``row``); ``Red1_r``: order-1 sparse
+    accumulator over ``row`` keyed by the coordinates of output row ``inner``."""
+
+    order: int
+    row: str
+    inner: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"Red{self.order}_{self.row}"
+
+
+@dataclass
+class FusionTable:
+    output: FusedOutput
+    rows: list[str]  # fused order restricted to the output, then "val"
+    columns: list[str]
+    views: dict[str, View]
+    cells: dict[tuple[str, str], Cell] = field(default_factory=dict)  # (row, col) -> cell
+    joins: dict[str, Join] = field(default_factory=dict)  # row -> merge cell
+    named: dict[str, VNamed] = field(default_factory=dict)  # intermediate columns
+    reducers: list[Reducer] = field(default_factory=list)  # applied inner to outer
+    crd_source: dict[str, str] = field(default_factory=dict)  # output index -> row or reducer
+    full: dict[str, bool] = field(default_factory=dict)  # row -> crd stream enumerates the dim
+    out_fmt: TensorFormat | None = None
+
+    @property
+    def out_col(self) -> str:
+        return self.output.tensor
+
+    def row_source(self, row: str) -> str:
+        """The column whose coordinate stream at ``row`` is the row's coordinates."""
+        if row in self.joins:
+            return self.joins[row].members()[0]
+        for c in self.columns:
+            cell = self.cells.get((row, c))
+            if cell is not None and cell.kind is CellKind.SCAN:
+                return c
+        raise AssertionError(row)
+
+    def compute_text(self, e: VExpr) -> str:
+        if isinstance(e, (VAccess, VConst)):
+            return f"<{e.view}_val>"
+        if isinstance(e, VNamed):
+            return f"<{e.tensor}_val>"
+        op = "×" if e.op is Op.MUL else e.op.value
+        return f"({self.compute_text(e.lhs)} {op} {self.compute_text(e.rhs)})"
+
+    def render(self) -> str:
+        """The table as text, like the paper's figures (merge cells on their own line)."""
+        head = ["", *[self._col_title(c) for c in self.columns]]
+        body: list[list[str]] = []
+        for r in self.rows:
+            body.append([r, *[str(self.cells[(r, c)]) if (r, c) in self.cells else "" for c in self.columns]])
+            if r in self.joins:
+                body.append(["", self.joins[r].render(r)])
+        widths = [max(len(x[i]) for x in [head, *body] if i < len(x)) for i in range(len(head))]
+        lines = [" | ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+        lines.append("-+-".join("-" * w for w in widths))
+        for row in body:
+            if len(row) == 2 and row[0] == "":
+                lines.append(" " * widths[0] + " | " + row[1])
+            else:
+                lines.append(" | ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip())
+        for red in self.reducers:
+            what = self.compute_text(self.output.body) if red is self.reducers[0] else \
+                f"{self.reducers[self.reducers.index(red) - 1].name}[val]"
+            if red.order == 0:
+                lines.append(f"{red.name}[val] = Σ_{red.row} {what}")
+            else:
+                lines.append(f"{red.name}[crd, val] = Σ_{red.row} {what}  keyed by the {red.inner} "
+                             "coordinates")
+        return "\n".join(lines)
+
+    def _col_title(self, c: str) -> str:
+        if c in self.views:
+            return str(self.views[c])
+        if c in self.named:
+            n = self.named[c]
+            return f"{n.tensor}_{{{','.join(n.indices)}}}"
+        return f"{c}_{{{','.join(self.output.indices)}}}"
+
+
+def _view_order(e: VExpr, out: list[str], named: list[VNamed]) -> None:
+    if isinstance(e, (VAccess, VConst)):
+        if e.view not in out:
+            out.append(e.view)
+    elif isinstance(e, VBin):
+        _view_order(e.lhs, out, named)
+        _view_order(e.rhs, out, named)
+    else:
+        _view_order(e.body, out, named)
+        named.append(e)
+
+
+def _join_tree(e: VExpr, row: str, views: dict[str, View], seen: set[str]) -> str | Join | None:
+    """The merge structure at ``row``: products intersect, sums unite; repeated views once."""
+    if isinstance(e, VAccess):
+        if row in views[e.view].indices and e.view not in seen:
+            seen.add(e.view)
+            return e.view
+        return None
+    if isinstance(e, VConst):
+        return None
+    if isinstance(e, VNamed):
+        return _join_tree(e.body, row, views, seen)
+    kids = [k for k in (_join_tree(e.lhs, row, views, seen), _join_tree(e.rhs, row, views, seen)) if k]
+    if not kids:
+        return None
+    if len(kids) == 1:
+        return kids[0]
+    kind = JoinKind.INTERSECT if e.op is Op.MUL else JoinKind.UNION
+    flat: list[str | Join] = []
+    for k in kids:  # flatten nested joins of the same kind into one n-ary cell
+        flat += list(k.children) if isinstance(k, Join) and k.kind is kind else [k]
+    return Join(kind, tuple(flat))
+
+
+def _lacking_in_sum(e: VExpr, row: str, views: dict[str, View]) -> list[str]:
+    """Views that lack ``row`` but are added to operands that have it (need a full iteration)."""
+    if isinstance(e, VNamed):
+        return _lacking_in_sum(e.body, row, views)
+    if not isinstance(e, VBin):
+        return []
+    out = _lacking_in_sum(e.lhs, row, views) + _lacking_in_sum(e.rhs, row, views)
+    if e.op is not Op.MUL:
+        has = [_has(e.lhs, row, views), _has(e.rhs, row, views)]
+        if has[0] != has[1]:
+            side = e.rhs if has[0] else e.lhs
+            out.append(_describe(side, views))
+    return out
+
+
+def _has(e: VExpr, row: str, views: dict[str, View]) -> bool:
+    if isinstance(e, VAccess):
+        return row in views[e.view].indices
+    if isinstance(e, VConst):
+        return False
+    if isinstance(e, VNamed):
+        return _has(e.body, row, views)
+    return _has(e.lhs, row, views) or _has(e.rhs, row, views)
+
+
+def _describe(e: VExpr, views: dict[str, View]) -> str:
+    if isinstance(e, (VAccess, VConst)):
+        return str(views[e.view]) if isinstance(e, VAccess) else str(views[e.view].const)
+    if isinstance(e, VNamed):
+        return f"{e.tensor}_{{{','.join(e.indices)}}}"
+    return f"({_describe(e.lhs, views)} {e.op.value} {_describe(e.rhs, views)})"
+
+
+def build_table(group: Group, out: FusedOutput) -> FusionTable:
+    order = [i for i in group.order if i in out.indices or i in out.reduced]
+    cols: list[str] = []
+    named: list[VNamed] = []
+    _view_order(out.body, cols, named)
+    views = {c: group.views[c] for c in cols}
+    t = FusionTable(out, [*order, VAL], [*cols, *[n.tensor for n in named], out.tensor], views)
+    t.named = {n.tensor: n for n in named}
+    for i in out.indices:
+        if not any(i in v.indices for v in views.values()):
+            raise LoweringError(f"output {out.tensor}: index {i} is not an index of any operand, so "
+                                "nothing iterates it")
+    # (1) + (2): scanners, repeats and value loads of the input views, top down
+    nref: set[str] = set()
+    for c in cols:
+        v = views[c]
+        levels = v.level_indices()
+        parent = CellRef(ROOT, "")
+        scanned = 0
+        for row in order:
+            if row in v.indices:
+                if levels[scanned] != row:
+                    raise AssertionError(f"view {v} is discordant with order {order}")
+                t.cells[(row, c)] = Cell(CellKind.SCAN, (parent,), level=scanned)
+                scanned += 1
+            else:
+                t.cells[(row, c)] = Cell(CellKind.REPEAT, (parent, CellRef("?", row)))
+            parent = CellRef(c, row)
+        t.cells[(VAL, c)] = Cell(CellKind.LOAD, (parent,))
+    # (4) stream merging, and which rows enumerate their whole dimension
+    for row in order:
+        tree = _join_tree(out.body, row, views, set())
+        if isinstance(tree, Join):
+            t.joins[row] = tree
+        t.full[row] = _full(tree, row, views, nref)
+        lacking = _lacking_in_sum(out.body, row, views)
+        if lacking and not t.full[row]:
+            raise LoweringError(
+                f"output {out.tensor}: {lacking[0]} lacks index {row} but is added to operands "
+                f"that have it; that needs a dense iteration over {row}, but the {row} "
+                "coordinates come from compressed levels (store an operand with a dense "
+                f"level for {row})")
+        if isinstance(tree, Join) and tree.kind is JoinKind.UNION or (
+                isinstance(tree, Join) and any(isinstance(k, Join) for k in tree.children)):
+            nref.update(m for m in tree.members() if not _leaf_full(m, row, views, nref))
+    # resolve the repeat cells' "row crd" references to the row's source column
+    for (row, c), cell in list(t.cells.items()):
+        if cell.kind is CellKind.REPEAT:
+            t.cells[(row, c)] = Cell(CellKind.REPEAT, (cell.args[0], CellRef(t.row_source(row), row)))
+    # intermediate columns: references to the row coordinates, compute cell in val
+    for n in named:
+        for row in order:
+            if row in n.indices:
+                t.cells[(row, n.tensor)] = Cell(CellKind.REF, (CellRef(t.row_source(row), row),))
+        t.cells[(VAL, n.tensor)] = Cell(CellKind.COMPUTE, text=t.compute_text(n.body))
+    # (3) reductions, inner to outer; output coordinate cells
+    inner: str | None = None
+    closed = False
+    for row in reversed(order):
+        if row in out.indices:
+            if inner is None:
+                inner = row
+                t.crd_source[row] = row
+            else:
+                closed = True
+                t.crd_source[row] = row
+            continue
+        if inner is None:
+            t.reducers.append(Reducer(0, row))
+        elif closed:
+            raise LoweringError(f"output {out.tensor}: reduction over {row} encloses several output "
+                                "indices; it needs a sparse accumulator of order > 1")
+        else:
+            red = Reducer(1, row, inner)
+            t.reducers.append(red)
+            t.crd_source[inner] = red.name
+    for row in order:
+        if row in out.indices:
+            src = t.crd_source[row]
+            text = f"{src}[crd]" if src.startswith("Red") else str(CellRef(t.row_source(row), row))
+            t.cells[(row, out.tensor)] = Cell(CellKind.REF if not src.startswith("Red") else
+                                             CellKind.REDUCE, (CellRef(t.row_source(row), row),),
+                                             text=text)
+        else:
+            red = next(r for r in t.reducers if r.row == row)
+            t.cells[(row, out.tensor)] = Cell(CellKind.REDUCE, text=red.name)
+    val_text = f"{t.reducers[-1].name}[val]" if t.reducers else t.compute_text(out.body)
+    t.cells[(VAL, out.tensor)] = Cell(CellKind.COMPUTE if not t.reducers else CellKind.REDUCE,
+                                      text=val_text)
+    t.out_fmt = _output_format(t, order)
+    return t
+
+
+def _leaf_full(view: str, row: str, views: dict[str, View], nref: set[str]) -> bool:
+    v = views[view]
+    level = v.level_indices().index(row)
+    return v.fmt.levels[level] is Format.DENSE and view not in nref
+
+
+def _full(tree: str | Join | None, row: str, views: dict[str, View], nref: set[str]) -> bool:
+    if tree is None:
+        return False
+    if isinstance(tree, str):
+        return _leaf_full(tree, row, views, nref)
+    kids = [_full(k, row, views, nref) for k in tree.children]
+    return all(kids) if tree.kind is JoinKind.INTERSECT else any(kids)
+
+
+def _output_format(t: FusionTable, order: Sequence[str]) -> TensorFormat:
+    """The declared format (checked) or dense where the coordinates enumerate the dimension."""
+    out = t.output
+    pos = {i: k for k, i in enumerate(order)}
+    written = sorted(range(len(out.indices)), key=lambda m: pos[out.indices[m]])
+    dense_ok = [t.crd_source[i] == i and t.full[i] for i in out.indices]
+    if out.fmt is None:
+        levels = tuple(Format.DENSE if dense_ok[m] else Format.COMPRESSED for m in written)
+        return TensorFormat(levels, tuple(written))
+    if tuple(out.fmt.mode_order) != tuple(written):
+        raise AssertionError("output mode order is a POG constraint")
+    for lvl, m in enumerate(written):
+        if out.fmt.levels[lvl] is Format.DENSE and not dense_ok[m]:
+            raise LoweringError(
+                f"output {out.tensor}: level {lvl} (index {out.indices[m]}) is declared dense but "
+                f"its coordinates do not enumerate the whole dimension in order "
+                f"{'->'.join(order)}; declare that level compressed")
+    return out.fmt

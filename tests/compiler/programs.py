@@ -1,0 +1,219 @@
+"""The program suite used by the compiler tests, benchmarks and examples.
+
+Each builder returns a :class:`Program`; :data:`SUITE` maps a name to (builder, input shapes
+and densities).  Sizes are small so the whole suite simulates in seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from fuseflow.compiler import Program, einsum
+
+
+@dataclass(frozen=True)
+class Case:
+    build: Callable[[], Program]
+    density: dict[str, float]  # input -> fraction of nonzeros (1.0: dense data)
+
+
+def spmv() -> Program:
+    p = Program("spmv")
+    A = p.tensor("A", (7, 6), "csr")
+    x = p.tensor("x", (6,), "dense")
+    p.output(p.let("y", einsum("ij,j->i", A, x)))
+    return p
+
+
+def spmm_dense() -> Program:
+    p = Program("spmm_dense")
+    A = p.tensor("A", (7, 6), "csr")
+    X = p.tensor("X", (6, 5), "dense")
+    p.output(p.let("T", einsum("ik,kj->ij", A, X)))
+    return p
+
+
+def spmm_csr() -> Program:
+    p = Program("spmm_csr")
+    A = p.tensor("A", (7, 6), "csr")
+    B = p.tensor("B", (6, 5), "csr")
+    p.output(p.let("C", einsum("ik,kj->ij", A, B)))
+    return p
+
+
+def spmm_inner() -> Program:
+    """Inner-product SpMM: B stored column-major, so both i->j->k and j->i->k are valid."""
+    p = Program("spmm_inner")
+    A = p.tensor("A", (6, 7), "csr")
+    B = p.tensor("B", (7, 5), "dense", mode_order=(1, 0))
+    p.output(p.let("C", einsum("ik,kj->ij", A, B)))
+    return p
+
+
+def sddmm() -> Program:
+    p = Program("sddmm")
+    S = p.tensor("S", (6, 5), "csr")
+    C = p.tensor("C", (6, 4), "dense")
+    D = p.tensor("D", (4, 5), "dense")
+    p.output(p.let("Y", S * einsum("ik,kj->ij", C, D)))
+    return p
+
+
+def add() -> Program:
+    p = Program("add")
+    A = p.tensor("A", (6, 7), "dcsr")
+    B = p.tensor("B", (6, 7), "csr")
+    p.output(p.let("C", A + B))
+    return p
+
+
+def mul() -> Program:
+    p = Program("mul")
+    A = p.tensor("A", (6, 7), "dcsr")
+    B = p.tensor("B", (6, 7), "dcsr")
+    p.output(p.let("C", A * B))
+    return p
+
+
+def sub_scaled() -> Program:
+    p = Program("sub_scaled")
+    A = p.tensor("A", (5, 6), "csr")
+    B = p.tensor("B", (5, 6), "csr")
+    p.output(p.let("C", 3 * A - B))
+    return p
+
+
+def nested_matmul() -> Program:
+    p = Program("nested_matmul")
+    A = p.tensor("A", (6, 5), "csr")
+    B = p.tensor("B", (5, 7), "csr")
+    C = p.tensor("C", (7, 4), "csr")
+    E = p.let("E", einsum("ik,kj->ij", A, B))
+    p.output(p.let("D", einsum("ij,jl->il", E, C)))
+    return p
+
+
+def nested_matmul_cm() -> Program:
+    """Nested matmul with C column-major: several valid fused orders."""
+    p = Program("nested_matmul_cm")
+    A = p.tensor("A", (6, 5), "csr")
+    B = p.tensor("B", (5, 7), "csr")
+    C = p.tensor("C", (7, 4), "dense", mode_order=(1, 0))
+    E = p.let("E", einsum("ik,kj->ij", A, B))
+    p.output(p.let("D", einsum("ij,jl->il", E, C)))
+    return p
+
+
+def gcn_layer() -> Program:
+    p = Program("gcn_layer")
+    A = p.tensor("A", (8, 8), "csr")
+    X = p.tensor("X", (8, 5), "dense")
+    W = p.tensor("W", (5, 4), "dense")
+    b = p.tensor("b", (4,), "dense")
+    T1 = p.let("T1", einsum("ik,kj->ij", A, X))
+    T2 = p.let("T2", einsum("ij,jl->il", T1, W))
+    Y = p.let("Y", T2 + b)
+    p.region(T1, T2)
+    p.region(Y)
+    p.output(Y)
+    return p
+
+
+def graphsage_nbor() -> Program:
+    p = Program("graphsage_nbor")
+    A = p.tensor("A", (8, 8), "csr")
+    X = p.tensor("X", (8, 5), "csr")
+    W = p.tensor("Omega", (5, 4), "dense")
+    T0 = p.let("T0", einsum("il,lm->im", A, X))
+    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W)))
+    return p
+
+
+def permuted_view() -> Program:
+    """A + A^T: the two views of A conflict, one is read from a permuted copy."""
+    p = Program("permuted_view")
+    A = p.tensor("A", (6, 6), "csr")
+    p.output(p.let("S", A + einsum("ji->ij", A)))
+    return p
+
+
+def two_outputs() -> Program:
+    """T = A·X feeds two outputs computed in one region (T is recomputed per output)."""
+    p = Program("two_outputs")
+    A = p.tensor("A", (6, 6), "csr")
+    X = p.tensor("X", (6, 4), "dense")
+    W1 = p.tensor("W1", (4, 3), "dense")
+    W2 = p.tensor("W2", (4, 5), "dense")
+    T = p.let("T", einsum("ik,kj->ij", A, X))
+    Y1 = p.let("Y1", einsum("ij,jl->il", T, W1))
+    Y2 = p.let("Y2", einsum("ij,jl->il", T, W2))
+    p.region(T, Y1, Y2)
+    p.output(Y1, Y2)
+    return p
+
+
+def elementwise_chain() -> Program:
+    p = Program("elementwise_chain")
+    A = p.tensor("A", (5, 6), "dcsr")
+    B = p.tensor("B", (5, 6), "dcsr")
+    C = p.tensor("C", (5, 6), "csr")
+    T = p.let("T", A + B)
+    p.output(p.let("D", T * C))
+    return p
+
+
+def residual() -> Program:
+    """Y = A·X + X: an addition after a reduction (split into two graphs even when fused)."""
+    p = Program("residual")
+    A = p.tensor("A", (6, 6), "csr")
+    X = p.tensor("X", (6, 4), "dense")
+    p.output(p.let("Y", einsum("ik,kj->ij", A, X) + X))
+    return p
+
+
+def spmv_csc() -> Program:
+    p = Program("spmv_csc")
+    A = p.tensor("A", (6, 7), "csc")
+    x = p.tensor("x", (7,), "compressed")
+    p.output(p.let("y", einsum("ij,j->i", A, x)))
+    return p
+
+
+SUITE: dict[str, Case] = {
+    "spmv": Case(spmv, {"A": 0.3, "x": 1.0}),
+    "spmv_csc": Case(spmv_csc, {"A": 0.3, "x": 0.5}),
+    "spmm_dense": Case(spmm_dense, {"A": 0.3, "X": 1.0}),
+    "spmm_csr": Case(spmm_csr, {"A": 0.3, "B": 0.3}),
+    "spmm_inner": Case(spmm_inner, {"A": 0.3, "B": 0.6}),
+    "sddmm": Case(sddmm, {"S": 0.3, "C": 1.0, "D": 1.0}),
+    "add": Case(add, {"A": 0.3, "B": 0.3}),
+    "mul": Case(mul, {"A": 0.5, "B": 0.5}),
+    "sub_scaled": Case(sub_scaled, {"A": 0.4, "B": 0.4}),
+    "nested_matmul": Case(nested_matmul, {"A": 0.3, "B": 0.3, "C": 0.4}),
+    "nested_matmul_cm": Case(nested_matmul_cm, {"A": 0.3, "B": 0.3, "C": 1.0}),
+    "gcn_layer": Case(gcn_layer, {"A": 0.3, "X": 1.0, "W": 1.0, "b": 1.0}),
+    "graphsage_nbor": Case(graphsage_nbor, {"A": 0.3, "X": 0.5, "Omega": 1.0}),
+    "permuted_view": Case(permuted_view, {"A": 0.3}),
+    "two_outputs": Case(two_outputs, {"A": 0.3, "X": 1.0, "W1": 1.0, "W2": 1.0}),
+    "elementwise_chain": Case(elementwise_chain, {"A": 0.4, "B": 0.4, "C": 0.6}),
+    "residual": Case(residual, {"A": 0.3, "X": 1.0}),
+}
+
+
+def random_inputs(program: Program, density: dict[str, float], seed: int,
+                  empty_rows: bool = True) -> dict[str, np.ndarray]:
+    """Seeded random integer data; sparse inputs of order 2 get an empty first row and column."""
+    rng = np.random.default_rng(seed)
+    data = {}
+    for name in program.inputs():
+        shape = program.decls[name].shape
+        a = rng.integers(-4, 5, shape)
+        a[rng.random(shape) >= density.get(name, 1.0)] = 0
+        if empty_rows and density.get(name, 1.0) < 1.0 and a.ndim == 2:
+            a[0, :] = 0
+            a[:, -1] = 0
+        data[name] = a
+    return data
