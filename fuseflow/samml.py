@@ -21,6 +21,8 @@ __all__ = [
     "NodeKind",
     "AluOp",
     "ReduceOp",
+    "MaskPred",
+    "UNARY_ALU_OPS",
     "Role",
     "PrimitiveSpec",
     "PRIMITIVES",
@@ -56,6 +58,9 @@ class NodeKind(enum.Enum):
     REDUCE = "reduce"
     SPACC1 = "spacc1"
     BROADCAST = "broadcast"
+    VAL_REPEAT = "val_repeat"
+    CRD_MASK = "crd_mask"
+    STKN_DROP = "stkn_drop"
 
 
 class AluOp(enum.Enum):
@@ -64,6 +69,28 @@ class AluOp(enum.Enum):
     MUL = "mul"
     MAX = "max"
     MIN = "min"
+    DIV = "div"
+    # unary (port ``a`` only); ``add_scalar`` / ``mul_scalar`` use the node's ``scalar``
+    RELU = "relu"
+    NEG = "neg"
+    ADD_SCALAR = "add_scalar"
+    MUL_SCALAR = "mul_scalar"
+    EXP = "exp"
+    RSQRT = "rsqrt"
+    SIGMOID = "sigmoid"
+    GELU = "gelu"
+
+
+UNARY_ALU_OPS = frozenset({AluOp.RELU, AluOp.NEG, AluOp.ADD_SCALAR, AluOp.MUL_SCALAR, AluOp.EXP,
+                           AluOp.RSQRT, AluOp.SIGMOID, AluOp.GELU})
+
+
+class MaskPred(enum.Enum):
+    """Coordinate-mask predicates: which (outer i, inner j) entries are *kept*."""
+
+    CAUSAL = "causal"  # j <= i
+    BAND = "band"  # i - before <= j <= i + after
+    BLOCK = "block"  # pattern[i // block][j // block] != 0
 
 
 class ReduceOp(enum.Enum):
@@ -117,6 +144,10 @@ def _nary_out(p):
     return {"crd": C, **{f"ref{i}": R for i in range(p["n"])}}
 
 
+def _alu_in(p) -> Ports:
+    return {"a": V} if p.get("op") in UNARY_ALU_OPS else {"a": V, "b": V}
+
+
 def _stream_kind(p) -> StreamKind:
     return StreamKind(p.get("stream", "crd")) if isinstance(p.get("stream", "crd"), str) else p["stream"]
 
@@ -149,8 +180,8 @@ PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
                       summary="repeats each outer coordinate once per inner element"),
         PrimitiveSpec(NodeKind.ARRAY_LOAD, _fixed({"ref": R}), _fixed({"val": V}), {"tensor": str},
                       latency=1, summary="value load vals[ref]; N -> 0"),
-        PrimitiveSpec(NodeKind.ALU, _fixed({"a": V, "b": V}), _fixed({"val": V}), {"op": AluOp},
-                      summary="binary ALU over two aligned value streams"),
+        PrimitiveSpec(NodeKind.ALU, _alu_in, _fixed({"val": V}), {"op": AluOp}, {"scalar": 0.0},
+                      summary="ALU: binary over two aligned value streams (a, b) or unary (a)"),
         PrimitiveSpec(NodeKind.REDUCE, _fixed({"val": V}), _fixed({"val": V}), {"op": ReduceOp},
                       summary="reduces each innermost fiber to one value"),
         PrimitiveSpec(NodeKind.SPACC1, _fixed({"outer": C, "inner": C, "val": V}),
@@ -159,11 +190,20 @@ PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
         PrimitiveSpec(NodeKind.BROADCAST, lambda p: {"in": _stream_kind(p)},
                       lambda p: {f"out{i}": _stream_kind(p) for i in range(p["n"])}, {"n": int},
                       {"stream": "crd"}, summary="fan-out of one stream to n consumers"),
+        PrimitiveSpec(NodeKind.VAL_REPEAT, _fixed({"val": V, "repsig": RS}), _fixed({"val": V}), {},
+                      summary="repeats each value once per R (the repeat primitive on a val stream)"),
+        PrimitiveSpec(NodeKind.CRD_MASK, _fixed({"outer": C, "inner": C, "ref": R}),
+                      _fixed({"crd": C, "ref": R}), {"pred": MaskPred},
+                      {"before": 0, "after": 0, "block": 1, "pattern": ()},
+                      summary="drops inner entries (crd + ref) whose (outer, inner) fails the predicate"),
+        PrimitiveSpec(NodeKind.STKN_DROP, lambda p: {"in": _stream_kind(p)}, lambda p: {"out": _stream_kind(p)},
+                      {}, {"stream": "crd"}, latency=1,
+                      summary="prunes empty fibers: merges runs of stops into the highest, drops a leading run"),
     ]
 }
 
 # enum-typed parameters by name, for JSON round-trips and for validation
-_ENUM_PARAMS: dict[str, type[enum.Enum]] = {"op": AluOp, "stream": StreamKind}
+_ENUM_PARAMS: dict[str, type[enum.Enum]] = {"op": AluOp, "stream": StreamKind, "pred": MaskPred}
 
 
 # ----------------------------------------------------------------------------- graph objects

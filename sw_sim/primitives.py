@@ -9,8 +9,9 @@ the memory-reading primitives fills its pipeline register independently).
 
 from __future__ import annotations
 
+from fuseflow.numerics import INT32, Numerics
 from fuseflow.samml import AluOp, ReduceOp
-from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop, wrap
+from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
 from .engine import Channel, Primitive
 
@@ -524,26 +525,16 @@ class ArrayLoad(Primitive):
         return progressed
 
 
-def _alu_fn(op: AluOp, width: int | None):
-    w = (lambda x: x) if width is None else (lambda x: wrap(x, width) if type(x) is int else x)
-    return {
-        AluOp.ADD: lambda a, b: w(a + b),
-        AluOp.SUB: lambda a, b: w(a - b),
-        AluOp.MUL: lambda a, b: w(a * b),
-        AluOp.MAX: max,
-        AluOp.MIN: min,
-    }[op]
-
-
 class Alu(Primitive):
     """Binary ALU over aligned value streams (``N`` counts as 0): fires when both inputs have a
-    token and the output has room; data op data -> result; equal control tokens pass."""
+    token and the output has room; data op data -> result (rounding, saturation / wrap by the
+    ``numerics``, :mod:`fuseflow.numerics`); equal control tokens pass."""
 
-    def __init__(self, name, ins, outs, *, op: AluOp, width: int | None = 32):
+    def __init__(self, name, ins, outs, *, op: AluOp, numerics: Numerics = INT32):
         super().__init__(name, ins, outs)
         self.a, self.b = ins["a"], ins["b"]
         self.out = outs["val"]
-        self.fn = _alu_fn(op, width)
+        self.fn = numerics.binop(op)
 
     def step(self) -> bool:
         a, b = self.a, self.b
@@ -564,25 +555,19 @@ class Alu(Primitive):
         return True
 
 
-def _reduce_init(op: ReduceOp, width: int | None):
-    if op is ReduceOp.ADD:
-        return 0
-    return -(1 << (width - 1)) if width else float("-inf")
-
-
 class Reduce(Primitive):
     """Reduce each innermost fiber (fires when the input has a token and the output has room):
     data -> accumulate; ``S0`` -> emit the result, reset; ``Sk`` (k>=1) -> emit the result this
     cycle and ``S(k-1)`` the next, popping ``Sk`` then; ``D`` -> ``D``.  The initial value is 0
-    for add and the most negative value for max."""
+    for add and the most negative value for max; add wraps / saturates by the ``numerics``."""
 
-    def __init__(self, name, ins, outs, *, op: ReduceOp, width: int | None = 32):
+    def __init__(self, name, ins, outs, *, op: ReduceOp, numerics: Numerics = INT32):
         super().__init__(name, ins, outs)
         self.inp = ins["val"]
         self.out = outs["val"]
         self.op = op
-        self.init = _reduce_init(op, width)
-        self.fn = _alu_fn(AluOp.ADD if op is ReduceOp.ADD else AluOp.MAX, width)
+        self.init = numerics.reduce_init(op)
+        self.fn = numerics.reduce_fn(op)
         self.acc = self.init
         self.flushed = False  # result of the fiber closed by the head Sk already emitted
 
@@ -619,15 +604,16 @@ class SpAcc1(Primitive):
     ``acc[crd] op= val``, pop both; ``S0`` -> pop inner, val and the outer coordinate; ``S(k+1)``
     -> if the outer head is data pop it (wait), else it must be ``Sk``: enter FLUSH.  FLUSH:
     emit the accumulated entries in coordinate order, one per cycle, then ``Sk`` on both outputs,
-    popping the three stop tokens.  ``D`` on all three -> ``D``.
+    popping the three stop tokens.  ``D`` on all three -> ``D``.  Accumulation wraps /
+    saturates by the ``numerics``.
     """
 
-    def __init__(self, name, ins, outs, *, dim: int, op: ReduceOp = ReduceOp.ADD, width: int | None = 32):
+    def __init__(self, name, ins, outs, *, dim: int, op: ReduceOp = ReduceOp.ADD, numerics: Numerics = INT32):
         super().__init__(name, ins, outs)
         self.iouter, self.iinner, self.ival = ins["outer"], ins["inner"], ins["val"]
         self.ocrd, self.oval = outs["crd"], outs["val"]
         self.dim = dim
-        self.fn = _alu_fn(AluOp.ADD if op is ReduceOp.ADD else AluOp.MAX, width)
+        self.fn = numerics.reduce_fn(op)
         self.acc: dict[int, int] = {}
         self.flush: list[int] | None = None
         self.flush_pos = 0

@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuseflow.samml import Graph, NodeKind, ReduceOp, Role
+from fuseflow.numerics import FLOAT, Numerics
+from fuseflow.samml import UNARY_ALU_OPS, Graph, NodeKind, ReduceOp, Role
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import VAL_WIDTH, Token, parse_stream
 
+from . import ml_primitives as M
 from . import primitives as P
 from .engine import Channel, Engine, NodeStats, NullChannel, Primitive
 
@@ -33,13 +35,23 @@ class PrimitiveResult(dict):
     cycles: int = 0
 
 
+def resolve_numerics(numerics: Numerics | str | None, val_width: int | None) -> Numerics:
+    """The value numerics of a run: ``numerics`` if given, else ``int<val_width>`` (``None``: float)."""
+    if numerics is not None:
+        return Numerics.parse(numerics)
+    return FLOAT if val_width is None else Numerics.integer(val_width)
+
+
 def build_primitive(kind: NodeKind, name: str, ins: dict[str, Channel], outs: dict[str, Channel],
-                    params: Mapping[str, Any], *, val_width: int | None = VAL_WIDTH) -> Primitive:
+                    params: Mapping[str, Any], *, val_width: int | None = VAL_WIDTH,
+                    numerics: Numerics | str | None = None) -> Primitive:
     """Instantiate the cycle model of one primitive from its resolved parameters.
 
     Memory contents come in ``params`` (``seg``/``crd``/``dim`` for scanners, ``vals`` for value
-    loads); writers take ``format`` (``compressed``/``dense``).
+    loads); writers take ``format`` (``compressed``/``dense``).  Value arithmetic follows
+    ``numerics`` (default: ``int<val_width>``, see :func:`resolve_numerics`).
     """
+    num = resolve_numerics(numerics, val_width)
     k = kind
     if k is NodeKind.ROOT:
         return P.Root(name, ins, outs)
@@ -68,14 +80,21 @@ def build_primitive(kind: NodeKind, name: str, ins: dict[str, Channel], outs: di
     if k is NodeKind.ARRAY_LOAD:
         return P.ArrayLoad(name, ins, outs, vals=params["vals"])
     if k is NodeKind.ALU:
-        return P.Alu(name, ins, outs, op=params["op"], width=val_width)
+        if params["op"] in UNARY_ALU_OPS:
+            return M.UnaryAlu(name, ins, outs, op=params["op"], scalar=params.get("scalar", 0.0), numerics=num)
+        return P.Alu(name, ins, outs, op=params["op"], numerics=num)
     if k is NodeKind.REDUCE:
-        return P.Reduce(name, ins, outs, op=params["op"], width=val_width)
+        return P.Reduce(name, ins, outs, op=params["op"], numerics=num)
     if k is NodeKind.SPACC1:
-        return P.SpAcc1(name, ins, outs, dim=params["dim"], op=params.get("op", ReduceOp.ADD),
-                        width=val_width)
+        return P.SpAcc1(name, ins, outs, dim=params["dim"], op=params.get("op", ReduceOp.ADD), numerics=num)
     if k is NodeKind.BROADCAST:
         return P.Broadcast(name, ins, outs)
+    if k is NodeKind.VAL_REPEAT:
+        return M.val_repeat(name, ins, outs)
+    if k is NodeKind.CRD_MASK:
+        return M.CrdMask(name, ins, outs, **M.mask_params(name, params))
+    if k is NodeKind.STKN_DROP:
+        return M.StknDrop(name, ins, outs)
     raise ValueError(f"no cycle model for node kind {k}")
 
 
@@ -99,8 +118,12 @@ def resolve_params(graph: Graph, node, data: Mapping[str, TensorData]) -> dict[s
 
 def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int | None = None,
               val_width: int | None = VAL_WIDTH, verify: bool = True,
-              max_cycles: int = 50_000_000) -> SimResult:
-    """Simulate ``graph`` on the input tensors in ``data``; return outputs, cycles and stats."""
+              max_cycles: int = 50_000_000, numerics: Numerics | str | None = None) -> SimResult:
+    """Simulate ``graph`` on the input tensors in ``data``; return outputs, cycles and stats.
+
+    ``numerics`` (``Numerics`` or text such as ``"q16.16"``) sets the value arithmetic of every
+    node; tensor values are then the raw token values (``Numerics.quantize``)."""
+    num = resolve_numerics(numerics, val_width)
     if verify:
         graph.verify(data)
     t0 = time.perf_counter()
@@ -118,7 +141,7 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
         ins = {p: chan_in[node[p]] for p in node.inputs()}
         outs = {p: chan_out[node[p]] for p in node.outputs()}
         prim = build_primitive(node.kind, node.name, ins, outs, resolve_params(graph, node, data),
-                               val_width=val_width)
+                               numerics=num)
         prims.append(prim)
         by_name[node.name] = prim
         if node.kind in (NodeKind.WRITE, NodeKind.VALS_WRITE):
@@ -160,14 +183,15 @@ def collect_outputs(graph: Graph, prims: Mapping[str, Any]) -> dict[str, TensorD
 
 
 def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Token]],
-                       *, depth: int = 2, val_width: int | None = VAL_WIDTH, **params: Any) -> PrimitiveResult:
+                       *, depth: int = 2, val_width: int | None = VAL_WIDTH,
+                       numerics: Numerics | str | None = None, **params: Any) -> PrimitiveResult:
     """Run one primitive on token lists (or their text form).
 
     ``inputs`` maps input port names to streams; the result maps output port names to token
     lists (writers: ``seg``/``crd`` or ``vals`` arrays) and carries ``.cycles``: cycles from the
     first one in which the inputs offer tokens through the one in which the last output ``D``
     is taken (writers: consumed).  Inputs and outputs pass through FIFOs of ``depth``, as in a
-    graph, and outputs are never back-pressured.
+    graph, and outputs are never back-pressured.  ``numerics`` as in :func:`run_graph`.
     """
     from fuseflow.samml import PRIMITIVES, _coerce_param
 
@@ -184,7 +208,7 @@ def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Tok
     ins = {p: Channel(f"{kind.value}.{p}", depth) for p in in_ports}
     outs = {p: Channel(f"{kind.value}.{p}", depth) for p in out_ports}
     sources = [P.Source(f"src_{p}", {p: ins[p]}, parse_stream(inputs[p])) for p in in_ports]
-    prim = build_primitive(kind, kind.value, ins, outs, pv, val_width=val_width)
+    prim = build_primitive(kind, kind.value, ins, outs, pv, val_width=val_width, numerics=numerics)
     sinks = [P.Sink(f"sink_{p}", {p: outs[p]}) for p in out_ports]
     eng = Engine([*sources, prim, *sinks], [*ins.values(), *outs.values()], sinks or [prim])
     cycles = eng.run()

@@ -186,6 +186,12 @@ class _TableLowering:
         t = self.t
         val = self.value(t.output.body)
         inner_crd: PortRef | None = None
+        if t.hold:
+            inner_crd = self.crd(t.hold[0])
+            for row in t.hold[1:]:
+                h = self.em.node(NodeKind.CRD_HOLD, f"crdhold_{t.hold[0]}_{row}",
+                                 {"outer": inner_crd, "inner": self.crd(row)})
+                inner_crd = h["outer"]
         for red in t.reducers:
             if red.order == 0:
                 val = self.em.node(NodeKind.REDUCE, f"reduce_{red.row}", {"val": val},
@@ -194,8 +200,9 @@ class _TableLowering:
                 if inner_crd is None:
                     inner_crd = self.crd(red.inner)
                 pos = t.output.indices.index(red.inner)
-                acc = self.em.node(NodeKind.SPACC1, f"spacc_{red.row}",
-                                   {"outer": self.crd(red.row), "inner": inner_crd, "val": val},
+                acc = self.em.node(NodeKind.SPACC1, f"spacc_{red.outer or red.row}",
+                                   {"outer": self.crd(red.outer or red.row), "inner": inner_crd,
+                                    "val": val},
                                    dim=t.output.shape[pos])
                 inner_crd, val = acc["crd"], acc["val"]
         fmt = t.out_fmt

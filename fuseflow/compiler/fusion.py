@@ -123,6 +123,12 @@ class Group:
     orders_capped: bool = False
     permuted: list[PermutedCopy] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    origins: dict[str, str] = field(default_factory=dict)  # fresh index -> what the user wrote
+
+    def where(self, indices: Sequence[str]) -> str:
+        """'; u0 is index k of 'T = ...'' for the fresh indices among ``indices``."""
+        seen = [i for i in dict.fromkeys(indices) if i in self.origins]
+        return "".join(f"; {i} is {self.origins[i]}" for i in seen)
 
     def fused_einsum(self) -> str:
         lines = []
@@ -378,7 +384,9 @@ def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count
             return Access(e.tensor, idx)
         sub = dict(zip(p.indices, idx))
         for r in _all_sums(p.rhs):
-            sub[r] = f"u{next(fresh)}"
+            sub[r] = f"_f{next(fresh)}"
+            if orders is not None:
+                _ORIGINS[sub[r]] = f"index {r} of '{p.text}'"
         body = _substitute(p.rhs, producers, fresh, sub, orders)
         if orders is not None and p.order:
             orders.append((p.text, tuple(sub.get(i, i) for i in p.order)))
@@ -399,6 +407,28 @@ class _Named:
     tensor: str
     indices: tuple[str, ...]
     body: IExpr
+
+
+def _indices_in_order(e) -> list[str]:
+    if isinstance(e, Access):
+        return list(e.indices)
+    if isinstance(e, BinOp):
+        return _indices_in_order(e.lhs) + _indices_in_order(e.rhs)
+    if isinstance(e, (Sum, _Named)):
+        return _indices_in_order(e.body)
+    return []
+
+
+def _rename(e, m: Mapping[str, str]):
+    if isinstance(e, Access):
+        return Access(e.tensor, tuple(m.get(i, i) for i in e.indices))
+    if isinstance(e, BinOp):
+        return BinOp(e.op, _rename(e.lhs, m), _rename(e.rhs, m))
+    if isinstance(e, Sum):
+        return Sum(tuple(m.get(i, i) for i in e.indices), _rename(e.body, m))
+    if isinstance(e, _Named):
+        return _Named(e.tensor, tuple(m.get(i, i) for i in e.indices), _rename(e.body, m))
+    return e
 
 
 def _all_sums(e: IExpr) -> list[str]:
@@ -426,10 +456,14 @@ def _normal_named(e) -> tuple[tuple[str, ...], object]:
 
 
 # ----------------------------------------------------------------------------- one group
+_ORIGINS: dict[str, str] = {}  # filled while one group is fused
+
+
 def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group:
     """Cross-expression fusion of one group; ``formats`` gives the stored format of tensors
     materialised by earlier groups."""
     name, part, outs = plan.name, plan.part, plan.outs
+    _ORIGINS.clear()
     # a group output read by another output of the same group is inlined there (recomputed)
     all_producers = {s.out: s for s in part}
     fresh = itertools.count()
@@ -439,12 +473,27 @@ def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFo
     user_orders: list[tuple[str, tuple[str, ...]]] = []
     fused: list[FusedOutput] = []
     n_const = itertools.count()
+    u_count = itertools.count()
     for o in outs:
         inner = {k: v for k, v in all_producers.items() if k != o.out}
-        rename = {r: f"u{next(fresh)}" for r in _all_sums(o.rhs)}
+        rename = {r: f"_f{next(fresh)}" for r in _all_sums(o.rhs)}
+        for r, u in rename.items():
+            _ORIGINS[u] = f"index {r} of '{o.text}'"
+        n_orders = len(user_orders)
         if o.order:
             user_orders.append((o.text, tuple(rename.get(i, i) for i in o.order)))
         e = _substitute(o.rhs, inner, fresh, rename, user_orders)
+        # number the fresh indices in order of appearance in the fused expression
+        numbering: dict[str, str] = {}
+        for i in _indices_in_order(e):
+            if i.startswith("_f") and i not in numbering:
+                numbering[i] = f"u{next(u_count)}"
+        e = _rename(e, numbering)
+        user_orders[n_orders:] = [(t, tuple(numbering.get(i, i) for i in od))
+                                  for t, od in user_orders[n_orders:]]
+        for old, new in numbering.items():
+            if old in _ORIGINS:
+                _ORIGINS[new] = _ORIGINS.pop(old)
         red, body = _normal_named(e)
 
         def to_v(x) -> VExpr:
@@ -471,8 +520,11 @@ def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFo
             return VNamed(x.tensor, x.indices, to_v(x.body))
 
         vbody = to_v(body)
-        fused.append(FusedOutput(o.out, o.indices, tuple(dict.fromkeys(red)), vbody, o.fmt, o.shape))
+        red = tuple(sorted(dict.fromkeys(red), key=lambda u: int(u[1:])))
+        fused.append(FusedOutput(o.out, o.indices, red, vbody, o.fmt, o.shape))
     g = Group(name, list(dict.fromkeys(s.source for s in part)), fused, views, nx.DiGraph())
+    g.origins = dict(_ORIGINS)
+    _ORIGINS.clear()
     if plan.note:
         g.notes.append(plan.note)
     _build_pog(g, user_orders)
@@ -536,7 +588,8 @@ def _resolve_cycles(g: Group) -> None:
             for a, b in edges:
                 why.append(f"{a} -> {b} ({'; '.join(pog[a][b]['reasons'])})")
             raise FusionError(f"group {g.name}: the ordering constraints form a cycle: "
-                              + ", ".join(why) + "; change the dataflow order or the format")
+                              + ", ".join(why) + g.where([a for a, _ in edges])
+                              + "; change the dataflow order or the format")
         v = candidates[0]
         for a, b in _view_edges(v):
             reasons = pog[a][b]["reasons"]
@@ -595,7 +648,7 @@ def _choose_order(g: Group) -> None:
     if chosen is None:
         reasons = {order_lowerable(preferred, o) for o in g.outputs} - {None}
         raise FusionError(f"group {g.name}: no valid dataflow order can be lowered: "
-                          + "; ".join(sorted(r for r in reasons if r)))
+                          + "; ".join(sorted(r for r in reasons if r)) + g.where(g.pog.nodes))
     g.order = chosen
 
 
@@ -609,7 +662,8 @@ def set_order(g: Group, order: Sequence[str]) -> None:
     for a, b, d in g.pog.edges(data=True):
         if pos[a] > pos[b]:
             raise FusionError(f"group {g.name}: order {','.join(order)} puts {b} before {a}, but the "
-                              f"POG requires {a} -> {b} ({'; '.join(d['reasons'])})")
+                              f"POG requires {a} -> {b} ({'; '.join(d['reasons'])})"
+                              + g.where([a, b]))
     for o in g.outputs:
         why = order_lowerable(order, o)
         if why:

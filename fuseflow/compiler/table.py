@@ -105,6 +105,7 @@ class Reducer:
     order: int
     row: str
     inner: str = ""
+    outer: str = ""  # Red1 over held keys: the row whose stream is the accumulator's outer
 
     @property
     def name(self) -> str:
@@ -123,6 +124,7 @@ class FusionTable:
     reducers: list[Reducer] = field(default_factory=list)  # applied inner to outer
     crd_source: dict[str, str] = field(default_factory=dict)  # output index -> row or reducer
     full: dict[str, bool] = field(default_factory=dict)  # row -> crd stream enumerates the dim
+    hold: list[str] = field(default_factory=list)  # keyed reduction: output row, reduced rows
     out_fmt: TensorFormat | None = None
 
     @property
@@ -168,6 +170,10 @@ class FusionTable:
                 f"{self.reducers[self.reducers.index(red) - 1].name}[val]"
             if red.order == 0:
                 lines.append(f"{red.name}[val] = Σ_{red.row} {what}")
+            elif red.outer:
+                lines.append(f"{red.name}[crd, val] = Σ over each {red.outer} fiber of {what}  "
+                             f"keyed by the {red.inner} coordinate held over "
+                             f"{', '.join(self.hold[1:])}")
             else:
                 lines.append(f"{red.name}[crd, val] = Σ_{red.row} {what}  keyed by the {red.inner} "
                              "coordinates")
@@ -305,27 +311,53 @@ def build_table(group: Group, out: FusedOutput) -> FusionTable:
             if row in n.indices:
                 t.cells[(row, n.tensor)] = Cell(CellKind.REF, (CellRef(t.row_source(row), row),))
         t.cells[(VAL, n.tensor)] = Cell(CellKind.COMPUTE, text=t.compute_text(n.body))
-    # (3) reductions, inner to outer; output coordinate cells
+    # (3) reductions, inner to outer; output coordinate cells.  Red0 (reduce the innermost
+    # fiber) is only correct when no row above it can have an empty fiber: a bare stop from an
+    # empty outer fiber looks like the end of an empty inner fiber.  Otherwise the trailing
+    # reductions are keyed by the innermost output coordinate (held down to the reduced rows)
+    # and folded by Red1 accumulators, which read the outer stream and so tell the two apart.
     inner: str | None = None
     closed = False
-    for row in reversed(order):
-        if row in out.indices:
-            if inner is None:
-                inner = row
-                t.crd_source[row] = row
-            else:
+    trailing = [r for r in order if r in out.reduced and not any(
+        i in out.indices for i in order[order.index(r) + 1:])]
+    last_out = next((i for i in reversed(order) if i in out.indices), None)
+    safe = all(t.full[r] for r in order[:order.index(trailing[-1])]) if trailing else True
+    if trailing and not safe and last_out is not None:
+        t.hold = [last_out, *trailing]
+        outers = [*reversed(trailing[:-1]), last_out]
+        for k, o_row in enumerate(outers):
+            t.reducers.append(Reducer(1, trailing[len(trailing) - 1 - k], last_out, outer=o_row))
+        t.crd_source[last_out] = t.reducers[-1].name
+        inner = last_out
+        for r in reversed(order[:order.index(last_out)]):
+            if r in out.indices:
                 closed = True
+                t.crd_source[r] = r
+            elif closed:
+                raise LoweringError(f"output {out.tensor}: reduction over {r} encloses several "
+                                    "output indices; it needs a sparse accumulator of order > 1")
+            else:
+                red = Reducer(1, r, inner)
+                t.reducers.append(red)
+                t.crd_source[inner] = red.name
+    else:
+        for row in reversed(order):
+            if row in out.indices:
+                if inner is None:
+                    inner = row
+                else:
+                    closed = True
                 t.crd_source[row] = row
-            continue
-        if inner is None:
-            t.reducers.append(Reducer(0, row))
-        elif closed:
-            raise LoweringError(f"output {out.tensor}: reduction over {row} encloses several output "
-                                "indices; it needs a sparse accumulator of order > 1")
-        else:
-            red = Reducer(1, row, inner)
-            t.reducers.append(red)
-            t.crd_source[inner] = red.name
+                continue
+            if inner is None:
+                t.reducers.append(Reducer(0, row))
+            elif closed:
+                raise LoweringError(f"output {out.tensor}: reduction over {row} encloses several "
+                                    "output indices; it needs a sparse accumulator of order > 1")
+            else:
+                red = Reducer(1, row, inner)
+                t.reducers.append(red)
+                t.crd_source[inner] = red.name
     for row in order:
         if row in out.indices:
             src = t.crd_source[row]
@@ -334,7 +366,7 @@ def build_table(group: Group, out: FusedOutput) -> FusionTable:
                                              CellKind.REDUCE, (CellRef(t.row_source(row), row),),
                                              text=text)
         else:
-            red = next(r for r in t.reducers if r.row == row)
+            red = next(r for r in t.reducers if r.row == row or r.outer == row)
             t.cells[(row, out.tensor)] = Cell(CellKind.REDUCE, text=red.name)
     val_text = f"{t.reducers[-1].name}[val]" if t.reducers else t.compute_text(out.body)
     t.cells[(VAL, out.tensor)] = Cell(CellKind.COMPUTE if not t.reducers else CellKind.REDUCE,

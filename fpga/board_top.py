@@ -1,0 +1,112 @@
+"""The board top: a graph accelerator (:class:`hw.elaborate.GraphTop`) behind a UART host bridge.
+
+:class:`BoardCore` is platform-independent (ports ``uart_rx``, ``uart_tx``, ``leds``), so it is
+both what cocotb simulates and what :class:`BoardTop` places on a board's pins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+
+from amaranth.build import ResourceError
+from amaranth.hdl import Cat, Elaboratable, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.elaborate import GraphTop
+
+from .uart import HostBridge, UARTRx, UARTTx
+
+__all__ = ["BoardCore", "BoardTop", "design_ident", "N_LEDS", "DEFAULT_BAUD"]
+
+N_LEDS = 3  # running, done, UART activity
+DEFAULT_BAUD = 115_200
+
+
+def design_ident(top: GraphTop) -> int:
+    """32-bit identity of the hardware built for ``top`` (graph structure + config).
+
+    The bridge returns it for the ``I`` command so the host can refuse a board flashed with a
+    different design.
+    """
+    text = json.dumps([top.graph.structure_hash(), asdict(top.cfg)], sort_keys=True, default=str)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+class BoardCore(wiring.Component):
+    """GraphTop + UART host bridge + status LEDs.
+
+    ``divisor`` is clock cycles per UART bit (clock frequency / baud rate).  LEDs:
+    ``leds[0]`` the graph is running, ``leds[1]`` it is done, ``leds[2]`` toggles per command.
+    """
+
+    def __init__(self, top: GraphTop, divisor: int) -> None:
+        self.top, self.divisor = top, divisor
+        self.ident = design_ident(top)
+        super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(N_LEDS)})
+
+    def elaborate(self, platform):
+        m = Module()
+        top = self.top
+        m.submodules.accel = top
+        m.submodules.rx = rx = UARTRx(self.divisor)
+        m.submodules.tx = tx = UARTTx(self.divisor)
+        m.submodules.bridge = bridge = HostBridge(top.mmap.addr_width, self.ident)
+        wiring.connect(m, bridge.tx, tx.i)
+        m.d.comb += [
+            rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx),
+            bridge.rx_data.eq(rx.data), bridge.rx_valid.eq(rx.valid),
+            top.host_addr.eq(bridge.host_addr), top.host_wdata.eq(bridge.host_wdata),
+            top.host_we.eq(bridge.host_we), bridge.host_rdata.eq(top.host_rdata),
+        ]
+        blink = Signal()
+        with m.If(bridge.activity):
+            m.d.sync += blink.eq(~blink)
+        m.d.comb += self.leds.eq(Cat(top.running & ~top.done, top.done, blink))
+        return m
+
+
+class BoardTop(Elaboratable):
+    """:class:`BoardCore` on a board: UART resource ``uart`` 0 and up to three LEDs.
+
+    The LEDs are taken in order from the board's ``led`` resources, then ``led_g``, ``led_r``,
+    ``led_b``, then the colours of ``rgb_led`` 0; a board with fewer LEDs shows fewer status bits.
+    """
+
+    LED_NAMES = ("led", "led_g", "led_r", "led_b")
+
+    def __init__(self, top: GraphTop, baud: int = DEFAULT_BAUD) -> None:
+        self.top, self.baud = top, baud
+
+    def elaborate(self, platform):
+        m = Module()
+        clk_hz = platform.default_clk_frequency
+        divisor = int(round(clk_hz / self.baud))
+        m.submodules.core = core = BoardCore(self.top, divisor)
+        uart = platform.request("uart", 0)
+        m.d.comb += [core.uart_rx.eq(uart.rx.i), uart.tx.o.eq(core.uart_tx)]
+        for i, led in enumerate(_request_leds(platform, N_LEDS)):
+            m.d.comb += led.o.eq(core.leds[i])
+        return m
+
+
+def _request_leds(platform, n: int) -> list:
+    """Output pins for up to ``n`` status LEDs (objects with an ``o`` attribute)."""
+    leds = []
+    for name in BoardTop.LED_NAMES:
+        number = 0
+        while len(leds) < n:
+            try:
+                leds.append(platform.request(name, number))
+            except ResourceError:
+                break
+            number += 1
+    if len(leds) < n:
+        try:
+            rgb = platform.request("rgb_led", 0)
+        except ResourceError:
+            return leds
+        leds += [rgb.g, rgb.r, rgb.b][: n - len(leds)]
+    return leds

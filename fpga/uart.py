@@ -1,0 +1,198 @@
+"""8N1 UART and the UART <-> host-port bridge of the board top.
+
+Wire protocol (all integers little-endian; the host speaks first, the bridge answers):
+
+=========  =======================================  ==========================================
+command    request bytes                            reply bytes
+=========  =======================================  ==========================================
+``W``      ``0x57`` addr:u32 n:u16 then n × u32     ``0x4B`` (``K``) once the n words are written
+``R``      ``0x52`` addr:u32 n:u16                  n × u32: the words at addr, addr+1, …
+``I``      ``0x49``                                 ident:u32 (identifies the built design)
+=========  =======================================  ==========================================
+
+Word ``i`` of a ``W``/``R`` goes to / comes from host-port address ``addr + i``.  Unknown command
+bytes are ignored, so a host can resynchronise by sending a few zero bytes.  The host-port
+registers (CTRL, CYCLES, lengths) and the tensor regions are those of :class:`hw.elaborate.MemoryMap`.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["UARTRx", "UARTTx", "HostBridge", "CMD_WRITE", "CMD_READ", "CMD_IDENT", "ACK"]
+
+CMD_WRITE, CMD_READ, CMD_IDENT, ACK = 0x57, 0x52, 0x49, 0x4B
+
+
+class UARTRx(wiring.Component):
+    """Receives 8N1 frames on ``rx`` at ``divisor`` clock cycles per bit.
+
+    Each byte appears on ``data`` for one cycle with ``valid`` high, about half a bit after its
+    stop bit starts; a frame whose stop bit is low is dropped.  ``rx`` is synchronised inside.
+    """
+
+    def __init__(self, divisor: int) -> None:
+        if divisor < 4:
+            raise ValueError(f"UART divisor {divisor} is below 4 clock cycles per bit")
+        self.divisor = divisor
+        super().__init__({"rx": In(1, init=1), "data": Out(8), "valid": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        rx = Signal(init=1)
+        m.submodules.sync_rx = FFSynchronizer(self.rx, rx, init=1)
+        timer = Signal(range(self.divisor))
+        bit = Signal(range(9))
+        shreg = Signal(8)
+        m.d.sync += self.valid.eq(0)
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(~rx):
+                    m.d.sync += timer.eq(self.divisor // 2 - 1)
+                    m.next = "START"
+            with m.State("START"):
+                with m.If(timer != 0):
+                    m.d.sync += timer.eq(timer - 1)
+                with m.Elif(rx):  # glitch, not a start bit
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += [timer.eq(self.divisor - 1), bit.eq(0)]
+                    m.next = "DATA"
+            with m.State("DATA"):
+                with m.If(timer != 0):
+                    m.d.sync += timer.eq(timer - 1)
+                with m.Else():
+                    m.d.sync += [timer.eq(self.divisor - 1), shreg.eq(Cat(shreg[1:], rx)), bit.eq(bit + 1)]
+                    with m.If(bit == 7):
+                        m.next = "STOP"
+            with m.State("STOP"):
+                with m.If(timer != 0):
+                    m.d.sync += timer.eq(timer - 1)
+                with m.Else():
+                    with m.If(rx):
+                        m.d.sync += [self.data.eq(shreg), self.valid.eq(1)]
+                    m.next = "IDLE"
+        return m
+
+
+class UARTTx(wiring.Component):
+    """Sends the bytes of stream ``i`` as 8N1 frames on ``tx``, ``divisor`` cycles per bit.
+
+    ``i.ready`` is high while the transmitter is idle; a byte is taken in the cycle both are high.
+    """
+
+    def __init__(self, divisor: int) -> None:
+        if divisor < 4:
+            raise ValueError(f"UART divisor {divisor} is below 4 clock cycles per bit")
+        self.divisor = divisor
+        super().__init__({"i": In(stream.Signature(8)), "tx": Out(1, init=1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        timer = Signal(range(self.divisor))
+        shreg = Signal(10, init=0x3FF)
+        left = Signal(range(11))
+        m.d.comb += [self.tx.eq(shreg[0]), self.i.ready.eq(left == 0)]
+        with m.If(left == 0):
+            with m.If(self.i.valid):
+                m.d.sync += [shreg.eq(Cat(Const(0, 1), self.i.payload, Const(1, 1))), left.eq(10),
+                             timer.eq(self.divisor - 1)]
+        with m.Elif(timer != 0):
+            m.d.sync += timer.eq(timer - 1)
+        with m.Else():
+            m.d.sync += [shreg.eq(Cat(shreg[1:], Const(1, 1))), left.eq(left - 1), timer.eq(self.divisor - 1)]
+        return m
+
+
+class HostBridge(wiring.Component):
+    """Decodes the wire protocol (module docstring) from ``rx_*`` bytes into host-port accesses
+    and sends replies on ``tx``.
+
+    Host port: ``host_addr``/``host_wdata``/``host_we`` driven here, ``host_rdata`` is sampled the
+    cycle after the address (the graph top's read latency).  ``activity`` pulses for every
+    command byte taken.
+    """
+
+    def __init__(self, addr_width: int, ident: int) -> None:
+        self.addr_width, self.ident = addr_width, ident & 0xFFFFFFFF
+        super().__init__({
+            "rx_data": In(8), "rx_valid": In(1), "tx": Out(stream.Signature(8)),
+            "host_addr": Out(addr_width), "host_wdata": Out(32), "host_we": Out(1), "host_rdata": In(32),
+            "activity": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cmd = Signal(8)
+        addr = Signal(32)
+        count = Signal(16)
+        word = Signal(32)
+        nbyte = Signal(range(4))
+        byte_in = self.rx_data
+        got = self.rx_valid
+        m.d.comb += [self.host_addr.eq(addr), self.host_wdata.eq(word)]
+        m.d.sync += self.activity.eq(0)
+        with m.FSM():
+            with m.State("CMD"):
+                with m.If(got):
+                    m.d.sync += [cmd.eq(byte_in), nbyte.eq(0), self.activity.eq(1)]
+                    with m.If((byte_in == CMD_WRITE) | (byte_in == CMD_READ)):
+                        m.next = "ADDR"
+                    with m.Elif(byte_in == CMD_IDENT):
+                        m.d.sync += [word.eq(self.ident), nbyte.eq(0)]
+                        m.next = "SEND"
+            with m.State("ADDR"):
+                with m.If(got):
+                    m.d.sync += [addr.eq(Cat(addr[8:], byte_in)), nbyte.eq(nbyte + 1)]
+                    with m.If(nbyte == 3):
+                        m.d.sync += nbyte.eq(0)
+                        m.next = "COUNT"
+            with m.State("COUNT"):
+                with m.If(got):
+                    m.d.sync += [count.eq(Cat(count[8:], byte_in)), nbyte.eq(nbyte + 1)]
+                    with m.If(nbyte == 1):
+                        m.d.sync += nbyte.eq(0)
+                        m.next = "DISPATCH"
+            with m.State("DISPATCH"):
+                with m.If(cmd == CMD_WRITE):
+                    m.next = "WDATA"
+                    with m.If(count == 0):
+                        m.next = "ACK"
+                with m.Else():
+                    m.next = "RADDR"
+                    with m.If(count == 0):
+                        m.next = "CMD"
+            with m.State("WDATA"):
+                with m.If(got):
+                    m.d.sync += [word.eq(Cat(word[8:], byte_in)), nbyte.eq(nbyte + 1)]
+                    with m.If(nbyte == 3):
+                        m.d.sync += nbyte.eq(0)
+                        m.next = "WRITE"
+            with m.State("WRITE"):
+                m.d.comb += self.host_we.eq(1)
+                m.d.sync += [addr.eq(addr + 1), count.eq(count - 1)]
+                m.next = "WDATA"
+                with m.If(count == 1):
+                    m.next = "ACK"
+            with m.State("ACK"):
+                m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(ACK)]
+                with m.If(self.tx.ready):
+                    m.next = "CMD"
+            with m.State("RADDR"):  # host_addr = addr this cycle; its data arrives next cycle
+                m.next = "RDATA"
+            with m.State("RDATA"):
+                m.d.sync += [word.eq(self.host_rdata), nbyte.eq(0), addr.eq(addr + 1), count.eq(count - 1)]
+                m.next = "SEND"
+            with m.State("SEND"):
+                m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(word[:8])]
+                with m.If(self.tx.ready):
+                    m.d.sync += [word.eq(word >> 8), nbyte.eq(nbyte + 1)]
+                    with m.If(nbyte == 3):
+                        m.d.sync += nbyte.eq(0)
+                        m.next = "CMD"
+                        with m.If((cmd == CMD_READ) & (count != 0)):
+                            m.next = "RADDR"
+        return m

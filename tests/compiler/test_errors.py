@@ -1,0 +1,122 @@
+"""User mistakes produce errors that name the expression, tensor and index."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuseflow.compiler import (FusionError, LoweringError, Program, ProgramError, compile_program,
+                               einsum)
+
+
+def matmul_program(**let_args) -> Program:
+    p = Program("mm")
+    A = p.tensor("A", (3, 4), "csr")
+    X = p.tensor("X", (4, 5), "dense")
+    p.let("T", einsum("ik,kj->ij", A, X), **let_args)
+    return p
+
+
+def test_unknown_output_index() -> None:
+    p = Program()
+    A, X = p.tensor("A", (3, 4), "csr"), p.tensor("X", (4, 5))
+    with pytest.raises(ProgramError, match=r"einsum\('ik,kj->iz', A, X\): output index 'z' is unknown"):
+        einsum("ik,kj->iz", A, X)
+
+
+def test_repeated_output_index() -> None:
+    p = Program()
+    A, X = p.tensor("A", (3, 4), "csr"), p.tensor("X", (4, 5))
+    with pytest.raises(ProgramError, match=r"einsum\('ik,kj->ii', A, X\): output index 'i' is repeated"):
+        einsum("ik,kj->ii", A, X)
+
+
+def test_repeated_operand_index() -> None:
+    p = Program()
+    A = p.tensor("A", (4, 4), "csr")
+    with pytest.raises(ProgramError, match=r"index 'i' is repeated in operand A"):
+        einsum("ii->i", A)
+
+
+def test_shape_mismatch_in_einsum() -> None:
+    p = Program()
+    A, X = p.tensor("A", (3, 4), "csr"), p.tensor("X", (5, 5))
+    with pytest.raises(ProgramError, match=r"shape mismatch in einsum\('ik,kj->ij', A, X\): index 'k' "
+                                           r"has size 4 in A but 5 in X"):
+        einsum("ik,kj->ij", A, X)
+
+
+def test_shape_mismatch_in_elementwise() -> None:
+    p = Program()
+    A, B = p.tensor("A", (3, 4), "csr"), p.tensor("B", (4, 3))
+    with pytest.raises(ProgramError, match=r"shape mismatch in \(A \+ B\): A has shape \(3, 4\) and B "
+                                           r"has shape \(4, 3\)"):
+        A + B
+
+
+@pytest.mark.parametrize("fmt", ["coo", ("dense", "singleton")])
+def test_unsupported_format(fmt) -> None:
+    p = Program()
+    with pytest.raises(ProgramError, match=r"tensor 'A': unsupported format .*dense and compressed"):
+        p.tensor("A", (3, 4), fmt)
+
+
+def test_format_order_mismatch() -> None:
+    p = Program()
+    with pytest.raises(ProgramError, match=r"tensor 'v': format \[d,c\] has 2 levels but the tensor "
+                                           r"has 1 modes"):
+        p.tensor("v", (3,), "csr")
+
+
+def test_order_against_the_operand_format() -> None:
+    p = matmul_program(order="kij")
+    with pytest.raises(FusionError, match=r"cycle: i -> u0 \(mode order of A_\{i,u0\}\), u0 -> i "
+                                          r"\(dataflow order of 'T = einsum\('ik,kj->ij', A, X\)'\); "
+                                          r"u0 is index k of 'T = einsum"):
+        compile_program(p)
+
+
+def test_fused_order_the_pog_forbids() -> None:
+    with pytest.raises(FusionError, match=r"order u0,i,j puts u0 before i, but the POG requires "
+                                          r"i -> u0 \(mode order of A_\{i,u0\}\); u0 is index k"):
+        compile_program(matmul_program(), fused_orders={0: ("u0", "i", "j")})
+
+
+def test_order_with_unknown_index() -> None:
+    with pytest.raises(ProgramError, match=r"order 'ikz' names unknown index 'z'"):
+        matmul_program(order="ikz")
+
+
+def test_order_needing_an_order_two_accumulator() -> None:
+    p = Program()
+    A, X = p.tensor("A", (3, 4), "csc"), p.tensor("X", (4, 5))
+    p.let("T", einsum("ik,kj->ij", A, X))
+    with pytest.raises(FusionError, match=r"reduction index u0 of T has output indices i, j after it: "
+                                          r"that needs a sparse accumulator of order 2"):
+        compile_program(p)
+
+
+def test_read_before_produced() -> None:
+    p = Program()
+    A = p.tensor("A", (3, 4), "csr")
+    T = p.computed("T", (3, 4))
+    with pytest.raises(ProgramError, match=r"statement 0 'Y = \(A \* T\)' reads 'T' before it is "
+                                           "produced"):
+        p.let("Y", A * T)
+
+
+def test_dense_output_level_that_is_not_full() -> None:
+    with pytest.raises(LoweringError, match=r"output T: level 1 \(index j\) is declared dense"):
+        compile_program(matmul_program(fmt="dense"))
+
+
+def test_broadcast_add_over_compressed_rows() -> None:
+    p = Program()
+    A, b = p.tensor("A", (3, 4), "dcsr"), p.tensor("b", (4,))
+    p.let("T", A + b)
+    with pytest.raises(LoweringError, match=r"output T: b_\{j\} lacks index i but is added"):
+        compile_program(p)
+
+
+def test_unknown_tensor_in_order_option() -> None:
+    with pytest.raises(ProgramError, match=r"no statement computes tensor 'Q'"):
+        compile_program(matmul_program(), orders={"Q": "ij"})

@@ -1,0 +1,82 @@
+"""Golden text of the paper's running examples: fused einsum, POG, fusion table and graph.
+
+Regenerate with ``FUSEFLOW_REGEN_GOLDEN=1 pytest tests/compiler/test_golden.py`` and review the
+diff against the paper's figures (docs/compiler.md records the comparison).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fuseflow.compiler import Program, compile_program, einsum
+from fuseflow.samml import Graph
+
+GOLDEN = Path(__file__).parent / "golden"
+REGEN = os.environ.get("FUSEFLOW_REGEN_GOLDEN") == "1"
+
+
+def spmm() -> Program:
+    """Paper Fig. 'fusion table construction': T_ij = A_ik X_kj, order i -> k -> j."""
+    p = Program("spmm")
+    A = p.tensor("A", (8, 8), "csr")
+    X = p.tensor("X", (8, 4), "dense")
+    p.output(p.let("T", einsum("ik,kj->ij", A, X), order="ikj"))
+    return p
+
+
+def graphsage() -> Program:
+    """Paper appendix: T^nbor_ij = A_il X_lm Omega_mj, order i -> l -> m -> j."""
+    p = Program("graphsage")
+    A = p.tensor("A", (8, 8), "csr")
+    X = p.tensor("X", (8, 6), "csr")
+    W = p.tensor("Omega", (6, 4), "dense")
+    T0 = p.let("T0", einsum("il,lm->im", A, X), order="ilm")
+    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W), order="imj"))
+    return p
+
+
+def graph_text(g: Graph) -> str:
+    lines = [f"graph {g.name}"]
+    for name, t in g.tensors.items():
+        lines.append(f"tensor {name} {t.role.value} {list(t.shape)} {t.fmt}")
+    for n in g.nodes.values():
+        params = " ".join(f"{k}={v.value if hasattr(v, 'value') else v}" for k, v in n.params.items())
+        lines.append(f"node {n.name} {n.kind.value} {params}".rstrip())
+    for e in g.edges:
+        lines.append(f"edge {e}" + (f" depth={e.depth}" if e.depth is not None else ""))
+    for d in sorted(map(str, g.discards)):
+        lines.append(f"discard {d}")
+    return "\n".join(lines) + "\n"
+
+
+def render(program: Program) -> dict[str, str]:
+    compiled = compile_program(program)
+    (cg,) = compiled.groups
+    g = cg.group
+    return {
+        "fused_einsum": g.fused_einsum() + "\n",
+        "pog": g.pog_text() + f"\norder: {' -> '.join(g.order)}\n",
+        "table": "\n".join(t.render() for t in cg.tables) + "\n",
+        "graph": graph_text(cg.graph),
+    }
+
+
+@pytest.mark.parametrize("example", [spmm, graphsage], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("part", ["fused_einsum", "pog", "table", "graph"])
+def test_golden(example, part: str) -> None:
+    text = render(example())[part]
+    path = GOLDEN / f"{example.__name__}.{part}.txt"
+    if REGEN:
+        path.write_text(text)
+    assert path.exists(), f"missing golden {path}; run with FUSEFLOW_REGEN_GOLDEN=1"
+    assert text == path.read_text()
+
+
+def test_graphsage_graph_is_valid_and_fused() -> None:
+    compiled = compile_program(graphsage())
+    (graph,) = compiled.graphs
+    graph.verify()
+    assert "T0" not in graph.tensors

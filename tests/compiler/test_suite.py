@@ -1,0 +1,148 @@
+"""The program suite compiled unfused / partially / fully fused and in several dataflow orders,
+simulated in sw_sim and compared exactly with numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from programs import SUITE, random_inputs
+
+from fuseflow.compiler import Fusion, all_orders, compile_program, reference, run_program
+from fuseflow.samml import NodeKind
+
+FUSIONS = [Fusion.UNFUSED, Fusion.PARTIAL, Fusion.FULL]
+
+
+def check(compiled, data) -> None:
+    result = run_program(compiled, data)
+    expected = reference(compiled.program, data)
+    assert set(result.outputs) == set(expected)
+    for name, want in expected.items():
+        got = result.dense(name)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want, err_msg=f"output {name}")
+
+
+@pytest.mark.parametrize("fusion", FUSIONS, ids=lambda f: f.value)
+@pytest.mark.parametrize("name", sorted(SUITE))
+def test_program_matches_numpy(name: str, fusion: Fusion) -> None:
+    case = SUITE[name]
+    program = case.build()
+    compiled = compile_program(program, fusion)
+    for g in compiled.graphs:
+        g.verify()
+    for seed in (1, 2):
+        check(compiled, random_inputs(program, case.density, seed))
+
+
+# An all-empty output whose top level is compressed reaches the level-1 writer as ``S1,D``,
+# which sw_sim's level writer counts as one fiber (seg [0,0]) although level 0 has none: the
+# token stream cannot tell an empty outer fiber from one empty inner fiber.  Reported upstream;
+# strict xfail so the test flips once the writer is fixed.
+WRITER_AMBIGUITY = pytest.mark.xfail(strict=True, raises=ValueError,
+                                     reason="level writer counts the stop of an empty outer fiber")
+EMPTY_TOP = {"mul", "elementwise_chain"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=WRITER_AMBIGUITY) if n in EMPTY_TOP else n
+                                  for n in sorted(SUITE)])
+def test_empty_inputs_give_empty_result(name: str) -> None:
+    case = SUITE[name]
+    program = case.build()
+    data = random_inputs(program, case.density, 3)
+    for k, d in case.density.items():
+        if d < 1.0:
+            data[k] = np.zeros_like(data[k])
+    check(compile_program(program, Fusion.FULL), data)
+
+
+@WRITER_AMBIGUITY
+def test_disjoint_patterns_give_empty_product() -> None:
+    program = SUITE["mul"].build()
+    a = np.zeros((6, 7), dtype=np.int64)
+    b = np.zeros((6, 7), dtype=np.int64)
+    a[::2, ::2] = 3
+    b[1::2, 1::2] = -2
+    data = {"A": a, "B": b}
+    check(compile_program(program), data)
+    assert not reference(program, data)["C"].any()
+
+
+@pytest.mark.parametrize("name", ["spmm_inner", "nested_matmul_cm"])
+def test_every_valid_order(name: str) -> None:
+    case = SUITE[name]
+    program = case.build()
+    base = compile_program(program, Fusion.FULL)
+    group = base.groups[0].group
+    orders = all_orders(group)
+    assert len(orders) >= 2
+    data = random_inputs(program, case.density, 4)
+    seen = set()
+    for order in orders[:4]:
+        compiled = compile_program(program, Fusion.FULL, fused_orders={0: order})
+        assert compiled.groups[0].group.order == order
+        seen.add(compiled.graphs[0].structure_hash())
+        check(compiled, data)
+    assert len(seen) == min(len(orders), 4)
+
+
+def test_orders_of_two_outputs_are_counted_but_project_to_one_graph() -> None:
+    compiled = compile_program(SUITE["two_outputs"].build(), Fusion.FULL)
+    group = compiled.groups[0].group
+    # Y1 and Y2 each have their own reduction indices; their relative placement is free
+    assert group.orders_count == 6
+    data = random_inputs(compiled.program, SUITE["two_outputs"].density, 7)
+    for order in all_orders(group):
+        check(compile_program(compiled.program, Fusion.FULL, fused_orders={0: order}), data)
+
+
+def test_statement_order_changes_the_graph() -> None:
+    case = SUITE["spmm_inner"]
+    program = case.build()
+    data = random_inputs(program, case.density, 5)
+    ij = compile_program(program, orders={"C": "ijk"})
+    ji = compile_program(program, orders={"C": "jik"})
+    assert ij.groups[0].group.order[:2] == ("i", "j")
+    assert ji.groups[0].group.order[:2] == ("j", "i")
+    assert ji.formats["C"].mode_order == (1, 0)
+    check(ij, data)
+    check(ji, data)
+
+
+def test_region_counts() -> None:
+    program = SUITE["gcn_layer"].build()
+    assert len(compile_program(program, Fusion.UNFUSED).graphs) == 3
+    assert len(compile_program(program, Fusion.PARTIAL).graphs) == 2
+    # the bias add after the reduction is split off even when fully fused (see docs)
+    full = compile_program(program, Fusion.FULL)
+    assert len(full.graphs) == 2
+    assert any("split" in n for g in full.groups for n in g.group.notes)
+
+
+def test_permuted_view_uses_a_permuted_copy() -> None:
+    program = SUITE["permuted_view"].build()
+    compiled = compile_program(program)
+    (copy,) = compiled.permuted
+    assert copy.source == "A" and copy.fmt.mode_order == (1, 0)
+    assert copy.name in compiled.graphs[0].input_tensors()
+
+
+def test_two_outputs_share_one_graph() -> None:
+    compiled = compile_program(SUITE["two_outputs"].build(), Fusion.PARTIAL)
+    (graph,) = compiled.graphs
+    assert sorted(graph.output_tensors()) == ["Y1", "Y2"]
+
+
+def test_fused_nested_matmul_has_no_intermediate_and_fewer_cycles() -> None:
+    case = SUITE["nested_matmul"]
+    program = case.build()
+    data = random_inputs(program, case.density, 6)
+    unfused = compile_program(program, Fusion.UNFUSED)
+    full = compile_program(program, Fusion.FULL)
+    (graph,) = full.graphs
+    assert "E" not in graph.tensors
+    kinds = [n.kind for n in graph.nodes.values()]
+    assert kinds.count(NodeKind.SPACC1) == 2  # reductions over k and j, accumulated in l
+    cu = run_program(unfused, data).total_cycles
+    cf = run_program(full, data).total_cycles
+    assert cf < cu

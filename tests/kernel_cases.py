@@ -1,0 +1,48 @@
+"""Datasets for the spine kernels: seeded random 90%-sparse matrices and edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuseflow.kernels import KERNELS
+from fuseflow.tensor import TensorData
+from conftest import random_sparse
+
+REFERENCE = {
+    "spmv": lambda d: d["B"] @ d["c"],
+    "spmm_dense": lambda d: d["A"] @ d["B"],
+    "spmm_csr": lambda d: d["A"] @ d["B"],
+    "add": lambda d: d["A"] + d["B"],
+    "mul": lambda d: d["A"] * d["B"],
+}
+
+
+def operands(kernel: str, n: int, case: str, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+
+    def sparse():
+        a = random_sparse(rng, (n, n), 0.1)
+        if case == "empty_rows":
+            a[::3] = 0
+        elif case == "all_empty":
+            a[:] = 0
+        elif case == "single":
+            a[:] = 0
+            a[rng.integers(n), rng.integers(n)] = int(rng.integers(1, 9))
+        return a
+
+    if kernel == "spmv":
+        return {"B": sparse(), "c": rng.integers(-8, 9, n)}
+    if kernel == "spmm_dense":
+        return {"A": sparse(), "B": rng.integers(-8, 9, (n, n))}
+    return {"A": sparse(), "B": sparse()}
+
+
+CASES = ["random", "empty_rows", "all_empty", "single"]
+
+
+def dataset(kernel: str, n: int, case: str, seed: int = 0):
+    g = KERNELS[kernel](n)
+    ops = operands(kernel, n, case, seed)
+    data = {t: TensorData.from_dense(v, g.tensors[t].fmt) for t, v in ops.items()}
+    return g, data, REFERENCE[kernel](ops)

@@ -1,0 +1,48 @@
+import numpy as np
+import pytest
+
+from fuseflow.tensor import CSC, CSR, DCSR, DENSE2, Format, TensorData, TensorFormat
+from conftest import random_sparse
+
+
+@pytest.mark.parametrize("fmt", [CSR, CSC, DCSR, DENSE2, TensorFormat(("compressed", "dense"))])
+def test_round_trip_2d(fmt, rng):
+    a = random_sparse(rng, (7, 5), 0.3)
+    a[2] = 0
+    assert np.array_equal(TensorData.from_dense(a, fmt).to_dense(), a)
+
+
+def test_csr_arrays_match_scipy(rng):
+    import scipy.sparse as sp
+
+    a = random_sparse(rng, (9, 6), 0.3)
+    td = TensorData.from_dense(a, CSR)
+    ref = sp.csr_matrix(a)
+    assert list(td.seg[1]) == list(ref.indptr)
+    assert list(td.crd[1]) == list(ref.indices)
+    assert list(td.vals) == list(ref.data)
+
+
+def test_dcsr_skips_empty_rows():
+    a = np.zeros((4, 4), dtype=int)
+    a[1, 2] = 5
+    a[3, 0] = 7
+    td = TensorData.from_dense(a, DCSR)
+    assert list(td.crd[0]) == [1, 3]
+    assert list(td.seg[1]) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2, 0)])
+def test_round_trip_3d(order, rng):
+    a = random_sparse(rng, (3, 4, 5), 0.2)
+    fmt = TensorFormat((Format.DENSE, Format.COMPRESSED, Format.COMPRESSED), order)
+    assert np.array_equal(TensorData.from_dense(a, fmt).to_dense(), a)
+
+
+def test_bad_format_messages():
+    with pytest.raises(ValueError, match="'bogus'"):
+        Format.parse("bogus")
+    with pytest.raises(ValueError, match="permutation"):
+        TensorFormat(("dense", "dense"), (0, 0))
+    with pytest.raises(ValueError, match="order 3"):
+        TensorData.from_dense(np.zeros((2, 2, 2)), CSR)

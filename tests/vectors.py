@@ -1,0 +1,177 @@
+"""Stream vectors shared by the sw_sim and RTL primitive tests.
+
+Random vectors are built from random *fibertrees* (nested lists) with :func:`fiber_stream`, an
+independent statement of the SAM stream convention: a depth-1 fiber emits its elements then
+``S0``; a deeper fiber emits its children's streams with the last stop raised by one; an empty
+fiber of depth ``d`` emits ``S(d-1)``; the whole stream ends with ``D``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuseflow.tokens import DONE, EMPTY, REPEAT, Token, stop
+
+__all__ = ["fiber_stream", "Vector", "design_vectors", "random_vectors", "all_vectors"]
+
+
+def _tokens(tree: list, depth: int) -> list[Token]:
+    if depth == 1:
+        return [*tree, stop(0)]
+    if not tree:
+        return [stop(depth - 1)]
+    out: list[Token] = []
+    for child in tree:
+        out += _tokens(child, depth - 1)
+    out[-1] = stop(out[-1].level + 1)
+    return out
+
+
+def fiber_stream(tree: list, depth: int) -> list[Token]:
+    """The stream of the innermost level of ``tree`` (a fiber of nesting ``depth``), with ``D``."""
+    return [*_tokens(tree, depth), DONE]
+
+
+def _map_leaves(tree, depth, fn):
+    if depth == 1:
+        return [fn(x) for x in tree]
+    return [_map_leaves(c, depth - 1, fn) for c in tree]
+
+
+def _shape_like(tree, depth, rng, leaf_fn):
+    """A tree with the same outer structure whose innermost fibers come from ``leaf_fn``."""
+    if depth == 1:
+        return leaf_fn(rng)
+    return [_shape_like(c, depth - 1, rng, leaf_fn) for c in tree]
+
+
+def _rand_tree(rng: random.Random, depth: int, leaf_fn, max_fanout: int = 4) -> list:
+    if depth == 1:
+        return leaf_fn(rng)
+    return [_rand_tree(rng, depth - 1, leaf_fn, max_fanout) for _ in range(rng.randint(0, max_fanout))]
+
+
+def _sorted_crds(rng: random.Random, dim: int = 12, p: float = 0.35) -> list[int]:
+    return [c for c in range(dim) if rng.random() < p]
+
+
+def _number_leaves(tree, depth, start=0):
+    """Replace leaves by consecutive positions (references), as a scanner would."""
+    counter = [start]
+
+    def fn(_):
+        counter[0] += 1
+        return counter[0] - 1
+
+    return _map_leaves(tree, depth, fn)
+
+
+@dataclass
+class Vector:
+    kind: str
+    inputs: dict[str, list[Token]]
+    params: dict[str, Any] = field(default_factory=dict)  # structural (shared by a build)
+    memory: dict[str, list[int]] = field(default_factory=dict)  # seg / crd / vals contents
+    name: str = ""
+    expected: dict[str, list[Token]] | None = None  # independent expectation, where known
+
+    def key(self) -> tuple:
+        return (self.kind, tuple(sorted((k, str(v)) for k, v in self.params.items())))
+
+
+def design_vectors() -> list[tuple[Vector, dict[str, str]]]:
+    """The worked examples of DESIGN §4 with their expected outputs (the spec's own numbers)."""
+    V = Vector
+    return [
+        (V("scan", {"ref": "0,1,2,S0,D"}, {"format": "compressed"}, {"seg": [0, 2, 2, 5], "crd": [1, 3, 0, 2, 4]}),
+         {"crd": "1,3,S0,S0,0,2,4,S1,D", "ref": "0,1,S0,S0,2,3,4,S1,D"}),
+        (V("scan", {"ref": "0,1,S0,D"}, {"format": "dense", "dim": 3}),
+         {"crd": "0,1,2,S0,0,1,2,S1,D", "ref": "0,1,2,S0,3,4,5,S1,D"}),
+        (V("repeat", {"ref": "5,7,S0,D", "repsig": "R,R,S,R,S,D"}), {"ref": "5,5,S0,7,S1,D"}),
+        (V("intersect", {"crd0": "0,2,5,S0,1,S1,D", "crd1": "2,3,5,S0,0,S1,D",
+                         "ref0": "0,1,2,S0,3,S1,D", "ref1": "0,1,2,S0,3,S1,D"}, {"n": 2}),
+         {"crd": "2,5,S0,S1,D", "ref0": "1,2,S0,S1,D", "ref1": "0,2,S0,S1,D"}),
+        (V("union", {"crd0": "1,4,S0,D", "crd1": "0,4,S0,D", "ref0": "0,1,S0,D", "ref1": "0,1,S0,D"}, {"n": 2}),
+         {"crd": "0,1,4,S0,D", "ref0": "N,0,1,S0,D", "ref1": "0,N,1,S0,D"}),
+        (V("crd_drop", {"outer": "0,1,2,S0,D", "inner": "4,S0,S0,5,6,S1,D"}),
+         {"outer": "0,2,S0,D", "inner": "4,S0,S0,5,6,S1,D"}),
+        (V("array_load", {"ref": "2,N,0,S0,D"}, {}, {"vals": [10, 20, 30]}), {"val": "30,0,10,S0,D"}),
+        (V("alu", {"a": "1,2,S0,D", "b": "3,4,S0,D"}, {"op": "mul"}), {"val": "3,8,S0,D"}),
+        (V("reduce", {"val": "1,2,S0,3,S1,D"}, {"op": "add"}), {"val": "3,3,S0,D"}),
+        (V("spacc1", {"outer": "0,1,S0,D", "inner": "0,2,S0,2,3,S1,D", "val": "1,2,S0,10,20,S1,D"}, {"dim": 8}),
+         {"crd": "0,2,3,S0,D", "val": "1,12,20,S0,D"}),
+        (V("repsig", {"in": "0,2,S0,5,S1,D"}), {"repsig": "R,R,S0,R,S0,D"}),
+    ]
+
+
+def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
+    """Protocol-valid random vectors for every primitive (several per build key)."""
+    rng = random.Random(seed)
+    out: list[Vector] = []
+    for i in range(per_kind):
+        depth = 1 + i % 3
+        # scanners: a random CSR-like level and a ref stream into it (some N refs)
+        nfib = rng.randint(1, 6)
+        fibers = [_sorted_crds(rng) for _ in range(nfib)]
+        seg = [0]
+        for f in fibers:
+            seg.append(seg[-1] + len(f))
+        crd = [c for f in fibers for c in f]
+        refs = _rand_tree(rng, depth, lambda r: [r.randrange(nfib) if r.random() > 0.15 else "N"
+                                                 for _ in range(r.randint(0, 4))])
+        out.append(Vector("scan", {"ref": _n(fiber_stream(refs, depth))}, {"format": "compressed"},
+                          {"seg": seg, "crd": crd}))
+        out.append(Vector("scan", {"ref": _n(fiber_stream(_map_leaves(refs, depth, lambda x: 0 if x == "N" else x % 3),
+                                                          depth))}, {"format": "dense", "dim": 4}))
+        # joiners: same outer structure, independent innermost coordinates
+        shape = _rand_tree(rng, depth, lambda r: None)
+        for kind, n in (("intersect", 2), ("union", 2), ("intersect", 3), ("union", 3)):
+            ins = {}
+            for k in range(n):
+                t = _shape_like(shape, depth, rng, _sorted_crds)
+                ins[f"crd{k}"] = fiber_stream(t, depth)
+                ins[f"ref{k}"] = fiber_stream(_number_leaves(t, depth, 100 * k), depth)
+            out.append(Vector(kind, ins, {"n": n}))
+        # repeat: refs (depth d) and a repeat count per ref -> repsig of depth d+1
+        rt = _rand_tree(rng, depth, lambda r: [r.randrange(50) for _ in range(r.randint(0, 3))])
+        counted = _map_leaves(rt, depth, lambda r: (r, rng.randint(0, 3)))
+        rs_tree = _map_leaves(counted, depth, lambda rc: [REPEAT] * rc[1])
+        rs = [t if t is REPEAT or t is DONE else stop(0) for t in fiber_stream(rs_tree, depth + 1)]
+        expected = fiber_stream(_map_leaves(counted, depth, lambda rc: [rc[0]] * rc[1]), depth + 1)
+        out.append(Vector("repeat", {"ref": fiber_stream(rt, depth), "repsig": rs}, expected={"ref": expected}))
+        out.append(Vector("repsig", {"in": fiber_stream(rt, depth)}))
+        # outer/inner walkers: outer coordinates with one inner fiber each (some empty)
+        ot = _rand_tree(rng, depth, lambda r: sorted(r.sample(range(20), r.randint(0, 4))))
+        it = _map_leaves(ot, depth, lambda _: _sorted_crds(rng, 8, 0.3))
+        for kind in ("crd_drop", "crd_hold"):
+            out.append(Vector(kind, {"outer": fiber_stream(ot, depth), "inner": fiber_stream(it, depth + 1)}))
+        # spacc1: outer k coordinates, inner j fibers, values
+        vt = _map_leaves(it, depth + 1, lambda _: rng.randint(-50, 50))
+        out.append(Vector("spacc1", {"outer": fiber_stream(ot, depth), "inner": fiber_stream(it, depth + 1),
+                                     "val": fiber_stream(vt, depth + 1)}, {"dim": 8}))
+        # values: array load, ALU, reduce, writers, broadcast
+        vals = [rng.randint(-1000, 1000) for _ in range(16)]
+        lt = _rand_tree(rng, depth, lambda r: [r.randrange(16) if r.random() > 0.2 else "N" for _ in range(r.randint(0, 4))])
+        out.append(Vector("array_load", {"ref": _n(fiber_stream(lt, depth))}, {}, {"vals": vals}))
+        at = _rand_tree(rng, depth, lambda r: [r.randint(-3000, 3000) for _ in range(r.randint(0, 4))])
+        bt = _map_leaves(at, depth, lambda _: rng.randint(-3000, 3000))
+        for op in ("add", "sub", "mul", "max", "min"):
+            out.append(Vector("alu", {"a": fiber_stream(at, depth), "b": fiber_stream(bt, depth)}, {"op": op}))
+        for op in ("add", "max"):
+            out.append(Vector("reduce", {"val": fiber_stream(at, depth)}, {"op": op}))
+        wt = _rand_tree(rng, depth + 1, lambda r: _sorted_crds(r, 10, 0.4))
+        out.append(Vector("write", {"crd": fiber_stream(wt, depth + 1)}, {"format": "compressed"}))
+        out.append(Vector("vals_write", {"val": fiber_stream(at, depth)}))
+        out.append(Vector("broadcast", {"in": fiber_stream(wt, depth + 1)}, {"n": 3}))
+    return out
+
+
+def _n(tokens: list) -> list[Token]:
+    return [EMPTY if t == "N" else t for t in tokens]
+
+
+def all_vectors() -> list[Vector]:
+    return [v for v, _ in design_vectors()] + random_vectors()
+
