@@ -16,7 +16,7 @@ from types import ModuleType
 
 from .cli import UserError
 
-__all__ = ["add_parser", "run", "load_program_module"]
+__all__ = ["add_parser", "load_program_module", "run"]
 
 
 def add_parser(subparsers) -> None:
@@ -49,7 +49,7 @@ def load_program_module(path: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # the user's file failed: report it as their error
+    except Exception as exc:  # noqa: BLE001 - the user's file failed: report it as theirs
         raise UserError(f"{path}: {type(exc).__name__}: {exc}") from None
     if not callable(getattr(module, "program", None)):
         raise UserError(f"{path} must define a function program() returning a "

@@ -9,7 +9,7 @@ import traceback
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from rtl_sim.streams import HostPort
 
@@ -22,8 +22,11 @@ async def _one(dut, mmap, run) -> dict:
     await host.write(0, 1)  # CTRL: clear + start
     limit = run.get("limit", 5_000_000)
     waited = 0
-    while not int(dut.done.value):
+    while True:  # first look one edge after start: done still shows the previous run until then
         await ClockCycles(dut.clk, 64)
+        await ReadOnly()
+        if int(dut.done.value):
+            break
         waited += 64
         if waited > limit:
             raise TimeoutError(f"graph not done after {limit} cycles")

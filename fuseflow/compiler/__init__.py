@@ -7,16 +7,47 @@ Pipeline (each stage can be dumped by name, see :meth:`CompiledGroup.explain`)::
 """
 
 from .codegen import CompiledGroup, CompiledProgram, compile_program, lower_group
-from .fusion import (MAX_ORDERS, Fusion, FusionError, Group, PermutedCopy, View, all_orders,
-                     fuse_program, plan_groups, set_order)
-from .program import (Program, ProgramError, Tensor, TensorExpr, einsum, parse_format)
+from .fusion import (
+                     MAX_ORDERS,
+                     Fusion,
+                     FusionError,
+                     Group,
+                     PermutedCopy,
+                     View,
+                     all_orders,
+                     fuse_program,
+                     plan_groups,
+                     set_order,
+)
+from .program import Program, ProgramError, Tensor, TensorExpr, einsum, parse_format
 from .runner import ProgramResult, reference, run_program
 from .table import FusionTable, LoweringError, build_table
 
 __all__ = [
-    "Program", "ProgramError", "Tensor", "TensorExpr", "einsum", "parse_format", "Fusion",
-    "FusionError", "Group", "PermutedCopy", "View", "all_orders", "fuse_program", "plan_groups",
-    "set_order", "MAX_ORDERS", "FusionTable", "LoweringError", "build_table", "CompiledGroup",
-    "CompiledProgram", "compile_program", "lower_group", "ProgramResult", "run_program",
-    "reference",
+                     "MAX_ORDERS",
+                     "CompiledGroup",
+                     "CompiledProgram",
+                     "Fusion",
+                     "FusionError",
+                     "FusionTable",
+                     "Group",
+                     "LoweringError",
+                     "PermutedCopy",
+                     "Program",
+                     "ProgramError",
+                     "ProgramResult",
+                     "Tensor",
+                     "TensorExpr",
+                     "View",
+                     "all_orders",
+                     "build_table",
+                     "compile_program",
+                     "einsum",
+                     "fuse_program",
+                     "lower_group",
+                     "parse_format",
+                     "plan_groups",
+                     "reference",
+                     "run_program",
+                     "set_order",
 ]

@@ -24,9 +24,20 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..samml import PRIMITIVES, AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
-from ..tensor import Format, TensorFormat
-from .fusion import (Fusion, Group, PermutedCopy, VAccess, VBin, VConst, VExpr, VNamed, fuse_group,
-                     plan_groups, set_order)
+from ..tensor import TensorFormat
+from .fusion import (
+    Fusion,
+    Group,
+    PermutedCopy,
+    VAccess,
+    VBin,
+    VConst,
+    VExpr,
+    VNamed,
+    fuse_group,
+    plan_groups,
+    set_order,
+)
 from .program import Op, Program
 from .table import ROOT, VAL, CellKind, CellRef, FusionTable, Join, JoinKind, build_table
 
@@ -245,7 +256,7 @@ def _size_fifos(g: Graph) -> None:
     for k, e in enumerate(g.edges):
         by_src.setdefault(e.src.node, []).append(k)
     new_edges = list(g.edges)
-    for src, ks in by_src.items():
+    for ks in by_src.values():
         if len(ks) < 2:
             continue
         for k in ks:
@@ -276,12 +287,13 @@ class CompiledGroup:
 
     def explain(self) -> str:
         g = self.group
-        lines = [f"== graph {g.graph_name if hasattr(g, 'graph_name') else g.name}",
+        capped = "+ (capped)" if g.orders_capped else ""
+        lines = [f"== graph {g.name}",
                  "statements: " + "; ".join(s.text for s in g.statements),
                  "fused einsum:", _indent(g.fused_einsum()),
                  "partial order graph:", _indent(g.pog_text()),
-                 f"valid dataflow orders: {g.orders_count}{'+ (capped)' if g.orders_capped else ''}"
-                 f" ({g.lowerable_count} lowerable)",
+                 (f"valid dataflow orders: {g.orders_count}{capped} "
+                  f"({g.lowerable_count} lowerable)"),
                  f"chosen order: {' -> '.join(g.order)}"]
         for p in g.permuted:
             lines.append(f"permuted copy: {p.name} = {p.source} stored as {p.fmt} ({p.reason})")

@@ -22,8 +22,21 @@ from ..tensor import TensorFormat
 from .program import Access, BinOp, Const, IExpr, Op, Program, ProgramError, Statement, Sum
 
 __all__ = [
-    "Fusion", "FusionError", "View", "VAccess", "VConst", "VBin", "VNamed", "VExpr", "FusedOutput",
-    "PermutedCopy", "Group", "fuse_program", "plan_regions", "order_lowerable", "MAX_ORDERS",
+    "MAX_ORDERS",
+    "FusedOutput",
+    "Fusion",
+    "FusionError",
+    "Group",
+    "PermutedCopy",
+    "VAccess",
+    "VBin",
+    "VConst",
+    "VExpr",
+    "VNamed",
+    "View",
+    "fuse_program",
+    "order_lowerable",
+    "plan_regions",
 ]
 
 MAX_ORDERS = 2000  # cap on enumerated dataflow orders per group
@@ -375,7 +388,8 @@ def _inline_preview(s: _Stmt, part: list[_Stmt]) -> IExpr:
 
 
 def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count,
-                rename: Mapping[str, str], orders: list | None) -> IExpr:
+                rename: Mapping[str, str], orders: list | None,
+                origins: dict[str, str] | None = None) -> IExpr:
     """Rename indices and inline in-group producers (their reductions get fresh names)."""
     if isinstance(e, Access):
         idx = tuple(rename.get(i, i) for i in e.indices)
@@ -385,18 +399,18 @@ def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count
         sub = dict(zip(p.indices, idx))
         for r in _all_sums(p.rhs):
             sub[r] = f"_f{next(fresh)}"
-            if orders is not None:
-                _ORIGINS[sub[r]] = f"index {r} of '{p.text}'"
-        body = _substitute(p.rhs, producers, fresh, sub, orders)
+            if origins is not None:
+                origins[sub[r]] = f"index {r} of '{p.text}'"
+        body = _substitute(p.rhs, producers, fresh, sub, orders, origins)
         if orders is not None and p.order:
             orders.append((p.text, tuple(sub.get(i, i) for i in p.order)))
         return _Named(e.tensor, idx, body)
     if isinstance(e, BinOp):
-        return BinOp(e.op, _substitute(e.lhs, producers, fresh, rename, orders),
-                     _substitute(e.rhs, producers, fresh, rename, orders))
+        return BinOp(e.op, _substitute(e.lhs, producers, fresh, rename, orders, origins),
+                     _substitute(e.rhs, producers, fresh, rename, orders, origins))
     if isinstance(e, Sum):
         return Sum(tuple(rename.get(i, i) for i in e.indices),
-                   _substitute(e.body, producers, fresh, rename, orders))
+                   _substitute(e.body, producers, fresh, rename, orders, origins))
     return e
 
 
@@ -456,14 +470,11 @@ def _normal_named(e) -> tuple[tuple[str, ...], object]:
 
 
 # ----------------------------------------------------------------------------- one group
-_ORIGINS: dict[str, str] = {}  # filled while one group is fused
-
-
 def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group:
     """Cross-expression fusion of one group; ``formats`` gives the stored format of tensors
     materialised by earlier groups."""
     name, part, outs = plan.name, plan.part, plan.outs
-    _ORIGINS.clear()
+    origins: dict[str, str] = {}
     # a group output read by another output of the same group is inlined there (recomputed)
     all_producers = {s.out: s for s in part}
     fresh = itertools.count()
@@ -478,11 +489,11 @@ def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFo
         inner = {k: v for k, v in all_producers.items() if k != o.out}
         rename = {r: f"_f{next(fresh)}" for r in _all_sums(o.rhs)}
         for r, u in rename.items():
-            _ORIGINS[u] = f"index {r} of '{o.text}'"
+            origins[u] = f"index {r} of '{o.text}'"
         n_orders = len(user_orders)
         if o.order:
             user_orders.append((o.text, tuple(rename.get(i, i) for i in o.order)))
-        e = _substitute(o.rhs, inner, fresh, rename, user_orders)
+        e = _substitute(o.rhs, inner, fresh, rename, user_orders, origins)
         # number the fresh indices in order of appearance in the fused expression
         numbering: dict[str, str] = {}
         for i in _indices_in_order(e):
@@ -492,8 +503,8 @@ def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFo
         user_orders[n_orders:] = [(t, tuple(numbering.get(i, i) for i in od))
                                   for t, od in user_orders[n_orders:]]
         for old, new in numbering.items():
-            if old in _ORIGINS:
-                _ORIGINS[new] = _ORIGINS.pop(old)
+            if old in origins:
+                origins[new] = origins.pop(old)
         red, body = _normal_named(e)
 
         def to_v(x) -> VExpr:
@@ -523,8 +534,7 @@ def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFo
         red = tuple(sorted(dict.fromkeys(red), key=lambda u: int(u[1:])))
         fused.append(FusedOutput(o.out, o.indices, red, vbody, o.fmt, o.shape))
     g = Group(name, list(dict.fromkeys(s.source for s in part)), fused, views, nx.DiGraph())
-    g.origins = dict(_ORIGINS)
-    _ORIGINS.clear()
+    g.origins = origins
     if plan.note:
         g.notes.append(plan.note)
     _build_pog(g, user_orders)
@@ -542,7 +552,7 @@ def _add_edge(pog: nx.DiGraph, a: str, b: str, reason: str) -> None:
 
 def _view_edges(v: View) -> list[tuple[str, str]]:
     li = v.level_indices()
-    return list(zip(li, li[1:]))
+    return list(itertools.pairwise(li))
 
 
 def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> None:
@@ -562,10 +572,10 @@ def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> None
     for o in g.outputs:
         if o.fmt is not None:
             li = tuple(o.indices[m] for m in o.fmt.mode_order)
-            for a, b in zip(li, li[1:]):
+            for a, b in itertools.pairwise(li):
                 _add_edge(pog, a, b, f"mode order of output {o.tensor}_{{{','.join(o.indices)}}}")
     for text, order in user_orders:
-        for a, b in zip(order, order[1:]):
+        for a, b in itertools.pairwise(order):
             _add_edge(pog, a, b, f"dataflow order of '{text}'")
     _resolve_cycles(g)
 

@@ -11,15 +11,27 @@ letters of their own Einsum.
 from __future__ import annotations
 
 import enum
-import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..tensor import Format, TensorFormat
 
 __all__ = [
-    "ProgramError", "Op", "Access", "Const", "BinOp", "Sum", "IExpr", "TensorDecl", "Tensor",
-    "TensorExpr", "Statement", "Program", "einsum", "parse_format", "free_indices",
+    "Access",
+    "BinOp",
+    "Const",
+    "IExpr",
+    "Op",
+    "Program",
+    "ProgramError",
+    "Statement",
+    "Sum",
+    "Tensor",
+    "TensorDecl",
+    "TensorExpr",
+    "einsum",
+    "free_indices",
+    "parse_format",
 ]
 
 

@@ -12,7 +12,7 @@ from ..tensor import TensorData, TensorFormat
 from .codegen import CompiledProgram
 from .program import ProgramError
 
-__all__ = ["ProgramResult", "run_program", "reference"]
+__all__ = ["ProgramResult", "reference", "run_program"]
 
 
 @dataclass

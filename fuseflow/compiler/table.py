@@ -23,8 +23,15 @@ from .fusion import FusedOutput, Group, VAccess, VBin, VConst, VExpr, View, VNam
 from .program import Op, ProgramError
 
 __all__ = [
-    "CellKind", "CellRef", "Cell", "JoinKind", "Join", "Reducer", "FusionTable", "build_table",
+    "Cell",
+    "CellKind",
+    "CellRef",
+    "FusionTable",
+    "Join",
+    "JoinKind",
     "LoweringError",
+    "Reducer",
+    "build_table",
 ]
 
 VAL = "val"

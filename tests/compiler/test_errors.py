@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from fuseflow.compiler import (FusionError, LoweringError, Program, ProgramError, compile_program,
-                               einsum)
+from fuseflow.compiler import (
+    FusionError,
+    LoweringError,
+    Program,
+    ProgramError,
+    compile_program,
+    einsum,
+)
 
 
 def matmul_program(**let_args) -> Program:

@@ -7,8 +7,16 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fuseflow.compiler import (Fusion, FusionError, LoweringError, Program, compile_program,
-                               einsum, reference, run_program)
+from fuseflow.compiler import (
+    Fusion,
+    FusionError,
+    LoweringError,
+    Program,
+    compile_program,
+    einsum,
+    reference,
+    run_program,
+)
 from fuseflow.tensor import Format
 
 SIZES = {"i": 3, "j": 4, "k": 3, "l": 2, "m": 2}

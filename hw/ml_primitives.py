@@ -1,0 +1,358 @@
+"""RTL ML primitives and the value arithmetic generated from :mod:`fuseflow.numerics`.
+
+The arithmetic helpers (:func:`binop`, :func:`reduce_op`, :func:`unop`) build Amaranth logic
+from a :class:`~fuseflow.numerics.Numerics` and the tables of :func:`fuseflow.numerics.tables`,
+step for step like the Python reference, so sw_sim and RTL are bit-exact.  All datapaths are
+combinational (latency 0, II 1); table lookups are asynchronous-read ROMs.
+
+Primitives (each mirrors the cycle model of the same name in ``sw_sim/ml_primitives.py``):
+:class:`UnaryAlu`, :class:`ValRepeat`, :class:`CrdMask`, :class:`StknDrop`.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from fuseflow.numerics import (EXP_INTERP_BITS, EXP_SEG_BITS, INT32, LOG2E_BITS, PWL_FUNCS, PWL_GUARD,
+                               RSQRT_SEG_BITS, TABLE_BITS, Mode, Numerics, tables)
+from fuseflow.numerics import _log2e as log2e_const
+from fuseflow.samml import AluOp, MaskPred, ReduceOp
+from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+
+from .base import StreamPrimitive
+from .primitives import Repeat
+from .word import data_word, done_word, is_ctl, is_data, is_done, is_empty, is_stop, level, recast, stop_word
+
+__all__ = ["binop", "reduce_op", "unop", "UnaryAlu", "ValRepeat", "CrdMask", "StknDrop"]
+
+
+# ----------------------------------------------------------------------------- arithmetic
+def _hw_mode(num: Numerics) -> None:
+    if num.mode is Mode.FLOAT:
+        raise ValueError("float numerics are sw_sim only: the RTL needs int or fixed-point (Numerics.fixed)")
+
+
+def _rhu(v: Value, s: int) -> Value:
+    """``v / 2**s`` rounded half up (constant ``s``)."""
+    return (v + (1 << (s - 1))) >> s if s > 0 else v
+
+
+def _sat(v: Value, num: Numerics) -> Value:
+    lo, hi = Const(num.lo, signed(num.width)), Const(num.hi, signed(num.width))
+    return Mux(v > hi, hi, Mux(v < lo, lo, v))[: num.width]
+
+
+def _fix(v: Value, num: Numerics) -> Value:
+    return _sat(v, num) if num.mode is Mode.FIXED else v[: num.width]
+
+
+def _mul(a: Value, b: Value, num: Numerics) -> Value:
+    if num.mode is Mode.FIXED:
+        return _sat(_rhu(a * b, num.frac), num)
+    return (a * b)[: num.width]
+
+
+def _div(a: Value, b: Value, num: Numerics) -> Value:
+    if num.mode is Mode.INT:
+        q = (a // b)[: num.width]
+    else:
+        nm = (a << (num.frac + 1)) + b
+        dn = b << 1
+        neg = b < 0
+        q = _sat(Mux(neg, -nm, nm) // Mux(neg, -dn, dn), num)
+    lo, hi = Const(num.lo, signed(num.width)), Const(num.hi, signed(num.width))
+    return Mux(b == 0, Mux(a == 0, 0, Mux(a > 0, hi, lo)), q)[: num.width]
+
+
+def binop(num: Numerics, op: AluOp, a: Value, b: Value) -> Value:
+    """``num.binop(op)(a, b)`` in logic; ``a``, ``b`` signed ``num.width``-bit values."""
+    _hw_mode(num)
+    if op is AluOp.ADD:
+        return _fix(a + b, num)
+    if op is AluOp.SUB:
+        return _fix(a - b, num)
+    if op is AluOp.MUL:
+        return _mul(a, b, num)
+    if op is AluOp.DIV:
+        return _div(a, b, num)
+    if op is AluOp.MAX:
+        return Mux(a > b, a, b)[: num.width]
+    if op is AluOp.MIN:
+        return Mux(a < b, a, b)[: num.width]
+    raise ValueError(f"ALU op {op.value!r} is not binary")
+
+
+def reduce_op(num: Numerics, op: ReduceOp, acc: Value, v: Value) -> Value:
+    """``num.reduce_fn(op)(acc, v)`` in logic."""
+    return binop(num, AluOp.ADD if op is ReduceOp.ADD else AluOp.MAX, acc, v)
+
+
+def _rom(m: Module, name: str, values: tuple[int, ...], bits: int, addr: Value) -> Value:
+    mem = memory.Memory(shape=signed(bits), depth=len(values), init=list(values))
+    m.submodules[name] = mem
+    rp = mem.read_port(domain="comb")
+    m.d.comb += rp.addr.eq(addr)
+    return rp.data
+
+
+def _lookup(m: Module, num: Numerics, name: str, i: Value, rem: Value, rem_bits: int) -> Value:
+    """``base[i] + rhu(delta[i] * rem, rem_bits)`` from the shared table ``name``."""
+    tab = tables(num)[name]
+    bits = tab.bits()
+    base = _rom(m, f"{name}_base", tab.base, bits, i)
+    delta = _rom(m, f"{name}_delta", tab.delta, bits, i)
+    return base + _rhu(delta * rem, rem_bits)
+
+
+def _scaled(m: Module, y: Value, s: Value, num: Numerics) -> Value:
+    """``num.scale(y, s)``: ``y * 2**s`` rounded half up and saturated, ``s`` clamped first."""
+    w = num.width
+    lo_s = -(TABLE_BITS + 2)
+    sc = Signal(signed(max(len(s), (w + 1).bit_length()) + 1))
+    m.d.comb += sc.eq(Mux(s > w, w, Mux(s < lo_s, lo_s, s)))
+    yu = Signal(TABLE_BITS + 1)
+    left = Signal(range(w + 1))
+    right = Signal(range(TABLE_BITS + 3))
+    out = Signal(w)
+    m.d.comb += yu.eq(y)
+    up = Cat(yu << left, Const(0, 1)).as_signed()
+    down = Cat((yu + ((Const(1, 1) << right) >> 1)) >> right, Const(0, 1)).as_signed()
+    with m.If(sc >= 0):
+        m.d.comb += [left.eq(sc), out.eq(_sat(up, num))]
+    with m.Else():
+        m.d.comb += [right.eq(-sc), out.eq(_sat(down, num))]
+    return out
+
+
+def _exp(m: Module, num: Numerics, x: Value) -> Value:
+    f = num.frac
+    fb = f + LOG2E_BITS
+    t = Signal(signed(num.width + LOG2E_BITS + 2))
+    m.d.comb += t.eq(x * Const(log2e_const(), LOG2E_BITS + 1))
+    k = t >> fb
+    i = t[fb - EXP_SEG_BITS: fb]
+    rem = t[fb - EXP_SEG_BITS - EXP_INTERP_BITS: fb - EXP_SEG_BITS]
+    y = _lookup(m, num, "exp", i, rem, EXP_INTERP_BITS)
+    return _scaled(m, y, k + (f - TABLE_BITS), num)
+
+
+def _rsqrt(m: Module, num: Numerics, x: Value) -> Value:
+    w, f = num.width, num.frac
+    p = Signal(range(w))
+    for b in range(w - 1):
+        with m.If(x[b]):
+            m.d.comb += p.eq(b)
+    a = Signal(w - 1)
+    m.d.comb += a.eq(x.as_unsigned() << (w - 2 - p))
+    e = Signal(signed(len(p) + 2))
+    m.d.comb += e.eq(p - f)
+    odd = e[0]
+    rb = w - 2 - RSQRT_SEG_BITS
+    i = Cat(a[rb: rb + RSQRT_SEG_BITS], odd)
+    y = _lookup(m, num, "rsqrt", i, a[:rb], rb)
+    half = (e - odd) >> 1
+    res = _scaled(m, y, (f - TABLE_BITS) - half, num)
+    return Mux(x <= 0, Const(num.hi, w), res)[:w]
+
+
+def _pwl(m: Module, num: Numerics, op: AluOp, x: Value) -> Value:
+    spec = PWL_FUNCS[op]
+    lo, hi = spec.lo << num.frac, spec.hi << num.frac
+    xc = Mux(x < lo, lo, Mux(x >= hi, hi - 1, x))
+    off = Signal(range(hi - lo))
+    m.d.comb += off.eq(xc - lo)
+    sh = num.pwl_shift(spec)
+    if sh >= 0:
+        i, rem, rb = off >> sh, off[:sh] if sh else Const(0, 1), sh
+    else:
+        i, rem, rb = off << -sh, Const(0, 1), 0
+    y = _lookup(m, num, spec.name, i[: spec.seg_bits], rem, rb)
+    res = _sat(_rhu(y, PWL_GUARD), num)
+    if spec.identity_above:
+        return Mux(x >= hi, x, res)[: num.width]
+    return res
+
+
+def unop(m: Module, num: Numerics, op: AluOp, x: Value, scalar: float = 0.0, where: str = "ALU") -> Value:
+    """``num.unop(op, scalar)(x)`` in logic (tables become ROMs inside ``m``)."""
+    _hw_mode(num)
+    num.unop(op, scalar, where)  # same checks as the model (unary op, numerics, scalar)
+    if op is AluOp.RELU:
+        return Mux(x > 0, x, 0)[: num.width]
+    if op is AluOp.NEG:
+        return _fix(-x, num)
+    if op is AluOp.ADD_SCALAR:
+        return _fix(x + Const(num.scalar_raw(scalar, where), signed(num.width)), num)
+    if op is AluOp.MUL_SCALAR:
+        return _mul(x, Const(num.scalar_raw(scalar, where), signed(num.width)), num)
+    if op is AluOp.EXP:
+        return _exp(m, num, x)
+    if op is AluOp.RSQRT:
+        return _rsqrt(m, num, x)
+    return _pwl(m, num, op, x)
+
+
+# ----------------------------------------------------------------------------- primitives
+class UnaryAlu(StreamPrimitive):
+    """Unary ALU over one value stream (see sw_sim.ml_primitives.UnaryAlu).  Latency 0, II 1."""
+
+    def __init__(self, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32, depths=None):
+        self.op, self.scalar, self.num, self.vw = op, scalar, numerics, numerics.width
+        _hw_mode(numerics)
+        numerics.unop(op, scalar, f"ALU {op.value}")
+        super().__init__({"a": self.vw}, {"val": self.vw}, depths)
+
+    def logic(self, m):
+        w = self.vw
+        a = self.i_a
+        x = a.payload
+        xv = Mux(is_data(x, w), x[:w], 0).as_signed()
+        res = Signal(w)
+        m.d.comb += res.eq(unop(m, self.num, self.op, xv, self.scalar))
+        with m.If(a.valid & self.room()):
+            self.pop(m, "a")
+            with m.If(is_ctl(x, w) & ~is_empty(x, w)):
+                self.push(m, "val", x)
+            with m.Else():
+                self.push(m, "val", data_word(res, w))
+
+
+class ValRepeat(wiring.Component):
+    """The repeat primitive on a value stream: ``val`` (``vw``) + ``repsig`` (``cw``) -> ``val``.
+    Wraps :class:`hw.primitives.Repeat` built at the value width; the repsig word is re-encoded
+    combinationally, so timing is the repeat's."""
+
+    def __init__(self, *, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, depths=None):
+        from amaranth.lib import stream
+
+        self.cw, self.vw = cw, vw
+        self.inner = Repeat(cw=vw, depths={"ref": (depths or {}).get("val", 2)})
+        super().__init__({"i_val": In(stream.Signature(vw + 1)), "i_repsig": In(stream.Signature(cw + 1)),
+                          "o_val": Out(stream.Signature(vw + 1))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.repeat = r = self.inner
+        cw, vw = self.cw, self.vw
+        rs = self.i_repsig.payload
+        m.d.comb += [
+            r.i_ref.payload.eq(self.i_val.payload), r.i_ref.valid.eq(self.i_val.valid),
+            self.i_val.ready.eq(r.i_ref.ready),
+            r.i_repsig.payload.eq(Mux(is_ctl(rs, cw), recast(rs, cw, vw), data_word(rs[:cw], vw))),
+            r.i_repsig.valid.eq(self.i_repsig.valid), self.i_repsig.ready.eq(r.i_repsig.ready),
+            self.o_val.payload.eq(r.o_ref.payload), self.o_val.valid.eq(r.o_ref.valid),
+            r.o_ref.ready.eq(self.o_val.ready),
+        ]
+        return m
+
+
+class CrdMask(StreamPrimitive):
+    """Coordinate mask (see sw_sim.ml_primitives.CrdMask); the block pattern is a ROM of bits."""
+
+    def __init__(self, *, pred: MaskPred, before: int = 0, after: int = 0, block: int = 1,
+                 pattern: tuple[tuple[int, ...], ...] = (), cw: int = CRD_WIDTH, depths=None):
+        self.pred, self.before, self.after, self.block, self.pattern, self.cw = pred, before, after, block, pattern, cw
+        super().__init__({"outer": cw, "inner": cw, "ref": cw}, {"crd": cw, "ref": cw}, depths)
+
+    def _keep(self, m: Module, i: Value, j: Value) -> Value:
+        if self.pred is MaskPred.CAUSAL:
+            return j <= i
+        if self.pred is MaskPred.BAND:
+            d = j.as_signed() - i.as_signed()
+            return (d >= -self.before) & (d <= self.after)
+        sh = self.block.bit_length() - 1
+        rows, cols = len(self.pattern), len(self.pattern[0])
+        bi, bj = i >> sh, j >> sh
+        bits = [int(x) for row in self.pattern for x in row]
+        mem = memory.Memory(shape=1, depth=len(bits), init=bits)
+        m.submodules.pattern = mem
+        rp = mem.read_port(domain="comb")
+        m.d.comb += rp.addr.eq(bi * cols + bj)
+        return (bi < rows) & (bj < cols) & rp.data
+
+    def logic(self, m):
+        w = self.cw
+        outer, inner, ref = self.i_outer, self.i_inner, self.i_ref
+        cur = Signal(w)
+        cur_valid = Signal()
+        tok, r, oh = inner.payload, ref.payload, outer.payload
+        i = Mux(cur_valid, cur, oh[:w])
+        keep = Signal()
+        m.d.comb += keep.eq(self._keep(m, i, tok[:w]))
+
+        def take():
+            self.pop(m, "inner")
+            self.pop(m, "ref")
+
+        with m.If(inner.valid & ref.valid & self.room()):
+            with m.If(is_data(tok, w)):
+                with m.If(cur_valid | outer.valid):
+                    with m.If(~cur_valid):
+                        self.pop(m, "outer")
+                        m.d.sync += [cur.eq(oh[:w]), cur_valid.eq(1)]
+                    take()
+                    with m.If(keep):
+                        self.push(m, "crd", tok)
+                        self.push(m, "ref", r)
+            with m.Elif(outer.valid):
+                with m.If(is_done(tok, w)):
+                    self.pop(m, "outer")
+                    take()
+                    self.push(m, "crd", done_word(w))
+                    self.push(m, "ref", done_word(w))
+                with m.Elif(level(tok) == 0):
+                    with m.If(~cur_valid):
+                        self.pop(m, "outer")
+                    m.d.sync += cur_valid.eq(0)
+                    take()
+                    self.push(m, "crd", tok)
+                    self.push(m, "ref", tok)
+                with m.Elif(~cur_valid & is_data(oh, w)):
+                    self.pop(m, "outer")
+                with m.Else():
+                    self.pop(m, "outer")
+                    m.d.sync += cur_valid.eq(0)
+                    take()
+                    self.push(m, "crd", tok)
+                    self.push(m, "ref", tok)
+
+
+class StknDrop(StreamPrimitive):
+    """Stop-token drop (see sw_sim.ml_primitives.StknDrop): one held token, II 1."""
+
+    def __init__(self, *, width: int = CRD_WIDTH, depths=None):
+        self.w = width
+        super().__init__({"in": width}, {"out": width}, depths)
+
+    def logic(self, m):
+        w = self.w
+        inp = self.i_in
+        tok = inp.payload
+        held = Signal(w + 1)
+        held_valid = Signal()
+        lead = Signal(init=1)
+        held_stop = held_valid & is_stop(held, w)
+        with m.If(inp.valid & self.room()):
+            with m.If(is_done(tok, w)):
+                with m.If(held_valid):
+                    self.push(m, "out", held)
+                    m.d.sync += held_valid.eq(0)
+                with m.Else():
+                    self.push(m, "out", done_word(w))
+                    self.pop(m, "in")
+            with m.Elif(is_stop(tok, w)):
+                self.pop(m, "in")
+                with m.If(held_stop):
+                    with m.If(level(tok) > level(held)):
+                        m.d.sync += held.eq(stop_word(level(tok), w))
+                with m.Else():
+                    with m.If(held_valid):
+                        self.push(m, "out", held)
+                    m.d.sync += [held.eq(tok), held_valid.eq(1)]
+            with m.Else():
+                self.pop(m, "in")
+                with m.If(held_valid & ~lead):
+                    self.push(m, "out", held)
+                m.d.sync += [held.eq(tok), held_valid.eq(1), lead.eq(0)]
