@@ -11,15 +11,16 @@ import json
 from dataclasses import asdict
 
 from amaranth.build import ResourceError
-from amaranth.hdl import Cat, Elaboratable, Module, Signal
+from amaranth.hdl import Cat, Elaboratable, Fragment, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.elaborate import GraphTop
+from fuseflow.samml import Graph
+from hw.elaborate import GraphTop, HwConfig, MemoryMap
 
 from .uart import HostBridge, UARTRx, UARTTx
 
-__all__ = ["BoardCore", "BoardTop", "design_ident", "N_LEDS", "DEFAULT_BAUD"]
+__all__ = ["BoardCore", "BoardTop", "design_ident", "host_view", "N_LEDS", "DEFAULT_BAUD"]
 
 N_LEDS = 3  # running, done, UART activity
 DEFAULT_BAUD = 115_200
@@ -33,6 +34,16 @@ def design_ident(top: GraphTop) -> int:
     """
     text = json.dumps([top.graph.structure_hash(), asdict(top.cfg)], sort_keys=True, default=str)
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+def host_view(graph: Graph, cfg: HwConfig) -> tuple[MemoryMap, int]:
+    """What the host needs to drive a board built for ``graph``: its memory map and ident.
+
+    The top is elaborated once (no Verilog) so Amaranth does not warn about an unused design.
+    """
+    top = GraphTop(graph, cfg)
+    Fragment.get(top, None)
+    return top.mmap, design_ident(top)
 
 
 class BoardCore(wiring.Component):

@@ -166,8 +166,8 @@ def synthesize(top: GraphTop, board: str | Board, build_dir: str | Path, *, cloc
 
     ``clock_mhz`` sets the timing constraint nextpnr places and routes for (default: the board's
     oscillator, which is also the clock the bitstream runs at).  Writes into ``build_dir`` the
-    amaranth build files, the bitstream, ``memory_map.json``, ``graph.json`` and
-    ``synth_report.json``.  Raises :class:`DoesNotFit` naming the exhausted resource.
+    amaranth build files, the bitstream, ``memory_map.json``, ``graph.json``, ``design.json``
+    (:meth:`GraphTop.summary`, with the hardware config) and ``synth_report.json``.  Raises :class:`DoesNotFit` naming the exhausted resource.
     """
     b = get_board(board) if isinstance(board, str) else board
     out = Path(build_dir)
@@ -201,12 +201,13 @@ def synthesize(top: GraphTop, board: str | Board, build_dir: str | Path, *, cloc
     result = SynthReport(
         board=b.name, device=b.device, family=b.family, design=top.graph.name,
         clock_mhz=constraint if constraint else clock_hz / 1e6, fmax_mhz=fmax,
-        board_clock_mhz=b.platform_class().default_clk_frequency / 1e6,
+        board_clock_mhz=b.platform_class()().default_clk_frequency / 1e6,
         resources=resources, critical_path=_critical_path(report), bitstream=f"{name}.{b.bitstream}",
         seconds={"elaborate": round(t1 - t0, 2), "yosys+nextpnr+pack": round(t2 - t1, 2)},
         ident=design_ident(top), baud=baud, nextpnr_utilisation={k: v for k, v in util.items() if v.used},
     )
     (out / "memory_map.json").write_text(json.dumps(top.mmap.to_json(), indent=1) + "\n")
+    (out / "design.json").write_text(json.dumps(top.summary(), indent=1, default=str) + "\n")
     top.graph.save(out / "graph.json")
     (out / "synth_report.json").write_text(json.dumps(result.to_json(), indent=1) + "\n")
     return result

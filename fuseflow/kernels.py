@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from .samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
 from .tensor import CSR, DENSE2, TensorFormat
 
-__all__ = ["GraphBuilder", "spmv", "spmm", "elementwise", "KERNELS"]
+__all__ = ["GraphBuilder", "spmv", "spmm", "elementwise", "KERNELS", "example", "random_operands"]
 
 
 class GraphBuilder:
@@ -136,3 +138,42 @@ KERNELS: dict[str, Callable[..., Graph]] = {
     "add": lambda n=64: elementwise(AluOp.ADD, n, n),
     "mul": lambda n=64: elementwise(AluOp.MUL, n, n),
 }
+
+
+_REFERENCE: dict[str, Callable[[dict], np.ndarray]] = {
+    "spmv": lambda d: d["B"] @ d["c"],
+    "spmm_dense": lambda d: d["A"] @ d["B"],
+    "spmm_csr": lambda d: d["A"] @ d["B"],
+    "add": lambda d: d["A"] + d["B"],
+    "mul": lambda d: d["A"] * d["B"],
+}
+
+
+def random_operands(graph: Graph, seed: int = 0, density: float = 0.1) -> dict[str, np.ndarray]:
+    """Seeded random integer operands (-8..8) for every input tensor of ``graph``; tensors with
+    a compressed level keep about ``density`` of their entries."""
+    rng = np.random.default_rng(seed)
+    ops: dict[str, np.ndarray] = {}
+    for name in graph.input_tensors():
+        spec = graph.tensors[name]
+        a = rng.integers(-8, 9, size=spec.shape)
+        if any(f.value == "compressed" for f in spec.fmt.levels):
+            a[rng.random(spec.shape) > density] = 0
+        ops[name] = a
+    return ops
+
+
+def example(kernel: str, n: int = 64, seed: int = 0, density: float = 0.1):
+    """A built-in kernel graph with seeded random operands and the numpy result.
+
+    Returns ``(graph, data, operands, expected)``: ``data`` maps tensor names to
+    :class:`TensorData` in the graph's formats, ``operands`` to the dense arrays.
+    """
+    from .tensor import TensorData
+
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; built-in kernels: {sorted(KERNELS)}")
+    g = KERNELS[kernel](n)
+    ops = random_operands(g, seed, density)
+    data = {t: TensorData.from_dense(v, g.tensors[t].fmt) for t, v in ops.items()}
+    return g, data, ops, _REFERENCE[kernel](ops)

@@ -22,10 +22,14 @@ from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fuseflow.samml import Graph, NodeKind, ReduceOp, Role, StreamKind, TensorSpec
+from fuseflow.numerics import Mode, Numerics
+from fuseflow.samml import UNARY_ALU_OPS, Graph, NodeKind, ReduceOp, Role, StreamKind, TensorSpec
 from fuseflow.tensor import Format
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
+from sw_sim.ml_primitives import mask_params
+
+from . import ml_primitives as ML
 from . import primitives as P
 from .base import bits_for
 
@@ -42,6 +46,28 @@ class HwConfig:
     vw: int = VAL_WIDTH  # val data width
     fifo_depth: int | None = None  # None: the graph's default
     max_nnz: tuple[tuple[str, int], ...] = ()  # per-tensor capacity (stored values); default dense size
+    numerics: Numerics | None = None  # value arithmetic (fuseflow.numerics); None: int<vw>
+
+    def __post_init__(self) -> None:
+        num = self.numerics
+        if num is None:
+            return
+        if num.mode is Mode.FLOAT:
+            raise ValueError("HwConfig: float numerics are sw_sim only; use Numerics.fixed(m, n) or integer")
+        if num.width != self.vw:
+            raise ValueError(f"HwConfig: numerics {num} are {num.width} bits wide but vw={self.vw}; "
+                             f"pass vw={num.width} (or HwConfig.for_numerics)")
+
+    @classmethod
+    def for_numerics(cls, numerics: Numerics | str, **kw: Any) -> HwConfig:
+        """A config whose value width follows ``numerics`` (``"q16.16"``, ``Numerics.fixed(8, 8)``)."""
+        num = Numerics.parse(numerics)
+        return cls(vw=num.width, numerics=num, **kw)
+
+    @property
+    def num(self) -> Numerics:
+        """The value numerics in force (``int<vw>`` unless set)."""
+        return self.numerics or Numerics.integer(self.vw)
 
     def nnz_for(self, tensor: str) -> int | None:
         return dict(self.max_nnz).get(tensor)
@@ -158,12 +184,24 @@ def make_primitive(kind: NodeKind, params: dict[str, Any], cfg: HwConfig,
     if kind is NodeKind.ARRAY_LOAD:
         c = P.ArrayLoad(depth=params.get("vals_depth", 1), cw=cw, vw=vw, depths=depths)
         return c, {"vals": ("vals_wr", c.depth, vw, "w", None)}
+    num = cfg.num
     if kind is NodeKind.ALU:
-        return P.Alu(op=params["op"], vw=vw, depths=depths), mems
+        if params["op"] in UNARY_ALU_OPS:
+            return ML.UnaryAlu(op=params["op"], scalar=params.get("scalar", 0.0), numerics=num, depths=depths), mems
+        return P.Alu(op=params["op"], vw=vw, numerics=num, depths=depths), mems
     if kind is NodeKind.REDUCE:
-        return P.Reduce(op=params["op"], vw=vw, depths=depths), mems
+        return P.Reduce(op=params["op"], vw=vw, numerics=num, depths=depths), mems
     if kind is NodeKind.SPACC1:
-        return P.SpAcc1(dim=params["dim"], op=params.get("op", ReduceOp.ADD), cw=cw, vw=vw, depths=depths), mems
+        return P.SpAcc1(dim=params["dim"], op=params.get("op", ReduceOp.ADD), cw=cw, vw=vw, numerics=num,
+                        depths=depths), mems
+    if kind is NodeKind.VAL_REPEAT:
+        return ML.ValRepeat(cw=cw, vw=vw, depths=depths), mems
+    if kind is NodeKind.CRD_MASK:
+        return ML.CrdMask(**mask_params(params.get("name", "crd_mask"), params), cw=cw, depths=depths), mems
+    if kind is NodeKind.STKN_DROP:
+        sk = params.get("stream", StreamKind.CRD)
+        sk = StreamKind(sk) if isinstance(sk, str) else sk
+        return ML.StknDrop(width=_stream_width(sk, cfg), depths=depths), mems
     if kind is NodeKind.BROADCAST:
         sk = params.get("stream", StreamKind.CRD)
         sk = StreamKind(sk) if isinstance(sk, str) else sk

@@ -22,7 +22,6 @@ from fuseflow.samml import AluOp, MaskPred, ReduceOp
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import StreamPrimitive
-from .primitives import Repeat
 from .word import data_word, done_word, is_ctl, is_data, is_done, is_empty, is_stop, level, recast, stop_word
 
 __all__ = ["binop", "reduce_op", "unop", "UnaryAlu", "ValRepeat", "CrdMask", "StknDrop"]
@@ -226,6 +225,8 @@ class ValRepeat(wiring.Component):
 
     def __init__(self, *, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, depths=None):
         from amaranth.lib import stream
+
+        from .primitives import Repeat  # hw.primitives imports this module's arithmetic
 
         self.cw, self.vw = cw, vw
         self.inner = Repeat(cw=vw, depths={"ref": (depths or {}).get("val", 2)})

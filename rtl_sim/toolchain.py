@@ -22,8 +22,11 @@ __all__ = ["ensure_verilator", "cache_root", "verilator_build", "run_cocotb", "L
 #  UNUSEDSIGNAL / UNUSEDPARAM: unused bits of memory read data and stream words (e.g. the
 #    upper bits of a control word) are left unconnected by design.
 #  CASEINCOMPLETE: Amaranth's Switch without a default where the state space is covered.
+#  PROCASSINIT: registers carry their power-on value in the declaration (``reg x = 0``) and are
+#    assigned in an always block: Amaranth's idiom for FPGA init values.
+#  DECLFILENAME: Amaranth writes every module of the design into one file.
 LINT_WAIVERS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL", "-Wno-UNUSEDPARAM",
-                "-Wno-CASEINCOMPLETE"]
+                "-Wno-CASEINCOMPLETE", "-Wno-PROCASSINIT", "-Wno-DECLFILENAME"]
 
 
 class ToolchainError(RuntimeError):

@@ -17,13 +17,14 @@ merging, which can consume two tokens per token emitted.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ..samml import PRIMITIVES, AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
+from ..samml import PRIMITIVES, AluOp, Graph, GraphError, NodeKind, PortRef, ReduceOp, Role, StreamKind
 from ..tensor import TensorFormat
 from .fusion import (
     Fusion,
@@ -39,7 +40,8 @@ from .fusion import (
     set_order,
 )
 from .program import Op, Program
-from .table import ROOT, VAL, CellKind, CellRef, FusionTable, Join, JoinKind, build_table
+from .table import (ROOT, VAL, CellKind, CellRef, FusionTable, Join, JoinKind, NeedsSplit,
+                    build_table)
 
 __all__ = ["CompiledGroup", "CompiledProgram", "compile_program", "lower_group"]
 
@@ -97,6 +99,9 @@ class _TableLowering:
         self.em = em
         self.memo: dict[tuple, object] = {}
         self.order = [r for r in t.rows if r != VAL]
+        # factored intermediates: their own pipelines, lowered first (coordinates per output
+        # index, values aligned with the innermost one)
+        self.bundles = {name: _TableLowering(ct, em).bundle() for name, ct in t.children.items()}
 
     # ------------------------------------------------------------------ coordinate / ref streams
     def prev_row(self, row: str) -> str | None:
@@ -111,6 +116,14 @@ class _TableLowering:
         if cref.col == ROOT:
             raise AssertionError("root refs are created per column")
         cell = self.t.cells[(cref.row, cref.col)]
+        if cell.kind is CellKind.CHILD:
+            # the "reference" of a factored intermediate at its innermost row is its value
+            if cref.row in self.t.joins and cref.col in self.t.joins[cref.row].members():
+                out = self.join(cref.row)[1][cref.col]
+            else:
+                out = self.bundles[cref.col][1]
+            self.memo[key] = out
+            return out
         if cell.kind is CellKind.SCAN:
             if cref.row in self.t.joins and cref.col in self.t.joins[cref.row].members():
                 out = self.join(cref.row)[1][cref.col]
@@ -148,7 +161,10 @@ class _TableLowering:
         """The coordinate stream of ``row`` (the merge cell's output, or the one scanner's)."""
         if row in self.t.joins:
             return self.join(row)[0]
-        return self.scan(self.t.row_source(row), row)["crd"]
+        src = self.t.row_source(row)
+        if src in self.bundles:
+            return self.bundles[src][0][row]
+        return self.scan(src, row)["crd"]
 
     def join(self, row: str) -> tuple[PortRef, dict[str, PortRef]]:
         key = ("join", row)
@@ -162,6 +178,9 @@ class _TableLowering:
             if isinstance(child, Join):
                 crd, refs = self._join(child, row)
                 pairs += [(crd, m, r) for m, r in refs.items()]
+            elif child in self.bundles:
+                crds, val = self.bundles[child]
+                pairs.append((crds[row], child, val))
             else:
                 s = self.scan(child, row)
                 pairs.append((s["crd"], child, s["ref"]))
@@ -183,6 +202,8 @@ class _TableLowering:
             ref = self.ref(CellRef(e.view, last)) if last else self.parent_ref(e.view, "")
             out = self.em.node(NodeKind.ARRAY_LOAD, f"vals_{_ident(e.view)}", {"ref": ref},
                                tensor=v.tensor)["val"]
+        elif isinstance(e, VNamed) and e.tensor in self.bundles:
+            out = self.ref(CellRef(e.tensor, self.order[-1]))
         elif isinstance(e, VNamed):
             out = self.value(e.body)
         else:
@@ -193,7 +214,8 @@ class _TableLowering:
         return out
 
     # ------------------------------------------------------------------ output
-    def lower(self) -> None:
+    def bundle(self) -> tuple[dict[str, PortRef], PortRef]:
+        """Compute the output: its coordinate stream per index and the value stream."""
         t = self.t
         val = self.value(t.output.body)
         inner_crd: PortRef | None = None
@@ -216,16 +238,18 @@ class _TableLowering:
                                     "val": val},
                                    dim=t.output.shape[pos])
                 inner_crd, val = acc["crd"], acc["val"]
-        fmt = t.out_fmt
+        crds = {idx: (inner_crd if t.crd_source[idx] != idx else self.crd(idx))
+                for idx in t.output.indices}
+        return crds, val
+
+    def lower(self) -> None:
+        """Compute the output and write it (level writers in storage order, values writer)."""
+        crds, val = self.bundle()
+        out, fmt = self.t.output, self.t.out_fmt
         assert fmt is not None
-        out = t.output
-        crds: list[PortRef] = []
         for lvl, m in enumerate(fmt.mode_order):
-            idx = out.indices[m]
-            crds.append(inner_crd if t.crd_source[idx] != idx else self.crd(idx))
-        for lvl, c in enumerate(crds):
-            self.em.node(NodeKind.WRITE, f"write_{_ident(out.tensor)}{lvl}", {"crd": c},
-                         tensor=out.tensor, level=lvl)
+            self.em.node(NodeKind.WRITE, f"write_{_ident(out.tensor)}{lvl}",
+                         {"crd": crds[out.indices[m]]}, tensor=out.tensor, level=lvl)
         self.em.node(NodeKind.VALS_WRITE, f"write_{_ident(out.tensor)}_vals", {"val": val},
                      tensor=out.tensor)
 
@@ -284,6 +308,7 @@ class CompiledGroup:
     graph: Graph
     output_formats: dict[str, TensorFormat]
     seconds: float = 0.0
+    value_routing: list[str] = field(default_factory=list)  # edges needing typed ref ports
 
     def explain(self) -> str:
         g = self.group
@@ -299,6 +324,9 @@ class CompiledGroup:
             lines.append(f"permuted copy: {p.name} = {p.source} stored as {p.fmt} ({p.reason})")
         for n in g.notes:
             lines.append(f"note: {n}")
+        if self.value_routing:
+            lines.append(f"value routing (factored iteration; needs value-typed reference "
+                         f"ports): {len(self.value_routing)} edges")
         for t in self.tables:
             lines.append(f"fusion table for {t.output.tensor} (stored as {t.out_fmt}):")
             lines.append(_indent(t.render()))
@@ -327,11 +355,40 @@ class CompiledProgram:
         return "\n\n".join(g.explain() for g in self.groups)
 
 
-def lower_group(group: Group) -> tuple[list[FusionTable], Graph]:
+_ROUTING = re.compile(r"edge (\S+)\.(\S+) -> (\S+)\.(\S+): a (val|ref) stream drives a (ref|val) port")
+_ROUTERS = (NodeKind.REPEAT, NodeKind.INTERSECT, NodeKind.UNION, NodeKind.BROADCAST)
+
+
+def verify_routing(graph: Graph) -> list[str]:
+    """``graph.verify()``, except that value streams on the reference ports of repeats and
+    joiners (factored iteration) are returned instead of raised; anything else raises."""
+    try:
+        graph.verify()
+        return []
+    except GraphError as exc:
+        problems = str(exc).split("\n  - ")[1:]
+        routed = []
+        for p in problems:
+            m = _ROUTING.fullmatch(p)
+            if not m or not (graph.nodes[m[1]].kind in _ROUTERS or graph.nodes[m[3]].kind in _ROUTERS):
+                raise
+            routed.append(p)
+        return routed
+
+
+def lower_group(group: Group, factored: bool = False) -> tuple[list[FusionTable], Graph, list[str]]:
+    """Tables and graph of one group; the third item lists value-routing edges (factored
+    iteration only), which the current SAMML port types reject."""
     graph = Graph(group.name)
-    tables = [build_table(group, o) for o in group.outputs]
+    tables = [build_table(group, o, factored) for o in group.outputs]
     declared: set[str] = set()
-    for t in tables:
+
+    def all_tables(ts):
+        for t in ts:
+            yield from all_tables(t.children.values())
+            yield t
+
+    for t in all_tables(tables):
         for v in t.views.values():
             if v.tensor not in declared:
                 graph.tensor(v.tensor, v.shape, v.fmt, Role.INPUT)
@@ -347,38 +404,55 @@ def lower_group(group: Group) -> tuple[list[FusionTable], Graph]:
     for em in emitters:
         em.finish()
     _size_fifos(graph)
-    graph.verify()
-    return tables, graph
+    routed = verify_routing(graph) if factored else []
+    if not factored:
+        graph.verify()
+    return tables, graph, routed
 
 
 def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
                     orders: Mapping[str, str | Sequence[str]] | None = None,
-                    fused_orders: Mapping[int, Sequence[str]] | None = None) -> CompiledProgram:
+                    fused_orders: Mapping[int, Sequence[str]] | None = None,
+                    factored: bool = False) -> CompiledProgram:
     """Fuse and lower ``program``: one verified SAMML graph per group, in program order.
 
     ``orders`` maps a computed tensor to a dataflow order of its statement (its own letters);
-    ``fused_orders`` maps a group number to a full fused order (checked against the POG)."""
+    ``fused_orders`` maps a group number to a full fused order (checked against the POG).
+    ``factored`` lowers reduced intermediates with factored iteration; those graphs route
+    values through repeat/joiner reference ports, which ``Graph.verify`` rejects until the IR
+    types those ports per stream (see docs/compiler.md); everything else is verified."""
     t0 = time.perf_counter()
     fusion = Fusion(fusion) if isinstance(fusion, str) else fusion
+    if factored:
+        try:  # reduced terms under additions become factored children: no region splits
+            return _compile(program, fusion, orders, fused_orders, True, False, t0)
+        except NeedsSplit:
+            pass
+    return _compile(program, fusion, orders, fused_orders, factored, True, t0)
+
+
+def _compile(program: Program, fusion: Fusion, orders, fused_orders, factored: bool,
+             split_adds: bool, t0: float) -> CompiledProgram:
     formats: dict[str, TensorFormat] = {n: d.fmt for n, d in program.decls.items()
                                         if d.fmt is not None and n not in
                                         {s.out for s in program.statements}}
     groups: list[CompiledGroup] = []
     permuted: list[PermutedCopy] = []
     consts: dict[str, int] = {}
-    for k, plan in enumerate(plan_groups(program, fusion, orders)):
+    for k, plan in enumerate(plan_groups(program, fusion, orders, split_adds)):
         tg = time.perf_counter()
         group = fuse_group(program, plan, formats)
         if fused_orders and k in fused_orders:
             set_order(group, fused_orders[k])
         _name_consts(group, consts)
-        tables, graph = lower_group(group)
+        tables, graph, routed = lower_group(group, factored)
         out_formats = {t.output.tensor: t.out_fmt for t in tables}
         formats.update(out_formats)
         for v in group.views.values():
             formats.setdefault(v.tensor, v.fmt)
         permuted += group.permuted
-        groups.append(CompiledGroup(group, tables, graph, out_formats, time.perf_counter() - tg))
+        groups.append(CompiledGroup(group, tables, graph, out_formats, time.perf_counter() - tg,
+                                    routed))
     return CompiledProgram(program, fusion, groups, formats, permuted, consts,
                            time.perf_counter() - t0)
 

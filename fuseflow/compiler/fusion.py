@@ -318,8 +318,11 @@ class GroupPlan:
 
 
 def plan_groups(program: Program, fusion: Fusion = Fusion.FULL,
-                orders: Mapping[str, str | Sequence[str]] | None = None) -> list[GroupPlan]:
-    """Split each fusion region into groups (one graph each), in program order."""
+                orders: Mapping[str, str | Sequence[str]] | None = None,
+                split_adds: bool = True) -> list[GroupPlan]:
+    """Split each fusion region into groups (one graph each), in program order.  With
+    ``split_adds`` a region is split where a reduced intermediate is read under an addition
+    (needed by the single-iteration-space lowering, not by factored iteration)."""
     if not program.statements:
         raise ProgramError(f"program {program.name!r} has no statements")
     order_map = _parse_orders(program, orders or {})
@@ -331,7 +334,8 @@ def plan_groups(program: Program, fusion: Fusion = Fusion.FULL,
         parts: list[list[_Stmt]] = [[]]
         reduced_in_part: dict[str, bool] = {}
         for s in stmts:
-            if any(reduced_in_part.get(t, False) and under for t, under in _accesses_under_add(s.rhs)):
+            if split_adds and any(reduced_in_part.get(t, False) and under
+                                  for t, under in _accesses_under_add(s.rhs)):
                 parts.append([])
                 reduced_in_part = {}
             parts[-1].append(s)

@@ -42,6 +42,10 @@ class LoweringError(ProgramError):
     """A fused expression the SAMML primitive set cannot express; names tensor and index."""
 
 
+class NeedsSplit(LoweringError):
+    """A reduced intermediate under an addition that factored iteration cannot take over."""
+
+
 class CellKind(enum.Enum):
     SCAN = "LS"
     REPEAT = "Rep"
@@ -49,6 +53,7 @@ class CellKind(enum.Enum):
     REF = "ref"
     COMPUTE = "compute"
     REDUCE = "Red"
+    CHILD = "child"  # a coordinate (or, innermost, value) stream of a factored intermediate
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,7 @@ class FusionTable:
     crd_source: dict[str, str] = field(default_factory=dict)  # output index -> row or reducer
     full: dict[str, bool] = field(default_factory=dict)  # row -> crd stream enumerates the dim
     hold: list[str] = field(default_factory=list)  # keyed reduction: output row, reduced rows
+    children: dict[str, FusionTable] = field(default_factory=dict)  # factored intermediates
     out_fmt: TensorFormat | None = None
 
     @property
@@ -144,7 +150,7 @@ class FusionTable:
             return self.joins[row].members()[0]
         for c in self.columns:
             cell = self.cells.get((row, c))
-            if cell is not None and cell.kind is CellKind.SCAN:
+            if cell is not None and cell.kind in (CellKind.SCAN, CellKind.CHILD):
                 return c
         raise AssertionError(row)
 
@@ -157,7 +163,12 @@ class FusionTable:
         return f"({self.compute_text(e.lhs)} {op} {self.compute_text(e.rhs)})"
 
     def render(self) -> str:
-        """The table as text, like the paper's figures (merge cells on their own line)."""
+        """The table as text, like the paper's figures (merge cells on their own line); the
+        tables of factored intermediates come first."""
+        parts = [f"{c.render()}\n" for c in self.children.values()]
+        return "".join(parts) + self._render_own()
+
+    def _render_own(self) -> str:
         head = ["", *[self._col_title(c) for c in self.columns]]
         body: list[list[str]] = []
         for r in self.rows:
@@ -192,23 +203,37 @@ class FusionTable:
         if c in self.named:
             n = self.named[c]
             return f"{n.tensor}_{{{','.join(n.indices)}}}"
+        if c in self.children:
+            o = self.children[c].output
+            return f"{o.tensor}_{{{','.join(o.indices)}}}"
         return f"{c}_{{{','.join(self.output.indices)}}}"
 
 
-def _view_order(e: VExpr, out: list[str], named: list[VNamed]) -> None:
+def _view_order(e: VExpr, out: list[str], named: list[VNamed], fac: frozenset[str] = frozenset(),
+                kids: list[VNamed] | None = None) -> None:
     if isinstance(e, (VAccess, VConst)):
         if e.view not in out:
             out.append(e.view)
     elif isinstance(e, VBin):
-        _view_order(e.lhs, out, named)
-        _view_order(e.rhs, out, named)
+        _view_order(e.lhs, out, named, fac, kids)
+        _view_order(e.rhs, out, named, fac, kids)
+    elif e.tensor in fac:
+        assert kids is not None
+        if e not in kids:
+            kids.append(e)
     else:
-        _view_order(e.body, out, named)
+        _view_order(e.body, out, named, fac, kids)
         named.append(e)
 
 
-def _join_tree(e: VExpr, row: str, views: dict[str, View], seen: set[str]) -> str | Join | None:
+def _join_tree(e: VExpr, row: str, views: dict[str, View], seen: set[str],
+               fac: frozenset[str] = frozenset()) -> str | Join | None:
     """The merge structure at ``row``: products intersect, sums unite; repeated views once."""
+    if isinstance(e, VNamed) and e.tensor in fac:
+        if row in e.indices and e.tensor not in seen:
+            seen.add(e.tensor)
+            return e.tensor
+        return None
     if isinstance(e, VAccess):
         if row in views[e.view].indices and e.view not in seen:
             seen.add(e.view)
@@ -217,8 +242,9 @@ def _join_tree(e: VExpr, row: str, views: dict[str, View], seen: set[str]) -> st
     if isinstance(e, VConst):
         return None
     if isinstance(e, VNamed):
-        return _join_tree(e.body, row, views, seen)
-    kids = [k for k in (_join_tree(e.lhs, row, views, seen), _join_tree(e.rhs, row, views, seen)) if k]
+        return _join_tree(e.body, row, views, seen, fac)
+    kids = [k for k in (_join_tree(e.lhs, row, views, seen, fac),
+                        _join_tree(e.rhs, row, views, seen, fac)) if k]
     if not kids:
         return None
     if len(kids) == 1:
@@ -230,29 +256,30 @@ def _join_tree(e: VExpr, row: str, views: dict[str, View], seen: set[str]) -> st
     return Join(kind, tuple(flat))
 
 
-def _lacking_in_sum(e: VExpr, row: str, views: dict[str, View]) -> list[str]:
+def _lacking_in_sum(e: VExpr, row: str, views: dict[str, View],
+                    fac: frozenset[str] = frozenset()) -> list[str]:
     """Views that lack ``row`` but are added to operands that have it (need a full iteration)."""
     if isinstance(e, VNamed):
-        return _lacking_in_sum(e.body, row, views)
+        return [] if e.tensor in fac else _lacking_in_sum(e.body, row, views, fac)
     if not isinstance(e, VBin):
         return []
-    out = _lacking_in_sum(e.lhs, row, views) + _lacking_in_sum(e.rhs, row, views)
+    out = _lacking_in_sum(e.lhs, row, views, fac) + _lacking_in_sum(e.rhs, row, views, fac)
     if e.op is not Op.MUL:
-        has = [_has(e.lhs, row, views), _has(e.rhs, row, views)]
+        has = [_has(e.lhs, row, views, fac), _has(e.rhs, row, views, fac)]
         if has[0] != has[1]:
             side = e.rhs if has[0] else e.lhs
             out.append(_describe(side, views))
     return out
 
 
-def _has(e: VExpr, row: str, views: dict[str, View]) -> bool:
+def _has(e: VExpr, row: str, views: dict[str, View], fac: frozenset[str] = frozenset()) -> bool:
     if isinstance(e, VAccess):
         return row in views[e.view].indices
     if isinstance(e, VConst):
         return False
     if isinstance(e, VNamed):
-        return _has(e.body, row, views)
-    return _has(e.lhs, row, views) or _has(e.rhs, row, views)
+        return row in e.indices if e.tensor in fac else _has(e.body, row, views, fac)
+    return _has(e.lhs, row, views, fac) or _has(e.rhs, row, views, fac)
 
 
 def _describe(e: VExpr, views: dict[str, View]) -> str:
@@ -263,18 +290,52 @@ def _describe(e: VExpr, views: dict[str, View]) -> str:
     return f"({_describe(e.lhs, views)} {e.op.value} {_describe(e.rhs, views)})"
 
 
-def build_table(group: Group, out: FusedOutput) -> FusionTable:
-    order = [i for i in group.order if i in out.indices or i in out.reduced]
+def build_table(group: Group, out: FusedOutput, factored: bool = False) -> FusionTable:
+    """The fusion table of one group output.  ``factored``: reduced intermediates whose
+    coordinates lead the consumer's order get their own table (factored iteration, see
+    :func:`_choose_factored`); the others are inlined into one iteration space."""
+    fac = _choose_factored(out.body, group) if factored else frozenset()
+    bad = _reduced_under_add(out.body, group.views, fac)
+    if bad:
+        raise NeedsSplit(f"output {out.tensor}: the reduction inside {bad} is added to other terms "
+                         "but cannot be lowered as a factored intermediate")
+    order = [i for i in group.order if i in _own(out.body, group.views, fac)]
     cols: list[str] = []
     named: list[VNamed] = []
-    _view_order(out.body, cols, named)
+    kids: list[VNamed] = []
+    _view_order(out.body, cols, named, fac, kids)
     views = {c: group.views[c] for c in cols}
-    t = FusionTable(out, [*order, VAL], [*cols, *[n.tensor for n in named], out.tensor], views)
+    t = FusionTable(out, [*order, VAL], [*cols, *[k.tensor for k in kids],
+                                         *[n.tensor for n in named], out.tensor], views)
     t.named = {n.tensor: n for n in named}
+    sizes = {i: n for v in group.views.values() for i, n in zip(v.indices, v.shape)}
+    for k in kids:
+        local = tuple(i for i in group.order if i in _own(k.body, group.views, frozenset())
+                      and i not in k.indices)
+        child = FusedOutput(k.tensor, k.indices, local, k.body, None,
+                            tuple(sizes[i] for i in k.indices))
+        t.children[k.tensor] = build_table(group, child, factored)
+    reduced = [i for i in order if i not in out.indices]
     for i in out.indices:
-        if not any(i in v.indices for v in views.values()):
+        if not any(i in v.indices for v in views.values()) and not any(
+                i in k.indices for k in kids):
             raise LoweringError(f"output {out.tensor}: index {i} is not an index of any operand, so "
                                 "nothing iterates it")
+    # factored intermediates: coordinates at their rows, value (repeated) after the innermost
+    for k in kids:
+        ct = t.children[k.tensor]
+        k_rows = [r for r in order if r in k.indices]
+        last = k_rows[-1]
+        for row in order:
+            if row in k.indices:
+                src = ct.crd_source[row]
+                what = f"{src}[crd]" if src != row else f"<{k.tensor}_{row}>"
+                t.cells[(row, k.tensor)] = Cell(CellKind.CHILD, text=what)
+            elif order.index(row) > order.index(last):
+                t.cells[(row, k.tensor)] = Cell(CellKind.REPEAT, (CellRef(k.tensor, _prev(order, row)),
+                                                                  CellRef("?", row)))
+        val_src = ct.reducers[-1].name + "[val]" if ct.reducers else f"<{k.tensor}_val>"
+        t.cells[(VAL, k.tensor)] = Cell(CellKind.CHILD, text=val_src)
     # (1) + (2): scanners, repeats and value loads of the input views, top down
     nref: set[str] = set()
     for c in cols:
@@ -294,11 +355,11 @@ def build_table(group: Group, out: FusedOutput) -> FusionTable:
         t.cells[(VAL, c)] = Cell(CellKind.LOAD, (parent,))
     # (4) stream merging, and which rows enumerate their whole dimension
     for row in order:
-        tree = _join_tree(out.body, row, views, set())
+        tree = _join_tree(out.body, row, views, set(), fac)
         if isinstance(tree, Join):
             t.joins[row] = tree
-        t.full[row] = _full(tree, row, views, nref)
-        lacking = _lacking_in_sum(out.body, row, views)
+        t.full[row] = _full(tree, row, views, nref, t.children)
+        lacking = _lacking_in_sum(out.body, row, views, fac)
         if lacking and not t.full[row]:
             raise LoweringError(
                 f"output {out.tensor}: {lacking[0]} lacks index {row} but is added to operands "
@@ -307,7 +368,7 @@ def build_table(group: Group, out: FusedOutput) -> FusionTable:
                 f"level for {row})")
         if isinstance(tree, Join) and tree.kind is JoinKind.UNION or (
                 isinstance(tree, Join) and any(isinstance(k, Join) for k in tree.children)):
-            nref.update(m for m in tree.members() if not _leaf_full(m, row, views, nref))
+            nref.update(m for m in tree.members() if not _leaf_full(m, row, views, nref, t.children))
     # resolve the repeat cells' "row crd" references to the row's source column
     for (row, c), cell in list(t.cells.items()):
         if cell.kind is CellKind.REPEAT:
@@ -325,7 +386,7 @@ def build_table(group: Group, out: FusedOutput) -> FusionTable:
     # and folded by Red1 accumulators, which read the outer stream and so tell the two apart.
     inner: str | None = None
     closed = False
-    trailing = [r for r in order if r in out.reduced and not any(
+    trailing = [r for r in order if r in reduced and not any(
         i in out.indices for i in order[order.index(r) + 1:])]
     last_out = next((i for i in reversed(order) if i in out.indices), None)
     safe = all(t.full[r] for r in order[:order.index(trailing[-1])]) if trailing else True
@@ -382,18 +443,114 @@ def build_table(group: Group, out: FusedOutput) -> FusionTable:
     return t
 
 
-def _leaf_full(view: str, row: str, views: dict[str, View], nref: set[str]) -> bool:
+def _prev(order: Sequence[str], row: str) -> str:
+    return order[order.index(row) - 1]
+
+
+def _own(e: VExpr, views: dict[str, View], fac: frozenset[str]) -> set[str]:
+    """Index variables a node iterates: its views' and its factored children's outputs."""
+    if isinstance(e, VAccess):
+        return set(views[e.view].indices)
+    if isinstance(e, VConst):
+        return set()
+    if isinstance(e, VNamed):
+        return set(e.indices) if e.tensor in fac else _own(e.body, views, fac)
+    return _own(e.lhs, views, fac) | _own(e.rhs, views, fac)
+
+
+def _candidates(e: VExpr, fac: frozenset[str]) -> list[VNamed]:
+    """Intermediates directly under this node (through compute and inlined intermediates)."""
+    if isinstance(e, VBin):
+        return _candidates(e.lhs, fac) + _candidates(e.rhs, fac)
+    if isinstance(e, VNamed):
+        return [e] if e.tensor in fac else [e, *_candidates(e.body, fac)]
+    return []
+
+
+def _choose_factored(body: VExpr, group: Group) -> frozenset[str]:
+    """Intermediates of this node that get their own pipeline (factored iteration).
+
+    An intermediate with a reduction is factored when its output indices are the first levels
+    of the consumer's order and, except at its innermost index, no other operand of the
+    consumer has them: its coordinate streams then drive those levels directly and only its
+    innermost level (coordinates plus values) is merged with other operands.  Otherwise it is
+    inlined into the consumer's iteration space."""
+    views = group.views
+    fac: set[str] = set()
+    for cand in _candidates(body, frozenset()):
+        local = _own(cand.body, views, frozenset()) - set(cand.indices)
+        if not local:
+            continue
+        trial = frozenset(fac | {cand.tensor})
+        if _factoring_ok(body, group, trial):
+            fac = set(trial)
+    return frozenset(fac)
+
+
+def _factoring_ok(body: VExpr, group: Group, fac: frozenset[str]) -> bool:
+    order = [i for i in group.order if i in _own(body, group.views, fac)]
+    kids = [k for k in _candidates(body, fac) if k.tensor in fac]
+    for k in kids:
+        if any(k.tensor in _inner_names(o.body) for o in kids if o is not k):
+            return False
+        lead = order[: len(k.indices)]
+        if sorted(lead) != sorted(k.indices):
+            return False
+        for row in lead[:-1]:
+            if _count_having(body, row, group.views, fac) > 1:
+                return False
+    return True
+
+
+def _reduced_under_add(e: VExpr, views: dict[str, View], fac: frozenset[str],
+                       under: bool = False) -> str | None:
+    """An inlined intermediate with a reduction that sits under an addition, if any."""
+    if isinstance(e, VBin):
+        add = under or e.op is not Op.MUL
+        return (_reduced_under_add(e.lhs, views, fac, add)
+                or _reduced_under_add(e.rhs, views, fac, add))
+    if isinstance(e, VNamed) and e.tensor not in fac:
+        if under and _own(e.body, views, fac) - set(e.indices):
+            return e.tensor
+        return _reduced_under_add(e.body, views, fac, under)
+    return None
+
+
+def _inner_names(e: VExpr) -> set[str]:
+    if isinstance(e, VBin):
+        return _inner_names(e.lhs) | _inner_names(e.rhs)
+    if isinstance(e, VNamed):
+        return {e.tensor} | _inner_names(e.body)
+    return set()
+
+
+def _count_having(e: VExpr, row: str, views: dict[str, View], fac: frozenset[str]) -> int:
+    if isinstance(e, VAccess):
+        return int(row in views[e.view].indices)
+    if isinstance(e, VConst):
+        return 0
+    if isinstance(e, VNamed):
+        return int(row in e.indices) if e.tensor in fac else _count_having(e.body, row, views, fac)
+    return _count_having(e.lhs, row, views, fac) + _count_having(e.rhs, row, views, fac)
+
+
+def _leaf_full(view: str, row: str, views: dict[str, View], nref: set[str],
+               children: dict[str, FusionTable] | None = None) -> bool:
+    if children and view in children:
+        ct = children[view]
+        return ct.crd_source[row] == row and ct.full[row]
     v = views[view]
     level = v.level_indices().index(row)
     return v.fmt.levels[level] is Format.DENSE and view not in nref
 
 
-def _full(tree: str | Join | None, row: str, views: dict[str, View], nref: set[str]) -> bool:
+def _full(tree: str | Join | None, row: str, views: dict[str, View], nref: set[str],
+          children: dict[str, FusionTable] | None = None) -> bool:
     if tree is None:
         return False
     if isinstance(tree, str):
-        return _leaf_full(tree, row, views, nref)
-    kids = [_full(k, row, views, nref) for k in tree.children]
+        return _leaf_full(tree, row, views, nref, children)
+    kids = [_full(k, row, views, nref, children) for k in tree.children]
     return all(kids) if tree.kind is JoinKind.INTERSECT else any(kids)
 
 

@@ -1,0 +1,125 @@
+"""Command-line pieces shared by ``fuseflow-hw synth`` / ``run`` / ``flash``: choosing a graph
+(GRAPH.json or a built-in kernel), the hardware configuration, the board and input data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fuseflow.cli import UserError
+from fuseflow.kernels import KERNELS
+from fuseflow.samml import Graph
+from fuseflow.tensor import Format, TensorData
+from hw.elaborate import HwConfig
+
+from .boards import BOARDS, Board, get_board
+
+__all__ = ["add_graph_args", "add_board_arg", "graph_from_args", "config_from_args", "board_from_args",
+           "config_to_json", "config_from_json", "random_inputs", "load_inputs"]
+
+
+def add_graph_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("graph", nargs="?", help="SAMML graph JSON (from fuseflow-hw compile / build)")
+    p.add_argument("--kernel", choices=sorted(KERNELS), help="a built-in kernel instead of GRAPH.json")
+    p.add_argument("--size", type=int, default=64, help="kernel size N (N×N operands; default 64)")
+    p.add_argument("--max-nnz", action="append", default=[], metavar="TENSOR=N",
+                   help="memory capacity (stored values) of a sparse input or output, e.g. B=512; "
+                        "repeatable; default: the dense size, which rarely fits an FPGA")
+
+
+def add_board_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--board", required=True, metavar="BOARD",
+                   help=f"target board: {', '.join(BOARDS)}")
+
+
+def board_from_args(args: argparse.Namespace) -> Board:
+    try:
+        return get_board(args.board)
+    except KeyError as exc:
+        raise UserError(exc.args[0]) from None
+
+
+def graph_from_args(args: argparse.Namespace) -> Graph:
+    if (args.graph is None) == (args.kernel is None):
+        raise UserError("give either GRAPH.json or --kernel NAME (not both)")
+    if args.kernel is not None:
+        if args.size < 1:
+            raise UserError(f"--size {args.size}: the kernel size must be at least 1")
+        return KERNELS[args.kernel](args.size)
+    path = Path(args.graph)
+    if not path.is_file():
+        raise UserError(f"graph file {args.graph!r} does not exist")
+    try:
+        return Graph.load(path)
+    except (ValueError, KeyError) as exc:
+        raise UserError(f"{args.graph}: {exc}") from None
+
+
+def config_from_args(args: argparse.Namespace, graph: Graph) -> HwConfig:
+    caps: dict[str, int] = {}
+    for item in args.max_nnz:
+        tensor, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise UserError(f"--max-nnz {item!r}: expected TENSOR=N, e.g. B=512")
+        if tensor not in graph.tensors:
+            raise UserError(f"--max-nnz {item!r}: graph {graph.name!r} has no tensor {tensor!r}; "
+                            f"tensors: {', '.join(graph.tensors)}")
+        if int(value) < 1:
+            raise UserError(f"--max-nnz {item!r}: the capacity must be at least 1")
+        caps[tensor] = int(value)
+    return HwConfig(max_nnz=tuple(sorted(caps.items())))
+
+
+def config_to_json(cfg: HwConfig) -> dict[str, Any]:
+    return asdict(cfg)
+
+
+def config_from_json(d: dict[str, Any]) -> HwConfig:
+    return HwConfig(cw=d["cw"], vw=d["vw"], fifo_depth=d["fifo_depth"],
+                    max_nnz=tuple((str(t), int(n)) for t, n in d["max_nnz"]))
+
+
+def random_inputs(graph: Graph, cfg: HwConfig, density: float, seed: int) -> dict[str, TensorData]:
+    """Seeded random integer inputs: sparse tensors at ``density`` (capped by their max_nnz)."""
+    rng = np.random.default_rng(seed)
+    data: dict[str, TensorData] = {}
+    for t in graph.input_tensors():
+        spec = graph.tensors[t]
+        values = rng.integers(-8, 8, size=spec.shape)
+        values[values == 0] = 1
+        if Format.COMPRESSED in spec.fmt.levels:
+            mask = rng.random(spec.shape) < density
+            cap = cfg.nnz_for(t)
+            if cap is not None and mask.sum() > cap:
+                keep = rng.permutation(np.flatnonzero(mask))[:cap]
+                mask = np.zeros(mask.size, dtype=bool)
+                mask[keep] = True
+                mask = mask.reshape(spec.shape)
+            values = values * mask
+        data[t] = TensorData.from_dense(values, spec.fmt)
+    return data
+
+
+def load_inputs(path: str, graph: Graph) -> dict[str, TensorData]:
+    """Inputs from an ``.npz`` (or ``.json``: name -> nested list) of dense arrays per input tensor."""
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"data file {path!r} does not exist")
+    if file.suffix == ".json":
+        arrays = {k: np.asarray(v) for k, v in json.loads(file.read_text()).items()}
+    else:
+        arrays = dict(np.load(file))
+    data: dict[str, TensorData] = {}
+    for t in graph.input_tensors():
+        if t not in arrays:
+            raise UserError(f"{path}: no array for input tensor {t!r} (has {', '.join(arrays) or 'none'})")
+        spec = graph.tensors[t]
+        if tuple(arrays[t].shape) != spec.shape:
+            raise UserError(f"{path}: array {t!r} has shape {arrays[t].shape}, graph {graph.name!r} wants {spec.shape}")
+        data[t] = TensorData.from_dense(arrays[t].astype(np.int64), spec.fmt)
+    return data

@@ -1,0 +1,50 @@
+"""``fuseflow-hw build``: elaborate a SAMML graph to one Verilog top."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cmd_common import add_graph_args, load_graph_job, parse_max_nnz, table
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("build", help="elaborate a graph to Verilog (+ memory map, summary, DOT)")
+    add_graph_args(p)
+    p.add_argument("-o", "--out", required=True, help="output directory")
+    p.add_argument("--cw", type=int, default=16, help="crd/ref data width (default 16)")
+    p.add_argument("--vw", type=int, default=32, help="value data width (default 32)")
+    p.add_argument("--fifo-depth", type=int, help="default channel FIFO depth (default: the graph's, 2)")
+    p.add_argument("--max-nnz", action="append", metavar="TENSOR=N",
+                   help="capacity (stored values) of a tensor's memories; default: its dense size")
+    p.add_argument("--lint", action="store_true", help="also run verilator --lint-only on the result")
+
+
+def run(args) -> int:
+    from hw import HwConfig, build_graph
+
+    from .cli import UserError
+
+    job = load_graph_job(args)
+    if args.cw < 10 or args.vw < 10:
+        raise UserError("--cw and --vw must be at least 10 bits (control words use bits 9..0)")
+    cfg = HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth, max_nnz=parse_max_nnz(args.max_nnz))
+    out = Path(args.out)
+    summary = build_graph(job.graph, out, cfg)
+    (out / "graph.dot").write_text(job.graph.to_dot())
+    print(f"{job.source} -> {out / summary['verilog']} ({summary['verilog_lines']} lines)")
+    print(table(sorted(summary["primitives"].items()), ["primitive", "count"]))
+    mm = summary["memory_map"]
+    rows = [[r["name"], hex(r["base"]), r["depth"], r["width"], "host writes" if r["access"] == "w" else "host reads"]
+            for r in mm["regions"]]
+    print(table(rows, ["array", "base", "depth", "width", "access"]))
+    print(f"host port: {mm['addr_width']}-bit word address; CTRL=0 (write 1: start), CYCLES=1, "
+          f"output lengths at 2..{1 + len(mm['lengths'])}")
+    if args.lint:
+        from rtl_sim.toolchain import lint
+
+        res = lint(out / summary["verilog"], summary["top"])
+        print("verilator --lint-only:", "clean" if res.returncode == 0 else "FAILED")
+        if res.returncode:
+            print(res.stderr[-4000:])
+            return 1
+    return 0

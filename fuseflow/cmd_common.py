@@ -1,0 +1,85 @@
+"""Options and helpers shared by the graph-oriented subcommands."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .cli import UserError
+from .kernels import KERNELS, example, random_operands
+from .samml import Graph, GraphError
+from .tensor import TensorData
+
+__all__ = ["add_graph_args", "GraphJob", "load_graph_job", "table", "parse_max_nnz"]
+
+
+def add_graph_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("graph", nargs="?", help="SAMML graph JSON (or use --kernel)")
+    p.add_argument("--kernel", choices=sorted(KERNELS), help="a built-in kernel graph instead of a file")
+    p.add_argument("--size", type=int, default=64, help="matrix size of --kernel (default 64)")
+    p.add_argument("--data", help=".npz of dense operands named by tensor (default: seeded random data)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random operands")
+    p.add_argument("--density", type=float, default=0.1, help="density of random sparse operands")
+
+
+@dataclass
+class GraphJob:
+    graph: Graph
+    data: dict[str, TensorData]
+    expected: np.ndarray | None  # numpy result for built-in kernels
+    source: str
+
+
+def load_graph_job(args: argparse.Namespace) -> GraphJob:
+    if args.kernel and args.graph:
+        raise UserError("give either a graph file or --kernel, not both")
+    if args.kernel:
+        g, data, _, expected = example(args.kernel, args.size, args.seed, args.density)
+        return GraphJob(g, data, expected, f"kernel {args.kernel} ({args.size}x{args.size})")
+    if not args.graph:
+        raise UserError("no graph: give GRAPH.json or --kernel NAME")
+    try:
+        g = Graph.load(args.graph)
+        g.verify()
+    except GraphError as exc:
+        raise UserError(str(exc)) from None
+    if args.data:
+        path = Path(args.data)
+        if not path.exists():
+            raise UserError(f"data file {str(path)!r} does not exist")
+        with np.load(path) as npz:
+            ops = {k: npz[k] for k in npz.files}
+        missing = set(g.input_tensors()) - set(ops)
+        if missing:
+            raise UserError(f"data file {str(path)!r} has no array for tensor(s) {sorted(missing)}; "
+                            f"it has {sorted(ops)}")
+    else:
+        ops = random_operands(g, args.seed, args.density)
+    data = {}
+    for t in g.input_tensors():
+        spec = g.tensors[t]
+        if tuple(ops[t].shape) != spec.shape:
+            raise UserError(f"tensor {t!r}: data shape {tuple(ops[t].shape)} does not match the graph's {spec.shape}")
+        data[t] = TensorData.from_dense(ops[t], spec.fmt)
+    return GraphJob(g, data, None, f"graph {args.graph}")
+
+
+def parse_max_nnz(items: list[str] | None) -> tuple[tuple[str, int], ...]:
+    out = []
+    for item in items or []:
+        name, eq, num = item.partition("=")
+        if not eq or not num.isdigit():
+            raise UserError(f"--max-nnz {item!r}: expected TENSOR=N")
+        out.append((name, int(num)))
+    return tuple(out)
+
+
+def table(rows: list[list], header: list[str]) -> str:
+    cells = [[str(c) for c in r] for r in [header, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

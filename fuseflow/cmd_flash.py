@@ -1,0 +1,35 @@
+"""``fuseflow-hw flash``: program a board with a ``fuseflow-hw synth`` build (iceprog /
+openFPGALoader / dfu-util, overridable by ICEPROG / OPENFPGALOADER / DFU_UTIL)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from .cli import UserError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers) -> None:
+    from fpga.cli_args import add_board_arg
+
+    p = subparsers.add_parser("flash", help="program a board with a synthesised bitstream",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_board_arg(p)
+    p.add_argument("builddir", metavar="BUILDDIR", help="build directory of fuseflow-hw synth")
+    p.add_argument("--dry-run", action="store_true", help="print the programmer command, do not run it")
+
+
+def run(args: argparse.Namespace) -> int:
+    from fpga.cli_args import board_from_args
+    from fpga.flash import FlashError, flash, flash_command
+
+    board = board_from_args(args)
+    try:
+        if args.dry_run:
+            print(shlex.join(flash_command(board, args.builddir)))
+            return 0
+        return flash(board, args.builddir)
+    except FlashError as exc:
+        raise UserError(str(exc)) from None
