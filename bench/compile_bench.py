@@ -35,22 +35,78 @@ def compile_times(repeats: int = 5) -> None:
 
 
 def cycles(names: list[str], seeds: int = 3) -> None:
-    print(f"\n{'program':20s} {'seed':>4s} {'unfused':>9s} {'partial':>9s} {'full':>9s} {'full/unf':>9s}")
+    """Total sw_sim cycles; "factored" = full fusion with factored iteration (its graphs need
+    value-typed reference ports, see docs/compiler.md)."""
+    print(f"\n{'program':20s} {'seed':>4s} {'unfused':>9s} {'partial':>9s} {'full':>9s} "
+          f"{'factored':>9s} {'graphs u/p/f/fa':>16s}")
     for name in names:
         case = SUITE[name]
         for seed in range(seeds):
             program = case.build()
             data = random_inputs(program, case.density, seed)
             want = reference(program, data)
-            row = []
-            for fusion in (Fusion.UNFUSED, Fusion.PARTIAL, Fusion.FULL):
-                result = run_program(compile_program(program, fusion), data)
+            row, graphs = [], []
+            for fusion, factored in ((Fusion.UNFUSED, False), (Fusion.PARTIAL, False),
+                                     (Fusion.FULL, False), (Fusion.FULL, True)):
+                compiled = compile_program(program, fusion, factored=factored)
+                result = run_program(compiled, data)
                 for k, v in want.items():
                     assert (result.dense(k) == v).all(), (name, fusion, k)
                 row.append(result.total_cycles)
-            print(f"{name:20s} {seed:4d} {row[0]:9d} {row[1]:9d} {row[2]:9d} {row[2] / row[0]:9.2f}")
+                graphs.append(str(len(compiled.graphs)))
+            print(f"{name:20s} {seed:4d} {row[0]:9d} {row[1]:9d} {row[2]:9d} {row[3]:9d} "
+                  f"{'/'.join(graphs):>16s}")
+
+
+def larger(n: int = 48, seed: int = 0) -> None:
+    """Nested matmul and the GCN layer on n×n graphs (10% dense) with 16 features."""
+    import numpy as np
+
+    from fuseflow.compiler import Program, einsum
+
+    def nested() -> Program:
+        p = Program("nested_matmul")
+        A, B, C = (p.tensor(t, (n, n), "csr") for t in "ABC")
+        E = p.let("E", einsum("ik,kj->ij", A, B))
+        p.output(p.let("D", einsum("ij,jl->il", E, C)))
+        return p
+
+    def gcn() -> Program:
+        p = Program("gcn_layer")
+        A = p.tensor("A", (n, n), "csr")
+        X = p.tensor("X", (n, 16), "dense")
+        W = p.tensor("W", (16, 8), "dense")
+        b = p.tensor("b", (8,), "dense")
+        T1 = p.let("T1", einsum("ik,kj->ij", A, X))
+        T2 = p.let("T2", einsum("ij,jl->il", T1, W))
+        Y = p.let("Y", T2 + b)
+        p.region(T1, T2)
+        p.region(Y)
+        p.output(Y)
+        return p
+
+    rng = np.random.default_rng(seed)
+    print(f"\n{n}x{n} graphs, 10% dense: {'unfused':>9s} {'partial':>9s} {'full':>9s} {'factored':>9s}")
+    for build in (nested, gcn):
+        program = build()
+        data = {}
+        for name in program.inputs():
+            shape = program.decls[name].shape
+            a = rng.integers(-3, 4, shape)
+            if name in "ABC":
+                a[rng.random(shape) >= 0.1] = 0
+            data[name] = a
+        want = reference(program, data)
+        row = []
+        for fusion, factored in ((Fusion.UNFUSED, False), (Fusion.PARTIAL, False),
+                                 (Fusion.FULL, False), (Fusion.FULL, True)):
+            result = run_program(compile_program(program, fusion, factored=factored), data)
+            assert all((result.dense(k) == v).all() for k, v in want.items())
+            row.append(result.total_cycles)
+        print(f"{program.name:30s} " + " ".join(f"{c:9d}" for c in row))
 
 
 if __name__ == "__main__":
     compile_times()
     cycles(["nested_matmul", "nested_matmul_cm", "gcn_layer", "graphsage_nbor", "two_outputs"])
+    larger()

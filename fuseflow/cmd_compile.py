@@ -31,6 +31,9 @@ def add_parser(subparsers) -> None:
                         "letters (e.g. T=ikj); repeatable")
     p.add_argument("--fused-order", action="append", default=[], metavar="GRAPH=ORDER",
                    help="full fused order of graph number GRAPH (e.g. 0=i,u0,j); repeatable")
+    p.add_argument("--factored", action="store_true",
+                   help="factored iteration for reduced intermediates (graphs route values "
+                        "through repeat/joiner reference ports; see docs/compiler.md)")
     p.add_argument("-o", "--outdir", help="write <graph>.json and <graph>.dot here")
     p.add_argument("--explain", action="store_true",
                    help="print fused einsum, POG, chosen order and fusion table per graph")
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--fused-order {k}={v}: GRAPH must be a graph number (0, 1, ...)")
         fused[int(k)] = tuple(x for x in v.replace("->", ",").split(",") if x)
     try:
-        compiled = compile_program(program, args.fusion, orders, fused)
+        compiled = compile_program(program, args.fusion, orders, fused, factored=args.factored)
     except (ProgramError, GraphError) as exc:
         raise UserError(str(exc)) from None
     if args.explain:
@@ -96,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
         g = cg.graph
         summary.append(f"{g.name}: {len(g.nodes)} nodes, {len(g.edges)} edges, reads "
                        f"{', '.join(g.input_tensors())}, writes {', '.join(g.output_tensors())}")
+        if cg.value_routing:
+            summary.append(f"  {len(cg.value_routing)} edges route values through reference "
+                           "ports (Graph.verify rejects these until the IR types them):")
+            summary += [f"    {r}" for r in cg.value_routing]
     if args.outdir:
         out = Path(args.outdir)
         out.mkdir(parents=True, exist_ok=True)
@@ -109,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
             "permuted_copies": [{"name": p.name, "source": p.source, "format": p.fmt.to_json()}
                                 for p in compiled.permuted],
             "constants": compiled.consts,
+            "value_routing": {cg.graph.name: cg.value_routing for cg in compiled.groups
+                              if cg.value_routing},
         }
         (out / "program.json").write_text(json.dumps(manifest, indent=1) + "\n")
         summary.append(f"wrote {len(compiled.groups)} graph(s) to {out}/")

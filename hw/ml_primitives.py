@@ -144,7 +144,8 @@ def _rsqrt(m: Module, num: Numerics, x: Value) -> Value:
         with m.If(x[b]):
             m.d.comb += p.eq(b)
     a = Signal(w - 1)
-    m.d.comb += a.eq(x.as_unsigned() << (w - 2 - p))
+    lshift = Signal(range(w))
+    m.d.comb += [lshift.eq(w - 2 - p), a.eq(x.as_unsigned() << lshift)]
     e = Signal(signed(len(p) + 2))
     m.d.comb += e.eq(p - f)
     odd = e[0]

@@ -37,7 +37,8 @@ class DeadlockError(SimError):
 
 
 class Channel:
-    __slots__ = ("name", "depth", "q", "freed", "inc", "dirty", "producer", "consumer", "count")
+    __slots__ = ("name", "depth", "q", "freed", "inc", "dirty", "producer", "consumer", "count",
+                 "isfull", "_dirty_list")
 
     def __init__(self, name: str, depth: int) -> None:
         self.name = name
@@ -49,9 +50,11 @@ class Channel:
         self.producer: Primitive | None = None
         self.consumer: Primitive | None = None
         self.count = 0  # tokens transferred in total
+        self.isfull = False  # start-of-cycle fullness (the registered w_rdy), updated at commit
+        self._dirty_list: list[Channel] = []
 
     def full(self) -> bool:
-        return len(self.q) + self.freed >= self.depth
+        return self.isfull
 
     def head(self) -> Token | None:
         q = self.q
@@ -61,7 +64,7 @@ class Channel:
         self.freed += 1
         if not self.dirty:
             self.dirty = True
-            Engine.current.dirty.append(self)
+            self._dirty_list.append(self)
         return self.q.popleft()
 
     def push(self, tok: Token) -> None:
@@ -69,7 +72,7 @@ class Channel:
         self.count += 1
         if not self.dirty:
             self.dirty = True
-            Engine.current.dirty.append(self)
+            self._dirty_list.append(self)
 
     def occupancy(self) -> int:
         return len(self.q)
@@ -83,9 +86,6 @@ class NullChannel(Channel):
 
     def __init__(self, name: str) -> None:
         super().__init__(name, 1)
-
-    def full(self) -> bool:
-        return False
 
     def push(self, tok: Token) -> None:
         self.count += 1
@@ -111,7 +111,7 @@ class Primitive:
         self.done = False
         self.stats = NodeStats()
         self._sleep_since = -1
-        self._sleep_blocked = False
+        self._fires = 0
         for c in ins.values():
             c.consumer = self
         for c in outs.values():
@@ -122,7 +122,7 @@ class Primitive:
 
     def outs_ready(self) -> bool:
         for c in self.outs.values():
-            if c.full():
+            if c.isfull:
                 return False
         return True
 
@@ -134,7 +134,7 @@ class Primitive:
         return ProtocolError(f"node {self.name!r} ({type(self).__name__}): {msg} at cycle {Engine.current.cycle}")
 
     def waiting_on(self) -> str:
-        full = [n for n, c in self.outs.items() if c.full()]
+        full = [n for n, c in self.outs.items() if c.isfull]
         empty = [n for n, c in self.ins.items() if not c.q]
         parts = []
         if full:
@@ -162,29 +162,32 @@ class Engine:
 
     def run(self, max_cycles: int = 50_000_000) -> int:
         Engine.current = self
+        dirty: list[Channel] = []
+        for ch in self.channels:
+            ch._dirty_list = dirty
         awake: dict[Primitive, None] = dict.fromkeys(self.prims)
         sinks_left = len(self.sinks)
         sink_set = set(self.sinks)
         end_cycle = 0
+        cycle = 0
         while awake:
-            if self.cycle >= max_cycles:
+            if cycle >= max_cycles:
                 raise SimError(f"simulation exceeded {max_cycles} cycles")
+            self.cycle = cycle
             nxt: dict[Primitive, None] = {}
             for p in awake:
                 if p.step():
-                    p.stats.fire_cycles += 1
+                    p._fires += 1
                     if not p.done:
                         nxt[p] = None
                     elif p in sink_set:
                         sink_set.discard(p)
                         sinks_left -= 1
-                        end_cycle = self.cycle + 1
+                        end_cycle = cycle + 1
                 elif not p.done:
-                    p._sleep_since = self.cycle + 1
-                    p._sleep_blocked = not p.outs_ready()
+                    p._sleep_since = cycle + 1
             self.node_cycles_active += len(awake)
-            dirty = self.dirty
-            self.dirty = []
+            cycle += 1
             for ch in dirty:
                 ch.dirty = False
                 if ch.inc is not None:
@@ -192,19 +195,26 @@ class Engine:
                     ch.inc = None
                     w = ch.consumer
                     if w is not None and w not in nxt and not w.done:
-                        _wake(w, self.cycle + 1)
+                        if w._sleep_since >= 0:
+                            w.stats.starve_cycles += cycle - w._sleep_since
+                            w._sleep_since = -1
                         nxt[w] = None
                 if ch.freed:
                     ch.freed = 0
                     w = ch.producer
                     if w is not None and w not in nxt and not w.done:
-                        _wake(w, self.cycle + 1)
+                        if w._sleep_since >= 0:
+                            w.stats.stall_cycles += cycle - w._sleep_since
+                            w._sleep_since = -1
                         nxt[w] = None
-            self.cycle += 1
+                ch.isfull = len(ch.q) >= ch.depth
+            dirty.clear()
             if sinks_left == 0:
                 break
             awake = nxt
+        self.cycle = cycle
         for p in self.prims:
+            p.stats.fire_cycles = p._fires
             p.stats.tokens_in = sum(c.count for c in p.ins.values())
             p.stats.tokens_out = sum(c.count for c in p.outs.values())
         if sinks_left:
@@ -216,13 +226,3 @@ class Engine:
             )
         self.cycle = end_cycle
         return end_cycle
-
-
-def _wake(p: Primitive, cycle: int) -> None:
-    if p._sleep_since >= 0:
-        waited = cycle - p._sleep_since
-        if p._sleep_blocked:
-            p.stats.stall_cycles += waited
-        else:
-            p.stats.starve_cycles += waited
-        p._sleep_since = -1

@@ -33,7 +33,7 @@ class Root(Primitive):
         self.sent = 0
 
     def step(self) -> bool:
-        if self.out.full():
+        if self.out.isfull:
             return False
         if self.sent == 0:
             self.out.push(0)
@@ -86,7 +86,7 @@ class Scan(Primitive):
         progressed = False
         consumed = False
         pipe = self.pipe
-        if not (self.ocrd.full() or self.oref.full()):
+        if not (self.ocrd.isfull or self.oref.isfull):
             mode = self.mode
             if mode == _FIBER:
                 p = self.p
@@ -193,7 +193,7 @@ class RepSig(Primitive):
         self.out = outs["repsig"]
 
     def step(self) -> bool:
-        if not self.inp.q or self.out.full():
+        if not self.inp.q or self.out.isfull:
             return False
         tok = self.inp.pop()
         if not isinstance(tok, Control) or tok is EMPTY:
@@ -225,7 +225,7 @@ class Repeat(Primitive):
         self.cur = None
 
     def step(self) -> bool:
-        if not self.rs.q or self.out.full():
+        if not self.rs.q or self.out.isfull:
             return False
         sig = self.rs.q[0]
         ref = self.ref
@@ -399,7 +399,7 @@ class _OuterInner(Primitive):
 
     def step(self) -> bool:
         inner, outer = self.iinner, self.iouter
-        if not inner.q or self.oouter.full() or self.oinner.full():
+        if not inner.q or self.oouter.isfull or self.oinner.isfull:
             return False
         tok = inner.q[0]
         if not isinstance(tok, Control) or tok is EMPTY:
@@ -505,7 +505,7 @@ class ArrayLoad(Primitive):
     def step(self) -> bool:
         progressed = False
         pipe = self.pipe
-        if pipe is not None and not self.out.full():
+        if pipe is not None and not self.out.isfull:
             self.out.push(pipe)
             self.pipe = None
             progressed = True
@@ -538,7 +538,7 @@ class Alu(Primitive):
 
     def step(self) -> bool:
         a, b = self.a, self.b
-        if not a.q or not b.q or self.out.full():
+        if not a.q or not b.q or self.out.isfull:
             return False
         x, y = a.q[0], b.q[0]
         xc, yc = isinstance(x, Control) and x is not EMPTY, isinstance(y, Control) and y is not EMPTY
@@ -572,7 +572,7 @@ class Reduce(Primitive):
         self.flushed = False  # result of the fiber closed by the head Sk already emitted
 
     def step(self) -> bool:
-        if not self.inp.q or self.out.full():
+        if not self.inp.q or self.out.isfull:
             return False
         tok = self.inp.q[0]
         if not isinstance(tok, Control):
@@ -619,7 +619,7 @@ class SpAcc1(Primitive):
         self.flush_pos = 0
 
     def step(self) -> bool:
-        if self.ocrd.full() or self.oval.full():
+        if self.ocrd.isfull or self.oval.isfull:
             return False
         if self.flush is not None:
             if self.flush_pos < len(self.flush):
@@ -698,7 +698,7 @@ class Broadcast(Primitive):
         if not self.inp.q:
             return False
         for o in self.olist:
-            if o.full():
+            if o.isfull:
                 return False
         tok = self.inp.pop()
         for o in self.olist:
@@ -718,7 +718,7 @@ class Source(Primitive):
         self.pos = 0
 
     def step(self) -> bool:
-        if self.pos >= len(self.tokens) or self.out.full():
+        if self.pos >= len(self.tokens) or self.out.isfull:
             return False
         self.out.push(self.tokens[self.pos])
         self.pos += 1

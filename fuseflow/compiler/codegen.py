@@ -24,7 +24,17 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ..samml import PRIMITIVES, AluOp, Graph, GraphError, NodeKind, PortRef, ReduceOp, Role, StreamKind
+from ..samml import (
+    PRIMITIVES,
+    AluOp,
+    Graph,
+    GraphError,
+    NodeKind,
+    PortRef,
+    ReduceOp,
+    Role,
+    StreamKind,
+)
 from ..tensor import TensorFormat
 from .fusion import (
     Fusion,
@@ -40,8 +50,17 @@ from .fusion import (
     set_order,
 )
 from .program import Op, Program
-from .table import (ROOT, VAL, CellKind, CellRef, FusionTable, Join, JoinKind, NeedsSplit,
-                    build_table)
+from .table import (
+    ROOT,
+    VAL,
+    CellKind,
+    CellRef,
+    FusionTable,
+    Join,
+    JoinKind,
+    NeedsSplit,
+    build_table,
+)
 
 __all__ = ["CompiledGroup", "CompiledProgram", "compile_program", "lower_group"]
 

@@ -335,7 +335,8 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
                 t.cells[(row, k.tensor)] = Cell(CellKind.REPEAT, (CellRef(k.tensor, _prev(order, row)),
                                                                   CellRef("?", row)))
         val_src = ct.reducers[-1].name + "[val]" if ct.reducers else f"<{k.tensor}_val>"
-        t.cells[(VAL, k.tensor)] = Cell(CellKind.CHILD, text=val_src)
+        text = val_src if order[-1] == last else str(CellRef(k.tensor, order[-1]))
+        t.cells[(VAL, k.tensor)] = Cell(CellKind.CHILD, text=text)
     # (1) + (2): scanners, repeats and value loads of the input views, top down
     nref: set[str] = set()
     for c in cols:

@@ -66,3 +66,14 @@ def test_program_error_is_a_user_error(tmp_path: Path, capsys) -> None:
         "    return p\n")
     assert main(["compile", str(bad)]) == 2
     assert "index 'k' has size 4 in A but 5 in X" in capsys.readouterr().err
+
+
+def test_factored_flag_reports_value_routing(tmp_path: Path, capsys) -> None:
+    rc = main(["compile", str(EXAMPLES / "gcn_layer.py"), "--factored", "-o", str(tmp_path), "--run"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "edges route values through reference ports" in out
+    assert "outputs match numpy" in out
+    manifest = json.loads((tmp_path / "program.json").read_text())
+    assert manifest["graphs"] == ["gcn_layer_g0"]
+    assert manifest["value_routing"]["gcn_layer_g0"]
