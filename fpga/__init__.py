@@ -1,1 +1,35 @@
-"""fpga: synthesis with yosys/nextpnr (YoWASP) for open FPGAs, reports, board tops and flashing."""
+"""fpga: synthesis with yosys/nextpnr (YoWASP) for open FPGAs, reports, board tops and flashing.
+
+* :func:`synthesize` — any :class:`hw.elaborate.GraphTop` on a board (:data:`BOARDS`) ->
+  bitstream + :class:`SynthReport` (LUT / FF / BRAM / DSP, Fmax, critical path);
+* :class:`BoardTop` / :class:`BoardCore` — the accelerator behind a UART host bridge with LEDs;
+* :func:`run_on_board` over a :class:`ByteTransport` (:class:`SerialTransport` on hardware, the
+  cocotb UART model in :func:`simulate_board`) — the one host driver for both;
+* :func:`flash_command` / :func:`flash` — iceprog / openFPGALoader / dfu-util.
+"""
+
+from .board_top import DEFAULT_BAUD, BoardCore, BoardTop, design_ident, host_view
+from .boards import BOARDS, Board, get_board
+from .flash import FlashError, flash, flash_command
+from .host import BoardLink, BoardResult, ByteTransport, LinkError, SerialTransport, run_on_board
+from .synth import DoesNotFit, ResourceUse, SynthError, SynthReport, ToolMissing, synthesize
+from .uart import HostBridge, UARTRx, UARTTx
+
+__all__ = [
+    "synthesize", "SynthReport", "ResourceUse", "SynthError", "DoesNotFit", "ToolMissing",
+    "BOARDS", "Board", "get_board",
+    "BoardTop", "BoardCore", "design_ident", "host_view", "DEFAULT_BAUD",
+    "HostBridge", "UARTRx", "UARTTx",
+    "ByteTransport", "SerialTransport", "BoardLink", "BoardResult", "LinkError", "run_on_board",
+    "simulate_board",
+    "flash", "flash_command", "FlashError",
+]
+
+
+def __getattr__(name: str):
+    # the simulation runner pulls in cocotb's runner: import it only when asked for
+    if name == "simulate_board":
+        from .board_sim import simulate_board
+
+        return simulate_board
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from amaranth.build import ResourceError
 from amaranth.hdl import Cat, Elaboratable, Fragment, Module, Signal
-from amaranth.lib import wiring
+from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In, Out
 
 from fuseflow.samml import Graph
@@ -96,27 +96,30 @@ class BoardTop(Elaboratable):
         clk_hz = platform.default_clk_frequency
         divisor = int(round(clk_hz / self.baud))
         m.submodules.core = core = BoardCore(self.top, divisor)
-        uart = platform.request("uart", 0)
-        m.d.comb += [core.uart_rx.eq(uart.rx.i), uart.tx.o.eq(core.uart_tx)]
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.uart_rx = rx_buf = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx_buf = io.Buffer("o", uart.tx)
+        m.d.comb += [core.uart_rx.eq(rx_buf.i), tx_buf.o.eq(core.uart_tx)]
         for i, led in enumerate(_request_leds(platform, N_LEDS)):
-            m.d.comb += led.o.eq(core.leds[i])
+            m.submodules[f"led_{i}"] = buf = io.Buffer("o", led)
+            m.d.comb += buf.o.eq(core.leds[i])
         return m
 
 
 def _request_leds(platform, n: int) -> list:
-    """Output pins for up to ``n`` status LEDs (objects with an ``o`` attribute)."""
+    """I/O ports for up to ``n`` status LEDs."""
     leds = []
     for name in BoardTop.LED_NAMES:
         number = 0
         while len(leds) < n:
             try:
-                leds.append(platform.request(name, number))
+                leds.append(platform.request(name, number, dir="-"))
             except ResourceError:
                 break
             number += 1
     if len(leds) < n:
         try:
-            rgb = platform.request("rgb_led", 0)
+            rgb = platform.request("rgb_led", 0, dir="-")
         except ResourceError:
             return leds
         leds += [rgb.g, rgb.r, rgb.b][: n - len(leds)]

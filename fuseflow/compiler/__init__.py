@@ -6,16 +6,17 @@ Pipeline (each stage can be dumped by name, see :meth:`CompiledGroup.explain`)::
             --build_table--> FusionTable --lower_group--> verified samml.Graph
 """
 
-from .codegen import CompiledGroup, CompiledProgram, compile_program, lower_group
+from .codegen import CompiledGroup, CompiledProgram, compile_program, lower_group, verify_routing
 from .fusion import (
                      MAX_ORDERS,
                      Fusion,
                      FusionError,
                      Group,
+                     GroupPlan,
                      PermutedCopy,
                      View,
                      all_orders,
-                     fuse_program,
+                     fuse_group,
                      plan_groups,
                      set_order,
 )
@@ -31,6 +32,7 @@ __all__ = [
                      "FusionError",
                      "FusionTable",
                      "Group",
+                     "GroupPlan",
                      "LoweringError",
                      "PermutedCopy",
                      "Program",
@@ -43,11 +45,12 @@ __all__ = [
                      "build_table",
                      "compile_program",
                      "einsum",
-                     "fuse_program",
+                     "fuse_group",
                      "lower_group",
                      "parse_format",
                      "plan_groups",
                      "reference",
                      "run_program",
                      "set_order",
+                     "verify_routing",
 ]

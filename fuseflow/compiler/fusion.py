@@ -34,7 +34,6 @@ __all__ = [
     "VExpr",
     "VNamed",
     "View",
-    "fuse_program",
     "order_lowerable",
     "plan_regions",
 ]
@@ -180,7 +179,7 @@ def _sum_under_add(e: IExpr, under_add: bool = False) -> bool:
     return False
 
 
-def _hoist(stmt: Statement, program: Program, extra: list[tuple[str, tuple[str, ...], IExpr]]) -> IExpr:
+def _hoist(stmt: Statement, extra: list[tuple[str, tuple[str, ...], IExpr]]) -> IExpr:
     """Replace every reduction under an addition by an access to a new temporary tensor."""
     counter = itertools.count()
 
@@ -248,7 +247,7 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
     out: list[_Stmt] = []
     for s in stmts:
         extra: list[tuple[str, tuple[str, ...], IExpr]] = []
-        rhs = _hoist(s, program, extra) if _sum_under_add(s.rhs) else s.rhs
+        rhs = _hoist(s, extra) if _sum_under_add(s.rhs) else s.rhs
         sizes: dict[str, int] = {}
         _index_sizes(s.rhs, shapes, sizes)
         for name, free, e in extra:
@@ -263,20 +262,6 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
 
 
 # ----------------------------------------------------------------------------- normal form
-def _normal(e: IExpr) -> tuple[tuple[str, ...], IExpr]:
-    """(reduced indices, sum-free body); sums are pulled out of products."""
-    if isinstance(e, Sum):
-        red, body = _normal(e.body)
-        return tuple(e.indices) + red, body
-    if isinstance(e, BinOp):
-        rl, bl = _normal(e.lhs)
-        rr, br = _normal(e.rhs)
-        if e.op is not Op.MUL and (rl or rr):
-            raise AssertionError("reduction under addition survived hoisting")
-        return rl + rr, BinOp(e.op, bl, br)
-    return (), e
-
-
 def _accesses_under_add(e: IExpr, under: bool = False) -> list[tuple[str, bool]]:
     if isinstance(e, Access):
         return [(e.tensor, under)]
@@ -349,13 +334,6 @@ def plan_groups(program: Program, fusion: Fusion = Fusion.FULL,
                     "previous graph materialises it") if p > 0 else ""
             plans.append(GroupPlan(name, part, outs, note))
     return plans
-
-
-def fuse_program(program: Program, fusion: Fusion = Fusion.FULL,
-                 orders: Mapping[str, str | Sequence[str]] | None = None,
-                 formats: Mapping[str, TensorFormat] | None = None) -> list[Group]:
-    """Fuse every group (formats of intermediates default to all-compressed in written order)."""
-    return [fuse_group(program, plan, formats or {}) for plan in plan_groups(program, fusion, orders)]
 
 
 def _parse_orders(program: Program, orders: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[str, ...]]:

@@ -140,10 +140,6 @@ class FusionTable:
     children: dict[str, FusionTable] = field(default_factory=dict)  # factored intermediates
     out_fmt: TensorFormat | None = None
 
-    @property
-    def out_col(self) -> str:
-        return self.output.tensor
-
     def row_source(self, row: str) -> str:
         """The column whose coordinate stream at ``row`` is the row's coordinates."""
         if row in self.joins:

@@ -87,14 +87,16 @@ def build(spec) -> tuple[Program, dict[str, np.ndarray]]:
 
 
 
-@pytest.mark.parametrize("fusion", [Fusion.FULL, Fusion.UNFUSED], ids=lambda f: f.value)
+@pytest.mark.parametrize(("fusion", "factored"), [(Fusion.FULL, False), (Fusion.UNFUSED, False),
+                                                  (Fusion.FULL, True)],
+                         ids=["full", "unfused", "factored"])
 @settings(max_examples=60, derandomize=True, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(spec=programs())
-def test_random_programs_match_numpy(spec, fusion: Fusion) -> None:
+def test_random_programs_match_numpy(spec, fusion: Fusion, factored: bool) -> None:
     program, data = build(spec)
     try:
-        compiled = compile_program(program, fusion)
+        compiled = compile_program(program, fusion, factored=factored)
     except (FusionError, LoweringError):
         assume(False)  # legitimately rejected (order-2 accumulator, broadcast over compressed)
         return

@@ -1,0 +1,68 @@
+"""Fmax and utilisation of kernel board tops on the iCE40UP5K (iCEBreaker) and ECP5-85F (ULX3S).
+
+Each design is placed and routed against the project's Fmax goal (30 MHz iCE40, 100 MHz ECP5,
+DESIGN.md §9) so nextpnr works for it; the table says whether it met the goal and which path
+limits it.  Not a test: it prints what it measures.
+
+    python bench/synth_report.py                       # SpMV 64, max_nnz B=512, both boards
+    python bench/synth_report.py --kernel add --max-nnz A=512 --max-nnz B=512 --max-nnz C=1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fpga.synth import FMAX_GOAL_MHZ, SynthError, SynthReport, synthesize  # noqa: E402
+from fuseflow.kernels import KERNELS  # noqa: E402
+from hw.elaborate import GraphTop, HwConfig  # noqa: E402
+
+BOARDS = {"icebreaker": "ice40", "ulx3s-85f": "ecp5"}
+
+
+def _one(kernel: str, size: int, max_nnz: tuple[tuple[str, int], ...], board: str, outdir: str) -> dict:
+    top = GraphTop(KERNELS[kernel](size), HwConfig(max_nnz=max_nnz))
+    try:
+        report = synthesize(top, board, Path(outdir) / f"{kernel}{size}-{board}",
+                            clock_mhz=FMAX_GOAL_MHZ[BOARDS[board]])
+    except SynthError as exc:
+        return {"board": board, "error": str(exc)}
+    return report.to_json()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kernel", default="spmv", choices=sorted(KERNELS))
+    p.add_argument("--size", type=int, default=64)
+    p.add_argument("--max-nnz", action="append", default=[], metavar="TENSOR=N",
+                   help="capacity per sparse tensor (default for spmv: B=512)")
+    p.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS))
+    p.add_argument("--outdir", help="keep the build directories here")
+    p.add_argument("--json", help="also write the reports to this JSON file")
+    args = p.parse_args()
+    items = args.max_nnz or (["B=512"] if args.kernel == "spmv" else [])
+    max_nnz = tuple(sorted((t, int(n)) for t, n in (i.split("=") for i in items)))
+    with tempfile.TemporaryDirectory(prefix="fuseflow-synth-") as tmp:
+        outdir = args.outdir or tmp
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(_one, args.kernel, args.size, max_nnz, b, outdir) for b in args.boards]
+            results = [f.result() for f in futures]
+    print(f"{args.kernel}({args.size}) board top, max_nnz {dict(max_nnz) or 'dense'}")
+    for r in results:
+        if "error" in r:
+            print(f"{r['board']}: {r['error']}")
+        else:
+            print(SynthReport.from_json(r).table())
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""``fuseflow-hw synth / run / flash`` argument handling, the board table, the report parsers and
+the host protocol framing (no FPGA tools needed)."""
+
+import asyncio
+import json
+import shlex
+import struct
+
+import pytest
+
+from fuseflow.cli import main
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_flash_dry_run_prints_programmer_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ICEPROG", raising=False)
+    (tmp_path / "top.bin").write_bytes(b"\0")
+    (tmp_path / "synth_report.json").write_text(json.dumps({"board": "icebreaker", "bitstream": "top.bin"}))
+    code, out, _ = _run(["flash", "--board", "icebreaker", str(tmp_path), "--dry-run"], capsys)
+    assert code == 0
+    assert shlex.split(out) == ["iceprog", str(tmp_path / "top.bin")]
+
+
+def test_flash_dry_run_ulx3s_uses_openfpgaloader_env(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OPENFPGALOADER", "/opt/ofl/bin/openFPGALoader")
+    (tmp_path / "top.bit").write_bytes(b"\0")
+    (tmp_path / "synth_report.json").write_text(json.dumps({"board": "ulx3s-85f", "bitstream": "top.bit"}))
+    code, out, _ = _run(["flash", "--board", "ulx3s-85f", str(tmp_path), "--dry-run"], capsys)
+    assert code == 0
+    assert shlex.split(out) == ["/opt/ofl/bin/openFPGALoader", "-b", "ulx3s", "-m", str(tmp_path / "top.bit")]
+
+
+def test_flash_refuses_build_for_another_board(tmp_path, capsys):
+    (tmp_path / "top.bin").write_bytes(b"\0")
+    (tmp_path / "synth_report.json").write_text(json.dumps({"board": "icebreaker", "bitstream": "top.bin"}))
+    code, _, err = _run(["flash", "--board", "ulx3s-85f", str(tmp_path), "--dry-run"], capsys)
+    assert code == 2
+    assert "built for board 'icebreaker', not 'ulx3s-85f'" in err
+
+
+def test_flash_missing_build_dir(tmp_path, capsys):
+    code, _, err = _run(["flash", "--board", "icebreaker", str(tmp_path / "nope"), "--dry-run"], capsys)
+    assert code == 2 and "nope" in err and "does not exist" in err
+
+
+def test_synth_unknown_board_and_bad_arguments(tmp_path, capsys):
+    code, _, err = _run(["synth", "--kernel", "spmv", "--board", "de0nano", "-o", str(tmp_path)], capsys)
+    assert code == 2 and "unknown board 'de0nano'" in err and "icebreaker" in err
+    code, _, err = _run(["synth", "--board", "icebreaker", "-o", str(tmp_path)], capsys)
+    assert code == 2 and "GRAPH.json or --kernel" in err
+    code, _, err = _run(["synth", "--kernel", "spmv", "--max-nnz", "Q=3", "--board", "icebreaker",
+                         "-o", str(tmp_path)], capsys)
+    assert code == 2 and "no tensor 'Q'" in err
+    code, _, err = _run(["synth", "--kernel", "spmv", "--max-nnz", "B:3", "--board", "icebreaker",
+                         "-o", str(tmp_path)], capsys)
+    assert code == 2 and "'B:3'" in err
+    code, _, err = _run(["synth", str(tmp_path / "g.json"), "--board", "icebreaker", "-o", str(tmp_path)], capsys)
+    assert code == 2 and "g.json" in err and "does not exist" in err
+
+
+def test_run_serial_port_errors_name_the_port(capsys):
+    pytest.importorskip("serial")
+    code, _, err = _run(["run", "--board", "icebreaker", "--port", "/dev/fuseflow-no-such-tty", "--kernel", "spmv",
+                         "--size", "8", "--max-nnz", "B=16"], capsys)
+    assert code == 2 and "/dev/fuseflow-no-such-tty" in err
+
+
+class _LoopbackBoard:
+    """A byte transport that plays the bridge's side of the protocol over a word dict."""
+
+    def __init__(self) -> None:
+        self.mem: dict[int, int] = {}
+        self.reply = b""
+
+    async def write(self, data: bytes) -> None:
+        cmd = data[0]
+        if cmd == 0x49:
+            self.reply += struct.pack("<I", 0xC0FFEE)
+            return
+        addr, n = struct.unpack_from("<IH", data, 1)
+        if cmd == 0x57:
+            for i, w in enumerate(struct.unpack_from(f"<{n}I", data, 7)):
+                self.mem[addr + i] = w
+            self.reply += b"K"
+        else:
+            self.reply += struct.pack(f"<{n}I", *[self.mem.get(addr + i, 0) for i in range(n)])
+
+    async def read(self, n: int) -> bytes:
+        out, self.reply = self.reply[:n], self.reply[n:]
+        assert len(out) == n
+        return out
+
+
+def test_link_framing_and_bursts(monkeypatch):
+    from fpga import host
+
+    monkeypatch.setattr(host, "MAX_BURST", 5)  # force splitting into several commands
+    board = _LoopbackBoard()
+    link = host.BoardLink(board)
+    words = [(i * 2654435761) & 0xFFFFFFFF for i in range(13)] + [-1]
+    asyncio.run(link.write_words(100, words))
+    assert [board.mem[100 + i] for i in range(len(words))] == [w & 0xFFFFFFFF for w in words]
+    assert asyncio.run(link.read_words(100, len(words))) == [w & 0xFFFFFFFF for w in words]
+    assert asyncio.run(link.ident()) == 0xC0FFEE
+
+
+def test_yosys_stat_parser_both_formats():
+    from fpga.synth import _yosys_cells
+
+    new = "Printing statistics.\n=== top ===\n     291   SB_CARRY\n      96   SB_DFF\n    3155   SB_LUT4\n"
+    old = "Printing statistics.\n=== top ===\n     SB_CARRY                      291\n     SB_LUT4  3155\n"
+    assert _yosys_cells(new) == {"SB_CARRY": 291, "SB_DFF": 96, "SB_LUT4": 3155}
+    assert _yosys_cells(old) == {"SB_CARRY": 291, "SB_LUT4": 3155}
+
+
+def test_every_board_has_a_uart_and_a_platform():
+    from fpga.boards import BOARDS
+
+    for name, board in BOARDS.items():
+        platform = board.make_platform()
+        assert platform.request("uart", 0, dir="-") is not None, name
+        assert board.family in ("ice40", "ecp5")
