@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compiler"))
 
-from programs import SUITE, random_inputs
+from compiler_programs import SUITE, random_inputs
 
 from fuseflow.compiler import Fusion, compile_program, reference, run_program
 

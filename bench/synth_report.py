@@ -19,18 +19,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fpga.synth import FMAX_GOAL_MHZ, SynthError, SynthReport, synthesize  # noqa: E402
-from fuseflow.kernels import KERNELS  # noqa: E402
-from hw.elaborate import GraphTop, HwConfig  # noqa: E402
+from fpga.synth import FMAX_GOAL_MHZ, SynthError, SynthReport, synthesize
+from fuseflow.kernels import KERNELS
+from hw.elaborate import GraphTop, HwConfig
 
 BOARDS = {"icebreaker": "ice40", "ulx3s-85f": "ecp5"}
 
 
-def _one(kernel: str, size: int, max_nnz: tuple[tuple[str, int], ...], board: str, outdir: str) -> dict:
+def _one(
+    kernel: str, size: int, max_nnz: tuple[tuple[str, int], ...], board: str, outdir: str
+) -> dict:
     top = GraphTop(KERNELS[kernel](size), HwConfig(max_nnz=max_nnz))
     try:
-        report = synthesize(top, board, Path(outdir) / f"{kernel}{size}-{board}",
-                            clock_mhz=FMAX_GOAL_MHZ[BOARDS[board]])
+        report = synthesize(
+            top,
+            board,
+            Path(outdir) / f"{kernel}{size}-{board}",
+            clock_mhz=FMAX_GOAL_MHZ[BOARDS[board]],
+        )
     except SynthError as exc:
         return {"board": board, "error": str(exc)}
     return report.to_json()
@@ -40,8 +46,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernel", default="spmv", choices=sorted(KERNELS))
     p.add_argument("--size", type=int, default=64)
-    p.add_argument("--max-nnz", action="append", default=[], metavar="TENSOR=N",
-                   help="capacity per sparse tensor (default for spmv: B=512)")
+    p.add_argument(
+        "--max-nnz",
+        action="append",
+        default=[],
+        metavar="TENSOR=N",
+        help="capacity per sparse tensor (default for spmv: B=512)",
+    )
     p.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS))
     p.add_argument("--outdir", help="keep the build directories here")
     p.add_argument("--json", help="also write the reports to this JSON file")
@@ -51,7 +62,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fuseflow-synth-") as tmp:
         outdir = args.outdir or tmp
         with ProcessPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(_one, args.kernel, args.size, max_nnz, b, outdir) for b in args.boards]
+            futures = [
+                pool.submit(_one, args.kernel, args.size, max_nnz, b, outdir) for b in args.boards
+            ]
             results = [f.result() for f in futures]
     print(f"{args.kernel}({args.size}) board top, max_nnz {dict(max_nnz) or 'dense'}")
     for r in results:

@@ -20,24 +20,36 @@ from rtl_sim.toolchain import run_cocotb, verilator_build
 from .board_top import BoardCore
 from .host import BoardResult, tensor_from_arrays
 
-__all__ = ["simulate_board", "SIM_DIVISOR"]
+__all__ = ["SIM_DIVISOR", "simulate_board"]
 
 SIM_DIVISOR = 8  # clock cycles per UART bit in simulation (the bridge needs >= 4)
 _TOP = "fuseflow_board"
 
 
-def simulate_board(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *, cfg: HwConfig = HwConfig(),
-                   divisor: int = SIM_DIVISOR) -> list[BoardResult]:
+def simulate_board(
+    graph: Graph,
+    datasets: Sequence[Mapping[str, TensorData]],
+    *,
+    cfg: HwConfig | None = None,
+    divisor: int = SIM_DIVISOR,
+) -> list[BoardResult]:
     """Run each dataset through the simulated board top, one after another, in one simulation."""
+    cfg = cfg or HwConfig()
     for data in datasets:
         graph.verify(data)
-    key = hashlib.sha256(json.dumps(["board", graph.structure_hash(), repr(cfg), divisor]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps(["board", graph.structure_hash(), repr(cfg), divisor]).encode()
+    ).hexdigest()[:16]
 
     def make() -> tuple[str, dict]:
         top = GraphTop(graph, cfg)
         core = BoardCore(top, divisor)
-        return to_verilog(core, _TOP), {"memory_map": top.mmap.to_json(), "ident": core.ident,
-                                        "graph": graph.to_json(), "divisor": divisor}
+        return to_verilog(core, _TOP), {
+            "memory_map": top.mmap.to_json(),
+            "ident": core.ident,
+            "graph": graph.to_json(),
+            "divisor": divisor,
+        }
 
     bdir = verilator_build(key, make, _TOP)
     meta = json.loads((bdir / "meta.json").read_text())
@@ -45,7 +57,9 @@ def simulate_board(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *
     res = run_cocotb(bdir, _TOP, "rtl_sim.tb_board", {"meta": meta, "runs": runs})
     out = []
     for r in res["results"]:
-        outputs = {t: tensor_from_arrays(graph.tensors[t].shape, graph.tensors[t].fmt, arrays)
-                   for t, arrays in r["outputs"].items()}
+        outputs = {
+            t: tensor_from_arrays(graph.tensors[t].shape, graph.tensors[t].fmt, arrays)
+            for t, arrays in r["outputs"].items()
+        }
         out.append(BoardResult(outputs, r["cycles"], r["polls"]))
     return out

@@ -20,7 +20,7 @@ from hw.elaborate import GraphTop, HwConfig, MemoryMap
 
 from .uart import HostBridge, UARTRx, UARTTx
 
-__all__ = ["BoardCore", "BoardTop", "design_ident", "host_view", "N_LEDS", "DEFAULT_BAUD"]
+__all__ = ["DEFAULT_BAUD", "N_LEDS", "BoardCore", "BoardTop", "design_ident", "host_view"]
 
 N_LEDS = 3  # running, done, UART activity
 DEFAULT_BAUD = 115_200
@@ -67,10 +67,14 @@ class BoardCore(wiring.Component):
         m.submodules.bridge = bridge = HostBridge(top.mmap.addr_width, self.ident)
         wiring.connect(m, bridge.tx, tx.i)
         m.d.comb += [
-            rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx),
-            bridge.rx_data.eq(rx.data), bridge.rx_valid.eq(rx.valid),
-            top.host_addr.eq(bridge.host_addr), top.host_wdata.eq(bridge.host_wdata),
-            top.host_we.eq(bridge.host_we), bridge.host_rdata.eq(top.host_rdata),
+            rx.rx.eq(self.uart_rx),
+            self.uart_tx.eq(tx.tx),
+            bridge.rx_data.eq(rx.data),
+            bridge.rx_valid.eq(rx.valid),
+            top.host_addr.eq(bridge.host_addr),
+            top.host_wdata.eq(bridge.host_wdata),
+            top.host_we.eq(bridge.host_we),
+            bridge.host_rdata.eq(top.host_rdata),
         ]
         blink = Signal()
         with m.If(bridge.activity):
@@ -94,7 +98,7 @@ class BoardTop(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         clk_hz = platform.default_clk_frequency
-        divisor = int(round(clk_hz / self.baud))
+        divisor = round(clk_hz / self.baud)
         m.submodules.core = core = BoardCore(self.top, divisor)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = rx_buf = io.Buffer("i", uart.rx)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from amaranth.build import Attrs, Clock, Resource
 from amaranth_boards.resources import UARTResource
 
-__all__ = ["Board", "BOARDS", "get_board"]
+__all__ = ["BOARDS", "Board", "get_board"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,9 @@ class Board:
     programmer: tuple[str, ...]  # argv before the bitstream path; argv[0] may be overridden by env
     programmer_env: str  # env var naming the programmer executable (as amaranth-boards reads it)
     bitstream: str  # file name suffix of the bitstream in the build dir
-    uart_pins: tuple[str, str, str, int] | None = None  # (rx, tx, connector, number) when not in the platform
+    uart_pins: tuple[str, str, str, int] | None = (
+        None  # (rx, tx, connector, number) when not in the platform
+    )
     note: str = ""
 
     def platform_class(self) -> type:
@@ -46,8 +48,13 @@ class Board:
         platform = cls()
         if self.uart_pins is not None:
             rx, tx, conn, number = self.uart_pins
-            platform.add_resources([UARTResource(0, rx=rx, tx=tx, conn=(conn, number),
-                                                 attrs=Attrs(IO_TYPE="LVCMOS33"))])
+            platform.add_resources(
+                [
+                    UARTResource(
+                        0, rx=rx, tx=tx, conn=(conn, number), attrs=Attrs(IO_TYPE="LVCMOS33")
+                    )
+                ]
+            )
         return platform
 
     def program_argv(self, bitstream: str, executable: str | None = None) -> list[str]:
@@ -57,23 +64,50 @@ class Board:
         return [*argv, bitstream]
 
 
-_ULX3S = dict(family="ecp5", programmer=("openFPGALoader", "-b", "ulx3s", "-m"),
-              programmer_env="OPENFPGALOADER", bitstream="bit")
-_ORANGECRAB = dict(family="ecp5", programmer=("dfu-util", "-a", "0", "-D"), programmer_env="DFU_UTIL",
-                   bitstream="bit", uart_pins=("0", "1", "io", 0),
-                   note="UART on feather pins 0 (RX) / 1 (TX): attach a 3.3 V USB-serial adapter")
-_ICEPROG = dict(family="ice40", programmer=("iceprog",), programmer_env="ICEPROG", bitstream="bin")
+_ULX3S = {
+    "family": "ecp5",
+    "programmer": ("openFPGALoader", "-b", "ulx3s", "-m"),
+    "programmer_env": "OPENFPGALOADER",
+    "bitstream": "bit",
+}
+_ORANGECRAB = {
+    "family": "ecp5",
+    "programmer": ("dfu-util", "-a", "0", "-D"),
+    "programmer_env": "DFU_UTIL",
+    "bitstream": "bit",
+    "uart_pins": ("0", "1", "io", 0),
+    "note": "UART on feather pins 0 (RX) / 1 (TX): attach a 3.3 V USB-serial adapter",
+}
+_ICEPROG = {
+    "family": "ice40",
+    "programmer": ("iceprog",),
+    "programmer_env": "ICEPROG",
+    "bitstream": "bin",
+}
 
-BOARDS: dict[str, Board] = {b.name: b for b in [
-    Board("icebreaker", "icebreaker:ICEBreakerPlatform", device="iCE40UP5K", **_ICEPROG),
-    Board("icestick", "icestick:ICEStickPlatform", device="iCE40HX1K", **_ICEPROG),
-    Board("ulx3s-12f", "ulx3s:ULX3S_12F_Platform", device="LFE5U-12F", **_ULX3S),
-    Board("ulx3s-25f", "ulx3s:ULX3S_25F_Platform", device="LFE5U-25F", **_ULX3S),
-    Board("ulx3s-45f", "ulx3s:ULX3S_45F_Platform", device="LFE5U-45F", **_ULX3S),
-    Board("ulx3s-85f", "ulx3s:ULX3S_85F_Platform", device="LFE5U-85F", **_ULX3S),
-    Board("orangecrab-25f", "orangecrab_r0_2:OrangeCrabR0_2_25FPlatform", device="LFE5U-25F", **_ORANGECRAB),
-    Board("orangecrab-85f", "orangecrab_r0_2:OrangeCrabR0_2_85FPlatform", device="LFE5U-85F", **_ORANGECRAB),
-]}
+BOARDS: dict[str, Board] = {
+    b.name: b
+    for b in [
+        Board("icebreaker", "icebreaker:ICEBreakerPlatform", device="iCE40UP5K", **_ICEPROG),
+        Board("icestick", "icestick:ICEStickPlatform", device="iCE40HX1K", **_ICEPROG),
+        Board("ulx3s-12f", "ulx3s:ULX3S_12F_Platform", device="LFE5U-12F", **_ULX3S),
+        Board("ulx3s-25f", "ulx3s:ULX3S_25F_Platform", device="LFE5U-25F", **_ULX3S),
+        Board("ulx3s-45f", "ulx3s:ULX3S_45F_Platform", device="LFE5U-45F", **_ULX3S),
+        Board("ulx3s-85f", "ulx3s:ULX3S_85F_Platform", device="LFE5U-85F", **_ULX3S),
+        Board(
+            "orangecrab-25f",
+            "orangecrab_r0_2:OrangeCrabR0_2_25FPlatform",
+            device="LFE5U-25F",
+            **_ORANGECRAB,
+        ),
+        Board(
+            "orangecrab-85f",
+            "orangecrab_r0_2:OrangeCrabR0_2_85FPlatform",
+            device="LFE5U-85F",
+            **_ORANGECRAB,
+        ),
+    ]
+}
 
 
 def get_board(name: str) -> Board:

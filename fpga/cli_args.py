@@ -19,22 +19,39 @@ from hw.elaborate import HwConfig
 
 from .boards import BOARDS, Board, get_board
 
-__all__ = ["add_graph_args", "add_board_arg", "graph_from_args", "config_from_args", "board_from_args",
-           "config_to_json", "config_from_json", "random_inputs", "load_inputs"]
+__all__ = [
+    "add_board_arg",
+    "add_graph_args",
+    "board_from_args",
+    "config_from_args",
+    "config_from_json",
+    "config_to_json",
+    "graph_from_args",
+    "load_inputs",
+    "random_inputs",
+]
 
 
 def add_graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("graph", nargs="?", help="SAMML graph JSON (from fuseflow-hw compile / build)")
-    p.add_argument("--kernel", choices=sorted(KERNELS), help="a built-in kernel instead of GRAPH.json")
+    p.add_argument(
+        "--kernel", choices=sorted(KERNELS), help="a built-in kernel instead of GRAPH.json"
+    )
     p.add_argument("--size", type=int, default=64, help="kernel size N (N×N operands; default 64)")
-    p.add_argument("--max-nnz", action="append", default=[], metavar="TENSOR=N",
-                   help="memory capacity (stored values) of a sparse input or output, e.g. B=512; "
-                        "repeatable; default: the dense size, which rarely fits an FPGA")
+    p.add_argument(
+        "--max-nnz",
+        action="append",
+        default=[],
+        metavar="TENSOR=N",
+        help="memory capacity (stored values) of a sparse input or output, e.g. B=512; "
+        "repeatable; default: the dense size, which rarely fits an FPGA",
+    )
 
 
 def add_board_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--board", required=True, metavar="BOARD",
-                   help=f"target board: {', '.join(BOARDS)}")
+    p.add_argument(
+        "--board", required=True, metavar="BOARD", help=f"target board: {', '.join(BOARDS)}"
+    )
 
 
 def board_from_args(args: argparse.Namespace) -> Board:
@@ -67,8 +84,10 @@ def config_from_args(args: argparse.Namespace, graph: Graph) -> HwConfig:
         if not sep or not value.strip().isdigit():
             raise UserError(f"--max-nnz {item!r}: expected TENSOR=N, e.g. B=512")
         if tensor not in graph.tensors:
-            raise UserError(f"--max-nnz {item!r}: graph {graph.name!r} has no tensor {tensor!r}; "
-                            f"tensors: {', '.join(graph.tensors)}")
+            raise UserError(
+                f"--max-nnz {item!r}: graph {graph.name!r} has no tensor {tensor!r}; "
+                f"tensors: {', '.join(graph.tensors)}"
+            )
         if int(value) < 1:
             raise UserError(f"--max-nnz {item!r}: the capacity must be at least 1")
         caps[tensor] = int(value)
@@ -80,8 +99,12 @@ def config_to_json(cfg: HwConfig) -> dict[str, Any]:
 
 
 def config_from_json(d: dict[str, Any]) -> HwConfig:
-    return HwConfig(cw=d["cw"], vw=d["vw"], fifo_depth=d["fifo_depth"],
-                    max_nnz=tuple((str(t), int(n)) for t, n in d["max_nnz"]))
+    return HwConfig(
+        cw=d["cw"],
+        vw=d["vw"],
+        fifo_depth=d["fifo_depth"],
+        max_nnz=tuple((str(t), int(n)) for t, n in d["max_nnz"]),
+    )
 
 
 def random_inputs(graph: Graph, cfg: HwConfig, density: float, seed: int) -> dict[str, TensorData]:
@@ -117,9 +140,13 @@ def load_inputs(path: str, graph: Graph) -> dict[str, TensorData]:
     data: dict[str, TensorData] = {}
     for t in graph.input_tensors():
         if t not in arrays:
-            raise UserError(f"{path}: no array for input tensor {t!r} (has {', '.join(arrays) or 'none'})")
+            raise UserError(
+                f"{path}: no array for input tensor {t!r} (has {', '.join(arrays) or 'none'})"
+            )
         spec = graph.tensors[t]
         if tuple(arrays[t].shape) != spec.shape:
-            raise UserError(f"{path}: array {t!r} has shape {arrays[t].shape}, graph {graph.name!r} wants {spec.shape}")
+            raise UserError(
+                f"{path}: array {t!r} has shape {arrays[t].shape}, graph {graph.name!r} wants {spec.shape}"
+            )
         data[t] = TensorData.from_dense(arrays[t].astype(np.int64), spec.fmt)
     return data

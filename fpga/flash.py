@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .boards import Board
 
-__all__ = ["flash_command", "flash", "FlashError"]
+__all__ = ["FlashError", "flash", "flash_command"]
 
 
 class FlashError(RuntimeError):
@@ -19,12 +19,16 @@ class FlashError(RuntimeError):
 
 def _bitstream(board: Board, build_dir: Path) -> Path:
     if not build_dir.is_dir():
-        raise FlashError(f"build directory {str(build_dir)!r} does not exist (run fuseflow-hw synth -o DIR first)")
+        raise FlashError(
+            f"build directory {str(build_dir)!r} does not exist (run fuseflow-hw synth -o DIR first)"
+        )
     report = build_dir / "synth_report.json"
     if report.exists():
         built = json.loads(report.read_text())
         if built["board"] != board.name:
-            raise FlashError(f"{build_dir} was built for board {built['board']!r}, not {board.name!r}")
+            raise FlashError(
+                f"{build_dir} was built for board {built['board']!r}, not {board.name!r}"
+            )
         path = build_dir / built["bitstream"]
     else:
         path = build_dir / f"top.{board.bitstream}"
@@ -36,12 +40,16 @@ def _bitstream(board: Board, build_dir: Path) -> Path:
 def flash_command(board: Board, build_dir: str | Path) -> list[str]:
     """The programmer command line for ``board`` (its env variable, e.g. ``ICEPROG``, overrides
     the executable, as amaranth-boards' own ``toolchain_program`` does)."""
-    return board.program_argv(str(_bitstream(board, Path(build_dir))), os.environ.get(board.programmer_env))
+    return board.program_argv(
+        str(_bitstream(board, Path(build_dir))), os.environ.get(board.programmer_env)
+    )
 
 
 def flash(board: Board, build_dir: str | Path) -> int:
     """Run the programmer; returns its exit code."""
     argv = flash_command(board, build_dir)
     if shutil.which(argv[0]) is None:
-        raise FlashError(f"programmer {argv[0]!r} not found: install it or set {board.programmer_env}=/path/to/it")
-    return subprocess.run(argv).returncode
+        raise FlashError(
+            f"programmer {argv[0]!r} not found: install it or set {board.programmer_env}=/path/to/it"
+        )
+    return subprocess.run(argv, check=False).returncode

@@ -24,8 +24,18 @@ from hw.elaborate import REG_CTRL, REG_CYCLES, MemoryMap
 
 from .uart import ACK, CMD_IDENT, CMD_READ, CMD_WRITE
 
-__all__ = ["ByteTransport", "SerialTransport", "BoardLink", "BoardResult", "LinkError", "run_on_board",
-           "load_words", "decode_outputs", "tensor_from_arrays", "MAX_BURST"]
+__all__ = [
+    "MAX_BURST",
+    "BoardLink",
+    "BoardResult",
+    "ByteTransport",
+    "LinkError",
+    "SerialTransport",
+    "decode_outputs",
+    "load_words",
+    "run_on_board",
+    "tensor_from_arrays",
+]
 
 MAX_BURST = 0xFFFF  # words per W / R command (16-bit count)
 _CTRL_DONE = 2
@@ -44,17 +54,20 @@ class ByteTransport(Protocol):
 
 
 class SerialTransport:
-    """A serial port (``/dev/ttyUSB1``, ``COM3`` …) at ``baud``, 8N1, through pyserial."""
+    """A serial port (``/dev/ttyUSB1``, ``COM3`` …, or a pyserial URL such as ``rfc2217://host:port``)
+    at ``baud``, 8N1, through pyserial."""
 
     def __init__(self, port: str, baud: int, timeout: float = 2.0) -> None:
         try:
             import serial  # pyserial
         except ImportError as exc:
-            raise LinkError("talking to a board needs pyserial: pip install pyserial "
-                            "(or the fuseflow-hw[fpga] extra)") from exc
+            raise LinkError(
+                "talking to a board needs pyserial: pip install pyserial "
+                "(or the fuseflow-hw[fpga] extra)"
+            ) from exc
         self.port = port
         try:
-            self._ser = serial.Serial(port, baudrate=baud, timeout=timeout)
+            self._ser = serial.serial_for_url(port, baudrate=baud, timeout=timeout)
         except serial.SerialException as exc:
             raise LinkError(f"cannot open serial port {port!r}: {exc}") from exc
         self._ser.reset_input_buffer()
@@ -64,11 +77,17 @@ class SerialTransport:
         self._ser.flush()
 
     async def read(self, n: int) -> bytes:
-        data = self._ser.read(n)
-        if len(data) != n:
-            raise LinkError(f"{self.port}: expected {n} bytes from the board, got {len(data)} before the timeout "
-                            "(is the bitstream flashed and the baud rate the one it was built for?)")
-        return data
+        """``n`` bytes; the timeout is per silence, not per call, so long replies may take longer."""
+        data = bytearray()
+        while len(data) < n:
+            chunk = self._ser.read(n - len(data))
+            if not chunk:
+                raise LinkError(
+                    f"{self.port}: expected {n} bytes from the board, got {len(data)} before the timeout "
+                    "(is the bitstream flashed and the baud rate the one it was built for?)"
+                )
+            data += chunk
+        return bytes(data)
 
     def close(self) -> None:
         self._ser.close()
@@ -82,14 +101,21 @@ class BoardLink:
 
     async def write_words(self, addr: int, words: list[int]) -> None:
         for start in range(0, len(words), MAX_BURST):
-            chunk = words[start:start + MAX_BURST]
-            payload = struct.pack(f"<BIH{len(chunk)}I", CMD_WRITE, addr + start, len(chunk),
-                                  *[w & 0xFFFFFFFF for w in chunk])
+            chunk = words[start : start + MAX_BURST]
+            payload = struct.pack(
+                f"<BIH{len(chunk)}I",
+                CMD_WRITE,
+                addr + start,
+                len(chunk),
+                *[w & 0xFFFFFFFF for w in chunk],
+            )
             await self.t.write(payload)
             ack = await self.t.read(1)
             if ack[0] != ACK:
-                raise LinkError(f"write of {len(chunk)} words at {addr + start:#x}: expected ack {ACK:#04x}, "
-                                f"got {ack[0]:#04x}")
+                raise LinkError(
+                    f"write of {len(chunk)} words at {addr + start:#x}: expected ack {ACK:#04x}, "
+                    f"got {ack[0]:#04x}"
+                )
 
     async def read_words(self, addr: int, n: int) -> list[int]:
         out: list[int] = []
@@ -117,7 +143,9 @@ class BoardResult:
     polls: int  # CTRL reads until done
 
 
-def load_words(graph: Graph, data: Mapping[str, TensorData], mmap: MemoryMap) -> dict[str, list[int]]:
+def load_words(
+    graph: Graph, data: Mapping[str, TensorData], mmap: MemoryMap
+) -> dict[str, list[int]]:
     """Memory-region contents for the input tensors (as :func:`rtl_sim.api.run_graph` loads them)."""
     names = {r.name for r in mmap.regions}
     mem: dict[str, list[int]] = {}
@@ -128,13 +156,17 @@ def load_words(graph: Graph, data: Mapping[str, TensorData], mmap: MemoryMap) ->
                 continue  # an array no node reads
             r = mmap.region(name)
             if len(values) > r.depth:
-                raise ValueError(f"tensor {t!r} array {array!r} has {len(values)} entries; the hardware holds "
-                                 f"{r.depth} (build it with a larger max_nnz for {t!r})")
+                raise ValueError(
+                    f"tensor {t!r} array {array!r} has {len(values)} entries; the hardware holds "
+                    f"{r.depth} (build it with a larger max_nnz for {t!r})"
+                )
             mem[name] = [int(v) & ((1 << r.width) - 1) for v in values]
     return mem
 
 
-def tensor_from_arrays(shape: tuple[int, ...], fmt: TensorFormat, arrays: Mapping[str, list[int]]) -> TensorData:
+def tensor_from_arrays(
+    shape: tuple[int, ...], fmt: TensorFormat, arrays: Mapping[str, list[int]]
+) -> TensorData:
     """The inverse of :meth:`TensorData.arrays` (used to pass tensors through JSON jobs)."""
     segs: list[np.ndarray | None] = [None] * fmt.order
     crds: list[np.ndarray | None] = [None] * fmt.order
@@ -149,22 +181,30 @@ def _signed(w: int, width: int) -> int:
     return w - (1 << width) if w >> (width - 1) & 1 else w
 
 
-def decode_outputs(graph: Graph, arrays: Mapping[str, list[int]], mmap: MemoryMap) -> dict[str, TensorData]:
+def decode_outputs(
+    graph: Graph, arrays: Mapping[str, list[int]], mmap: MemoryMap
+) -> dict[str, TensorData]:
     """Output tensors from the words read back (values are two's complement of the region width)."""
     out: dict[str, TensorData] = {}
     for t, spec in graph.tensors.items():
         if spec.role is not Role.OUTPUT:
             continue
         width = mmap.region(f"{t}.vals").width
-        named = {a[len(t) + 1:]: words for a, words in arrays.items() if a.startswith(f"{t}.")}
+        named = {a[len(t) + 1 :]: words for a, words in arrays.items() if a.startswith(f"{t}.")}
         named["vals"] = [_signed(w, width) for w in named["vals"]]
         out[t] = tensor_from_arrays(spec.shape, spec.fmt, named)
     return out
 
 
-async def run_on_board(link: BoardLink, graph: Graph, data: Mapping[str, TensorData], mmap: MemoryMap,
-                       ident: int | None = None, *,
-                       max_polls: int = 100_000) -> BoardResult:
+async def run_on_board(
+    link: BoardLink,
+    graph: Graph,
+    data: Mapping[str, TensorData],
+    mmap: MemoryMap,
+    ident: int | None = None,
+    *,
+    max_polls: int = 100_000,
+) -> BoardResult:
     """Load the inputs, start, poll until done, read the cycle counter and the outputs.
 
     ``ident`` (see :func:`fpga.board_top.design_ident`) is checked first when given, so a board
@@ -173,8 +213,10 @@ async def run_on_board(link: BoardLink, graph: Graph, data: Mapping[str, TensorD
     if ident is not None:
         got = await link.ident()
         if got != ident:
-            raise LinkError(f"the board runs design {got:#010x}, not {ident:#010x} built for graph "
-                            f"{graph.name!r} (flash the matching bitstream)")
+            raise LinkError(
+                f"the board runs design {got:#010x}, not {ident:#010x} built for graph "
+                f"{graph.name!r} (flash the matching bitstream)"
+            )
     graph.verify(data)
     for name, words in load_words(graph, data, mmap).items():
         await link.write_words(mmap.region(name).base, words)
@@ -192,6 +234,8 @@ async def run_on_board(link: BoardLink, graph: Graph, data: Mapping[str, TensorD
         n = await link.read(mmap.length_addr(name))
         region = mmap.region(name)
         if n > region.depth:
-            raise LinkError(f"length register of {name} reads {n}, above the region depth {region.depth}")
+            raise LinkError(
+                f"length register of {name} reads {n}, above the region depth {region.depth}"
+            )
         arrays[name] = await link.read_words(region.base, n)
     return BoardResult(decode_outputs(graph, arrays, mmap), cycles, polls)

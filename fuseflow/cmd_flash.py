@@ -14,11 +14,17 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers) -> None:
     from fpga.cli_args import add_board_arg
 
-    p = subparsers.add_parser("flash", help="program a board with a synthesised bitstream",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "flash",
+        help="program a board with a synthesised bitstream",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_board_arg(p)
     p.add_argument("builddir", metavar="BUILDDIR", help="build directory of fuseflow-hw synth")
-    p.add_argument("--dry-run", action="store_true", help="print the programmer command, do not run it")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the programmer command, do not run it"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

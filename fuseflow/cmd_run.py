@@ -24,21 +24,39 @@ def add_parser(subparsers) -> None:
     from fpga.board_top import DEFAULT_BAUD
     from fpga.cli_args import add_board_arg, add_graph_args
 
-    p = subparsers.add_parser("run", help="run a graph on an FPGA board (or its simulation) and check it",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "run",
+        help="run a graph on an FPGA board (or its simulation) and check it",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_graph_args(p)
     add_board_arg(p)
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--port", help="serial port of the board's UART, e.g. /dev/ttyUSB1")
-    where.add_argument("--sim", action="store_true", help="simulate the board top (Verilator + UART model)")
-    p.add_argument("--build", metavar="BUILDDIR",
-                   help="take graph, hardware config and baud rate from a fuseflow-hw synth build")
-    p.add_argument("--baud", type=int, default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})")
-    p.add_argument("--data", help="inputs: .npz or .json of dense arrays named by input tensor "
-                                  "(default: seeded random integers)")
-    p.add_argument("--density", type=float, default=0.1, help="density of random sparse inputs (default 0.1)")
+    where.add_argument(
+        "--sim", action="store_true", help="simulate the board top (Verilator + UART model)"
+    )
+    p.add_argument(
+        "--build",
+        metavar="BUILDDIR",
+        help="take graph, hardware config and baud rate from a fuseflow-hw synth build",
+    )
+    p.add_argument(
+        "--baud", type=int, default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})"
+    )
+    p.add_argument(
+        "--data",
+        help="inputs: .npz or .json of dense arrays named by input tensor "
+        "(default: seeded random integers)",
+    )
+    p.add_argument(
+        "--density", type=float, default=0.1, help="density of random sparse inputs (default 0.1)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for each reply from the board")
+    p.add_argument(
+        "--timeout", type=float, default=2.0, help="seconds to wait for each reply from the board"
+    )
 
 
 def _from_build(args: argparse.Namespace):
@@ -49,10 +67,14 @@ def _from_build(args: argparse.Namespace):
     files = {n: d / n for n in ("graph.json", "design.json", "synth_report.json")}
     missing = [n for n, f in files.items() if not f.exists()]
     if missing:
-        raise UserError(f"--build {args.build}: not a fuseflow-hw synth build directory (missing {', '.join(missing)})")
+        raise UserError(
+            f"--build {args.build}: not a fuseflow-hw synth build directory (missing {', '.join(missing)})"
+        )
     report = json.loads(files["synth_report.json"].read_text())
     if report["board"] != args.board:
-        raise UserError(f"--build {args.build} was built for board {report['board']!r}, not {args.board!r}")
+        raise UserError(
+            f"--build {args.build} was built for board {report['board']!r}, not {args.board!r}"
+        )
     graph = Graph.load(files["graph.json"])
     cfg = config_from_json(json.loads(files["design.json"].read_text())["config"])
     return graph, cfg, int(report["baud"])
@@ -61,13 +83,21 @@ def _from_build(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import sw_sim
     from fpga.board_top import host_view
-    from fpga.cli_args import board_from_args, config_from_args, graph_from_args, load_inputs, random_inputs
+    from fpga.cli_args import (
+        board_from_args,
+        config_from_args,
+        graph_from_args,
+        load_inputs,
+        random_inputs,
+    )
     from fpga.host import BoardLink, LinkError, SerialTransport, run_on_board
 
     board_from_args(args)
     if args.build:
         if args.graph or args.kernel:
-            raise UserError("--build takes the graph from the build directory: drop GRAPH.json / --kernel")
+            raise UserError(
+                "--build takes the graph from the build directory: drop GRAPH.json / --kernel"
+            )
         graph, cfg, baud = _from_build(args)
     else:
         graph = graph_from_args(args)
@@ -75,7 +105,11 @@ def run(args: argparse.Namespace) -> int:
         baud = args.baud
     if not 0 < args.density <= 1:
         raise UserError(f"--density {args.density}: must be in (0, 1]")
-    data = load_inputs(args.data, graph) if args.data else random_inputs(graph, cfg, args.density, args.seed)
+    data = (
+        load_inputs(args.data, graph)
+        if args.data
+        else random_inputs(graph, cfg, args.density, args.seed)
+    )
     try:
         if args.sim:
             from fpga.board_sim import simulate_board
@@ -98,7 +132,11 @@ def run(args: argparse.Namespace) -> int:
         got, want = hw.outputs[t].to_dense(), ref.to_dense()
         same = got.shape == want.shape and bool(np.array_equal(got, want))
         ok &= same
-        bad = "" if same else f" ({int(np.sum(got != want)) if got.shape == want.shape else 'shape'} differ)"
+        bad = (
+            ""
+            if same
+            else f" ({int(np.sum(got != want)) if got.shape == want.shape else 'shape'} differ)"
+        )
         print(f"  {t}: {'equal to sw_sim' if same else 'DIFFERS from sw_sim'}{bad}")
     cycles_ok = hw.cycles == sw.cycles
     ok &= cycles_ok

@@ -19,17 +19,28 @@ def add_parser(subparsers) -> None:
     from fpga.board_top import DEFAULT_BAUD
     from fpga.cli_args import add_board_arg, add_graph_args
 
-    p = subparsers.add_parser("synth", help="synthesise a graph's board top for an FPGA board",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "synth",
+        help="synthesise a graph's board top for an FPGA board",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_graph_args(p)
     add_board_arg(p)
     p.add_argument("-o", "--outdir", required=True, metavar="BUILDDIR", help="build directory")
-    p.add_argument("--clock-mhz", type=float,
-                   help="timing constraint for place and route (default: the board's oscillator, "
-                        "which the bitstream runs at); use it to measure Fmax against a goal")
-    p.add_argument("--baud", type=int, default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})")
+    p.add_argument(
+        "--clock-mhz",
+        type=float,
+        help="timing constraint for place and route (default: the board's oscillator, "
+        "which the bitstream runs at); use it to measure Fmax against a goal",
+    )
+    p.add_argument(
+        "--baud", type=int, default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})"
+    )
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
-    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    p.add_argument(
+        "--json", action="store_true", help="print the report as JSON instead of a table"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,10 +57,14 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--baud {args.baud}: must be positive")
     try:
         top = GraphTop(graph, cfg)
-        report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=args.baud, seed=args.seed)
+        report = synthesize(
+            top, board, args.outdir, clock_mhz=args.clock_mhz, baud=args.baud, seed=args.seed
+        )
     except (SynthError, ValueError) as exc:
         raise UserError(str(exc)) from None
     print(json.dumps(report.to_json(), indent=1) if args.json else report.table())
     if not args.json:
-        print(f"bitstream: {args.outdir}/{report.bitstream}; report: {args.outdir}/synth_report.json")
+        print(
+            f"bitstream: {args.outdir}/{report.bitstream}; report: {args.outdir}/synth_report.json"
+        )
     return 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 from .kernels import GraphBuilder
 from .samml import AluOp, NodeKind, PortRef, ReduceOp, StreamKind
 
-__all__ = ["reduce_rows", "repeat_over", "row_softmax", "row_layernorm", "bias_lookup", "bias_add", "unary"]
+__all__ = ["bias_add", "bias_lookup", "reduce_rows", "repeat_over", "row_layernorm", "row_softmax", "unary"]
 
 
 def _bypass(max_row: int) -> int:

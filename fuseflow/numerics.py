@@ -32,17 +32,35 @@ tables over ``[-16, 16)`` and ``[-8, 8)`` (sigmoid clamps outside, gelu is the i
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from .samml import UNARY_ALU_OPS, AluOp, ReduceOp
 
-__all__ = ["Mode", "Numerics", "INT32", "FLOAT", "DEFAULT_FIXED", "Table", "Pwl", "tables", "UNARY_OPS",
-           "TABLE_OPS", "TABLE_BITS", "LOG2E_BITS", "EXP_SEG_BITS", "EXP_INTERP_BITS", "RSQRT_SEG_BITS", "PWL_GUARD",
-           "PWL_FUNCS", "rshift_round"]
+__all__ = [
+    "DEFAULT_FIXED",
+    "EXP_INTERP_BITS",
+    "EXP_SEG_BITS",
+    "FLOAT",
+    "INT32",
+    "LOG2E_BITS",
+    "PWL_FUNCS",
+    "PWL_GUARD",
+    "RSQRT_SEG_BITS",
+    "TABLE_BITS",
+    "TABLE_OPS",
+    "UNARY_OPS",
+    "Mode",
+    "Numerics",
+    "Pwl",
+    "Table",
+    "rshift_round",
+    "tables",
+]
 
 TABLE_BITS = 30  # fraction bits of the exp / rsqrt mantissa tables (values in [0.5, 2))
 LOG2E_BITS = 30  # fraction bits of the log2(e) constant of exp's range reduction
@@ -111,7 +129,7 @@ class Table:
 
     @classmethod
     def from_points(cls, pts: list[int]) -> Table:
-        return cls(tuple(pts[:-1]), tuple(b - a for a, b in zip(pts, pts[1:])))
+        return cls(tuple(pts[:-1]), tuple(b - a for a, b in itertools.pairwise(pts)))
 
     def bits(self) -> int:
         """Signed width that holds every entry."""
@@ -217,7 +235,7 @@ class Numerics:
 
     # ------------------------------------------------------------------ basic rules
     def sat(self, v: int) -> int:
-        return self.lo if v < self.lo else self.hi if v > self.hi else v
+        return self.lo if v < self.lo else min(v, self.hi)
 
     def wrap(self, v: int) -> int:
         half = 1 << (self.width - 1)
@@ -366,12 +384,12 @@ INT32 = Numerics.integer(32)
 DEFAULT_FIXED = Numerics.fixed(16, 16)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _log2e() -> int:
     return round(math.log2(math.e) * (1 << LOG2E_BITS))
 
 
-@lru_cache(maxsize=None)
+@cache
 def tables(num: Numerics) -> dict[str, Table]:
     """The interpolation tables of the fixed-point nonlinear functions (shared by sw_sim and hw)."""
     if num.mode is not Mode.FIXED:

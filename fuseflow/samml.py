@@ -57,6 +57,7 @@ class NodeKind(enum.Enum):
     ALU = "alu"
     REDUCE = "reduce"
     SPACC1 = "spacc1"
+    SPACC2 = "spacc2"
     BROADCAST = "broadcast"
     VAL_REPEAT = "val_repeat"
     CRD_MASK = "crd_mask"
@@ -190,6 +191,9 @@ PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
         PrimitiveSpec(NodeKind.BROADCAST, lambda p: {"in": _stream_kind(p)},
                       lambda p: {f"out{i}": _stream_kind(p) for i in range(p["n"])}, {"n": int},
                       {"stream": "crd"}, summary="fan-out of one stream to n consumers"),
+        PrimitiveSpec(NodeKind.SPACC2, _fixed({"outer": C, "inner0": C, "inner1": C, "val": V}),
+                      _fixed({"crd0": C, "crd1": C, "val": V}), {"dim0": int, "dim1": int}, {"op": ReduceOp.ADD},
+                      summary="sparse accumulator, order 2 (inner dimensions dim0 x dim1)"),
         PrimitiveSpec(NodeKind.VAL_REPEAT, _fixed({"val": V, "repsig": RS}), _fixed({"val": V}), {},
                       summary="repeats each value once per R (the repeat primitive on a val stream)"),
         PrimitiveSpec(NodeKind.CRD_MASK, _fixed({"outer": C, "inner": C, "ref": R}),
@@ -490,7 +494,7 @@ class Graph:
 def _coerce_param(kind: NodeKind, key: str, value: Any) -> Any:
     if key in _ENUM_PARAMS and isinstance(value, str):
         enum_cls = _ENUM_PARAMS[key]
-        if key == "op" and kind in (NodeKind.REDUCE, NodeKind.SPACC1):
+        if key == "op" and kind in (NodeKind.REDUCE, NodeKind.SPACC1, NodeKind.SPACC2):
             enum_cls = ReduceOp
         try:
             return enum_cls(value)
@@ -513,7 +517,7 @@ def _check_params(g: Graph, node: Node) -> list[str]:
             continue
         v = node.params[key]
         if key == "op":
-            want = ReduceOp if node.kind in (NodeKind.REDUCE, NodeKind.SPACC1) else AluOp
+            want = ReduceOp if node.kind in (NodeKind.REDUCE, NodeKind.SPACC1, NodeKind.SPACC2) else AluOp
             if not isinstance(v, want):
                 out.append(f"{where}: op {_param_json(v)!r} is not one of {[o.value for o in want]}")
         elif not isinstance(v, typ):

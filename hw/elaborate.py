@@ -26,7 +26,6 @@ from fuseflow.numerics import Mode, Numerics
 from fuseflow.samml import UNARY_ALU_OPS, Graph, NodeKind, ReduceOp, Role, StreamKind, TensorSpec
 from fuseflow.tensor import Format
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
-
 from sw_sim.ml_primitives import mask_params
 
 from . import ml_primitives as ML
@@ -194,6 +193,9 @@ def make_primitive(kind: NodeKind, params: dict[str, Any], cfg: HwConfig,
     if kind is NodeKind.SPACC1:
         return P.SpAcc1(dim=params["dim"], op=params.get("op", ReduceOp.ADD), cw=cw, vw=vw, numerics=num,
                         depths=depths), mems
+    if kind is NodeKind.SPACC2:
+        return ML.SpAcc2(dim0=params["dim0"], dim1=params["dim1"], op=params.get("op", ReduceOp.ADD), cw=cw,
+                         numerics=num, depths=depths), mems
     if kind is NodeKind.VAL_REPEAT:
         return ML.ValRepeat(cw=cw, vw=vw, depths=depths), mems
     if kind is NodeKind.CRD_MASK:

@@ -6,7 +6,7 @@ step for step like the Python reference, so sw_sim and RTL are bit-exact.  All d
 combinational (latency 0, II 1); table lookups are asynchronous-read ROMs.
 
 Primitives (each mirrors the cycle model of the same name in ``sw_sim/ml_primitives.py``):
-:class:`UnaryAlu`, :class:`ValRepeat`, :class:`CrdMask`, :class:`StknDrop`.
+:class:`UnaryAlu`, :class:`ValRepeat`, :class:`CrdMask`, :class:`StknDrop`, :class:`SpAcc2`.
 """
 
 from __future__ import annotations
@@ -15,16 +15,38 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from fuseflow.numerics import (EXP_INTERP_BITS, EXP_SEG_BITS, INT32, LOG2E_BITS, PWL_FUNCS, PWL_GUARD,
-                               RSQRT_SEG_BITS, TABLE_BITS, Mode, Numerics, tables)
+from fuseflow.numerics import (
+    EXP_INTERP_BITS,
+    EXP_SEG_BITS,
+    INT32,
+    LOG2E_BITS,
+    PWL_FUNCS,
+    PWL_GUARD,
+    RSQRT_SEG_BITS,
+    TABLE_BITS,
+    Mode,
+    Numerics,
+    tables,
+)
 from fuseflow.numerics import _log2e as log2e_const
 from fuseflow.samml import AluOp, MaskPred, ReduceOp
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import StreamPrimitive
-from .word import data_word, done_word, is_ctl, is_data, is_done, is_empty, is_stop, level, recast, stop_word
+from .word import (
+    data_word,
+    done_word,
+    is_ctl,
+    is_data,
+    is_done,
+    is_empty,
+    is_stop,
+    level,
+    recast,
+    stop_word,
+)
 
-__all__ = ["binop", "reduce_op", "unop", "UnaryAlu", "ValRepeat", "CrdMask", "StknDrop"]
+__all__ = ["CrdMask", "StknDrop", "UnaryAlu", "ValRepeat", "binop", "reduce_op", "unop"]
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -289,15 +311,14 @@ class CrdMask(StreamPrimitive):
             self.pop(m, "ref")
 
         with m.If(inner.valid & ref.valid & self.room()):
-            with m.If(is_data(tok, w)):
-                with m.If(cur_valid | outer.valid):
-                    with m.If(~cur_valid):
-                        self.pop(m, "outer")
-                        m.d.sync += [cur.eq(oh[:w]), cur_valid.eq(1)]
-                    take()
-                    with m.If(keep):
-                        self.push(m, "crd", tok)
-                        self.push(m, "ref", r)
+            with m.If(is_data(tok, w)), m.If(cur_valid | outer.valid):
+                with m.If(~cur_valid):
+                    self.pop(m, "outer")
+                    m.d.sync += [cur.eq(oh[:w]), cur_valid.eq(1)]
+                take()
+                with m.If(keep):
+                    self.push(m, "crd", tok)
+                    self.push(m, "ref", r)
             with m.Elif(outer.valid):
                 with m.If(is_done(tok, w)):
                     self.pop(m, "outer")
@@ -346,9 +367,8 @@ class StknDrop(StreamPrimitive):
                     self.pop(m, "in")
             with m.Elif(is_stop(tok, w)):
                 self.pop(m, "in")
-                with m.If(held_stop):
-                    with m.If(level(tok) > level(held)):
-                        m.d.sync += held.eq(stop_word(level(tok), w))
+                with m.If(held_stop), m.If(level(tok) > level(held)):
+                    m.d.sync += held.eq(stop_word(level(tok), w))
                 with m.Else():
                     with m.If(held_valid):
                         self.push(m, "out", held)
@@ -358,3 +378,103 @@ class StknDrop(StreamPrimitive):
                 with m.If(held_valid & ~lead):
                     self.push(m, "out", held)
                 m.d.sync += [held.eq(tok), held_valid.eq(1), lead.eq(0)]
+
+
+class SpAcc2(StreamPrimitive):
+    """Sparse accumulator, order 2 (see sw_sim.ml_primitives.SpAcc2): an accumulator memory of
+    ``dim0 * dim1`` entries (address ``i * dim1 + j``) with a valid bit each; the flush walks
+    the valid bits in address order with a priority encoder."""
+
+    def __init__(self, *, dim0: int, dim1: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
+                 numerics: Numerics = INT32, depths=None):
+        self.dim0, self.dim1, self.op, self.cw, self.num = dim0, dim1, op, cw, numerics
+        self.vw = numerics.width
+        super().__init__({"outer": cw, "inner0": cw, "inner1": cw, "val": self.vw},
+                         {"crd0": cw, "crd1": cw, "val": self.vw}, depths)
+
+    def logic(self, m):
+        cw, vw, d1 = self.cw, self.vw, self.dim1
+        size = self.dim0 * d1
+        outer, ii, ij, val = self.i_outer, self.i_inner0, self.i_inner1, self.i_val
+        acc = memory.Memory(shape=vw, depth=size, init=[])
+        m.submodules.acc = acc
+        wp = acc.write_port()
+        rp = acc.read_port(domain="comb")
+        valid = Signal(size)
+        flushing, group_open = Signal(), Signal()
+        cur_i, last_i = Signal(cw), Signal(cw)
+        cur_valid = Signal()
+        first = Signal(range(max(size, 2)))
+        for b in reversed(range(size)):
+            with m.If(valid[b]):
+                m.d.comb += first.eq(b)
+        fi, fj = Signal(cw), Signal(cw)
+        m.d.comb += [fi.eq(first // d1), fj.eq(first % d1)]
+        tok, vtok, ih, oh = ij.payload, val.payload, ii.payload, outer.payload
+        i = Mux(cur_valid, cur_i, ih[:cw])
+        addr = Signal(range(max(size, 2)))
+        m.d.comb += addr.eq(i * d1 + tok[:cw])
+        v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
+        hit = valid.bit_select(addr, 1)
+        summed = reduce_op(self.num, self.op, rp.data.as_signed(), v)
+        m.d.comb += [rp.addr.eq(Mux(flushing, first, addr)), wp.addr.eq(addr),
+                     wp.data.eq(Mux(hit, summed, v[:vw]))]
+
+        def pop_all():
+            for n in ("outer", "inner0", "inner1", "val"):
+                self.pop(m, n)
+
+        with m.If(self.room()):
+            with m.If(flushing):
+                with m.If(valid.any()):
+                    with m.If(group_open & (fi != last_i)):
+                        self.push(m, "crd1", stop_word(0, cw))
+                        self.push(m, "val", stop_word(0, vw))
+                        m.d.sync += group_open.eq(0)
+                    with m.Else():
+                        with m.If(~group_open):
+                            self.push(m, "crd0", data_word(fi, cw))
+                            m.d.sync += [group_open.eq(1), last_i.eq(fi)]
+                        self.push(m, "crd1", data_word(fj, cw))
+                        self.push(m, "val", data_word(rp.data, vw))
+                        m.d.sync += valid.bit_select(first, 1).eq(0)
+                with m.Else():
+                    pop_all()
+                    self.push(m, "crd0", oh)
+                    self.push(m, "crd1", stop_word(level(oh) + 1, cw))
+                    self.push(m, "val", stop_word(level(oh) + 1, vw))
+                    m.d.sync += [flushing.eq(0), group_open.eq(0)]
+            with m.Elif(ij.valid & val.valid):
+                with m.If(is_data(tok, cw)):
+                    with m.If(cur_valid | ii.valid):
+                        with m.If(~cur_valid):
+                            self.pop(m, "inner0")
+                            m.d.sync += [cur_i.eq(ih[:cw]), cur_valid.eq(1)]
+                        m.d.comb += wp.en.eq(1)
+                        m.d.sync += valid.bit_select(addr, 1).eq(1)
+                        self.pop(m, "inner1")
+                        self.pop(m, "val")
+                with m.Elif(ii.valid):
+                    with m.If(is_done(tok, cw)):
+                        with m.If(outer.valid):
+                            pop_all()
+                            self.push(m, "crd0", done_word(cw))
+                            self.push(m, "crd1", done_word(cw))
+                            self.push(m, "val", done_word(vw))
+                    with m.Elif(~cur_valid & is_data(ih, cw)):
+                        self.pop(m, "inner0")
+                        with m.If(level(tok) == 0):
+                            self.pop(m, "inner1")
+                            self.pop(m, "val")
+                    with m.Elif(level(tok) == 0):
+                        m.d.sync += cur_valid.eq(0)
+                        self.pop(m, "inner1")
+                        self.pop(m, "val")
+                    with m.Elif(outer.valid):
+                        m.d.sync += cur_valid.eq(0)
+                        with m.If(level(tok) == 1):
+                            pop_all()
+                        with m.Elif(is_data(oh, cw)):
+                            self.pop(m, "outer")
+                        with m.Else():
+                            m.d.sync += flushing.eq(1)

@@ -20,8 +20,19 @@ from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import MemRead, MemWrite, StreamPrimitive, bits_for
 from .ml_primitives import binop, reduce_op
-from .word import (data_word, done_word, empty_word, is_ctl, is_data, is_done, is_empty, is_stop,
-                   level, recast, stop_word)
+from .word import (
+    data_word,
+    done_word,
+    empty_word,
+    is_ctl,
+    is_data,
+    is_done,
+    is_empty,
+    is_stop,
+    level,
+    recast,
+    stop_word,
+)
 
 __all__ = ["Root", "Scan", "LevelWrite", "ValsWrite", "RepSig", "Repeat", "Intersect", "Union",
            "CrdDrop", "CrdHold", "ArrayLoad", "Alu", "Reduce", "SpAcc1", "Broadcast"]

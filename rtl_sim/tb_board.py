@@ -10,6 +10,7 @@ import json
 import os
 import traceback
 from collections import deque
+from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
@@ -68,13 +69,15 @@ class UartModel:
             if idle > self.timeout_bits:
                 raise LinkError(f"UART model: expected {n} bytes, got {len(self.received)}")
         if self.framing_errors:
-            raise LinkError(f"UART model: {self.framing_errors} frames from the board had a low stop bit")
+            raise LinkError(
+                f"UART model: {self.framing_errors} frames from the board had a low stop bit"
+            )
         return bytes(self.received.popleft() for _ in range(n))
 
 
 @cocotb.test()
 async def run_jobs(dut):
-    job = json.loads(open(os.environ["FUSEFLOW_JOB"]).read())
+    job = json.loads(Path(os.environ["FUSEFLOW_JOB"]).read_text())
     meta = job["meta"]
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     uart = UartModel(dut, meta["divisor"])
@@ -88,14 +91,20 @@ async def run_jobs(dut):
         link = BoardLink(uart)
         results = []
         for run in job["runs"]:
-            data = {t: tensor_from_arrays(graph.tensors[t].shape, graph.tensors[t].fmt, arrays)
-                    for t, arrays in run["inputs"].items()}
+            data = {
+                t: tensor_from_arrays(graph.tensors[t].shape, graph.tensors[t].fmt, arrays)
+                for t, arrays in run["inputs"].items()
+            }
             res = await run_on_board(link, graph, data, mmap, meta["ident"])
-            results.append({"cycles": res.cycles, "polls": res.polls,
-                            "outputs": {t: td.arrays() for t, td in res.outputs.items()},
-                            "leds": int(dut.leds.value)})
+            results.append(
+                {
+                    "cycles": res.cycles,
+                    "polls": res.polls,
+                    "outputs": {t: td.arrays() for t, td in res.outputs.items()},
+                    "leds": int(dut.leds.value),
+                }
+            )
         out = {"results": results}
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure goes back to the runner as the result
         out = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
-    with open(os.environ["FUSEFLOW_RESULT"], "w") as f:
-        json.dump(out, f)
+    Path(os.environ["FUSEFLOW_RESULT"]).write_text(json.dumps(out))

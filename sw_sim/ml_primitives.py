@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from fuseflow.numerics import INT32, Numerics
-from fuseflow.samml import AluOp, MaskPred
+from fuseflow.samml import AluOp, MaskPred, ReduceOp
 from fuseflow.tokens import DONE, EMPTY, Control, Stop, stop
 
 from .engine import Channel, Primitive
 from .primitives import Repeat
 
-__all__ = ["UnaryAlu", "val_repeat", "CrdMask", "mask_params", "StknDrop", "mask_keep"]
+__all__ = ["CrdMask", "StknDrop", "UnaryAlu", "mask_keep", "mask_params", "val_repeat"]
 
 
 class UnaryAlu(Primitive):
@@ -214,4 +214,147 @@ class StknDrop(Primitive):
             self.out.push(held)
         self.held = tok
         self.lead = False
+        return True
+
+
+class SpAcc2(Primitive):
+    """Sparse accumulator, order 2: in outer ``crd`` (the reduced index ``k``) + ``inner0``
+    (``i``, nested under ``k``) + ``inner1`` (``j``, nested under ``i``) + ``val`` ->
+    ``crd0`` + ``crd1`` + ``val``: accumulates values by ``(i, j)``; the end of an outer fiber
+    (outer ``Sm``) flushes the accumulated 2-level fiber in ``(i, j)`` order, then ``Sm`` on
+    ``crd0`` and ``S(m+1)`` on ``crd1`` / ``val``.
+
+    Fires when every output has room.  ACC mode, by the ``inner1`` head: data (with its value)
+    -> load ``i`` from ``inner0`` if none is held (same cycle), ``acc[i, j] op= val``, pop both;
+    ``S0`` -> end of ``i``'s fiber (an ``i`` with an empty fiber is popped now); ``S1`` -> end of
+    ``k``'s ``i`` fiber: ``inner0`` must be at ``S0`` and outer at ``k``: pop all four;
+    ``S(m+2)``: pop a pending ``i`` (wait), then ``inner0`` must be at ``S(m+1)``; pop a pending
+    ``k`` (wait), then outer must be at ``Sm``: enter FLUSH.  Before any of the stop cases, a
+    held-less ``i`` data head of ``inner0`` is popped first (an empty ``j`` fiber).  FLUSH, one
+    step per cycle: next entry with a new ``i`` while a group is open -> ``S0`` on ``crd1`` /
+    ``val`` (closes the group); otherwise emit (``i`` on ``crd0`` when a group opens) ``j`` and
+    the value; after the last: the stops, popping the four stop tokens.  ``D`` on all -> ``D``.
+    """
+
+    def __init__(self, name, ins, outs, *, dim0: int, dim1: int, op: ReduceOp = ReduceOp.ADD,
+                 numerics: Numerics = INT32):
+        super().__init__(name, ins, outs)
+        self.iouter, self.ii, self.ij, self.ival = ins["outer"], ins["inner0"], ins["inner1"], ins["val"]
+        self.o0, self.o1, self.ov = outs["crd0"], outs["crd1"], outs["val"]
+        self.dim0, self.dim1 = dim0, dim1
+        self.fn = numerics.reduce_fn(op)
+        self.acc: dict[tuple[int, int], Any] = {}
+        self.cur_i: int | None = None
+        self.flush: list[tuple[int, int]] | None = None
+        self.pos = 0
+        self.open = False
+        self.last_i = 0
+        self.flush_level = 0
+
+    def _flush_step(self) -> bool:
+        if self.pos < len(self.flush):
+            i, j = self.flush[self.pos]
+            if self.open and i != self.last_i:
+                self.o1.push(stop(0))
+                self.ov.push(stop(0))
+                self.open = False
+                return True
+            if not self.open:
+                self.o0.push(i)
+                self.open, self.last_i = True, i
+            self.o1.push(j)
+            self.ov.push(self.acc[i, j])
+            self.pos += 1
+            return True
+        for c in (self.iouter, self.ii, self.ij, self.ival):
+            c.pop()
+        m = self.flush_level
+        self.o0.push(stop(m))
+        self.o1.push(stop(m + 1))
+        self.ov.push(stop(m + 1))
+        self.acc.clear()
+        self.flush = None
+        self.open = False
+        return True
+
+    def step(self) -> bool:
+        if self.o0.full() or self.o1.full() or self.ov.full():
+            return False
+        if self.flush is not None:
+            return self._flush_step()
+        ij, val, ii, outer = self.ij, self.ival, self.ii, self.iouter
+        if not ij.q or not val.q:
+            return False
+        tok, v = ij.q[0], val.q[0]
+        if not isinstance(tok, Control):
+            if isinstance(v, Control) and v is not EMPTY:
+                raise self.error(f"inner1 coordinate {tok} but the value stream is at {v}")
+            if self.cur_i is None:
+                if not ii.q:
+                    return False
+                if isinstance(ii.q[0], Control):
+                    raise self.error(f"inner1 data {tok} but inner0 is at {ii.q[0]}")
+                self.cur_i = ii.pop()
+                if not 0 <= self.cur_i < self.dim0:
+                    raise self.error(f"inner0 coordinate {self.cur_i} outside dimension {self.dim0}")
+            if not 0 <= tok < self.dim1:
+                raise self.error(f"inner1 coordinate {tok} outside dimension {self.dim1}")
+            v = 0 if v is EMPTY else v
+            key = (self.cur_i, tok)
+            self.acc[key] = self.fn(self.acc[key], v) if key in self.acc else v
+            ij.pop()
+            val.pop()
+            return True
+        if v is not tok:
+            raise self.error(f"inner1 {tok} but the value stream is at {v}")
+        if not ii.q:
+            return False
+        ih = ii.q[0]
+        if tok is DONE:
+            if not outer.q:
+                return False
+            if ih is not DONE or outer.q[0] is not DONE:
+                raise self.error(f"inner1 D but inner0 is at {ih} and outer at {outer.q[0]}")
+            for c in (outer, ii, ij, val):
+                c.pop()
+            self.o0.push(DONE)
+            self.o1.push(DONE)
+            self.ov.push(DONE)
+            self.finish()
+            return True
+        if type(tok) is not Stop:
+            raise self.error(f"unexpected token {tok} in inner1")
+        if self.cur_i is None and not isinstance(ih, Control):
+            ii.pop()  # an i with an empty j fiber
+            if tok.level == 0:
+                ij.pop()
+                val.pop()
+            return True
+        if tok.level == 0:
+            if self.cur_i is None:
+                raise self.error(f"inner1 S0 but inner0 is at {ih}")
+            self.cur_i = None
+            ij.pop()
+            val.pop()
+            return True
+        if type(ih) is not Stop or ih.level != tok.level - 1:
+            raise self.error(f"inner1 {tok} needs inner0 S{tok.level - 1}, but inner0 is at {ih}")
+        if not outer.q:
+            return False
+        oh = outer.q[0]
+        self.cur_i = None
+        if tok.level == 1:
+            if isinstance(oh, Control):
+                raise self.error(f"inner1 S1 ends the fiber of an outer coordinate, but outer is at {oh}")
+            for c in (outer, ii, ij, val):
+                c.pop()
+            return True
+        if not isinstance(oh, Control):
+            outer.pop()  # the last k of the outer fiber
+            return True
+        if type(oh) is not Stop or oh.level != tok.level - 2:
+            raise self.error(f"inner1 {tok} needs outer S{tok.level - 2}, but outer is at {oh}")
+        self.flush = sorted(self.acc)
+        self.pos = 0
+        self.flush_level = tok.level - 2
         return True

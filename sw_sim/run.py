@@ -89,6 +89,9 @@ def build_primitive(kind: NodeKind, name: str, ins: dict[str, Channel], outs: di
         return P.SpAcc1(name, ins, outs, dim=params["dim"], op=params.get("op", ReduceOp.ADD), numerics=num)
     if k is NodeKind.BROADCAST:
         return P.Broadcast(name, ins, outs)
+    if k is NodeKind.SPACC2:
+        return M.SpAcc2(name, ins, outs, dim0=params["dim0"], dim1=params["dim1"], op=params.get("op", ReduceOp.ADD),
+                        numerics=num)
     if k is NodeKind.VAL_REPEAT:
         return M.val_repeat(name, ins, outs)
     if k is NodeKind.CRD_MASK:

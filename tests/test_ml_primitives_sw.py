@@ -15,7 +15,7 @@ from vectors import fiber_stream
 from fuseflow.kernels import GraphBuilder
 from fuseflow.lowering import bias_add, bias_lookup, row_layernorm, row_softmax
 from fuseflow.numerics import DEFAULT_FIXED, FLOAT, Numerics
-from fuseflow.samml import AluOp, Graph, MaskPred, NodeKind, Role
+from fuseflow.samml import Graph, NodeKind, Role, StreamKind
 from fuseflow.tensor import CSR, DENSE2, TensorData, TensorFormat
 from fuseflow.tokens import DONE, EMPTY, Stop, format_stream, parse_stream, stop
 from sw_sim import DeadlockError, ProtocolError, run_graph, simulate_primitive
@@ -86,11 +86,10 @@ def test_unary_float_mode():
 
 
 def test_unary_needs_fixed_names_node():
-    g = Graph("g")
+    b = GraphBuilder("g")
+    g = b.g
     g.tensor("A", (4,), TensorFormat(("dense",)))
     g.tensor("B", (4,), TensorFormat(("dense",)), Role.OUTPUT)
-    b = GraphBuilder("g")
-    b.g = g
     crd, ref = b.scan("A", 0, b.root("A"))
     b.write("B", 0, crd)
     b.write_vals("B", b.node(NodeKind.ALU, "softplus", {"a": b.load("A", ref)}, op="exp")["val"])
@@ -317,7 +316,7 @@ def test_bias_add_lowering_matches_numpy(num):
     g.tensor("bias", (m,), TensorFormat(("dense",)))
     g.tensor("C", (n, m), CSR, Role.OUTPUT)
     ci, ri = b.scan("A", 0, b.root("A"))
-    ci_w, ci_r = b.bcast(ci, 2, kind=__import__("fuseflow").StreamKind.CRD)
+    ci_w, ci_r = b.bcast(ci, 2, StreamKind.CRD)
     b.write("C", 0, ci_w)
     cj, rj = b.scan("A", 1, ri)
     c, r, bv = bias_lookup(b, "bias", cj, rj, ci_r)
@@ -343,3 +342,62 @@ def test_mask_then_stkn_drop_pipeline():
     dropped = simulate_primitive("stkn_drop", {"in": res["crd"]})["out"]
     assert dropped == fiber_stream([[0, 2]], 2)  # rows 0 and 3 become empty and vanish
     assert EMPTY not in dropped
+
+
+# ----------------------------------------------------------------------------- spacc2
+def spacc2_vectors(rng: random.Random, n: int) -> list[tuple[dict, dict]]:
+    """Random inputs (rows of outer fibers over k, each k holding a sparse (i, j) matrix) and the
+    expected outputs, from dictionaries summed directly."""
+    out = []
+    for _ in range(n):
+        rows = []
+        for _ in range(rng.randint(1, 3)):
+            ks = sorted(rng.sample(range(5), rng.randint(0, 3)))
+            rows.append([{i: {j: rng.randint(-9, 9) for j in sorted(rng.sample(range(6), rng.randint(0, 3)))}
+                          for i in sorted(rng.sample(range(4), rng.randint(0, 3)))} for _ in ks])
+            rows[-1] = list(zip(ks, rows[-1]))
+        inputs = {
+            "outer": fiber_stream([[k for k, _ in r] for r in rows], 2),
+            "inner0": fiber_stream([[sorted(d) for _, d in r] for r in rows], 3),
+            "inner1": fiber_stream([[[sorted(d[i]) for i in sorted(d)] for _, d in r] for r in rows], 4),
+            "val": fiber_stream([[[[d[i][j] for j in sorted(d[i])] for i in sorted(d)] for _, d in r] for r in rows], 4),
+        }
+        sums = []
+        for r in rows:
+            acc: dict[tuple[int, int], int] = {}
+            for _, d in r:
+                for i, js in d.items():
+                    for j, v in js.items():
+                        acc[i, j] = acc.get((i, j), 0) + v
+            sums.append(acc)
+        iss = [sorted({i for i, _ in a}) for a in sums]
+        expected = {
+            "crd0": fiber_stream(iss, 2),
+            "crd1": fiber_stream([[[j for (i2, j) in sorted(a) if i2 == i] for i in is_] for a, is_ in zip(sums, iss)], 3),
+            "val": fiber_stream([[[a[i, j] for (i2, j) in sorted(a) if i2 == i] for i in is_]
+                                 for a, is_ in zip(sums, iss)], 3),
+        }
+        out.append((inputs, expected))
+    return out
+
+
+def test_spacc2_against_dict_sums():
+    for inputs, expected in spacc2_vectors(random.Random(0), 300):
+        res = simulate_primitive("spacc2", inputs, dim0=4, dim1=6)
+        assert {p: res[p] for p in expected} == expected, {p: format_stream(v) for p, v in inputs.items()}
+
+
+def test_spacc2_design_style_example_and_errors():
+    # k=0: {0: {1: 1}, 2: {0: 2}}; k=1: {0: {1: 10, 3: 4}}  ->  {0: {1: 11, 3: 4}, 2: {0: 2}}
+    res = simulate_primitive("spacc2", {"outer": "0,1,S0,D", "inner0": "0,2,S0,0,S1,D",
+                                        "inner1": "1,S0,0,S1,1,3,S2,D", "val": "1,S0,2,S1,10,4,S2,D"},
+                             dim0=4, dim1=4)
+    assert format_stream(res["crd0"]) == "0,2,S0,D"
+    assert format_stream(res["crd1"]) == "1,3,S0,0,S1,D"
+    assert format_stream(res["val"]) == "11,4,S0,2,S1,D"
+    with pytest.raises(ProtocolError, match="node 'spacc2'.*inner1 coordinate 5 outside dimension 4"):
+        simulate_primitive("spacc2", {"outer": "0,S0,D", "inner0": "0,S1,D", "inner1": "5,S2,D", "val": "1,S2,D"},
+                           dim0=4, dim1=4)
+    with pytest.raises(ProtocolError, match="node 'spacc2'.*needs inner0 S1"):
+        simulate_primitive("spacc2", {"outer": "0,S0,D", "inner0": "0,S0,D", "inner1": "1,S2,D", "val": "1,S2,D"},
+                           dim0=4, dim1=4)

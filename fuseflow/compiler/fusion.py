@@ -1,12 +1,13 @@
 """Cross-expression fusion (FuseFlow Alg. 1): fresh reduction indices, producer inlining, tensor
 views, the partial order graph (POG), cycle resolution by permuted copies and dataflow orders.
 
-The lowering of :mod:`fuseflow.compiler.codegen` joins operands level by level over one
-iteration space per output, so a fused expression must be a *sum of products*: a reduction may
-sit under a product (it is pulled out, ``(Σ_k P)·Q = Σ_k P·Q``) but not under an addition,
-because the SAMML IR cannot route reduced values through a union (see docs/compiler.md).  A
-statement whose reduction sits under an addition is split into a temporary first; a producer
-with a reduction read under an addition is materialised, which starts a new graph.
+The default lowering joins operands level by level over one iteration space per output, so a
+fused expression must be a *sum of products*: a reduction may sit under a product (it is pulled
+out, ``(Σ_k P)·Q = Σ_k P·Q``) but not under an addition.  A statement whose reduction sits under
+an addition is therefore split into a temporary, and (``split_adds``) a producer with a
+reduction read under an addition is materialised, which starts a new graph.  Factored iteration
+(:func:`fuseflow.compiler.table.build_table` with ``factored``) keeps such producers as their
+own pipelines inside one graph instead (see docs/compiler.md).
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..tensor import TensorFormat
-from .program import Access, BinOp, Const, IExpr, Op, Program, ProgramError, Statement, Sum
+from .program import (
+    Access,
+    BinOp,
+    Const,
+    IExpr,
+    Op,
+    Program,
+    ProgramError,
+    Statement,
+    Sum,
+    split_order,
+)
 
 __all__ = [
     "MAX_ORDERS",
@@ -143,9 +155,12 @@ class Group:
         return "".join(f"; {i} is {self.origins[i]}" for i in seen)
 
     def fused_einsum(self) -> str:
+        """One line per output; each reduction is shown at the intermediate it belongs to."""
         lines = []
         for o in self.outputs:
-            red = f"Σ_{{{','.join(o.reduced)}}} " if o.reduced else ""
+            inner = _named_locals(o.body, self.views)
+            top = [r for r in o.reduced if r not in inner]
+            red = f"Σ_{{{','.join(top)}}} " if top else ""
             lines.append(f"{o.tensor}_{{{','.join(o.indices)}}} = {red}{render_vexpr(o.body, self.views)}")
         return "\n".join(lines)
 
@@ -156,13 +171,39 @@ class Group:
         return "\n".join(lines)
 
 
+def _vindices(e: VExpr, views: Mapping[str, View]) -> set[str]:
+    if isinstance(e, VAccess):
+        return set(views[e.view].indices)
+    if isinstance(e, VBin):
+        return _vindices(e.lhs, views) | _vindices(e.rhs, views)
+    if isinstance(e, VNamed):
+        return _vindices(e.body, views)
+    return set()
+
+
+def _local(e: VNamed, views: Mapping[str, View]) -> list[str]:
+    """Indices summed inside intermediate ``e`` (not inside an intermediate nested in it)."""
+    nested = _named_locals(e.body, views)
+    return sorted(_vindices(e.body, views) - set(e.indices) - nested, key=lambda u: (len(u), u))
+
+
+def _named_locals(e: VExpr, views: Mapping[str, View]) -> set[str]:
+    if isinstance(e, VBin):
+        return _named_locals(e.lhs, views) | _named_locals(e.rhs, views)
+    if isinstance(e, VNamed):
+        return set(_local(e, views)) | _named_locals(e.body, views)
+    return set()
+
+
 def render_vexpr(e: VExpr, views: Mapping[str, View]) -> str:
     if isinstance(e, VAccess):
         return str(views[e.view])
     if isinstance(e, VConst):
         return str(views[e.view].const)
     if isinstance(e, VNamed):
-        return f"[{e.tensor}_{{{','.join(e.indices)}}}: {render_vexpr(e.body, views)}]"
+        local = _local(e, views)
+        red = f"Σ_{{{','.join(local)}}} " if local else ""
+        return f"[{e.tensor}_{{{','.join(e.indices)}}} = {red}{render_vexpr(e.body, views)}]"
     lhs, rhs = render_vexpr(e.lhs, views), render_vexpr(e.rhs, views)
     if e.op is Op.MUL:
         return f"{lhs} · {rhs}"
@@ -343,8 +384,7 @@ def _parse_orders(program: Program, orders: Mapping[str, str | Sequence[str]]) -
         if st is None:
             raise ProgramError(f"--order {name}=...: no statement computes tensor {name!r}; "
                                f"computed tensors: {[s.out for s in program.statements]}")
-        raw = tuple(order.replace("->", ",").replace(",", " ").split()) if isinstance(order, str) and (
-            "," in order or "->" in order or " " in order) else tuple(order)
+        raw = split_order(order)
         for c in raw:
             if c not in st.letters:
                 raise ProgramError(f"order {''.join(raw)!r} for statement '{st.text}': unknown index "

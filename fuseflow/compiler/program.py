@@ -306,6 +306,15 @@ def einsum(spec: str, *operands: Tensor | TensorExpr) -> TensorExpr:
     return TensorExpr(shape, text, build, tuple(out))
 
 
+def split_order(order: str | Sequence[str]) -> tuple[str, ...]:
+    """``"ikj"``, ``"i,k,j"``, ``"i->k->j"`` or a sequence -> index names."""
+    if not isinstance(order, str):
+        return tuple(order)
+    if any(sep in order for sep in (",", "->", " ")):
+        return tuple(order.replace("->", ",").replace(",", " ").split())
+    return tuple(order)
+
+
 # ----------------------------------------------------------------------------- statements
 @dataclass(frozen=True)
 class Statement:
@@ -421,9 +430,7 @@ class Program:
         idx_map = {**{c: c for c in letters}, **sym}
         order_t: tuple[str, ...] = ()
         if order is not None:
-            raw = tuple(order) if not isinstance(order, str) else tuple(
-                order.replace("->", ",").replace(",", " ").split()) if (
-                "," in order or "->" in order or " " in order) else tuple(order)
+            raw = split_order(order)
             for c in raw:
                 if c not in idx_map:
                     raise ProgramError(f"statement '{stmt_text}': order {''.join(raw)!r} names "

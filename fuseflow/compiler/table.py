@@ -353,6 +353,10 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
     # (4) stream merging, and which rows enumerate their whole dimension
     for row in order:
         tree = _join_tree(out.body, row, views, set(), fac)
+        lead_kid = next((k.tensor for k in kids if row in k.indices and row != [
+            r for r in order if r in k.indices][-1]), None)
+        if isinstance(tree, Join) and lead_kid is not None:
+            tree = lead_kid  # every member enumerates the dimension: the intermediate drives it
         if isinstance(tree, Join):
             t.joins[row] = tree
         t.full[row] = _full(tree, row, views, nref, t.children)
@@ -494,9 +498,38 @@ def _factoring_ok(body: VExpr, group: Group, fac: frozenset[str]) -> bool:
         if sorted(lead) != sorted(k.indices):
             return False
         for row in lead[:-1]:
-            if _count_having(body, row, group.views, fac) > 1:
+            if _count_having(body, row, group.views, fac) > 1 and not _all_full_at(
+                    body, row, group, fac, k):
                 return False
     return True
+
+
+def _all_full_at(body: VExpr, row: str, group: Group, fac: frozenset[str], kid: VNamed) -> bool:
+    """Whether every operand having ``row`` enumerates the whole dimension there, so the factored
+    intermediate ``kid`` can drive the row without a merge: the other operands are views with
+    dense levels down to ``row`` and ``kid``'s coordinates for ``row`` are full."""
+    others = [e for e in _operands(body, fac) if e is not kid and _has(e, row, group.views, fac)]
+    for e in others:
+        if not isinstance(e, VAccess):
+            return False
+        v = group.views[e.view]
+        levels = v.level_indices()
+        if any(f is not Format.DENSE for f in v.fmt.levels[: levels.index(row) + 1]):
+            return False
+    sizes = {i: n for v in group.views.values() for i, n in zip(v.indices, v.shape)}
+    local = tuple(i for i in group.order if i in _own(kid.body, group.views, frozenset())
+                  and i not in kid.indices)
+    ct = build_table(group, FusedOutput(kid.tensor, kid.indices, local, kid.body, None,
+                                        tuple(sizes[i] for i in kid.indices)), factored=True)
+    return ct.crd_source[row] == row and ct.full[row]
+
+
+def _operands(e: VExpr, fac: frozenset[str]) -> list[VExpr]:
+    if isinstance(e, VBin):
+        return _operands(e.lhs, fac) + _operands(e.rhs, fac)
+    if isinstance(e, VNamed) and e.tensor not in fac:
+        return _operands(e.body, fac)
+    return [e]
 
 
 def _reduced_under_add(e: VExpr, views: dict[str, View], fac: frozenset[str],

@@ -6,11 +6,11 @@ vectors of a configuration in one simulator run."""
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from test_ml_primitives_sw import random_csr_values, softmax_graph, spacc2_vectors, sparse_softmax_ref
+from vectors import fiber_stream
 
 from fuseflow.numerics import DEFAULT_FIXED, Numerics
 from fuseflow.tensor import CSR, TensorData
@@ -19,10 +19,6 @@ from hw.elaborate import HwConfig
 from rtl_sim import run_graph as rtl_run_graph
 from rtl_sim.api import run_primitive_batch
 from sw_sim import run_graph, simulate_primitive
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
-from test_ml_primitives_sw import random_csr_values, softmax_graph, sparse_softmax_ref  # noqa: E402
-from vectors import fiber_stream  # noqa: E402
 
 pytestmark = pytest.mark.rtl
 
@@ -179,3 +175,10 @@ def test_softmax_graph_rtl_matches_sw_and_numpy():
     assert rtl.cycles == sw.cycles
     ref = sparse_softmax_ref(Q.dequantize(Q.quantize(a)))
     np.testing.assert_allclose(Q.dequantize(rtl.outputs["C"].to_dense()), ref, atol=4 * 2.0**-Q.frac)
+
+
+def test_spacc2_fixed():
+    vecs = spacc2_vectors(random.Random(21), 8)
+    runs = [{**inp, "val": [Q.to_raw(v * 1000.5) if isinstance(v, int) else v for v in inp["val"]]}
+            for inp, _ in vecs]
+    _check("spacc2", {"dim0": 4, "dim1": 6}, runs)

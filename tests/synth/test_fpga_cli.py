@@ -20,7 +20,9 @@ def _run(argv, capsys):
 def test_flash_dry_run_prints_programmer_command(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("ICEPROG", raising=False)
     (tmp_path / "top.bin").write_bytes(b"\0")
-    (tmp_path / "synth_report.json").write_text(json.dumps({"board": "icebreaker", "bitstream": "top.bin"}))
+    (tmp_path / "synth_report.json").write_text(
+        json.dumps({"board": "icebreaker", "bitstream": "top.bin"})
+    )
     code, out, _ = _run(["flash", "--board", "icebreaker", str(tmp_path), "--dry-run"], capsys)
     assert code == 0
     assert shlex.split(out) == ["iceprog", str(tmp_path / "top.bin")]
@@ -29,44 +31,98 @@ def test_flash_dry_run_prints_programmer_command(tmp_path, capsys, monkeypatch):
 def test_flash_dry_run_ulx3s_uses_openfpgaloader_env(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OPENFPGALOADER", "/opt/ofl/bin/openFPGALoader")
     (tmp_path / "top.bit").write_bytes(b"\0")
-    (tmp_path / "synth_report.json").write_text(json.dumps({"board": "ulx3s-85f", "bitstream": "top.bit"}))
+    (tmp_path / "synth_report.json").write_text(
+        json.dumps({"board": "ulx3s-85f", "bitstream": "top.bit"})
+    )
     code, out, _ = _run(["flash", "--board", "ulx3s-85f", str(tmp_path), "--dry-run"], capsys)
     assert code == 0
-    assert shlex.split(out) == ["/opt/ofl/bin/openFPGALoader", "-b", "ulx3s", "-m", str(tmp_path / "top.bit")]
+    assert shlex.split(out) == [
+        "/opt/ofl/bin/openFPGALoader",
+        "-b",
+        "ulx3s",
+        "-m",
+        str(tmp_path / "top.bit"),
+    ]
 
 
 def test_flash_refuses_build_for_another_board(tmp_path, capsys):
     (tmp_path / "top.bin").write_bytes(b"\0")
-    (tmp_path / "synth_report.json").write_text(json.dumps({"board": "icebreaker", "bitstream": "top.bin"}))
+    (tmp_path / "synth_report.json").write_text(
+        json.dumps({"board": "icebreaker", "bitstream": "top.bin"})
+    )
     code, _, err = _run(["flash", "--board", "ulx3s-85f", str(tmp_path), "--dry-run"], capsys)
     assert code == 2
     assert "built for board 'icebreaker', not 'ulx3s-85f'" in err
 
 
 def test_flash_missing_build_dir(tmp_path, capsys):
-    code, _, err = _run(["flash", "--board", "icebreaker", str(tmp_path / "nope"), "--dry-run"], capsys)
+    code, _, err = _run(
+        ["flash", "--board", "icebreaker", str(tmp_path / "nope"), "--dry-run"], capsys
+    )
     assert code == 2 and "nope" in err and "does not exist" in err
 
 
 def test_synth_unknown_board_and_bad_arguments(tmp_path, capsys):
-    code, _, err = _run(["synth", "--kernel", "spmv", "--board", "de0nano", "-o", str(tmp_path)], capsys)
+    code, _, err = _run(
+        ["synth", "--kernel", "spmv", "--board", "de0nano", "-o", str(tmp_path)], capsys
+    )
     assert code == 2 and "unknown board 'de0nano'" in err and "icebreaker" in err
     code, _, err = _run(["synth", "--board", "icebreaker", "-o", str(tmp_path)], capsys)
     assert code == 2 and "GRAPH.json or --kernel" in err
-    code, _, err = _run(["synth", "--kernel", "spmv", "--max-nnz", "Q=3", "--board", "icebreaker",
-                         "-o", str(tmp_path)], capsys)
+    code, _, err = _run(
+        [
+            "synth",
+            "--kernel",
+            "spmv",
+            "--max-nnz",
+            "Q=3",
+            "--board",
+            "icebreaker",
+            "-o",
+            str(tmp_path),
+        ],
+        capsys,
+    )
     assert code == 2 and "no tensor 'Q'" in err
-    code, _, err = _run(["synth", "--kernel", "spmv", "--max-nnz", "B:3", "--board", "icebreaker",
-                         "-o", str(tmp_path)], capsys)
+    code, _, err = _run(
+        [
+            "synth",
+            "--kernel",
+            "spmv",
+            "--max-nnz",
+            "B:3",
+            "--board",
+            "icebreaker",
+            "-o",
+            str(tmp_path),
+        ],
+        capsys,
+    )
     assert code == 2 and "'B:3'" in err
-    code, _, err = _run(["synth", str(tmp_path / "g.json"), "--board", "icebreaker", "-o", str(tmp_path)], capsys)
+    code, _, err = _run(
+        ["synth", str(tmp_path / "g.json"), "--board", "icebreaker", "-o", str(tmp_path)], capsys
+    )
     assert code == 2 and "g.json" in err and "does not exist" in err
 
 
 def test_run_serial_port_errors_name_the_port(capsys):
     pytest.importorskip("serial")
-    code, _, err = _run(["run", "--board", "icebreaker", "--port", "/dev/fuseflow-no-such-tty", "--kernel", "spmv",
-                         "--size", "8", "--max-nnz", "B=16"], capsys)
+    code, _, err = _run(
+        [
+            "run",
+            "--board",
+            "icebreaker",
+            "--port",
+            "/dev/fuseflow-no-such-tty",
+            "--kernel",
+            "spmv",
+            "--size",
+            "8",
+            "--max-nnz",
+            "B=16",
+        ],
+        capsys,
+    )
     assert code == 2 and "/dev/fuseflow-no-such-tty" in err
 
 
@@ -125,3 +181,142 @@ def test_every_board_has_a_uart_and_a_platform():
         platform = board.make_platform()
         assert platform.request("uart", 0, dir="-") is not None, name
         assert board.family in ("ice40", "ecp5")
+
+
+class _SwSimBoard:
+    """A board stand-in behind a pseudo-terminal: speaks the bridge protocol, keeps the host-port
+    words, and on start runs sw_sim on the loaded arrays (a plumbing check of the serial path of
+    ``fuseflow-hw run``: framing, pty I/O, memory map, decoding)."""
+
+    def __init__(self, graph, cfg) -> None:
+        import os
+        import threading
+
+        from fpga.board_top import host_view
+
+        self.graph, self.cfg = graph, cfg
+        self.mmap, self.ident = host_view(graph, cfg)
+        self.mem: dict[int, int] = {}
+        self.master, slave = os.openpty()
+        self.path = os.ttyname(slave)
+        self._slave = slave
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _recv(self, n: int) -> bytes:
+        import os
+
+        data = b""
+        while len(data) < n:
+            data += os.read(self.master, n - len(data))
+        return data
+
+    def _serve(self) -> None:
+        import os
+
+        while True:
+            try:
+                cmd = self._recv(1)[0]
+            except OSError:
+                return
+            if cmd == 0x49:
+                os.write(self.master, struct.pack("<I", self.ident))
+                continue
+            addr, n = struct.unpack("<IH", self._recv(6))
+            if cmd == 0x57:
+                words = struct.unpack(f"<{n}I", self._recv(4 * n))
+                for i, w in enumerate(words):
+                    self.mem[addr + i] = w
+                if addr == 0 and words and words[0] & 1:
+                    self._start()
+                os.write(self.master, b"K")
+            elif cmd == 0x52:
+                os.write(
+                    self.master,
+                    struct.pack(f"<{n}I", *[self.mem.get(addr + i, 0) for i in range(n)]),
+                )
+
+    def _start(self) -> None:
+        from fpga.host import tensor_from_arrays
+        from sw_sim import run_graph
+
+        data = {}
+        for t in self.graph.input_tensors():
+            spec = self.graph.tensors[t]
+            arrays = {}
+            for r in self.mmap.regions:
+                if r.name.startswith(f"{t}."):
+                    n = max(
+                        [a - r.base + 1 for a in self.mem if r.base <= a < r.base + r.size],
+                        default=0,
+                    )
+                    words = [self.mem[r.base + i] for i in range(n)]
+                    if r.name.endswith("vals"):
+                        words = [w - (1 << r.width) if w >> (r.width - 1) else w for w in words]
+                    arrays[r.name[len(t) + 1 :]] = words
+            data[t] = tensor_from_arrays(spec.shape, spec.fmt, arrays)
+        sw = run_graph(self.graph, data)
+        for k, name in enumerate(self.mmap.lengths):
+            t, array = name.split(".", 1)
+            words = sw.outputs[t].arrays()[array]
+            r = self.mmap.region(name)
+            self.mem[2 + k] = len(words)
+            for i, w in enumerate(words):
+                self.mem[r.base + i] = int(w) & ((1 << r.width) - 1)
+        self.mem[1] = sw.cycles
+        self.mem[0] = 2  # done
+
+
+def test_run_over_a_serial_port(capsys):
+    pytest.importorskip("serial")
+    from fuseflow.kernels import KERNELS
+    from hw.elaborate import HwConfig
+
+    board = _SwSimBoard(KERNELS["spmv"](8), HwConfig(max_nnz=(("B", 32),)))
+    code, out, err = _run(
+        [
+            "run",
+            "--board",
+            "icebreaker",
+            "--port",
+            board.path,
+            "--kernel",
+            "spmv",
+            "--size",
+            "8",
+            "--max-nnz",
+            "B=32",
+            "--density",
+            "0.3",
+            "--seed",
+            "4",
+        ],
+        capsys,
+    )
+    assert code == 0, out + err
+    assert "y: equal to sw_sim" in out
+
+
+def test_run_refuses_a_board_with_another_design(capsys):
+    pytest.importorskip("serial")
+    from fuseflow.kernels import KERNELS
+    from hw.elaborate import HwConfig
+
+    board = _SwSimBoard(KERNELS["spmv"](8), HwConfig(max_nnz=(("B", 32),)))
+    code, _, err = _run(
+        [
+            "run",
+            "--board",
+            "icebreaker",
+            "--port",
+            board.path,
+            "--kernel",
+            "spmv",
+            "--size",
+            "8",
+            "--max-nnz",
+            "B=16",
+        ],
+        capsys,
+    )
+    assert code == 2 and "flash the matching bitstream" in err

@@ -51,7 +51,9 @@ def test_small_spmv_fits_icebreaker(ice40_tools, tmp_path):
 def test_oversized_design_names_the_resource(ice40_tools, tmp_path):
     from fpga.synth import DoesNotFit, synthesize
 
-    g = KERNELS["spmv"](64)  # no max_nnz: B holds all 4096 dense positions, in 16- and 32-bit memories
+    g = KERNELS["spmv"](
+        64
+    )  # no max_nnz: B holds all 4096 dense positions, in 16- and 32-bit memories
     with pytest.raises(DoesNotFit) as info:
         synthesize(GraphTop(g, HwConfig()), "icebreaker", tmp_path)
     msg = str(info.value)

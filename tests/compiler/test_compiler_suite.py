@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from programs import SUITE, random_inputs
+from compiler_programs import SUITE, random_inputs
 
 from fuseflow.compiler import Fusion, all_orders, compile_program, reference, run_program
 from fuseflow.samml import NodeKind
@@ -117,6 +117,22 @@ def test_region_counts() -> None:
     full = compile_program(program, Fusion.FULL)
     assert len(full.graphs) == 2
     assert any("split" in n for g in full.groups for n in g.group.notes)
+
+
+def test_declared_csc_output_forces_the_column_loop_outside() -> None:
+    compiled = compile_program(SUITE["spmm_csc_out"].build())
+    assert compiled.groups[0].group.order[0] == "j"
+    assert compiled.formats["C"].mode_order == (1, 0)
+
+
+def test_third_order_tensor_in_two_mode_orders() -> None:
+    kinds = {}
+    for name in ("ttv", "ttv_permuted"):
+        (graph,) = compile_program(SUITE[name].build()).graphs
+        kinds[name] = {n.kind for n in graph.nodes.values()}
+        assert graph.tensors["B"].fmt.order == 3
+    assert NodeKind.SPACC1 in kinds["ttv_permuted"]  # k above j: accumulate j per row
+    assert NodeKind.SPACC1 not in kinds["ttv"]
 
 
 def test_permuted_view_uses_a_permuted_copy() -> None:

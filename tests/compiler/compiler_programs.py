@@ -182,6 +182,33 @@ def spmv_csc() -> Program:
     return p
 
 
+def ttv() -> Program:
+    """Tensor-times-vector Y_ij = B_ijk c_k, B a 3-D tensor (dense, compressed, compressed)."""
+    p = Program("ttv")
+    B = p.tensor("B", (4, 5, 6), "dcc")
+    c = p.tensor("c", (6,), "dense")
+    p.output(p.let("Y", einsum("ijk,k->ij", B, c)))
+    return p
+
+
+def ttv_permuted() -> Program:
+    """The same with B stored in mode order (i, k, j): the reduction sits above j (SPACC1)."""
+    p = Program("ttv_permuted")
+    B = p.tensor("B", (4, 5, 6), "dcc", mode_order=(0, 2, 1))
+    c = p.tensor("c", (6,), "compressed")
+    p.output(p.let("Y", einsum("ijk,k->ij", B, c)))
+    return p
+
+
+def spmm_csc_out() -> Program:
+    """Outer-loop-over-columns SpMM writing a declared CSC result."""
+    p = Program("spmm_csc_out")
+    A = p.tensor("A", (6, 7), "csr")
+    B = p.tensor("B", (7, 5), "dense", mode_order=(1, 0))
+    p.output(p.let("C", einsum("ik,kj->ij", A, B), fmt="csc"))
+    return p
+
+
 SUITE: dict[str, Case] = {
     "spmv": Case(spmv, {"A": 0.3, "x": 1.0}),
     "spmv_csc": Case(spmv_csc, {"A": 0.3, "x": 0.5}),
@@ -200,20 +227,23 @@ SUITE: dict[str, Case] = {
     "two_outputs": Case(two_outputs, {"A": 0.3, "X": 1.0, "W1": 1.0, "W2": 1.0}),
     "elementwise_chain": Case(elementwise_chain, {"A": 0.4, "B": 0.4, "C": 0.6}),
     "residual": Case(residual, {"A": 0.3, "X": 1.0}),
+    "ttv": Case(ttv, {"B": 0.3, "c": 1.0}),
+    "ttv_permuted": Case(ttv_permuted, {"B": 0.3, "c": 0.6}),
+    "spmm_csc_out": Case(spmm_csc_out, {"A": 0.3, "B": 0.6}),
 }
 
 
 def random_inputs(program: Program, density: dict[str, float], seed: int,
                   empty_rows: bool = True) -> dict[str, np.ndarray]:
-    """Seeded random integer data; sparse inputs of order 2 get an empty first row and column."""
+    """Seeded random integer data; sparse inputs get an empty first row and last column."""
     rng = np.random.default_rng(seed)
     data = {}
     for name in program.inputs():
         shape = program.decls[name].shape
         a = rng.integers(-4, 5, shape)
         a[rng.random(shape) >= density.get(name, 1.0)] = 0
-        if empty_rows and density.get(name, 1.0) < 1.0 and a.ndim == 2:
-            a[0, :] = 0
+        if empty_rows and density.get(name, 1.0) < 1.0 and a.ndim >= 2:
+            a[0] = 0
             a[:, -1] = 0
         data[name] = a
     return data

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from programs import SUITE, random_inputs
+from compiler_programs import SUITE, random_inputs
 
-from fuseflow.compiler import Fusion, compile_program, reference, run_program
+from fuseflow.compiler import Fusion, Program, compile_program, einsum, reference, run_program
 from fuseflow.compiler.codegen import verify_routing
 from fuseflow.samml import Graph, GraphError, NodeKind
 
@@ -88,9 +88,26 @@ def test_factored_gcn_layer_is_one_graph_and_beats_unfused() -> None:
     assert fused < unfused
 
 
-def test_unfactorable_reduction_under_addition_falls_back_to_a_split() -> None:
-    # Y = A·X + X: X shares the row index with the reduced term, so its rows would have to
-    # filter the term's nested fibres; the compiler materialises A·X instead.
+def test_residual_shares_a_full_row_with_the_intermediate() -> None:
+    # Y = A·X + X: X's dense rows enumerate i like A·X's do, so no merge is needed at i and the
+    # skip connection is added by a union at j inside one graph
     compiled = compile_program(SUITE["residual"].build(), Fusion.FULL, factored=True)
+    (cg,) = compiled.groups
+    assert cg.value_routing
+    assert "Union_j(Y_t0, X')" in cg.tables[0].render()
+
+
+def test_unfactorable_reduction_under_addition_falls_back_to_a_split() -> None:
+    # B's compressed rows would have to filter the reduced term's nested fibres at i, which a
+    # value stream cannot do: the compiler materialises A·X instead.
+    p = Program("residual_sparse")
+    A = p.tensor("A", (6, 6), "csr")
+    X = p.tensor("X", (6, 4), "dense")
+    B = p.tensor("B", (6, 4), "dcsr")
+    p.output(p.let("Y", einsum("ik,kj->ij", A, X) + B))
+    compiled = compile_program(p, Fusion.FULL, factored=True)
     assert len(compiled.graphs) == 2
     assert all(not cg.value_routing for cg in compiled.groups)
+    data = random_inputs(p, {"A": 0.3, "B": 0.3}, 1)
+    result = run_program(compiled, data)
+    np.testing.assert_array_equal(result.dense("Y"), reference(p, data)["Y"])

@@ -103,7 +103,7 @@ def test_random_programs_match_numpy(spec, fusion: Fusion, factored: bool) -> No
     expected = reference(program, data)
     for name, want in expected.items():
         fmt = compiled.formats[name]
-        # sw_sim's level writer miscounts an empty top-level fiber (see test_suite.py)
+        # sw_sim's level writer miscounts an empty top-level fiber (see test_compiler_suite.py)
         assume(want.any() or fmt.order < 2 or fmt.levels[0] is Format.DENSE)
     result = run_program(compiled, data)
     for name, want in expected.items():

@@ -1,6 +1,6 @@
 """Golden text of the paper's running examples: fused einsum, POG, fusion table and graph.
 
-Regenerate with ``FUSEFLOW_REGEN_GOLDEN=1 pytest tests/compiler/test_golden.py`` and review the
+Regenerate with ``FUSEFLOW_REGEN_GOLDEN=1 pytest tests/compiler/test_compiler_golden.py`` and review the
 diff against the paper's figures (docs/compiler.md records the comparison).
 """
 

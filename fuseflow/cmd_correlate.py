@@ -1,0 +1,53 @@
+"""``fuseflow-hw correlate``: sw_sim vs RTL cycles over a kernel suite, with a report."""
+
+from __future__ import annotations
+
+import os
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("correlate", help="run a kernel suite in sw_sim and RTL; write JSON, Markdown and a PNG")
+    p.add_argument("--suite", default="all", help="spine, compiler, ml or all (default)")
+    p.add_argument("-o", "--out", required=True, help="report directory")
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="worker processes (default: all cores)")
+    p.add_argument("--waves", action="store_true", help="also write a VCD per graph into OUT/waves/")
+    p.add_argument("--list", action="store_true", help="list the suite's kernels and exit")
+
+
+def run(args) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rtl_sim.correlate import run_suite, suite, write_report
+
+    from .cli import UserError
+
+    try:
+        entries = suite(args.suite)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if args.list:
+        for e in entries:
+            print(f"{e.name}  ({e.model})")
+        return 0
+    waves = None
+    if args.waves:
+        waves = os.path.join(args.out, "waves")
+        os.makedirs(waves, exist_ok=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
+        task = bar.add_task("building + simulating", total=len(entries))
+
+        def progress(done: int, total: int, names: str) -> None:
+            bar.update(task, completed=done, description=f"done: {names[:60]}")
+
+        results = run_suite(entries, jobs=args.jobs, waves_dir=waves, progress=progress)
+    summary = write_report(results, args.out)
+    print(f"{len(results)} kernels: R² = {summary['r2']:.6f}, worst relative error "
+          f"{summary['max_rel_error'] * 100:.3f} %, outputs identical: {summary['all_values_equal']}")
+    if summary["differing"]:
+        print("cycles differ for: " + ", ".join(summary["differing"]))
+    print(f"report: {os.path.join(args.out, 'report.md')}, plot: {os.path.join(args.out, 'correlation.png')}")
+    bad = [r.name for r in results if not r.values_equal or r.reference_ok is False]
+    if bad:
+        print("value mismatches: " + ", ".join(bad))
+        return 1
+    return 0

@@ -1,0 +1,209 @@
+"""sw_sim vs RTL cycle correlation over a suite of kernels: JSON, Markdown and a PNG plot.
+
+A *suite entry* is a graph plus one dataset.  Entries that share a graph share one Verilator
+build and one simulator process; graphs are spread over worker processes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fuseflow.samml import Graph
+from fuseflow.tensor import TensorData
+
+__all__ = ["SuiteEntry", "KernelResult", "SUITES", "suite", "run_suite", "write_report", "r_squared"]
+
+
+@dataclass
+class SuiteEntry:
+    name: str
+    model: str  # colour group in the plot
+    make: Callable[[], tuple[Graph, dict[str, TensorData], np.ndarray | None]]
+
+
+@dataclass
+class KernelResult:
+    name: str
+    model: str
+    sw_cycles: int
+    rtl_cycles: int
+    ratio: float
+    rel_error: float
+    values_equal: bool
+    reference_ok: bool | None
+    nodes: int = 0
+    note: str = ""
+
+
+def _spine(kernel: str, n: int, density: float, seed: int):
+    def make():
+        from fuseflow.kernels import example
+
+        g, data, _, expected = example(kernel, n, seed, density)
+        return g, data, expected
+
+    return make
+
+
+def _spine_suite() -> list[SuiteEntry]:
+    groups = {"spmv": "SpMV", "spmm_dense": "SpMM", "spmm_csr": "SpMM", "add": "elementwise", "mul": "elementwise"}
+    out = []
+    for kernel, group in groups.items():
+        for n in (32, 64):
+            for density in (0.05, 0.2):
+                out.append(SuiteEntry(f"{kernel}_{n}_d{int(density * 100)}", group, _spine(kernel, n, density, 11)))
+    return out
+
+
+def _extra_suites() -> dict[str, Callable[[], list[SuiteEntry]]]:
+    """Suites contributed by other packages (compiler programs, ML model pieces)."""
+    extra = {}
+    try:
+        from fuseflow.compiler.suite import correlation_suite  # type: ignore[import-not-found]
+
+        extra["compiler"] = correlation_suite
+    except ImportError:
+        pass
+    try:
+        from fuseflow.models.suite import correlation_suite as ml_suite  # type: ignore[import-not-found]
+
+        extra["ml"] = ml_suite
+    except ImportError:
+        pass
+    return extra
+
+
+def suite(name: str = "all") -> list[SuiteEntry]:
+    suites: dict[str, Callable[[], list[SuiteEntry]]] = {"spine": _spine_suite, **_extra_suites()}
+    if name == "all":
+        return [e for f in suites.values() for e in f()]
+    if name not in suites:
+        raise ValueError(f"unknown suite {name!r}; suites: {sorted(suites) + ['all']}")
+    return suites[name]()
+
+
+SUITES = ("spine", "compiler", "ml", "all")
+
+
+def _run_group(entries: list[SuiteEntry], waves_dir: str | None) -> list[KernelResult]:
+    from rtl_sim.api import run_graph_batch
+    from sw_sim import run_graph
+
+    made = [e.make() for e in entries]
+    graph = made[0][0]
+    wave_file = Path(waves_dir) / f"{entries[0].name}.vcd" if waves_dir else None
+    rtl = run_graph_batch(graph, [d for _, d, _ in made], waves=bool(waves_dir), wave_file=wave_file)
+    results = []
+    for e, (g, data, expected), r in zip(entries, made, rtl):
+        sw = run_graph(g, data)
+        equal = all(np.array_equal(r.outputs[t].to_dense(), sw.outputs[t].to_dense()) for t in sw.outputs)
+        ref_ok = None
+        if expected is not None:
+            [t] = sw.outputs
+            ref_ok = bool(np.array_equal(sw.outputs[t].to_dense(), expected))
+        rel = abs(r.cycles - sw.cycles) / max(r.cycles, 1)
+        results.append(KernelResult(e.name, e.model, sw.cycles, r.cycles, r.cycles / max(sw.cycles, 1), rel,
+                                    equal, ref_ok, len(g.nodes)))
+    return results
+
+
+def run_suite(entries: Iterable[SuiteEntry], *, jobs: int | None = None, waves_dir: str | None = None,
+              progress: Callable[[int, int, str], None] | None = None) -> list[KernelResult]:
+    """Run every entry in sw_sim and RTL, grouping entries by graph structure."""
+    entries = list(entries)
+    groups: dict[str, list[SuiteEntry]] = {}
+    for e in entries:
+        g = e.make()[0]
+        groups.setdefault(g.structure_hash(), []).append(e)
+    jobs = jobs or os.cpu_count() or 1
+    results: list[KernelResult] = []
+    done = 0
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futs = {pool.submit(_run_group, grp, waves_dir): grp for grp in groups.values()}
+        for fut in as_completed(futs):
+            grp = futs[fut]
+            res = fut.result()
+            results += res
+            done += len(grp)
+            if progress:
+                progress(done, len(entries), ", ".join(e.name for e in grp))
+    order = {e.name: i for i, e in enumerate(entries)}
+    return sorted(results, key=lambda r: order[r.name])
+
+
+def r_squared(x: list[float], y: list[float]) -> float:
+    """Coefficient of determination of ``y`` predicted by ``x`` (parity line y = x)."""
+    y_arr, x_arr = np.asarray(y, float), np.asarray(x, float)
+    ss_res = float(np.sum((y_arr - x_arr) ** 2))
+    ss_tot = float(np.sum((y_arr - y_arr.mean()) ** 2))
+    return 1.0 - ss_res / ss_tot if ss_tot else (1.0 if ss_res == 0 else 0.0)
+
+
+def write_report(results: list[KernelResult], outdir: str | Path, title: str = "sw_sim vs RTL") -> dict:
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    sw = [r.sw_cycles for r in results]
+    rtl = [r.rtl_cycles for r in results]
+    summary = {
+        "r2": r_squared(sw, rtl),
+        "max_rel_error": max((r.rel_error for r in results), default=0.0),
+        "kernels": [asdict(r) for r in results],
+        "all_values_equal": all(r.values_equal for r in results),
+        "differing": [r.name for r in results if r.sw_cycles != r.rtl_cycles],
+    }
+    (out / "correlation.json").write_text(json.dumps(summary, indent=1) + "\n")
+    _plot(results, summary, out / "correlation.png", title)
+    lines = [f"# {title} cycle correlation", "",
+             f"- kernels: {len(results)}", f"- R² (parity line): {summary['r2']:.6f}",
+             f"- worst relative error: {summary['max_rel_error'] * 100:.3f} %",
+             f"- outputs identical in RTL and sw_sim: {'all' if summary['all_values_equal'] else 'NO'}",
+             f"- kernels whose cycles differ: {', '.join(summary['differing']) or 'none'}", "",
+             "![correlation](correlation.png)", "",
+             "| kernel | group | nodes | sw_sim cycles | RTL cycles | RTL/sw | values equal | vs reference |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        ref = "—" if r.reference_ok is None else ("pass" if r.reference_ok else "FAIL")
+        lines.append(f"| {r.name} | {r.model} | {r.nodes} | {r.sw_cycles} | {r.rtl_cycles} | {r.ratio:.4f} | "
+                     f"{'yes' if r.values_equal else 'NO'} | {ref} |")
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    return summary
+
+
+def _plot(results: list[KernelResult], summary: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 5.6), dpi=120)
+    models = sorted({r.model for r in results})
+    cmap = plt.get_cmap("tab10")
+    for i, m in enumerate(models):
+        pts = [r for r in results if r.model == m]
+        ax.scatter([r.sw_cycles for r in pts], [r.rtl_cycles for r in pts], s=28, color=cmap(i % 10),
+                   label=m, edgecolor="black", linewidth=0.4, zorder=3)
+    lo = min([r.sw_cycles for r in results] + [r.rtl_cycles for r in results] + [1])
+    hi = max([r.sw_cycles for r in results] + [r.rtl_cycles for r in results] + [10])
+    lo, hi = 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi))
+    ax.plot([lo, hi], [lo, hi], color="gray", linestyle="--", linewidth=1, label="parity", zorder=2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("sw_sim cycles")
+    ax.set_ylabel("RTL cycles (Verilator)")
+    ax.set_title(f"{title}: R² = {summary['r2']:.4f}, worst error {summary['max_rel_error'] * 100:.2f} %")
+    ax.grid(True, which="both", linewidth=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+

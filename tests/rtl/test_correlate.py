@@ -1,0 +1,33 @@
+import json
+
+import pytest
+
+from rtl_sim.correlate import SuiteEntry, _spine, r_squared, run_suite, suite, write_report
+
+
+def test_r_squared_hand_computed():
+    assert r_squared([1, 2, 3], [1, 2, 3]) == 1.0
+    # y = [2, 4, 6] (mean 4, SS_tot = 8); predictions x = [2, 4, 5]: SS_res = 1 -> 1 - 1/8
+    assert r_squared([2, 4, 5], [2, 4, 6]) == pytest.approx(0.875)
+
+
+def test_spine_suite_has_twenty_kernels():
+    names = [e.name for e in suite("spine")]
+    assert len(names) == 20 and len(set(names)) == 20
+
+
+@pytest.mark.rtl
+def test_small_suite_report(tmp_path):
+    entries = [SuiteEntry("spmv_8_a", "SpMV", _spine("spmv", 8, 0.3, 1)),
+               SuiteEntry("spmv_8_b", "SpMV", _spine("spmv", 8, 0.5, 2)),
+               SuiteEntry("add_8", "elementwise", _spine("add", 8, 0.3, 3))]
+    results = run_suite(entries, jobs=2)
+    summary = write_report(results, tmp_path)
+    data = json.loads((tmp_path / "correlation.json").read_text())
+    assert [k["name"] for k in data["kernels"]] == ["spmv_8_a", "spmv_8_b", "add_8"]
+    for k in data["kernels"]:
+        assert k["values_equal"] and k["reference_ok"]
+        assert k["rtl_cycles"] == k["sw_cycles"]
+    assert data["r2"] == 1.0 and data["max_rel_error"] == 0.0 and summary["differing"] == []
+    assert (tmp_path / "correlation.png").stat().st_size > 10_000
+    assert "| spmv_8_a | SpMV |" in (tmp_path / "report.md").read_text()
