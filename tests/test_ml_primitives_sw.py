@@ -401,3 +401,16 @@ def test_spacc2_design_style_example_and_errors():
     with pytest.raises(ProtocolError, match="node 'spacc2'.*needs inner0 S1"):
         simulate_primitive("spacc2", {"outer": "0,S0,D", "inner0": "0,S0,D", "inner1": "1,S2,D", "val": "1,S2,D"},
                            dim0=4, dim1=4)
+
+
+def test_new_nodes_verify_and_round_trip_json():
+    g = _csr_graph("attn_ops", 4, 8, CSR, lambda b, x: row_softmax(b, x, 8))
+    m = g.add(NodeKind.CRD_MASK, "mask", pred="block", block=2, pattern=[[1, 0], [1, 1]])
+    s = g.add(NodeKind.ALU, "scale", op="mul_scalar", scalar=0.125)
+    g2 = Graph.from_json(g.to_json())
+    assert g2.nodes["mask"].params == {"pred": m.params["pred"], "block": 2, "pattern": [[1, 0], [1, 1]]}
+    assert g2.nodes["scale"].params["scalar"] == s.params["scalar"]
+    assert g2.nodes["scale"].inputs() == {"a": g.nodes["scale"].inputs()["a"]}
+    assert g2.structure_hash() == g.structure_hash()
+    with pytest.raises(Exception, match="input port mask.outer is not driven"):
+        g2.verify()

@@ -123,7 +123,7 @@ def test_rsqrt_error():
 @pytest.mark.parametrize("op,exact,bound", [
     (AluOp.SIGMOID, lambda x: 1 / (1 + math.exp(-x)), 1.5 * LSB),
     (AluOp.GELU, lambda x: 0.5 * x * (1 + math.erf(x / math.sqrt(2))), 2.5 * LSB),
-])
+], ids=["sigmoid", "gelu"])
 def test_pwl_error(op, exact, bound):
     xs = np.linspace(-20, 20, 40001)
     abs_e, _ = _err(Q, op, xs, exact)

@@ -85,3 +85,23 @@ def test_graphsage_graph_is_valid_and_fused() -> None:
     (graph,) = compiled.graphs
     graph.verify()
     assert "T0" not in graph.tensors
+
+
+def test_compiled_spmm_has_the_hand_written_kernels_primitives() -> None:
+    from collections import Counter
+
+    from fuseflow.kernels import spmm as hand_spmm
+    from fuseflow.tensor import DENSE2
+
+    (graph,) = compile_program(spmm()).graphs
+    hand = hand_spmm(8, 8, 4, DENSE2)
+
+    def shape(g: Graph) -> Counter:  # (kind, port) -> (kind, port), broadcast outputs unnumbered
+        def src(e):
+            kind = g.nodes[e.src.node].kind.value
+            return kind, "out" if kind == "broadcast" else e.src.port
+
+        return Counter((*src(e), g.nodes[e.dst.node].kind.value, e.dst.port) for e in g.edges)
+
+    assert Counter(n.kind for n in graph.nodes.values()) == Counter(n.kind for n in hand.nodes.values())
+    assert shape(graph) == shape(hand)

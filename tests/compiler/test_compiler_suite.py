@@ -131,8 +131,11 @@ def test_third_order_tensor_in_two_mode_orders() -> None:
         (graph,) = compile_program(SUITE[name].build()).graphs
         kinds[name] = {n.kind for n in graph.nodes.values()}
         assert graph.tensors["B"].fmt.order == 3
-    assert NodeKind.SPACC1 in kinds["ttv_permuted"]  # k above j: accumulate j per row
-    assert NodeKind.SPACC1 not in kinds["ttv"]
+    # k above j: accumulate the j coordinates of each row
+    assert NodeKind.SPACC1 in kinds["ttv_permuted"] and NodeKind.CRD_HOLD not in kinds["ttv_permuted"]
+    # k innermost under a compressed j that can have empty fibres: REDUCE would misalign, so the
+    # sum over k is keyed by the held j coordinate and folded by SPACC1
+    assert {NodeKind.CRD_HOLD, NodeKind.SPACC1} <= kinds["ttv"] and NodeKind.REDUCE not in kinds["ttv"]
 
 
 def test_permuted_view_uses_a_permuted_copy() -> None:
@@ -155,3 +158,12 @@ def test_fused_nested_matmul_has_no_intermediate() -> None:
     assert "E" not in graph.tensors
     kinds = [n.kind for n in graph.nodes.values()]
     assert kinds.count(NodeKind.SPACC1) == 2  # reductions over k and j, accumulated in l
+
+
+def test_reduce_is_used_only_under_full_rows() -> None:
+    (graph,) = compile_program(SUITE["spmv"].build()).graphs  # A's rows are dense: never empty
+    kinds = [n.kind for n in graph.nodes.values()]
+    assert NodeKind.REDUCE in kinds and NodeKind.CRD_HOLD not in kinds
+    (graph,) = compile_program(SUITE["spmv_csc"].build()).graphs  # j above i: accumulate
+    kinds = [n.kind for n in graph.nodes.values()]
+    assert NodeKind.SPACC1 in kinds and NodeKind.REDUCE not in kinds

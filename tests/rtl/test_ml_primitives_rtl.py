@@ -9,7 +9,12 @@ import random
 
 import numpy as np
 import pytest
-from test_ml_primitives_sw import random_csr_values, softmax_graph, spacc2_vectors, sparse_softmax_ref
+from test_ml_primitives_sw import (
+    random_csr_values,
+    softmax_graph,
+    spacc2_vectors,
+    sparse_softmax_ref,
+)
 from vectors import fiber_stream
 
 from fuseflow.numerics import DEFAULT_FIXED, Numerics
