@@ -86,20 +86,26 @@ class BoardCore(wiring.Component):
 class BoardTop(Elaboratable):
     """:class:`BoardCore` on a board: UART resource ``uart`` 0 and up to three LEDs.
 
-    The LEDs are taken in order from the board's ``led`` resources, then ``led_g``, ``led_r``,
+    ``clock_hz`` is the board clock the UART divisor is computed from (default: the platform's
+    clock constraint).  The LEDs are taken in order from the board's ``led`` resources, then ``led_g``, ``led_r``,
     ``led_b``, then the colours of ``rgb_led`` 0; a board with fewer LEDs shows fewer status bits.
     """
 
     LED_NAMES = ("led", "led_g", "led_r", "led_b")
 
-    def __init__(self, top: GraphTop, baud: int = DEFAULT_BAUD) -> None:
-        self.top, self.baud = top, baud
+    def __init__(
+        self, top: GraphTop, baud: int = DEFAULT_BAUD, clock_hz: float | None = None
+    ) -> None:
+        self.top, self.baud, self.clock_hz = top, baud, clock_hz
+
+    def uart_divisor(self, platform) -> int:
+        """Clock cycles per UART bit.  The oscillator's real frequency sets it, even when the
+        clock's timing constraint was raised to measure Fmax."""
+        return round((self.clock_hz or platform.default_clk_frequency) / self.baud)
 
     def elaborate(self, platform):
         m = Module()
-        clk_hz = platform.default_clk_frequency
-        divisor = round(clk_hz / self.baud)
-        m.submodules.core = core = BoardCore(self.top, divisor)
+        m.submodules.core = core = BoardCore(self.top, self.uart_divisor(platform))
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = rx_buf = io.Buffer("i", uart.rx)
         m.submodules.uart_tx = tx_buf = io.Buffer("o", uart.tx)

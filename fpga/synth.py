@@ -90,7 +90,12 @@ class DoesNotFit(SynthError):
         items = ", ".join(
             f"{res}: needs {used}, {device} has {avail}" for res, (used, avail) in over.items()
         )
-        super().__init__(f"the design does not fit the {board} ({device}): {items} (log: {log})")
+        hint = ""
+        if any(res.startswith("BRAM") for res in over):
+            hint = "; bound the sparse tensors' memories with --max-nnz TENSOR=N (HwConfig.max_nnz)"
+        super().__init__(
+            f"the design does not fit the {board} ({device}): {items} (log: {log}){hint}"
+        )
 
 
 class ToolMissing(SynthError):
@@ -231,10 +236,11 @@ def synthesize(
     env = {**os.environ, **resolve_tools(tools)}
     t0 = time.perf_counter()
     platform = b.make_platform(clock_mhz * 1e6 if clock_mhz is not None else None)
-    clock_hz = platform.default_clk_frequency
-    if clock_hz / baud < 4:
+    clock_hz = platform.default_clk_frequency  # the constraint
+    board_hz = b.platform_class()().default_clk_frequency  # the oscillator
+    if board_hz / baud < 4:
         raise ValueError(
-            f"baud rate {baud} is too fast for the {clock_hz / 1e6:g} MHz clock (needs >= 4 cycles/bit)"
+            f"baud rate {baud} is too fast for the {board_hz / 1e6:g} MHz clock (needs >= 4 cycles/bit)"
         )
     report_json = f"{name}.report.json"
     # --timing-allow-fail: a missed constraint is a measurement to report, not a failed build
@@ -245,7 +251,7 @@ def synthesize(
         opts["synth_opts"] = (
             "-dsp"  # map multipliers to SB_MAC16 (yosys leaves them in LUTs otherwise)
         )
-    plan: BuildPlan = platform.prepare(BoardTop(top, baud), name, **opts)
+    plan: BuildPlan = platform.prepare(BoardTop(top, baud, board_hz), name, **opts)
     plan.extract(out)
     t1 = time.perf_counter()
     for stale in (report_json, f"{name}.{b.bitstream}"):
@@ -271,7 +277,7 @@ def synthesize(
         design=top.graph.name,
         clock_mhz=constraint if constraint else clock_hz / 1e6,
         fmax_mhz=fmax,
-        board_clock_mhz=b.platform_class()().default_clk_frequency / 1e6,
+        board_clock_mhz=board_hz / 1e6,
         resources=resources,
         critical_path=_critical_path(report),
         bitstream=f"{name}.{b.bitstream}",

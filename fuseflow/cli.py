@@ -6,6 +6,10 @@ import argparse
 import importlib
 import sys
 
+from .errors import UserError
+
+__all__ = ["main", "UserError"]
+
 # subcommand name -> module defining ``add_parser(subparsers)`` and ``run(args) -> int``
 SUBCOMMANDS = {
     "demo": "fuseflow.cmd_demo",
@@ -39,10 +43,6 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"fuseflow-hw {args.command}: error: {exc}", file=sys.stderr)
         return 2
-
-
-class UserError(Exception):
-    """An error in what the user asked for; printed without a traceback."""
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Each builder adds nodes to a :class:`~fuseflow.kernels.GraphBuilder` and returns the output
 port(s).  They work on the innermost fibers of a value stream (a "row"): a reducer collapses
-each row to one value, a value repeat (``val_repeat`` driven by a repeat signal of the row)
+each row to one value, a repeat of that value stream (``repeat`` with ``stream="val"``, driven by
+a repeat signal of the row)
 replays that value over the row, and an ALU combines it with the row.
 
 Buffering: the row must wait in a FIFO while its reduction is computed, so the bypass edges
@@ -40,9 +41,9 @@ def repeat_over(b: GraphBuilder, per_row: PortRef, like: PortRef, max_row: int) 
     """Replay each value of ``per_row`` once per element of the matching row of ``like``
     (a value stream one level deeper); the result is aligned with ``like``."""
     rs = b.node(NodeKind.REPSIG, f"repsig_{like.node}", {"in": like}, stream=StreamKind.VAL.value)
-    rep = b.node(NodeKind.VAL_REPEAT, f"vrepeat_{per_row.node}", {"val": per_row})
+    rep = b.node(NodeKind.REPEAT, f"repeat_{per_row.node}", {"ref": per_row}, stream=StreamKind.VAL.value)
     b.g.connect(rs["repsig"], rep["repsig"], _bypass(max_row))
-    return rep["val"]
+    return rep["ref"]
 
 
 def _alu_bypass(b: GraphBuilder, op: AluOp, row: PortRef, other: PortRef, max_row: int) -> PortRef:

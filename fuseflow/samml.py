@@ -59,7 +59,6 @@ class NodeKind(enum.Enum):
     SPACC1 = "spacc1"
     SPACC2 = "spacc2"
     BROADCAST = "broadcast"
-    VAL_REPEAT = "val_repeat"
     CRD_MASK = "crd_mask"
     STKN_DROP = "stkn_drop"
 
@@ -136,21 +135,32 @@ def _fixed(ports: Ports) -> Callable[[Mapping[str, Any]], Ports]:
     return lambda params: dict(ports)
 
 
+def _ref_kind(p, i: int) -> StreamKind:
+    """Joiner ``ref<i>`` ports carry values for the inputs listed in ``val_refs`` (factored
+    iteration joins a reducer's coordinates with its values riding along as references)."""
+    return V if i in tuple(p.get("val_refs", ())) else R
+
+
 def _nary_in(p):
     n = p["n"]
-    return {**{f"crd{i}": C for i in range(n)}, **{f"ref{i}": R for i in range(n)}}
+    return {**{f"crd{i}": C for i in range(n)}, **{f"ref{i}": _ref_kind(p, i) for i in range(n)}}
 
 
 def _nary_out(p):
-    return {"crd": C, **{f"ref{i}": R for i in range(p["n"])}}
+    return {"crd": C, **{f"ref{i}": _ref_kind(p, i) for i in range(p["n"])}}
 
 
 def _alu_in(p) -> Ports:
     return {"a": V} if p.get("op") in UNARY_ALU_OPS else {"a": V, "b": V}
 
 
+def _stream_kind_of(p, default: str) -> StreamKind:
+    v = p.get("stream", default)
+    return StreamKind(v) if isinstance(v, str) else v
+
+
 def _stream_kind(p) -> StreamKind:
-    return StreamKind(p.get("stream", "crd")) if isinstance(p.get("stream", "crd"), str) else p["stream"]
+    return _stream_kind_of(p, "crd")
 
 
 PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
@@ -167,11 +177,12 @@ PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
                       summary="values writer: fills vals"),
         PrimitiveSpec(NodeKind.REPSIG, lambda p: {"in": _stream_kind(p)}, _fixed({"repsig": RS}), {},
                       {"stream": "crd"}, summary="data -> R, stop -> S, D -> D"),
-        PrimitiveSpec(NodeKind.REPEAT, _fixed({"ref": R, "repsig": RS}), _fixed({"ref": R}), {},
-                      summary="repeats each reference once per R"),
-        PrimitiveSpec(NodeKind.INTERSECT, _nary_in, _nary_out, {"n": int},
+        PrimitiveSpec(NodeKind.REPEAT, lambda p: {"ref": _stream_kind_of(p, "ref"), "repsig": RS},
+                      lambda p: {"ref": _stream_kind_of(p, "ref")}, {}, {"stream": "ref"},
+                      summary="repeats each reference (or value, stream=val) once per R"),
+        PrimitiveSpec(NodeKind.INTERSECT, _nary_in, _nary_out, {"n": int}, {"val_refs": ()},
                       summary="n-ary coordinate intersection (multiplication)"),
-        PrimitiveSpec(NodeKind.UNION, _nary_in, _nary_out, {"n": int},
+        PrimitiveSpec(NodeKind.UNION, _nary_in, _nary_out, {"n": int}, {"val_refs": ()},
                       summary="n-ary coordinate union (addition); missing refs become N"),
         PrimitiveSpec(NodeKind.CRD_DROP, _fixed({"outer": C, "inner": C}),
                       _fixed({"outer": C, "inner": C}), {},
@@ -194,8 +205,6 @@ PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
         PrimitiveSpec(NodeKind.SPACC2, _fixed({"outer": C, "inner0": C, "inner1": C, "val": V}),
                       _fixed({"crd0": C, "crd1": C, "val": V}), {"dim0": int, "dim1": int}, {"op": ReduceOp.ADD},
                       summary="sparse accumulator, order 2 (inner dimensions dim0 x dim1)"),
-        PrimitiveSpec(NodeKind.VAL_REPEAT, _fixed({"val": V, "repsig": RS}), _fixed({"val": V}), {},
-                      summary="repeats each value once per R (the repeat primitive on a val stream)"),
         PrimitiveSpec(NodeKind.CRD_MASK, _fixed({"outer": C, "inner": C, "ref": R}),
                       _fixed({"crd": C, "ref": R}), {"pred": MaskPred},
                       {"before": 0, "after": 0, "block": 1, "pattern": ()},
@@ -492,6 +501,8 @@ class Graph:
 
 
 def _coerce_param(kind: NodeKind, key: str, value: Any) -> Any:
+    if key == "val_refs" and isinstance(value, list | tuple):
+        return tuple(int(v) for v in value)
     if key in _ENUM_PARAMS and isinstance(value, str):
         enum_cls = _ENUM_PARAMS[key]
         if key == "op" and kind in (NodeKind.REDUCE, NodeKind.SPACC1, NodeKind.SPACC2):
@@ -504,6 +515,8 @@ def _coerce_param(kind: NodeKind, key: str, value: Any) -> Any:
 
 
 def _param_json(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return list(v)
     return v.value if isinstance(v, enum.Enum) else v
 
 
@@ -527,6 +540,12 @@ def _check_params(g: Graph, node: Node) -> list[str]:
             out.append(f"{where}: unknown parameter {key!r}")
     if "stream" in node.params and not isinstance(node.params["stream"], StreamKind):
         out.append(f"{where}: stream {node.params['stream']!r} is not one of {[s.value for s in StreamKind]}")
+    elif node.kind is NodeKind.REPEAT and node.param("stream") not in ("ref", StreamKind.REF, StreamKind.VAL):
+        out.append(f"{where}: a repeat carries a ref or val stream, not {_param_json(node.param('stream'))!r}")
+    if "val_refs" in node.params:
+        bad = [i for i in node.params["val_refs"] if not 0 <= i < node.params.get("n", 0)]
+        if bad:
+            out.append(f"{where}: val_refs {list(node.params['val_refs'])} names inputs outside 0..n-1")
     if out:
         return out
     if "n" in spec.params and node.params["n"] < (2 if node.kind in (NodeKind.INTERSECT, NodeKind.UNION) else 1):

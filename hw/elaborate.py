@@ -171,11 +171,13 @@ def make_primitive(kind: NodeKind, params: dict[str, Any], cfg: HwConfig,
     if kind is NodeKind.REPSIG:
         return P.RepSig(cw=cw, depths=depths), mems
     if kind is NodeKind.REPEAT:
-        return P.Repeat(cw=cw, depths=depths), mems
+        sk = params.get("stream", StreamKind.REF)
+        sk = StreamKind(sk) if isinstance(sk, str) else sk
+        return P.Repeat(cw=cw, rw=_stream_width(sk, cfg), depths=depths), mems
     if kind is NodeKind.INTERSECT:
-        return P.Intersect(n=params["n"], cw=cw, depths=depths), mems
+        return P.Intersect(n=params["n"], cw=cw, vw=vw, val_refs=params.get("val_refs", ()), depths=depths), mems
     if kind is NodeKind.UNION:
-        return P.Union(n=params["n"], cw=cw, depths=depths), mems
+        return P.Union(n=params["n"], cw=cw, vw=vw, val_refs=params.get("val_refs", ()), depths=depths), mems
     if kind is NodeKind.CRD_DROP:
         return P.CrdDrop(cw=cw, depths=depths), mems
     if kind is NodeKind.CRD_HOLD:
@@ -196,10 +198,8 @@ def make_primitive(kind: NodeKind, params: dict[str, Any], cfg: HwConfig,
     if kind is NodeKind.SPACC2:
         return ML.SpAcc2(dim0=params["dim0"], dim1=params["dim1"], op=params.get("op", ReduceOp.ADD), cw=cw,
                          numerics=num, depths=depths), mems
-    if kind is NodeKind.VAL_REPEAT:
-        return ML.ValRepeat(cw=cw, vw=vw, depths=depths), mems
     if kind is NodeKind.CRD_MASK:
-        return ML.CrdMask(**mask_params(params.get("name", "crd_mask"), params), cw=cw, depths=depths), mems
+        return ML.CrdMask(**mask_params("crd_mask", params), cw=cw, depths=depths), mems
     if kind is NodeKind.STKN_DROP:
         sk = params.get("stream", StreamKind.CRD)
         sk = StreamKind(sk) if isinstance(sk, str) else sk

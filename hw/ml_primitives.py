@@ -6,14 +6,13 @@ step for step like the Python reference, so sw_sim and RTL are bit-exact.  All d
 combinational (latency 0, II 1); table lookups are asynchronous-read ROMs.
 
 Primitives (each mirrors the cycle model of the same name in ``sw_sim/ml_primitives.py``):
-:class:`UnaryAlu`, :class:`ValRepeat`, :class:`CrdMask`, :class:`StknDrop`, :class:`SpAcc2`.
+:class:`UnaryAlu`, :class:`CrdMask`, :class:`StknDrop`, :class:`SpAcc2`.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
-from amaranth.lib import memory, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import memory
 
 from fuseflow.numerics import (
     EXP_INTERP_BITS,
@@ -30,7 +29,7 @@ from fuseflow.numerics import (
 )
 from fuseflow.numerics import _log2e as log2e_const
 from fuseflow.samml import AluOp, MaskPred, ReduceOp
-from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+from fuseflow.tokens import CRD_WIDTH
 
 from .base import StreamPrimitive
 from .word import (
@@ -42,11 +41,10 @@ from .word import (
     is_empty,
     is_stop,
     level,
-    recast,
     stop_word,
 )
 
-__all__ = ["CrdMask", "StknDrop", "UnaryAlu", "ValRepeat", "binop", "reduce_op", "unop"]
+__all__ = ["CrdMask", "SpAcc2", "StknDrop", "UnaryAlu", "binop", "reduce_op", "unop"]
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -239,37 +237,6 @@ class UnaryAlu(StreamPrimitive):
                 self.push(m, "val", x)
             with m.Else():
                 self.push(m, "val", data_word(res, w))
-
-
-class ValRepeat(wiring.Component):
-    """The repeat primitive on a value stream: ``val`` (``vw``) + ``repsig`` (``cw``) -> ``val``.
-    Wraps :class:`hw.primitives.Repeat` built at the value width; the repsig word is re-encoded
-    combinationally, so timing is the repeat's."""
-
-    def __init__(self, *, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, depths=None):
-        from amaranth.lib import stream
-
-        from .primitives import Repeat  # hw.primitives imports this module's arithmetic
-
-        self.cw, self.vw = cw, vw
-        self.inner = Repeat(cw=vw, depths={"ref": (depths or {}).get("val", 2)})
-        super().__init__({"i_val": In(stream.Signature(vw + 1)), "i_repsig": In(stream.Signature(cw + 1)),
-                          "o_val": Out(stream.Signature(vw + 1))})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.repeat = r = self.inner
-        cw, vw = self.cw, self.vw
-        rs = self.i_repsig.payload
-        m.d.comb += [
-            r.i_ref.payload.eq(self.i_val.payload), r.i_ref.valid.eq(self.i_val.valid),
-            self.i_val.ready.eq(r.i_ref.ready),
-            r.i_repsig.payload.eq(Mux(is_ctl(rs, cw), recast(rs, cw, vw), data_word(rs[:cw], vw))),
-            r.i_repsig.valid.eq(self.i_repsig.valid), self.i_repsig.ready.eq(r.i_repsig.ready),
-            self.o_val.payload.eq(r.o_ref.payload), self.o_val.valid.eq(r.o_ref.valid),
-            r.o_ref.ready.eq(self.o_val.ready),
-        ]
-        return m
 
 
 class CrdMask(StreamPrimitive):

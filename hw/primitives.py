@@ -243,20 +243,21 @@ class RepSig(StreamPrimitive):
 
 
 class Repeat(StreamPrimitive):
-    """Repeat: ref + repsig -> ref, holding the current reference in ``cur``."""
+    """Repeat: ref + repsig -> ref, holding the current reference in ``cur``.  ``rw`` is the
+    width of the repeated stream (``cw`` for references, ``vw`` when it carries values)."""
 
-    def __init__(self, *, cw: int = CRD_WIDTH, depths=None):
-        self.cw = cw
-        super().__init__({"ref": cw, "repsig": cw}, {"ref": cw}, depths)
+    def __init__(self, *, cw: int = CRD_WIDTH, rw: int | None = None, depths=None):
+        self.cw, self.rw = cw, rw or cw
+        super().__init__({"ref": self.rw, "repsig": cw}, {"ref": self.rw}, depths)
 
     def logic(self, m):
-        w = self.cw
+        ws, w = self.cw, self.rw
         ref, rs = self.i_ref, self.i_repsig
         cur = Signal(w + 1)
         cur_valid = Signal()
         sig, head = rs.payload, ref.payload
         with m.If(rs.valid & self.room()):
-            with m.If(is_data(sig, w)):  # R
+            with m.If(is_data(sig, ws)):  # R
                 with m.If(cur_valid):
                     self.push(m, "ref", cur)
                     self.pop(m, "repsig")
@@ -265,7 +266,7 @@ class Repeat(StreamPrimitive):
                     self.pop(m, "ref")
                     self.pop(m, "repsig")
                     m.d.sync += [cur.eq(head), cur_valid.eq(1)]
-            with m.Elif(is_done(sig, w)):
+            with m.Elif(is_done(sig, ws)):
                 with m.If(ref.valid):
                     self.push(m, "ref", done_word(w))
                     self.pop(m, "ref")
@@ -290,10 +291,13 @@ class Repeat(StreamPrimitive):
 
 
 class _Joiner(StreamPrimitive):
-    def __init__(self, *, n: int, cw: int = CRD_WIDTH, depths=None):
+    """n-ary joiner; the ``ref<i>`` streams listed in ``val_refs`` carry values (``vw`` wide)."""
+
+    def __init__(self, *, n: int, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, val_refs=(), depths=None):
         self.n, self.cw = n, cw
-        ins = {**{f"crd{i}": cw for i in range(n)}, **{f"ref{i}": cw for i in range(n)}}
-        outs = {"crd": cw, **{f"ref{i}": cw for i in range(n)}}
+        self.rw = [vw if i in tuple(val_refs) else cw for i in range(n)]
+        ins = {**{f"crd{i}": cw for i in range(n)}, **{f"ref{i}": self.rw[i] for i in range(n)}}
+        outs = {"crd": cw, **{f"ref{i}": self.rw[i] for i in range(n)}}
         super().__init__(ins, outs, depths)
 
     def _common(self, m):
@@ -317,7 +321,7 @@ class _Joiner(StreamPrimitive):
     def _pass_control(self, m, crds):
         for i in range(self.n):
             self._pop(m, i)
-            self.push(m, f"ref{i}", crds[0])
+            self.push(m, f"ref{i}", recast(crds[0], self.cw, self.rw[i]))
         self.push(m, "crd", crds[0])
 
 
@@ -376,7 +380,7 @@ class Union(_Joiner):
                         self._pop(m, i)
                         self.push(m, f"ref{i}", refs[i])
                     with m.Else():
-                        self.push(m, f"ref{i}", empty_word(w))
+                        self.push(m, f"ref{i}", empty_word(self.rw[i]))
 
 
 class _OuterInner(StreamPrimitive):

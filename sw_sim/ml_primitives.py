@@ -1,4 +1,4 @@
-"""Cycle models of the ML primitives: unary ALU, value repeat, coordinate mask, stop-token drop.
+"""Cycle models of the ML primitives: unary ALU, coordinate mask, stop-token drop, spacc2.
 
 Each class mirrors the RTL primitive of the same name in ``hw/ml_primitives.py`` decision for
 decision.  Common rule (as in :mod:`sw_sim.primitives`): a primitive acts in a cycle only when
@@ -14,10 +14,9 @@ from fuseflow.numerics import INT32, Numerics
 from fuseflow.samml import AluOp, MaskPred, ReduceOp
 from fuseflow.tokens import DONE, EMPTY, Control, Stop, stop
 
-from .engine import Channel, Primitive
-from .primitives import Repeat
+from .engine import Primitive
 
-__all__ = ["CrdMask", "StknDrop", "UnaryAlu", "mask_keep", "mask_params", "val_repeat"]
+__all__ = ["CrdMask", "SpAcc2", "StknDrop", "UnaryAlu", "mask_keep", "mask_params"]
 
 
 class UnaryAlu(Primitive):
@@ -46,11 +45,6 @@ class UnaryAlu(Primitive):
             if tok is DONE:
                 self.finish()
         return True
-
-
-def val_repeat(name: str, ins: dict[str, Channel], outs: dict[str, Channel]) -> Repeat:
-    """The repeat primitive on a value stream (``val`` + ``repsig`` -> ``val``): the same model."""
-    return Repeat(name, {"ref": ins["val"], "repsig": ins["repsig"]}, {"ref": outs["val"]})
 
 
 def mask_params(name: str, params: Mapping[str, Any]) -> dict[str, Any]:

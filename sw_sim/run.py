@@ -92,8 +92,6 @@ def build_primitive(kind: NodeKind, name: str, ins: dict[str, Channel], outs: di
     if k is NodeKind.SPACC2:
         return M.SpAcc2(name, ins, outs, dim0=params["dim0"], dim1=params["dim1"], op=params.get("op", ReduceOp.ADD),
                         numerics=num)
-    if k is NodeKind.VAL_REPEAT:
-        return M.val_repeat(name, ins, outs)
     if k is NodeKind.CRD_MASK:
         return M.CrdMask(name, ins, outs, **M.mask_params(name, params))
     if k is NodeKind.STKN_DROP:

@@ -147,9 +147,9 @@ def test_fixed_spacc1_saturates():
 
 
 # ----------------------------------------------------------------------------- value repeat
-def test_val_repeat_design_example():
-    res = simulate_primitive("val_repeat", {"val": "5,-7,S0,D", "repsig": "R,R,S,R,S,D"})
-    assert format_stream(res["val"]) == "5,5,S0,-7,S1,D"
+def test_value_repeat_design_example():
+    res = simulate_primitive("repeat", {"ref": "5,-7,S0,D", "repsig": "R,R,S,R,S,D"}, stream="val")
+    assert format_stream(res["ref"]) == "5,5,S0,-7,S1,D"
 
 
 # ----------------------------------------------------------------------------- coordinate mask

@@ -167,3 +167,117 @@ def test_invalid_formats():
         Numerics(Mode.INT, 70)
     with pytest.raises(ValueError, match="Q31.0|fraction"):
         Numerics(Mode.FIXED, 31, 0)
+
+
+# ----------------------------------------------------------------------------- model-level tolerance
+def _fixed_ops(num: Numerics):
+    """Matrix helpers that apply the fixed-point rules element by element, as the dataflow does
+    (each product rounded, then a saturating accumulate)."""
+
+    def mm(a, b):
+        out = np.empty((a.shape[0], b.shape[1]), dtype=object)
+        for i in range(a.shape[0]):
+            for j in range(b.shape[1]):
+                acc = 0
+                for k in range(a.shape[1]):
+                    acc = num.add(acc, num.mul(int(a[i, k]), int(b[k, j])))
+                out[i, j] = acc
+        return out
+
+    def un(op, x, s=0.0):
+        return np.vectorize(num.unop(op, s), otypes=[object])(x)
+
+    def add(x, y):
+        return np.vectorize(num.add, otypes=[object])(x, y)
+
+    def softmax_row(r):
+        m = max(r)
+        e = [num.exp(num.sub(v, m)) for v in r]
+        s = 0
+        for v in e:
+            s = num.add(s, v)
+        return [num.div(v, s) for v in e]
+
+    def layernorm(x):
+        n = x.shape[1]
+        out = np.empty_like(x)
+        for i, r in enumerate(x):
+            s = 0
+            for v in r:
+                s = num.add(s, v)
+            mean = num.mul(s, num.to_raw(1 / n))
+            xc = [num.sub(v, mean) for v in r]
+            s2 = 0
+            for v in xc:
+                s2 = num.add(s2, num.mul(v, v))
+            inv = num.rsqrt(num.add(num.mul(s2, num.to_raw(1 / n)), num.to_raw(1e-5)))
+            out[i] = [num.mul(v, inv) for v in xc]
+        return out
+
+    return mm, un, add, softmax_row, layernorm
+
+
+def model_errors(num: Numerics, seed: int = 0) -> dict[str, float]:
+    """Max error relative to the output scale of a GCN layer, a GraphSAGE (mean) layer, a sparse
+    autoencoder and a one-head causal GPT block, fixed point vs float64 numpy."""
+    rng = np.random.default_rng(seed)
+    mm, un, add, softmax_row, layernorm = _fixed_ops(num)
+
+    def q(a):
+        return num.quantize(a).astype(object)
+
+    def dq(a):
+        return num.dequantize(a.astype(np.int64))
+
+    def rel(got, ref):
+        return float(np.abs(got - ref).max() / np.abs(ref).max())
+
+    n, f = 24, 8
+    adj = (rng.random((n, n)) < 0.2).astype(float)
+    adj = np.maximum(adj, adj.T) + np.eye(n)
+    deg = adj.sum(1)
+    ahat = adj / np.sqrt(np.outer(deg, deg))
+    x = rng.normal(0, 1, (n, f))
+    w = rng.normal(0, 1 / math.sqrt(f), (f, f))
+    out = {"gcn": rel(dq(un(AluOp.RELU, mm(mm(q(ahat), q(x)), q(w)))), np.maximum(ahat @ x @ w, 0))}
+    amean = adj / deg[:, None]
+    w2 = rng.normal(0, 1 / math.sqrt(2 * f), (2 * f, f))
+    ref = np.maximum(np.hstack([x, amean @ x]) @ w2, 0)
+    out["graphsage"] = rel(dq(un(AluOp.RELU, mm(np.hstack([q(x), mm(q(amean), q(x))]), q(w2)))), ref)
+    we = rng.normal(0, 1 / math.sqrt(f), (f, 32))
+    we[rng.random(we.shape) < 0.7] = 0
+    wd = rng.normal(0, 1 / math.sqrt(32), (32, f))
+    ref = 1 / (1 + np.exp(-(np.maximum(x @ we, 0) @ wd)))
+    out["autoencoder"] = rel(dq(un(AluOp.SIGMOID, mm(un(AluOp.RELU, mm(q(x), q(we))), q(wd)))), ref)
+
+    t, dm = 8, 16
+    xs = rng.normal(0, 1, (t, dm))
+    wq, wk, wv, wo = (rng.normal(0, 1 / math.sqrt(dm), (dm, dm)) for _ in range(4))
+    w1 = rng.normal(0, 1 / math.sqrt(dm), (dm, 4 * dm))
+    w2m = rng.normal(0, 1 / math.sqrt(4 * dm), (4 * dm, dm))
+
+    def ln(a):
+        return (a - a.mean(1, keepdims=True)) / np.sqrt(a.var(1, keepdims=True) + 1e-5)
+
+    h = ln(xs)
+    s = (h @ wq) @ (h @ wk).T / math.sqrt(dm) + np.triu(np.full((t, t), -1e9), 1)
+    p = np.exp(s - s.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    x1 = xs + p @ (h @ wv) @ wo
+    ref = x1 + (0.5 * (z := ln(x1) @ w1) * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))) @ w2m
+    hq = layernorm(q(xs))
+    sq = un(AluOp.MUL_SCALAR, mm(mm(hq, q(wq)), mm(hq, q(wk)).T), 1 / math.sqrt(dm))
+    pq = np.zeros_like(sq)
+    for i in range(t):  # causal: the mask keeps j <= i
+        pq[i, : i + 1] = softmax_row(list(sq[i, : i + 1]))
+    x1q = add(q(xs), mm(mm(pq, mm(hq, q(wv))), q(wo)))
+    outq = add(x1q, mm(un(AluOp.GELU, mm(layernorm(x1q), q(w1))), q(w2m)))
+    out["gpt_block"] = rel(dq(outq), ref)
+    return out
+
+
+def test_default_format_keeps_models_within_tolerance():
+    errs = model_errors(Q)
+    assert max(errs.values()) < 5e-4, errs
+    coarse = model_errors(Numerics.fixed(8, 8))  # the 16-bit alternative is visibly worse
+    assert max(coarse.values()) > 2e-3, coarse

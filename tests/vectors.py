@@ -134,6 +134,13 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
                 ins[f"crd{k}"] = fiber_stream(t, depth)
                 ins[f"ref{k}"] = fiber_stream(_number_leaves(t, depth, 100 * k), depth)
             out.append(Vector(kind, ins, {"n": n}))
+        # joiners whose last input's ref stream carries values (factored iteration)
+        for kind in ("intersect", "union"):
+            t0, t1 = (_shape_like(shape, depth, rng, _sorted_crds) for _ in range(2))
+            vals1 = _map_leaves(t1, depth, lambda _: rng.randint(-(2**20), 2**20))
+            out.append(Vector(kind, {"crd0": fiber_stream(t0, depth), "ref0": fiber_stream(_number_leaves(t0, depth), depth),
+                                     "crd1": fiber_stream(t1, depth), "ref1": fiber_stream(vals1, depth)},
+                              {"n": 2, "val_refs": (1,)}))
         # repeat: refs (depth d) and a repeat count per ref -> repsig of depth d+1
         rt = _rand_tree(rng, depth, lambda r: [r.randrange(50) for _ in range(r.randint(0, 3))])
         counted = _map_leaves(rt, depth, lambda r: (r, rng.randint(0, 3)))
@@ -141,6 +148,10 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         rs = [t if t is REPEAT or t is DONE else stop(0) for t in fiber_stream(rs_tree, depth + 1)]
         expected = fiber_stream(_map_leaves(counted, depth, lambda rc: [rc[0]] * rc[1]), depth + 1)
         out.append(Vector("repeat", {"ref": fiber_stream(rt, depth), "repsig": rs}, expected={"ref": expected}))
+        big = _map_leaves(counted, depth, lambda rc: (rc[0] - 25) * 99991)
+        out.append(Vector("repeat", {"ref": fiber_stream(big, depth), "repsig": rs}, {"stream": "val"},
+                          expected={"ref": fiber_stream(_map_leaves(counted, depth, lambda rc: [(rc[0] - 25) * 99991] * rc[1]),
+                                                        depth + 1)}))
         out.append(Vector("repsig", {"in": fiber_stream(rt, depth)}))
         # outer/inner walkers: outer coordinates with one inner fiber each (some empty)
         ot = _rand_tree(rng, depth, lambda r: sorted(r.sample(range(20), r.randint(0, 4))))

@@ -122,7 +122,7 @@ def test_spacc1_fixed():
     _check("spacc1", {"dim": 8}, runs)
 
 
-def test_val_repeat():
+def test_value_repeat():
     rng = random.Random(3)
     runs = []
     for _ in range(6):
@@ -130,8 +130,8 @@ def test_val_repeat():
         vals = [Q.to_raw(rng.uniform(-9, 9)) for _ in lengths]
         shape = fiber_stream([[0] * k for k in lengths], 2)
         repsig = ["D" if t is DONE else "S" if isinstance(t, Stop) else "R" for t in shape]
-        runs.append({"val": fiber_stream(vals, 1), "repsig": repsig})
-    _check("val_repeat", {}, runs)
+        runs.append({"ref": fiber_stream(vals, 1), "repsig": repsig})
+    _check("repeat", {"stream": "val"}, runs)
 
 
 def _mask_runs(rng: random.Random) -> list[dict]:

@@ -320,3 +320,24 @@ def test_run_refuses_a_board_with_another_design(capsys):
         capsys,
     )
     assert code == 2 and "flash the matching bitstream" in err
+
+
+def test_uart_divisor_follows_the_oscillator_not_the_constraint():
+    import gc
+    import warnings
+
+    from amaranth.hdl import UnusedElaboratable
+
+    from fpga.board_top import BoardTop
+    from fpga.boards import get_board
+
+    platform = get_board("icebreaker").make_platform(clock_hz=30e6)  # P&R target 30 MHz
+    assert platform.default_clk_frequency == 30e6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)  # never elaborated: only the divisor
+        ice = BoardTop(top=None, baud=115_200, clock_hz=12e6)  # the iCEBreaker's 12 MHz oscillator
+        assert ice.uart_divisor(platform) == 104  # 12e6 / 115200 = 104.2
+        ulx = BoardTop(top=None, baud=115_200)
+        assert ulx.uart_divisor(get_board("ulx3s-85f").make_platform()) == 217  # 25 MHz
+        del ice, ulx
+        gc.collect()
