@@ -58,6 +58,7 @@ __all__ = [
     "Numerics",
     "Pwl",
     "Table",
+    "log2e_fixed",
     "rshift_round",
     "tables",
 ]
@@ -334,7 +335,7 @@ class Numerics:
         return self.sat(y << s) if s >= 0 else self.sat(rshift_round(y, -s))
 
     def exp(self, x: int) -> int:
-        t = x * _log2e()
+        t = x * log2e_fixed()
         fb = self.frac + LOG2E_BITS
         k = t >> fb
         r = t & ((1 << fb) - 1)
@@ -385,7 +386,8 @@ DEFAULT_FIXED = Numerics.fixed(16, 16)
 
 
 @cache
-def _log2e() -> int:
+def log2e_fixed() -> int:
+    """log2(e) with ``LOG2E_BITS`` fraction bits (the constant of exp's range reduction)."""
     return round(math.log2(math.e) * (1 << LOG2E_BITS))
 
 

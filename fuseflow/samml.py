@@ -172,7 +172,10 @@ PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
                       {"tensor": str, "level": int}, latency=2,
                       summary="level scanner (format from the tensor): ref -> fiber crd/ref"),
         PrimitiveSpec(NodeKind.WRITE, _fixed({"crd": C}), _fixed({}), {"tensor": str, "level": int},
-                      summary="level writer: fills seg/crd of a compressed level (checks a dense one)"),
+                      {"skip_empty": False},
+                      summary="level writer: fills seg/crd of a compressed level; skip_empty: a stop "
+                              "closes a fiber only if a coordinate came since the last stop (use "
+                              "under a compressed parent whose empty fibers were dropped)"),
         PrimitiveSpec(NodeKind.VALS_WRITE, _fixed({"val": V}), _fixed({}), {"tensor": str},
                       summary="values writer: fills vals"),
         PrimitiveSpec(NodeKind.REPSIG, lambda p: {"in": _stream_kind(p)}, _fixed({"repsig": RS}), {},

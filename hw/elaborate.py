@@ -160,7 +160,8 @@ def make_primitive(kind: NodeKind, params: dict[str, Any], cfg: HwConfig,
     if kind is NodeKind.WRITE:
         compressed = Format.parse(params["format"]) is Format.COMPRESSED
         c = P.LevelWrite(compressed=compressed, seg_depth=params.get("seg_depth", 2),
-                         crd_depth=params.get("crd_depth", 1), cw=cw)
+                         crd_depth=params.get("crd_depth", 1), cw=cw,
+                         skip_empty=bool(params.get("skip_empty", False)))
         if compressed:
             mems = {"seg": ("seg_rd", c.seg_depth, cw, "r", "seg_len"),
                     "crd": ("crd_rd", c.crd_depth, cw, "r", "crd_len")}

@@ -25,9 +25,9 @@ from fuseflow.numerics import (
     TABLE_BITS,
     Mode,
     Numerics,
+    log2e_fixed,
     tables,
 )
-from fuseflow.numerics import _log2e as log2e_const
 from fuseflow.samml import AluOp, MaskPred, ReduceOp
 from fuseflow.tokens import CRD_WIDTH
 
@@ -149,7 +149,7 @@ def _exp(m: Module, num: Numerics, x: Value) -> Value:
     f = num.frac
     fb = f + LOG2E_BITS
     t = Signal(signed(num.width + LOG2E_BITS + 2))
-    m.d.comb += t.eq(x * Const(log2e_const(), LOG2E_BITS + 1))
+    m.d.comb += t.eq(x * Const(log2e_fixed(), LOG2E_BITS + 1))
     k = t >> fb
     i = t[fb - EXP_SEG_BITS: fb]
     rem = t[fb - EXP_SEG_BITS - EXP_INTERP_BITS: fb - EXP_SEG_BITS]

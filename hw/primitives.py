@@ -152,8 +152,9 @@ class LevelWrite(StreamPrimitive):
     ``seg_rd``/``crd_rd``; ``seg_len``/``crd_len`` count entries).  Dense: counts coordinates.
     Pops every cycle; ``done`` rises after ``D``."""
 
-    def __init__(self, *, compressed: bool, seg_depth: int = 2, crd_depth: int = 1, cw: int = CRD_WIDTH):
-        self.compressed, self.cw = compressed, cw
+    def __init__(self, *, compressed: bool, seg_depth: int = 2, crd_depth: int = 1, cw: int = CRD_WIDTH,
+                 skip_empty: bool = False):
+        self.compressed, self.cw, self.skip_empty = compressed, cw, skip_empty
         self.seg_depth, self.crd_depth = seg_depth, crd_depth
         extra = {"done": Out(1), "seg_len": Out(32), "crd_len": Out(32)}
         if compressed:
@@ -179,15 +180,19 @@ class LevelWrite(StreamPrimitive):
                 m.d.comb += [rp.addr.eq(port.addr), port.data.eq(rp.data)]
             m.d.comb += [seg_wp.addr.eq(seg_n), seg_wp.data.eq(crd_n), crd_wp.addr.eq(crd_n),
                          crd_wp.data.eq(tok[:w])]
+        fiber_open = Signal()  # a coordinate arrived since the last stop
+        closes = fiber_open if self.skip_empty else 1
         with m.If(inp.valid):
             with m.If(is_data(tok, w)):
-                m.d.sync += crd_n.eq(crd_n + 1)
+                m.d.sync += [crd_n.eq(crd_n + 1), fiber_open.eq(1)]
                 if self.compressed:
                     m.d.comb += crd_wp.en.eq(1)
             with m.Elif(is_stop(tok, w)):
-                m.d.sync += seg_n.eq(seg_n + 1)
-                if self.compressed:
-                    m.d.comb += seg_wp.en.eq(1)
+                m.d.sync += fiber_open.eq(0)
+                with m.If(closes):
+                    m.d.sync += seg_n.eq(seg_n + 1)
+                    if self.compressed:
+                        m.d.comb += seg_wp.en.eq(1)
             with m.Elif(is_done(tok, w)):
                 m.d.sync += done.eq(1)
 

@@ -136,15 +136,19 @@ class Scan(Primitive):
 
 
 class LevelWrite(Primitive):
-    """Level writer: compressed appends ``crd`` and closes one ``seg`` fiber per stop; dense
-    counts coordinates.  Pops one token per cycle; finishes on ``D``."""
+    """Level writer: compressed appends ``crd`` and closes one ``seg`` fiber per stop (with
+    ``skip_empty``, only per stop that follows a coordinate: under a compressed parent, empty
+    fibers were dropped and their stops only close outer levels); dense counts coordinates.
+    Pops one token per cycle; finishes on ``D``."""
 
-    def __init__(self, name, ins, outs, *, compressed: bool):
+    def __init__(self, name, ins, outs, *, compressed: bool, skip_empty: bool = False):
         super().__init__(name, ins, outs)
         self.inp = ins["crd"]
         self.compressed = compressed
+        self.skip_empty = skip_empty
         self.seg = [0]
         self.crd: list[int] = []
+        self.open = False  # a coordinate arrived since the last stop
 
     def step(self) -> bool:
         if not self.inp.q:
@@ -154,11 +158,14 @@ class LevelWrite(Primitive):
             if tok is DONE:
                 self.finish()
             elif type(tok) is Stop:
-                self.seg.append(len(self.crd))
+                if self.open or not self.skip_empty:
+                    self.seg.append(len(self.crd))
+                self.open = False
             else:
                 raise self.error(f"unexpected token {tok} in a crd stream")
         else:
             self.crd.append(tok)
+            self.open = True
         return True
 
 

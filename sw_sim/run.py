@@ -62,7 +62,7 @@ def build_primitive(kind: NodeKind, name: str, ins: dict[str, Channel], outs: di
         return P.Scan(name, ins, outs, seg=params["seg"], crd=params["crd"])
     if k is NodeKind.WRITE:
         return P.LevelWrite(name, ins, outs, compressed=Format.parse(params.get("format", "compressed"))
-                            is Format.COMPRESSED)
+                            is Format.COMPRESSED, skip_empty=bool(params.get("skip_empty", False)))
     if k is NodeKind.VALS_WRITE:
         return P.ValsWrite(name, ins, outs)
     if k is NodeKind.REPSIG:

@@ -140,3 +140,13 @@ def test_deadlock_is_reported_with_channels():
     assert "deadlock at cycle" in msg
     assert "bc_vals_A_val: output out1 full (bc_vals_A_val.out1 -> add.b)" in msg
     assert "red: input val empty" in msg
+
+
+def test_writer_skip_empty_distinguishes_empty_outer_fibers():
+    # DCSR with no rows: the column stream is a bare S1 that closes no column fiber
+    assert simulate_primitive("write", {"crd": "S1,D"}, format="compressed", skip_empty=True)["seg"] == [0]
+    # CSR row with no entries (dense parent): the same stream closes one (empty) fiber
+    assert simulate_primitive("write", {"crd": "S1,D"}, format="compressed")["seg"] == [0, 0]
+    # rows 0 and 2 kept after a crd_drop removed row 1 (its S0 passes through)
+    out = simulate_primitive("write", {"crd": "4,S0,S0,5,6,S1,D"}, format="compressed", skip_empty=True)
+    assert out["seg"] == [0, 1, 3] and out["crd"] == [4, 5, 6]

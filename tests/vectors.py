@@ -174,6 +174,7 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
             out.append(Vector("reduce", {"val": fiber_stream(at, depth)}, {"op": op}))
         wt = _rand_tree(rng, depth + 1, lambda r: _sorted_crds(r, 10, 0.4))
         out.append(Vector("write", {"crd": fiber_stream(wt, depth + 1)}, {"format": "compressed"}))
+        out.append(Vector("write", {"crd": fiber_stream(wt, depth + 1)}, {"format": "compressed", "skip_empty": True}))
         out.append(Vector("vals_write", {"val": fiber_stream(at, depth)}))
         out.append(Vector("broadcast", {"in": fiber_stream(wt, depth + 1)}, {"n": 3}))
     return out
