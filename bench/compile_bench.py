@@ -1,4 +1,6 @@
-"""Compile time and dataflow-order counts per program; sw_sim cycles unfused / partial / full.
+"""Compile time and dataflow-order counts per program; sw_sim cycles unfused / partial / full
+with the default lowering (factored iteration wherever it applies) and, for comparison, partial /
+full with one iteration space per output (``factored=False``).
 
 Run: ``python bench/compile_bench.py``.  Prints figures, asserts nothing (goal: < 100 ms per
 program compile).
@@ -34,11 +36,14 @@ def compile_times(repeats: int = 5) -> None:
                   f"{statistics.median(times) * 1e3:10.2f} {orders:>14s}")
 
 
+MODES = ((Fusion.UNFUSED, True), (Fusion.PARTIAL, True), (Fusion.FULL, True),
+         (Fusion.PARTIAL, False), (Fusion.FULL, False))
+HEAD = f"{'unfused':>9s} {'partial':>9s} {'full':>9s} {'p-global':>9s} {'f-global':>9s}"
+
+
 def cycles(names: list[str], seeds: int = 3) -> None:
-    """Total sw_sim cycles; "factored" = full fusion with factored iteration (its graphs need
-    value-typed reference ports, see docs/compiler.md)."""
-    print(f"\n{'program':20s} {'seed':>4s} {'unfused':>9s} {'partial':>9s} {'full':>9s} "
-          f"{'factored':>9s} {'graphs u/p/f/fa':>16s}")
+    """Total sw_sim cycles per fusion mode; "-global": one iteration space per output."""
+    print(f"\n{'program':20s} {'seed':>4s} {HEAD} {'graphs':>10s}")
     for name in names:
         case = SUITE[name]
         for seed in range(seeds):
@@ -46,16 +51,15 @@ def cycles(names: list[str], seeds: int = 3) -> None:
             data = random_inputs(program, case.density, seed)
             want = reference(program, data)
             row, graphs = [], []
-            for fusion, factored in ((Fusion.UNFUSED, False), (Fusion.PARTIAL, False),
-                                     (Fusion.FULL, False), (Fusion.FULL, True)):
+            for fusion, factored in MODES:
                 compiled = compile_program(program, fusion, factored=factored)
                 result = run_program(compiled, data)
                 for k, v in want.items():
                     assert (result.dense(k) == v).all(), (name, fusion, k)
                 row.append(result.total_cycles)
                 graphs.append(str(len(compiled.graphs)))
-            print(f"{name:20s} {seed:4d} {row[0]:9d} {row[1]:9d} {row[2]:9d} {row[3]:9d} "
-                  f"{'/'.join(graphs):>16s}")
+            print(f"{name:20s} {seed:4d} " + " ".join(f"{c:9d}" for c in row)
+                  + f" {'/'.join(graphs):>10s}")
 
 
 def larger(n: int = 48, seed: int = 0) -> None:
@@ -86,7 +90,7 @@ def larger(n: int = 48, seed: int = 0) -> None:
         return p
 
     rng = np.random.default_rng(seed)
-    print(f"\n{n}x{n} graphs, 10% dense: {'unfused':>9s} {'partial':>9s} {'full':>9s} {'factored':>9s}")
+    print(f"\n{n}x{n} graphs, 10% dense:     {HEAD}")
     for build in (nested, gcn):
         program = build()
         data = {}
@@ -98,8 +102,7 @@ def larger(n: int = 48, seed: int = 0) -> None:
             data[name] = a
         want = reference(program, data)
         row = []
-        for fusion, factored in ((Fusion.UNFUSED, False), (Fusion.PARTIAL, False),
-                                 (Fusion.FULL, False), (Fusion.FULL, True)):
+        for fusion, factored in MODES:
             result = run_program(compile_program(program, fusion, factored=factored), data)
             assert all((result.dense(k) == v).all() for k, v in want.items())
             row.append(result.total_cycles)

@@ -26,16 +26,15 @@ from hw.elaborate import GraphTop, HwConfig
 BOARDS = {"icebreaker": "ice40", "ulx3s-85f": "ecp5"}
 
 
-def _one(
-    kernel: str, size: int, max_nnz: tuple[tuple[str, int], ...], board: str, outdir: str
-) -> dict:
-    top = GraphTop(KERNELS[kernel](size), HwConfig(max_nnz=max_nnz))
+def _one(kernel: str, size: int, cfg: HwConfig, board: str, seed: int, outdir: str) -> dict:
+    top = GraphTop(KERNELS[kernel](size), cfg)
     try:
         report = synthesize(
             top,
             board,
-            Path(outdir) / f"{kernel}{size}-{board}",
+            Path(outdir) / f"{kernel}{size}-{board}-s{seed}",
             clock_mhz=FMAX_GOAL_MHZ[BOARDS[board]],
+            seed=seed,
         )
     except SynthError as exc:
         return {"board": board, "error": str(exc)}
@@ -54,19 +53,26 @@ def main() -> int:
         help="capacity per sparse tensor (default for spmv: B=512)",
     )
     p.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS))
+    p.add_argument("--val-width", type=int, default=32, help="value width in bits (HwConfig.vw)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[1], help="nextpnr seeds (one run each)")
     p.add_argument("--outdir", help="keep the build directories here")
     p.add_argument("--json", help="also write the reports to this JSON file")
     args = p.parse_args()
     items = args.max_nnz or (["B=512"] if args.kernel == "spmv" else [])
     max_nnz = tuple(sorted((t, int(n)) for t, n in (i.split("=") for i in items)))
+    cfg = HwConfig(vw=args.val_width, max_nnz=max_nnz)
     with tempfile.TemporaryDirectory(prefix="fuseflow-synth-") as tmp:
         outdir = args.outdir or tmp
         with ProcessPoolExecutor(max_workers=2) as pool:
             futures = [
-                pool.submit(_one, args.kernel, args.size, max_nnz, b, outdir) for b in args.boards
+                pool.submit(_one, args.kernel, args.size, cfg, b, seed, outdir)
+                for b in args.boards
+                for seed in args.seeds
             ]
             results = [f.result() for f in futures]
-    print(f"{args.kernel}({args.size}) board top, max_nnz {dict(max_nnz) or 'dense'}")
+    print(
+        f"{args.kernel}({args.size}) board top, {args.val_width}-bit values, max_nnz {dict(max_nnz) or 'dense'}"
+    )
     for r in results:
         if "error" in r:
             print(f"{r['board']}: {r['error']}")

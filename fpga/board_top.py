@@ -8,22 +8,54 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
+from typing import Any
 
 from amaranth.build import ResourceError
 from amaranth.hdl import Cat, Elaboratable, Fragment, Module, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In, Out
 
+from fuseflow.numerics import Numerics
 from fuseflow.samml import Graph
 from hw.elaborate import GraphTop, HwConfig, MemoryMap
 
 from .uart import HostBridge, UARTRx, UARTTx
 
-__all__ = ["DEFAULT_BAUD", "N_LEDS", "BoardCore", "BoardTop", "design_ident", "host_view"]
+__all__ = [
+    "DEFAULT_BAUD",
+    "N_LEDS",
+    "BoardCore",
+    "BoardTop",
+    "config_from_json",
+    "config_to_json",
+    "design_ident",
+    "host_view",
+]
 
 N_LEDS = 3  # running, done, UART activity
 DEFAULT_BAUD = 115_200
+
+
+def config_to_json(cfg: HwConfig) -> dict[str, Any]:
+    """:class:`HwConfig` as JSON (numerics as text, e.g. ``"q16.16"``)."""
+    return {
+        "cw": cfg.cw,
+        "vw": cfg.vw,
+        "fifo_depth": cfg.fifo_depth,
+        "max_nnz": [[t, n] for t, n in cfg.max_nnz],
+        "numerics": None if cfg.numerics is None else str(cfg.numerics),
+    }
+
+
+def config_from_json(d: dict[str, Any]) -> HwConfig:
+    num = d.get("numerics")
+    return HwConfig(
+        cw=int(d["cw"]),
+        vw=int(d["vw"]),
+        fifo_depth=d["fifo_depth"],
+        max_nnz=tuple((str(t), int(n)) for t, n in d["max_nnz"]),
+        numerics=None if num is None else Numerics.parse(num),
+    )
 
 
 def design_ident(top: GraphTop) -> int:
@@ -32,7 +64,7 @@ def design_ident(top: GraphTop) -> int:
     The bridge returns it for the ``I`` command so the host can refuse a board flashed with a
     different design.
     """
-    text = json.dumps([top.graph.structure_hash(), asdict(top.cfg)], sort_keys=True, default=str)
+    text = json.dumps([top.graph.structure_hash(), config_to_json(top.cfg)], sort_keys=True)
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,8 +22,6 @@ __all__ = [
     "add_graph_args",
     "board_from_args",
     "config_from_args",
-    "config_from_json",
-    "config_to_json",
     "graph_from_args",
     "load_inputs",
     "random_inputs",
@@ -92,19 +88,6 @@ def config_from_args(args: argparse.Namespace, graph: Graph) -> HwConfig:
             raise UserError(f"--max-nnz {item!r}: the capacity must be at least 1")
         caps[tensor] = int(value)
     return HwConfig(max_nnz=tuple(sorted(caps.items())))
-
-
-def config_to_json(cfg: HwConfig) -> dict[str, Any]:
-    return asdict(cfg)
-
-
-def config_from_json(d: dict[str, Any]) -> HwConfig:
-    return HwConfig(
-        cw=d["cw"],
-        vw=d["vw"],
-        fifo_depth=d["fifo_depth"],
-        max_nnz=tuple((str(t), int(n)) for t, n in d["max_nnz"]),
-    )
 
 
 def random_inputs(graph: Graph, cfg: HwConfig, density: float, seed: int) -> dict[str, TensorData]:

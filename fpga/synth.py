@@ -26,7 +26,7 @@ from amaranth.build.run import BuildPlan
 
 from hw.elaborate import GraphTop
 
-from .board_top import DEFAULT_BAUD, BoardTop, design_ident
+from .board_top import DEFAULT_BAUD, BoardTop, config_to_json, design_ident
 from .boards import Board, get_board
 
 __all__ = [
@@ -287,7 +287,10 @@ def synthesize(
         nextpnr_utilisation={k: v for k, v in util.items() if v.used},
     )
     (out / "memory_map.json").write_text(json.dumps(top.mmap.to_json(), indent=1) + "\n")
-    (out / "design.json").write_text(json.dumps(top.summary(), indent=1, default=str) + "\n")
+    (out / "design.json").write_text(
+        json.dumps(top.summary() | {"hw_config": config_to_json(top.cfg)}, indent=1, default=str)
+        + "\n"
+    )
     top.graph.save(out / "graph.json")
     (out / "synth_report.json").write_text(json.dumps(result.to_json(), indent=1) + "\n")
     return result

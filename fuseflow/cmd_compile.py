@@ -31,9 +31,13 @@ def add_parser(subparsers) -> None:
                         "letters (e.g. T=ikj); repeatable")
     p.add_argument("--fused-order", action="append", default=[], metavar="GRAPH=ORDER",
                    help="full fused order of graph number GRAPH (e.g. 0=i,u0,j); repeatable")
-    p.add_argument("--factored", action="store_true",
-                   help="factored iteration for reduced intermediates (graphs route values "
-                        "through repeat/joiner reference ports; see docs/compiler.md)")
+    lowering = p.add_mutually_exclusive_group()
+    lowering.add_argument("--factored", dest="factored", action="store_true", default=True,
+                          help="factored iteration for every reduced intermediate it applies to "
+                               "(the default; see docs/compiler.md)")
+    lowering.add_argument("--global-iteration", dest="factored", action="store_false",
+                          help="inline every reduced intermediate into one iteration space per "
+                               "output (for comparison)")
     p.add_argument("-o", "--outdir", help="write <graph>.json and <graph>.dot here")
     p.add_argument("--explain", action="store_true",
                    help="print fused einsum, POG, chosen order and fusion table per graph")
@@ -98,11 +102,8 @@ def run(args: argparse.Namespace) -> int:
     for cg in compiled.groups:
         g = cg.graph
         summary.append(f"{g.name}: {len(g.nodes)} nodes, {len(g.edges)} edges, reads "
-                       f"{', '.join(g.input_tensors())}, writes {', '.join(g.output_tensors())}")
-        if cg.value_routing:
-            summary.append(f"  {len(cg.value_routing)} edges route values through reference "
-                           "ports (Graph.verify rejects these until the IR types them):")
-            summary += [f"    {r}" for r in cg.value_routing]
+                       f"{', '.join(g.input_tensors())}, writes {', '.join(g.output_tensors())}; "
+                       f"{cg.lowering()}")
     if args.outdir:
         out = Path(args.outdir)
         out.mkdir(parents=True, exist_ok=True)
@@ -115,9 +116,7 @@ def run(args: argparse.Namespace) -> int:
             "outputs": program.result_names(),
             "permuted_copies": [{"name": p.name, "source": p.source, "format": p.fmt.to_json()}
                                 for p in compiled.permuted],
-            "constants": compiled.consts,
-            "value_routing": {cg.graph.name: cg.value_routing for cg in compiled.groups
-                              if cg.value_routing},
+            "lowering": {cg.graph.name: cg.lowering() for cg in compiled.groups},
         }
         (out / "program.json").write_text(json.dumps(manifest, indent=1) + "\n")
         summary.append(f"wrote {len(compiled.groups)} graph(s) to {out}/")

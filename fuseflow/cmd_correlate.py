@@ -39,7 +39,7 @@ def run(args) -> int:
         def progress(done: int, total: int, names: str) -> None:
             bar.update(task, completed=done, description=f"done: {names[:60]}")
 
-        results = run_suite(entries, jobs=args.jobs, waves_dir=waves, progress=progress)
+        results = run_suite(args.suite, jobs=args.jobs, waves_dir=waves, progress=progress)
     summary = write_report(results, args.out)
     print(f"{len(results)} kernels: R² = {summary['r2']:.6f}, worst relative error "
           f"{summary['max_rel_error'] * 100:.3f} %, outputs identical: {summary['all_values_equal']}")

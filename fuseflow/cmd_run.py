@@ -12,10 +12,15 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .cli import UserError
+
+if TYPE_CHECKING:
+    from fuseflow.samml import Graph
+    from hw.elaborate import HwConfig
 
 __all__ = ["add_parser", "run"]
 
@@ -59,8 +64,8 @@ def add_parser(subparsers) -> None:
     )
 
 
-def _from_build(args: argparse.Namespace):
-    from fpga.cli_args import config_from_json
+def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
+    from fpga.board_top import config_from_json
     from fuseflow.samml import Graph
 
     d = Path(args.build)
@@ -76,7 +81,7 @@ def _from_build(args: argparse.Namespace):
             f"--build {args.build} was built for board {report['board']!r}, not {args.board!r}"
         )
     graph = Graph.load(files["graph.json"])
-    cfg = config_from_json(json.loads(files["design.json"].read_text())["config"])
+    cfg = config_from_json(json.loads(files["design.json"].read_text())["hw_config"])
     return graph, cfg, int(report["baud"])
 
 
@@ -124,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 transport.close()
     except (LinkError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    sw = sw_sim.run_graph(graph, data, val_width=cfg.vw)
+    sw = sw_sim.run_graph(graph, data, val_width=cfg.vw, numerics=cfg.numerics)
     ok = True
     where = "simulated board" if args.sim else f"{args.board} on {args.port}"
     print(f"{graph.name} on {where}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from functools import partial
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
@@ -43,14 +44,15 @@ class KernelResult:
     note: str = ""
 
 
+def _spine_make(kernel: str, n: int, density: float, seed: int):
+    from fuseflow.kernels import example
+
+    g, data, _, expected = example(kernel, n, seed, density)
+    return g, data, expected
+
+
 def _spine(kernel: str, n: int, density: float, seed: int):
-    def make():
-        from fuseflow.kernels import example
-
-        g, data, _, expected = example(kernel, n, seed, density)
-        return g, data, expected
-
-    return make
+    return partial(_spine_make, kernel, n, density, seed)
 
 
 def _spine_suite() -> list[SuiteEntry]:
@@ -93,6 +95,11 @@ def suite(name: str = "all") -> list[SuiteEntry]:
 SUITES = ("spine", "compiler", "ml", "all")
 
 
+def _run_named(suite_name: str, names: list[str], waves_dir: str | None) -> list[KernelResult]:
+    by_name = {e.name: e for e in suite(suite_name)}
+    return _run_group([by_name[n] for n in names], waves_dir)
+
+
 def _run_group(entries: list[SuiteEntry], waves_dir: str | None) -> list[KernelResult]:
     from rtl_sim.api import run_graph_batch
     from sw_sim import run_graph
@@ -115,10 +122,15 @@ def _run_group(entries: list[SuiteEntry], waves_dir: str | None) -> list[KernelR
     return results
 
 
-def run_suite(entries: Iterable[SuiteEntry], *, jobs: int | None = None, waves_dir: str | None = None,
+def run_suite(entries: Iterable[SuiteEntry] | str, *, jobs: int | None = None, waves_dir: str | None = None,
               progress: Callable[[int, int, str], None] | None = None) -> list[KernelResult]:
-    """Run every entry in sw_sim and RTL, grouping entries by graph structure."""
-    entries = list(entries)
+    """Run every entry in sw_sim and RTL, grouping entries by graph structure.
+
+    ``entries`` is a suite name (workers rebuild the suite and pick entries by name, so entry
+    factories may be closures) or a list of entries with picklable ``make`` callables.
+    """
+    suite_name = entries if isinstance(entries, str) else None
+    entries = suite(suite_name) if suite_name else list(entries)
     groups: dict[str, list[SuiteEntry]] = {}
     for e in entries:
         g = e.make()[0]
@@ -127,7 +139,8 @@ def run_suite(entries: Iterable[SuiteEntry], *, jobs: int | None = None, waves_d
     results: list[KernelResult] = []
     done = 0
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futs = {pool.submit(_run_group, grp, waves_dir): grp for grp in groups.values()}
+        futs = {(pool.submit(_run_named, suite_name, [e.name for e in grp], waves_dir) if suite_name
+                 else pool.submit(_run_group, grp, waves_dir)): grp for grp in groups.values()}
         for fut in as_completed(futs):
             grp = futs[fut]
             res = fut.result()
@@ -190,7 +203,7 @@ def _plot(results: list[KernelResult], summary: dict, path: Path, title: str) ->
         pts = [r for r in results if r.model == m]
         ax.scatter([r.sw_cycles for r in pts], [r.rtl_cycles for r in pts], s=28, color=cmap(i % 10),
                    label=m, edgecolor="black", linewidth=0.4, zorder=3)
-    lo = min([r.sw_cycles for r in results] + [r.rtl_cycles for r in results] + [1])
+    lo = max(1, min([r.sw_cycles for r in results] + [r.rtl_cycles for r in results], default=1))
     hi = max([r.sw_cycles for r in results] + [r.rtl_cycles for r in results] + [10])
     lo, hi = 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi))
     ax.plot([lo, hi], [lo, hi], color="gray", linestyle="--", linewidth=1, label="parity", zorder=2)

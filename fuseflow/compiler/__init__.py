@@ -6,7 +6,7 @@ Pipeline (each stage can be dumped by name, see :meth:`CompiledGroup.explain`)::
             --build_table--> FusionTable --lower_group--> verified samml.Graph
 """
 
-from .codegen import CompiledGroup, CompiledProgram, compile_program, lower_group, verify_routing
+from .codegen import CompiledGroup, CompiledProgram, compile_program, lower_group
 from .fusion import (
                      MAX_ORDERS,
                      Fusion,
@@ -20,8 +20,22 @@ from .fusion import (
                      plan_groups,
                      set_order,
 )
-from .program import Program, ProgramError, Tensor, TensorExpr, einsum, parse_format
-from .runner import ProgramResult, reference, run_program
+from .program import (
+                      Program,
+                      ProgramError,
+                      Tensor,
+                      TensorExpr,
+                      UnOp,
+                      einsum,
+                      exp,
+                      gelu,
+                      neg,
+                      parse_format,
+                      relu,
+                      rsqrt,
+                      sigmoid,
+)
+from .runner import ProgramResult, graph_runs, reference, reference_all, run_program
 from .table import FusionTable, LoweringError, build_table
 
 __all__ = [
@@ -40,17 +54,25 @@ __all__ = [
                      "ProgramResult",
                      "Tensor",
                      "TensorExpr",
+                     "UnOp",
                      "View",
                      "all_orders",
                      "build_table",
                      "compile_program",
                      "einsum",
+                     "exp",
                      "fuse_group",
+                     "gelu",
+                     "graph_runs",
                      "lower_group",
+                     "neg",
                      "parse_format",
                      "plan_groups",
                      "reference",
+                     "reference_all",
+                     "relu",
+                     "rsqrt",
                      "run_program",
                      "set_order",
-                     "verify_routing",
+                     "sigmoid",
 ]

@@ -17,7 +17,6 @@ merging, which can consume two tokens per token emitted.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,28 +27,27 @@ from ..samml import (
     PRIMITIVES,
     AluOp,
     Graph,
-    GraphError,
     NodeKind,
     PortRef,
     ReduceOp,
     Role,
     StreamKind,
 )
-from ..tensor import TensorFormat
+from ..tensor import Format, TensorFormat
 from .fusion import (
     Fusion,
     Group,
     PermutedCopy,
     VAccess,
     VBin,
-    VConst,
     VExpr,
     VNamed,
+    VUn,
     fuse_group,
     plan_groups,
     set_order,
 )
-from .program import Op, Program
+from .program import Op, Program, UnOp
 from .table import (
     ROOT,
     VAL,
@@ -59,12 +57,16 @@ from .table import (
     Join,
     JoinKind,
     NeedsSplit,
+    _own,
     build_table,
 )
 
 __all__ = ["CompiledGroup", "CompiledProgram", "compile_program", "lower_group"]
 
 _ALU = {Op.ADD: AluOp.ADD, Op.SUB: AluOp.SUB, Op.MUL: AluOp.MUL}
+_UNARY_ALU = {UnOp.RELU: AluOp.RELU, UnOp.NEG: AluOp.NEG, UnOp.EXP: AluOp.EXP,
+              UnOp.SIGMOID: AluOp.SIGMOID, UnOp.GELU: AluOp.GELU, UnOp.RSQRT: AluOp.RSQRT,
+              UnOp.SCALE: AluOp.MUL_SCALAR, UnOp.SHIFT: AluOp.ADD_SCALAR}
 
 
 def _ident(name: str) -> str:
@@ -92,6 +94,14 @@ class _Emitter:
         for port in n.outputs():
             self.order.append(n[port])
         return n
+
+    def kind(self, port: PortRef) -> StreamKind:
+        """The stream kind an output port carries."""
+        return self.g.nodes[port.node].outputs()[port.port]
+
+    def kind_param(self, port: PortRef, key: str) -> dict[str, StreamKind]:
+        """``{key: val}`` when ``port`` carries values (routing primitives default to ref)."""
+        return {key: StreamKind.VAL} if self.kind(port) is StreamKind.VAL else {}
 
     def use(self, src: PortRef, dst: PortRef) -> None:
         self.uses.setdefault(src, []).append(dst)
@@ -152,8 +162,10 @@ class _TableLowering:
             parent = self.parent_ref(cref.col, cref.row)
             rs = self.em.node(NodeKind.REPSIG, f"repsig_{cref.row}", {"in": self.crd(cref.row)},
                               stream=StreamKind.CRD)
+            # a factored intermediate's value repeated over the consumer's later rows
             out = self.em.node(NodeKind.REPEAT, f"repeat_{_ident(cref.col)}_{cref.row}",
-                               {"ref": parent, "repsig": rs["repsig"]})["ref"]
+                               {"ref": parent, "repsig": rs["repsig"]},
+                               **self.em.kind_param(parent, "stream"))["ref"]
         self.memo[key] = out
         return out
 
@@ -207,7 +219,11 @@ class _TableLowering:
         inputs = {}
         for i, (crd, _, ref) in enumerate(pairs):
             inputs[f"crd{i}"], inputs[f"ref{i}"] = crd, ref
-        n = self.em.node(kind, f"{kind.value}_{row}", inputs, n=len(pairs))
+        # a factored intermediate's values ride on its reference port (val_refs)
+        vals = tuple(i for i, (_, _, ref) in enumerate(pairs)
+                     if self.em.kind(ref) is StreamKind.VAL)
+        n = self.em.node(kind, f"{kind.value}_{row}", inputs, n=len(pairs),
+                         **({"val_refs": vals} if vals else {}))
         return n["crd"], {m: n[f"ref{i}"] for i, (_, m, _) in enumerate(pairs)}
 
     # ------------------------------------------------------------------ values
@@ -215,7 +231,7 @@ class _TableLowering:
         key = ("val", e)
         if key in self.memo:
             return self.memo[key]
-        if isinstance(e, (VAccess, VConst)):
+        if isinstance(e, VAccess):
             v = self.t.views[e.view]
             last = self.order[-1] if self.order else None
             ref = self.ref(CellRef(e.view, last)) if last else self.parent_ref(e.view, "")
@@ -225,6 +241,11 @@ class _TableLowering:
             out = self.ref(CellRef(e.tensor, self.order[-1]))
         elif isinstance(e, VNamed):
             out = self.value(e.body)
+        elif isinstance(e, VUn):
+            op = _UNARY_ALU[e.op]
+            scalar = {"scalar": e.scalar} if e.op in (UnOp.SCALE, UnOp.SHIFT) else {}
+            out = self.em.node(NodeKind.ALU, op.value, {"a": self.value(e.arg)}, op=op,
+                               **scalar)["val"]
         else:
             assert isinstance(e, VBin)
             out = self.em.node(NodeKind.ALU, _ALU[e.op].value,
@@ -266,9 +287,21 @@ class _TableLowering:
         crds, val = self.bundle()
         out, fmt = self.t.output, self.t.out_fmt
         assert fmt is not None
-        for lvl, m in enumerate(fmt.mode_order):
-            self.em.node(NodeKind.WRITE, f"write_{_ident(out.tensor)}{lvl}",
-                         {"crd": crds[out.indices[m]]}, tensor=out.tensor, level=lvl)
+        streams = [crds[out.indices[m]] for m in fmt.mode_order]
+        # Canonical compressed levels: a coordinate of a compressed level whose fiber in the next
+        # compressed level is empty is dropped (inner pairs first, so a coordinate whose fibers
+        # all vanished is dropped one level up too); that level's writer then closes a fiber
+        # only after a coordinate (skip_empty).  Under a dense parent every fiber is recorded.
+        skip = [False] * len(streams)
+        for lvl in range(len(streams) - 1, 0, -1):
+            if fmt.levels[lvl - 1] is Format.COMPRESSED and fmt.levels[lvl] is Format.COMPRESSED:
+                d = self.em.node(NodeKind.CRD_DROP, f"crddrop_{_ident(out.tensor)}{lvl}",
+                                 {"outer": streams[lvl - 1], "inner": streams[lvl]})
+                streams[lvl - 1], streams[lvl] = d["outer"], d["inner"]
+                skip[lvl] = True
+        for lvl, crd in enumerate(streams):
+            self.em.node(NodeKind.WRITE, f"write_{_ident(out.tensor)}{lvl}", {"crd": crd},
+                         tensor=out.tensor, level=lvl, **({"skip_empty": True} if skip[lvl] else {}))
         self.em.node(NodeKind.VALS_WRITE, f"write_{_ident(out.tensor)}_vals", {"val": val},
                      tensor=out.tensor)
 
@@ -327,7 +360,50 @@ class CompiledGroup:
     graph: Graph
     output_formats: dict[str, TensorFormat]
     seconds: float = 0.0
-    value_routing: list[str] = field(default_factory=list)  # edges needing typed ref ports
+    factored_requested: bool = True
+
+    @property
+    def factored(self) -> list[str]:
+        """Intermediates lowered with factored iteration (their own pipelines), outer first."""
+        out: list[str] = []
+
+        def walk(t: FusionTable) -> None:
+            for name, ct in t.children.items():
+                out.append(name)
+                walk(ct)
+        for t in self.tables:
+            walk(t)
+        return out
+
+    @property
+    def inlined_reductions(self) -> list[str]:
+        """Reduced intermediates inlined into a consumer's iteration space."""
+        return [n for t in self._all_tables() for n, v in t.named.items()
+                if _own(v.body, t.views, frozenset(t.children)) - set(v.indices)]
+
+    def _all_tables(self) -> list[FusionTable]:
+        out: list[FusionTable] = []
+
+        def walk(t: FusionTable) -> None:
+            for ct in t.children.values():
+                walk(ct)
+            out.append(t)
+        for t in self.tables:
+            walk(t)
+        return out
+
+    def lowering(self) -> str:
+        """Which lowering the graph used, in words (for ``--explain``)."""
+        fac, inl = self.factored, self.inlined_reductions
+        if fac and not inl:
+            return f"factored iteration (own pipelines for {', '.join(fac)})"
+        if fac:
+            return (f"factored iteration for {', '.join(fac)}; {', '.join(inl)} inlined into "
+                    "one iteration space (not factorable here)")
+        if inl:
+            return (f"single iteration space ({', '.join(inl)} inlined"
+                    f"{'' if self.factored_requested else '; factored iteration disabled'})")
+        return "single iteration space (no reduced intermediate)"
 
     def explain(self) -> str:
         g = self.group
@@ -343,9 +419,7 @@ class CompiledGroup:
             lines.append(f"permuted copy: {p.name} = {p.source} stored as {p.fmt} ({p.reason})")
         for n in g.notes:
             lines.append(f"note: {n}")
-        if self.value_routing:
-            lines.append(f"value routing (factored iteration; needs value-typed reference "
-                         f"ports): {len(self.value_routing)} edges")
+        lines.append(f"lowering: {self.lowering()}")
         for t in self.tables:
             lines.append(f"fusion table for {t.output.tensor} (stored as {t.out_fmt}):")
             lines.append(_indent(t.render()))
@@ -363,7 +437,6 @@ class CompiledProgram:
     groups: list[CompiledGroup]
     formats: dict[str, TensorFormat]  # every tensor any graph reads or writes
     permuted: list[PermutedCopy] = field(default_factory=list)
-    consts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -374,30 +447,8 @@ class CompiledProgram:
         return "\n\n".join(g.explain() for g in self.groups)
 
 
-_ROUTING = re.compile(r"edge (\S+)\.(\S+) -> (\S+)\.(\S+): a (val|ref) stream drives a (ref|val) port")
-_ROUTERS = (NodeKind.REPEAT, NodeKind.INTERSECT, NodeKind.UNION, NodeKind.BROADCAST)
-
-
-def verify_routing(graph: Graph) -> list[str]:
-    """``graph.verify()``, except that value streams on the reference ports of repeats and
-    joiners (factored iteration) are returned instead of raised; anything else raises."""
-    try:
-        graph.verify()
-        return []
-    except GraphError as exc:
-        problems = str(exc).split("\n  - ")[1:]
-        routed = []
-        for p in problems:
-            m = _ROUTING.fullmatch(p)
-            if not m or not (graph.nodes[m[1]].kind in _ROUTERS or graph.nodes[m[3]].kind in _ROUTERS):
-                raise
-            routed.append(p)
-        return routed
-
-
-def lower_group(group: Group, factored: bool = False) -> tuple[list[FusionTable], Graph, list[str]]:
-    """Tables and graph of one group; the third item lists value-routing edges (factored
-    iteration only), which the current SAMML port types reject."""
+def lower_group(group: Group, factored: bool = True) -> tuple[list[FusionTable], Graph]:
+    """Tables and verified graph of one group (``factored``: see :func:`compile_program`)."""
     graph = Graph(group.name)
     tables = [build_table(group, o, factored) for o in group.outputs]
     declared: set[str] = set()
@@ -423,23 +474,22 @@ def lower_group(group: Group, factored: bool = False) -> tuple[list[FusionTable]
     for em in emitters:
         em.finish()
     _size_fifos(graph)
-    routed = verify_routing(graph) if factored else []
-    if not factored:
-        graph.verify()
-    return tables, graph, routed
+    graph.verify()
+    return tables, graph
 
 
 def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
                     orders: Mapping[str, str | Sequence[str]] | None = None,
                     fused_orders: Mapping[int, Sequence[str]] | None = None,
-                    factored: bool = False) -> CompiledProgram:
+                    factored: bool = True) -> CompiledProgram:
     """Fuse and lower ``program``: one verified SAMML graph per group, in program order.
 
     ``orders`` maps a computed tensor to a dataflow order of its statement (its own letters);
     ``fused_orders`` maps a group number to a full fused order (checked against the POG).
-    ``factored`` lowers reduced intermediates with factored iteration; those graphs route
-    values through repeat/joiner reference ports, which ``Graph.verify`` rejects until the IR
-    types those ports per stream (see docs/compiler.md); everything else is verified."""
+    ``factored`` (default) lowers every reduced intermediate that qualifies with factored
+    iteration (its own pipeline; its reducer's coordinates drive the consumer's levels and its
+    values ride on the joiner's / repeat's value-typed reference ports); the others, and all of
+    them with ``factored=False``, are inlined into one iteration space per output."""
     t0 = time.perf_counter()
     fusion = Fusion(fusion) if isinstance(fusion, str) else fusion
     if factored:
@@ -457,29 +507,18 @@ def _compile(program: Program, fusion: Fusion, orders, fused_orders, factored: b
                                         {s.out for s in program.statements}}
     groups: list[CompiledGroup] = []
     permuted: list[PermutedCopy] = []
-    consts: dict[str, int] = {}
     for k, plan in enumerate(plan_groups(program, fusion, orders, split_adds)):
         tg = time.perf_counter()
         group = fuse_group(program, plan, formats)
         if fused_orders and k in fused_orders:
             set_order(group, fused_orders[k])
-        _name_consts(group, consts)
-        tables, graph, routed = lower_group(group, factored)
+        tables, graph = lower_group(group, factored)
         out_formats = {t.output.tensor: t.out_fmt for t in tables}
         formats.update(out_formats)
         for v in group.views.values():
             formats.setdefault(v.tensor, v.fmt)
         permuted += group.permuted
         groups.append(CompiledGroup(group, tables, graph, out_formats, time.perf_counter() - tg,
-                                    routed))
-    return CompiledProgram(program, fusion, groups, formats, permuted, consts,
+                                    factored))
+    return CompiledProgram(program, fusion, groups, formats, permuted,
                            time.perf_counter() - t0)
-
-
-def _name_consts(group: Group, consts: dict[str, int]) -> None:
-    """Scalar factors become 0-order input tensors named after their value."""
-    for name, v in list(group.views.items()):
-        if v.const is not None:
-            tname = f"const_{v.const}" if v.const >= 0 else f"const_m{-v.const}"
-            consts[tname] = v.const
-            group.views[name] = type(v)(v.name, tname, tname, (), (), TensorFormat(()), v.const)

@@ -23,14 +23,16 @@ from ..tensor import TensorFormat
 from .program import (
     Access,
     BinOp,
-    Const,
     IExpr,
     Op,
     Program,
     ProgramError,
     Statement,
     Sum,
+    Unary,
+    UnOp,
     split_order,
+    unary_text,
 )
 
 __all__ = [
@@ -42,9 +44,9 @@ __all__ = [
     "PermutedCopy",
     "VAccess",
     "VBin",
-    "VConst",
     "VExpr",
     "VNamed",
+    "VUn",
     "View",
     "order_lowerable",
     "plan_regions",
@@ -74,7 +76,6 @@ class View:
     indices: tuple[str, ...]
     shape: tuple[int, ...]
     fmt: TensorFormat
-    const: int | None = None  # scalar factor (0-order tensor)
 
     def level_indices(self) -> tuple[str, ...]:
         return tuple(self.indices[m] for m in self.fmt.mode_order)
@@ -89,8 +90,12 @@ class VAccess:
 
 
 @dataclass(frozen=True)
-class VConst:
-    view: str
+class VUn:
+    """An elementwise function of a value (one unary ALU node)."""
+
+    op: UnOp
+    arg: VExpr
+    scalar: int | float = 0
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,7 @@ class VNamed:
     body: VExpr
 
 
-VExpr = VAccess | VConst | VBin | VNamed
+VExpr = VAccess | VBin | VNamed | VUn
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,8 @@ def _vindices(e: VExpr, views: Mapping[str, View]) -> set[str]:
         return _vindices(e.lhs, views) | _vindices(e.rhs, views)
     if isinstance(e, VNamed):
         return _vindices(e.body, views)
+    if isinstance(e, VUn):
+        return _vindices(e.arg, views)
     return set()
 
 
@@ -192,14 +199,16 @@ def _named_locals(e: VExpr, views: Mapping[str, View]) -> set[str]:
         return _named_locals(e.lhs, views) | _named_locals(e.rhs, views)
     if isinstance(e, VNamed):
         return set(_local(e, views)) | _named_locals(e.body, views)
+    if isinstance(e, VUn):
+        return _named_locals(e.arg, views)
     return set()
 
 
 def render_vexpr(e: VExpr, views: Mapping[str, View]) -> str:
     if isinstance(e, VAccess):
         return str(views[e.view])
-    if isinstance(e, VConst):
-        return str(views[e.view].const)
+    if isinstance(e, VUn):
+        return unary_text(e.op, render_vexpr(e.arg, views), e.scalar)
     if isinstance(e, VNamed):
         local = _local(e, views)
         red = f"Σ_{{{','.join(local)}}} " if local else ""
@@ -211,12 +220,16 @@ def render_vexpr(e: VExpr, views: Mapping[str, View]) -> str:
 
 
 # ----------------------------------------------------------------------------- statement rewriting
+# "Under an addition" below also covers nonlinear elementwise functions (relu, exp, a scalar
+# shift, ...): like a sum, they cannot be pulled through a reduction.
 def _sum_under_add(e: IExpr, under_add: bool = False) -> bool:
     if isinstance(e, Sum):
         return under_add or _sum_under_add(e.body, False)
     if isinstance(e, BinOp):
         add = e.op is not Op.MUL
         return _sum_under_add(e.lhs, under_add or add) or _sum_under_add(e.rhs, under_add or add)
+    if isinstance(e, Unary):
+        return _sum_under_add(e.arg, under_add or not e.op.linear)
     return False
 
 
@@ -235,6 +248,8 @@ def _hoist(stmt: Statement, extra: list[tuple[str, tuple[str, ...], IExpr]]) -> 
         if isinstance(e, BinOp):
             add = under_add or e.op is not Op.MUL
             return BinOp(e.op, walk(e.lhs, add), walk(e.rhs, add))
+        if isinstance(e, Unary):
+            return Unary(e.op, walk(e.arg, under_add or not e.op.linear), e.scalar)
         return e
 
     return walk(stmt.rhs, False)
@@ -247,6 +262,8 @@ def _free_ordered(e: IExpr) -> list[str]:
         return list(dict.fromkeys(_free_ordered(e.lhs) + _free_ordered(e.rhs)))
     if isinstance(e, Sum):
         return [i for i in _free_ordered(e.body) if i not in e.indices]
+    if isinstance(e, Unary):
+        return _free_ordered(e.arg)
     return []
 
 
@@ -273,6 +290,8 @@ def _index_sizes(e: IExpr, shapes: Mapping[str, tuple[int, ...]], out: dict[str,
         _index_sizes(e.rhs, shapes, out)
     elif isinstance(e, Sum):
         _index_sizes(e.body, shapes, out)
+    elif isinstance(e, Unary):
+        _index_sizes(e.arg, shapes, out)
 
 
 def _temp_shapes(program: Program) -> dict[str, tuple[int, ...]]:
@@ -311,6 +330,8 @@ def _accesses_under_add(e: IExpr, under: bool = False) -> list[tuple[str, bool]]
         return _accesses_under_add(e.lhs, add) + _accesses_under_add(e.rhs, add)
     if isinstance(e, Sum):
         return _accesses_under_add(e.body, under)
+    if isinstance(e, Unary):
+        return _accesses_under_add(e.arg, under or not e.op.linear)
     return []
 
 
@@ -433,6 +454,8 @@ def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count
     if isinstance(e, Sum):
         return Sum(tuple(rename.get(i, i) for i in e.indices),
                    _substitute(e.body, producers, fresh, rename, orders, origins))
+    if isinstance(e, Unary):
+        return Unary(e.op, _substitute(e.arg, producers, fresh, rename, orders, origins), e.scalar)
     return e
 
 
@@ -452,6 +475,8 @@ def _indices_in_order(e) -> list[str]:
         return _indices_in_order(e.lhs) + _indices_in_order(e.rhs)
     if isinstance(e, (Sum, _Named)):
         return _indices_in_order(e.body)
+    if isinstance(e, Unary):
+        return _indices_in_order(e.arg)
     return []
 
 
@@ -464,6 +489,8 @@ def _rename(e, m: Mapping[str, str]):
         return Sum(tuple(m.get(i, i) for i in e.indices), _rename(e.body, m))
     if isinstance(e, _Named):
         return _Named(e.tensor, tuple(m.get(i, i) for i in e.indices), _rename(e.body, m))
+    if isinstance(e, Unary):
+        return Unary(e.op, _rename(e.arg, m), e.scalar)
     return e
 
 
@@ -474,6 +501,8 @@ def _all_sums(e: IExpr) -> list[str]:
         return _all_sums(e.lhs) + _all_sums(e.rhs)
     if isinstance(e, _Named):
         return _all_sums(e.body)
+    if isinstance(e, Unary):
+        return _all_sums(e.arg)
     return []
 
 
@@ -488,6 +517,9 @@ def _normal_named(e) -> tuple[tuple[str, ...], object]:
         rl, bl = _normal_named(e.lhs)
         rr, br = _normal_named(e.rhs)
         return rl + rr, BinOp(e.op, bl, br)
+    if isinstance(e, Unary):  # a sum directly under a nonlinear function was hoisted before
+        red, body = _normal_named(e.arg)
+        return red, Unary(e.op, body, e.scalar)
     return (), e
 
 
@@ -501,11 +533,10 @@ def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFo
     all_producers = {s.out: s for s in part}
     fresh = itertools.count()
     views: dict[str, View] = {}
-    view_of: dict[tuple[str, tuple[str, ...]], str] = {}
+    view_of: dict[tuple[str, tuple[str, ...], tuple[int, ...]], str] = {}
     shapes = {n: d.shape for n, d in program.decls.items()} | _temp_shapes(program)
     user_orders: list[tuple[str, tuple[str, ...]]] = []
     fused: list[FusedOutput] = []
-    n_const = itertools.count()
     u_count = itertools.count()
     for o in outs:
         inner = {k: v for k, v in all_producers.items() if k != o.out}
@@ -529,9 +560,13 @@ def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFo
                 origins[new] = origins.pop(old)
         red, body = _normal_named(e)
 
-        def to_v(x) -> VExpr:
+        def to_v(x, term: tuple[int, ...] = ()) -> VExpr:
+            """``term``: the path of addition operands leading here.  One access in several
+            terms of a sum gets one view per term (its own scanner and reference), since a
+            reference through one term's intersection is N where another term needs the value;
+            inside one product a repeated access is one view."""
             if isinstance(x, Access):
-                key = (x.tensor, x.indices)
+                key = (x.tensor, x.indices, term)
                 if key not in view_of:
                     n_prev = sum(1 for v in views.values() if v.source == x.tensor)
                     vname = x.tensor + "'" * n_prev
@@ -543,14 +578,14 @@ def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFo
                     views[vname] = View(vname, x.tensor, x.tensor, x.indices, shapes[x.tensor], fmt)
                     view_of[key] = vname
                 return VAccess(view_of[key])
-            if isinstance(x, Const):
-                vname = f"c{next(n_const)}"
-                views[vname] = View(vname, vname, vname, (), (), TensorFormat(()), const=x.value)
-                return VConst(vname)
+            if isinstance(x, Unary):
+                return VUn(x.op, to_v(x.arg, term), x.scalar)
             if isinstance(x, BinOp):
-                return VBin(x.op, to_v(x.lhs), to_v(x.rhs))
+                if x.op is Op.MUL:
+                    return VBin(x.op, to_v(x.lhs, term), to_v(x.rhs, term))
+                return VBin(x.op, to_v(x.lhs, (*term, 0)), to_v(x.rhs, (*term, 1)))
             assert isinstance(x, _Named)
-            return VNamed(x.tensor, x.indices, to_v(x.body))
+            return VNamed(x.tensor, x.indices, to_v(x.body, term))
 
         vbody = to_v(body)
         red = tuple(sorted(dict.fromkeys(red), key=lambda u: int(u[1:])))

@@ -3,7 +3,9 @@
 A :class:`Program` declares input tensors (:meth:`Program.tensor`), defines computed tensors
 from expressions (:meth:`Program.let` / :meth:`Program.assign`) and names its outputs.  Expressions
 are built from :func:`einsum`, elementwise ``+``, ``-``, ``*`` (trailing-axis broadcasting as in
-numpy, e.g. a bias vector) and integer scalar factors.  Statements can be grouped into fusion
+numpy, e.g. a bias vector), scalars (``3 * A``, ``A + 1``, ``-A``) and the elementwise functions
+:func:`relu`, :func:`neg`, :func:`exp`, :func:`sigmoid`, :func:`gelu`, :func:`rsqrt` (lowered
+to unary ALU nodes).  Statements can be grouped into fusion
 regions (:meth:`Program.region`) and carry an optional dataflow order written with the index
 letters of their own Einsum.
 """
@@ -19,7 +21,6 @@ from ..tensor import Format, TensorFormat
 __all__ = [
     "Access",
     "BinOp",
-    "Const",
     "IExpr",
     "Op",
     "Program",
@@ -29,9 +30,18 @@ __all__ = [
     "Tensor",
     "TensorDecl",
     "TensorExpr",
+    "UnOp",
+    "Unary",
     "einsum",
+    "exp",
     "free_indices",
+    "gelu",
+    "neg",
     "parse_format",
+    "relu",
+    "rsqrt",
+    "sigmoid",
+    "unary_text",
 ]
 
 
@@ -55,12 +65,46 @@ class Access:
         return f"{self.tensor}_{{{','.join(self.indices)}}}" if self.indices else self.tensor
 
 
+class UnOp(enum.Enum):
+    """Elementwise functions (one unary ALU node each); SCALE / SHIFT multiply / add a scalar."""
+
+    RELU = "relu"
+    NEG = "neg"
+    EXP = "exp"
+    SIGMOID = "sigmoid"
+    GELU = "gelu"
+    RSQRT = "rsqrt"
+    SCALE = "scale"
+    SHIFT = "shift"
+
+    @property
+    def linear(self) -> bool:
+        """``f(Σ x) = Σ f(x)``: a reduction may be pulled out of it (and fused through it)."""
+        return self in (UnOp.NEG, UnOp.SCALE)
+
+    @property
+    def zero_preserving(self) -> bool:
+        """``f(0) = 0``: it may be applied to the stored entries of a sparse operand only."""
+        return self in (UnOp.RELU, UnOp.NEG, UnOp.GELU, UnOp.SCALE)
+
+
 @dataclass(frozen=True)
-class Const:
-    value: int
+class Unary:
+    op: UnOp
+    arg: IExpr
+    scalar: int | float = 0  # SCALE: the factor, SHIFT: the addend
 
     def __str__(self) -> str:
-        return str(self.value)
+        return unary_text(self.op, str(self.arg), self.scalar)
+
+
+def unary_text(op: UnOp, arg: str, scalar: float = 0) -> str:
+    """How a function application is printed (expressions, fusion tables, messages)."""
+    if op is UnOp.SCALE:
+        return f"{scalar}·{arg}"
+    if op is UnOp.SHIFT:
+        return f"({arg} + {scalar})"
+    return f"{op.value}({arg})"
 
 
 @dataclass(frozen=True)
@@ -82,15 +126,15 @@ class Sum:
         return f"Σ_{{{','.join(self.indices)}}} {self.body}"
 
 
-IExpr = Access | Const | BinOp | Sum
+IExpr = Access | BinOp | Sum | Unary
 
 
 def free_indices(e: IExpr) -> list[str]:
     """Indices used but not summed, in first-appearance order."""
     if isinstance(e, Access):
         return list(dict.fromkeys(e.indices))
-    if isinstance(e, Const):
-        return []
+    if isinstance(e, Unary):
+        return free_indices(e.arg)
     if isinstance(e, BinOp):
         return list(dict.fromkeys(free_indices(e.lhs) + free_indices(e.rhs)))
     return [i for i in free_indices(e.body) if i not in e.indices]
@@ -165,14 +209,21 @@ class TensorExpr:
     def ndim(self) -> int:
         return len(self.shape)
 
+    def unary(self, op: UnOp, scalar: float = 0, text: str | None = None) -> TensorExpr:
+        """``op`` applied to every element (see :class:`UnOp`)."""
+        return TensorExpr(self.shape, text or f"{op.value}({self.text})",
+                          lambda idx, fresh: Unary(op, self.build(idx, fresh), scalar),
+                          self.out_letters)
+
     def _binary(self, other: object, op: Op, swap: bool = False) -> TensorExpr:
-        if isinstance(other, int) and not isinstance(other, bool):
-            if op is not Op.MUL:
-                raise ProgramError(f"'{self.text} {op.value} {other}': only scalar factors (*) are "
-                                   "supported; add a tensor instead of a constant")
-            return TensorExpr(self.shape, f"{other}*{self.text}",
-                              lambda idx, fresh: BinOp(Op.MUL, Const(other), self.build(idx, fresh)),
-                              self.out_letters)
+        if isinstance(other, int | float) and not isinstance(other, bool):
+            if op is Op.MUL:
+                return self.unary(UnOp.SCALE, other, f"{other}*{self.text}")
+            if op is Op.ADD:
+                return self.unary(UnOp.SHIFT, other, f"({self.text} + {other})")
+            if swap:  # other - self
+                return self.unary(UnOp.NEG).unary(UnOp.SHIFT, other, f"({other} - {self.text})")
+            return self.unary(UnOp.SHIFT, -other, f"({self.text} - {other})")
         other_e = as_expr(other)
         a, b = (other_e, self) if swap else (self, other_e)
         text = f"({a.text} {op.value} {b.text})"
@@ -207,7 +258,7 @@ class TensorExpr:
         return self._binary(other, Op.MUL, swap=True)
 
     def __neg__(self) -> TensorExpr:
-        return self._binary(-1, Op.MUL)
+        return self.unary(UnOp.NEG, text=f"-{self.text}")
 
 
 @dataclass(frozen=True)
@@ -248,6 +299,37 @@ class Tensor:
 
     def __neg__(self) -> TensorExpr:
         return -self.expr()
+
+
+def relu(x: Tensor | TensorExpr) -> TensorExpr:
+    """``max(x, 0)`` elementwise."""
+    return as_expr(x).unary(UnOp.RELU)
+
+
+def neg(x: Tensor | TensorExpr) -> TensorExpr:
+    """``-x`` elementwise."""
+    return -as_expr(x)
+
+
+def exp(x: Tensor | TensorExpr) -> TensorExpr:
+    """``e**x`` elementwise (fixed-point or float numerics; ``exp(0) = 1``, so ``x`` must be
+    stored densely)."""
+    return as_expr(x).unary(UnOp.EXP)
+
+
+def sigmoid(x: Tensor | TensorExpr) -> TensorExpr:
+    """``1 / (1 + e**-x)`` elementwise (fixed-point or float numerics; ``x`` stored densely)."""
+    return as_expr(x).unary(UnOp.SIGMOID)
+
+
+def gelu(x: Tensor | TensorExpr) -> TensorExpr:
+    """``x·Φ(x)`` elementwise (fixed-point or float numerics)."""
+    return as_expr(x).unary(UnOp.GELU)
+
+
+def rsqrt(x: Tensor | TensorExpr) -> TensorExpr:
+    """``1 / sqrt(x)`` elementwise (fixed-point or float numerics; ``x`` stored densely)."""
+    return as_expr(x).unary(UnOp.RSQRT)
 
 
 def as_expr(x: object) -> TensorExpr:
@@ -340,6 +422,8 @@ class Statement:
                 walk(e.rhs)
             elif isinstance(e, Sum):
                 walk(e.body)
+            elif isinstance(e, Unary):
+                walk(e.arg)
 
         walk(self.rhs)
         return list(dict.fromkeys(out))

@@ -3,8 +3,10 @@ that writes them to the graphs that read them, permuted copies made on the host.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,7 +14,12 @@ from ..tensor import TensorData, TensorFormat
 from .codegen import CompiledProgram
 from .program import ProgramError
 
-__all__ = ["ProgramResult", "reference", "run_program"]
+if TYPE_CHECKING:
+    from sw_sim.run import SimResult
+
+    from ..samml import Graph
+
+__all__ = ["ProgramResult", "graph_runs", "reference", "reference_all", "run_program"]
 
 
 @dataclass
@@ -40,11 +47,8 @@ def _as_data(name: str, value: np.ndarray | TensorData, fmt: TensorFormat,
     return TensorData.from_dense(arr, fmt)
 
 
-def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData],
-                **sim_args) -> ProgramResult:
-    """Simulate every graph; ``data`` maps input names to dense arrays (or TensorData)."""
-    from sw_sim import run_graph
-
+def _initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData]
+                     ) -> dict[str, TensorData]:
     program = compiled.program
     missing = [n for n in program.inputs() if n not in data]
     if missing:
@@ -53,47 +57,88 @@ def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tenso
     for n in program.inputs():
         d = program.decls[n]
         tensors[n] = _as_data(n, data[n], d.fmt, d.shape)
-    for name, value in compiled.consts.items():
-        tensors[name] = TensorData.from_dense(np.array(value), TensorFormat(()))
     for p in compiled.permuted:  # host-side reformat: the primitive set has no sorter
-        src = tensors[p.source]
-        tensors[p.name] = TensorData.from_dense(src.to_dense(), p.fmt)
-    cycles: list[int] = []
+        if p.source in tensors:
+            tensors[p.name] = TensorData.from_dense(tensors[p.source].to_dense(), p.fmt)
+    return tensors
+
+
+def graph_runs(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData],
+               **sim_args) -> Iterator[tuple[Graph, dict[str, TensorData], SimResult]]:
+    """Simulate the graphs in order, yielding each graph, the tensors it read and its sw_sim
+    result (intermediates are handed on, permuted copies made on the host)."""
+    from sw_sim import run_graph
+
+    tensors = _initial_tensors(compiled, data)
     for cg in compiled.groups:
         g = cg.graph
         inputs = {t: tensors[t] for t in g.input_tensors()}
-        # factored graphs carry values on reference ports (see verify_routing); everything else
-        # in them was verified at compile time
-        res = run_graph(g, inputs, **({"verify": False} if cg.value_routing else {}), **sim_args)
-        cycles.append(res.cycles)
+        res = run_graph(g, inputs, **sim_args)
+        yield g, inputs, res
         tensors.update(res.outputs)
         for p in compiled.permuted:
             if p.source in res.outputs:
                 tensors[p.name] = TensorData.from_dense(res.outputs[p.source].to_dense(), p.fmt)
-    outs = {n: tensors[n] for n in program.result_names()}
+
+
+def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData],
+                **sim_args) -> ProgramResult:
+    """Simulate every graph; ``data`` maps input names to dense arrays (or TensorData);
+    ``sim_args`` go to ``sw_sim.run_graph`` (e.g. ``numerics="float"``)."""
+    cycles: list[int] = []
+    written: dict[str, TensorData] = {}
+    for _, _, res in graph_runs(compiled, data, **sim_args):
+        cycles.append(res.cycles)
+        written.update(res.outputs)
+    outs = {n: written[n] for n in compiled.program.result_names()}
     return ProgramResult(outs, cycles)
 
 
-def reference(compiled_or_program, data: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """numpy evaluation of the program's statements (the independent reference)."""
-    from .program import Access, BinOp, Const, Op, Program, Sum
+def reference(compiled_or_program, data: Mapping[str, np.ndarray | TensorData],
+              dtype: type = np.int64) -> dict[str, np.ndarray]:
+    """numpy evaluation of the program's outputs (the independent reference); ``dtype``
+    int64 (wrapping like the integer hardware only beyond 2**63) or float64."""
+    program = getattr(compiled_or_program, "program", compiled_or_program)
+    env = reference_all(program, data, dtype)
+    return {n: env[n] for n in program.result_names()}
 
-    program: Program = getattr(compiled_or_program, "program", compiled_or_program)
-    env = {n: np.asarray(v.to_dense() if isinstance(v, TensorData) else v, dtype=np.int64)
+
+_NUMPY_UNARY = {
+    "relu": lambda x: np.maximum(x, 0),
+    "neg": np.negative,
+    "exp": np.exp,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "gelu": lambda x: 0.5 * x * (1.0 + np.vectorize(math.erf, otypes=[float])(x / math.sqrt(2.0))),
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+}
+
+
+def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
+                  dtype: type = np.int64) -> dict[str, np.ndarray]:
+    """numpy evaluation of every statement: inputs and every computed tensor by name."""
+    from .program import Access, BinOp, Op, Program, Sum, Unary, UnOp
+
+    assert isinstance(program, Program)
+    env = {n: np.asarray(v.to_dense() if isinstance(v, TensorData) else v, dtype=dtype)
            for n, v in data.items()}
 
-    def ev(e, idx_sizes) -> tuple[np.ndarray, list[str]]:
+    def ev(e) -> tuple[np.ndarray, list[str]]:
         if isinstance(e, Access):
             return env[e.tensor], list(e.indices)
-        if isinstance(e, Const):
-            return np.array(e.value, dtype=np.int64), []
+        if isinstance(e, Unary):
+            a, ia = ev(e.arg)
+            if e.op is UnOp.SCALE:
+                return a * np.asarray(e.scalar, dtype=dtype), ia
+            if e.op is UnOp.SHIFT:
+                return a + np.asarray(e.scalar, dtype=dtype), ia
+            return _NUMPY_UNARY[e.op.value](a).astype(dtype), ia
         if isinstance(e, Sum):
-            arr, ids = ev(e.body, idx_sizes)
+            arr, ids = ev(e.body)
             keep = [i for i in ids if i not in e.indices]
             return np.einsum(arr, [_sym(i) for i in ids], [_sym(i) for i in keep]), keep
         assert isinstance(e, BinOp)
-        a, ia = ev(e.lhs, idx_sizes)
-        b, ib = ev(e.rhs, idx_sizes)
+        a, ia = ev(e.lhs)
+        b, ib = ev(e.rhs)
         ids = list(dict.fromkeys(ia + ib))
         a2 = _expand(a, ia, ids)
         b2 = _expand(b, ib, ids)
@@ -101,11 +146,11 @@ def reference(compiled_or_program, data: Mapping[str, np.ndarray]) -> dict[str, 
         return fn(a2, b2), ids
 
     for s in program.statements:
-        arr, ids = ev(s.rhs, {})
+        arr, ids = ev(s.rhs)
         shape = program.decls[s.out].shape
         full = _expand(arr, ids, list(s.indices))
         env[s.out] = np.broadcast_to(full, shape).copy()
-    return {n: env[n] for n in program.result_names()}
+    return env
 
 
 _SYMS: dict[str, int] = {}

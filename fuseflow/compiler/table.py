@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..tensor import Format, TensorFormat
-from .fusion import FusedOutput, Group, VAccess, VBin, VConst, VExpr, View, VNamed
-from .program import Op, ProgramError
+from .fusion import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
+from .program import Op, ProgramError, unary_text
 
 __all__ = [
     "Cell",
@@ -151,10 +151,12 @@ class FusionTable:
         raise AssertionError(row)
 
     def compute_text(self, e: VExpr) -> str:
-        if isinstance(e, (VAccess, VConst)):
+        if isinstance(e, VAccess):
             return f"<{e.view}_val>"
         if isinstance(e, VNamed):
             return f"<{e.tensor}_val>"
+        if isinstance(e, VUn):
+            return unary_text(e.op, self.compute_text(e.arg), e.scalar)
         op = "×" if e.op is Op.MUL else e.op.value
         return f"({self.compute_text(e.lhs)} {op} {self.compute_text(e.rhs)})"
 
@@ -207,9 +209,11 @@ class FusionTable:
 
 def _view_order(e: VExpr, out: list[str], named: list[VNamed], fac: frozenset[str] = frozenset(),
                 kids: list[VNamed] | None = None) -> None:
-    if isinstance(e, (VAccess, VConst)):
+    if isinstance(e, VAccess):
         if e.view not in out:
             out.append(e.view)
+    elif isinstance(e, VUn):
+        _view_order(e.arg, out, named, fac, kids)
     elif isinstance(e, VBin):
         _view_order(e.lhs, out, named, fac, kids)
         _view_order(e.rhs, out, named, fac, kids)
@@ -235,8 +239,8 @@ def _join_tree(e: VExpr, row: str, views: dict[str, View], seen: set[str],
             seen.add(e.view)
             return e.view
         return None
-    if isinstance(e, VConst):
-        return None
+    if isinstance(e, VUn):  # elementwise: the operand's coordinates
+        return _join_tree(e.arg, row, views, seen, fac)
     if isinstance(e, VNamed):
         return _join_tree(e.body, row, views, seen, fac)
     kids = [k for k in (_join_tree(e.lhs, row, views, seen, fac),
@@ -257,6 +261,8 @@ def _lacking_in_sum(e: VExpr, row: str, views: dict[str, View],
     """Views that lack ``row`` but are added to operands that have it (need a full iteration)."""
     if isinstance(e, VNamed):
         return [] if e.tensor in fac else _lacking_in_sum(e.body, row, views, fac)
+    if isinstance(e, VUn):
+        return _lacking_in_sum(e.arg, row, views, fac)
     if not isinstance(e, VBin):
         return []
     out = _lacking_in_sum(e.lhs, row, views, fac) + _lacking_in_sum(e.rhs, row, views, fac)
@@ -271,18 +277,20 @@ def _lacking_in_sum(e: VExpr, row: str, views: dict[str, View],
 def _has(e: VExpr, row: str, views: dict[str, View], fac: frozenset[str] = frozenset()) -> bool:
     if isinstance(e, VAccess):
         return row in views[e.view].indices
-    if isinstance(e, VConst):
-        return False
+    if isinstance(e, VUn):
+        return _has(e.arg, row, views, fac)
     if isinstance(e, VNamed):
         return row in e.indices if e.tensor in fac else _has(e.body, row, views, fac)
     return _has(e.lhs, row, views, fac) or _has(e.rhs, row, views, fac)
 
 
 def _describe(e: VExpr, views: dict[str, View]) -> str:
-    if isinstance(e, (VAccess, VConst)):
-        return str(views[e.view]) if isinstance(e, VAccess) else str(views[e.view].const)
+    if isinstance(e, VAccess):
+        return str(views[e.view])
     if isinstance(e, VNamed):
         return f"{e.tensor}_{{{','.join(e.indices)}}}"
+    if isinstance(e, VUn):
+        return unary_text(e.op, _describe(e.arg, views), e.scalar)
     return f"({_describe(e.lhs, views)} {e.op.value} {_describe(e.rhs, views)})"
 
 
@@ -291,6 +299,7 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
     coordinates lead the consumer's order get their own table (factored iteration, see
     :func:`_choose_factored`); the others are inlined into one iteration space."""
     fac = _choose_factored(out.body, group) if factored else frozenset()
+    _check_not_zero_preserving(out, group.views)
     bad = _reduced_under_add(out.body, group.views, fac)
     if bad:
         raise NeedsSplit(f"output {out.tensor}: the reduction inside {bad} is added to other terms "
@@ -444,6 +453,40 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
     return t
 
 
+def _views_under(e: VExpr) -> list[str]:
+    if isinstance(e, VAccess):
+        return [e.view]
+    if isinstance(e, VBin):
+        return _views_under(e.lhs) + _views_under(e.rhs)
+    if isinstance(e, VUn):
+        return _views_under(e.arg)
+    return _views_under(e.body)
+
+
+def _check_not_zero_preserving(out: FusedOutput, views: dict[str, View]) -> None:
+    """A function with ``f(0) != 0`` (exp, sigmoid, rsqrt, a scalar shift) is applied to the
+    coordinates the iteration visits, so every coordinate of its operand must be visited: all
+    tensors under it must be stored densely."""
+    def walk(e: VExpr) -> None:
+        if isinstance(e, VUn):
+            if not e.op.zero_preserving:
+                for name in _views_under(e.arg):
+                    v = views[name]
+                    if any(f is not Format.DENSE for f in v.fmt.levels):
+                        raise LoweringError(
+                            f"output {out.tensor}: {_describe(e, views)} is not 0 where its "
+                            f"operand is 0, so it needs every coordinate of {v}, but {v.tensor} "
+                            f"is stored {v.fmt} (store it dense, or use a zero-preserving "
+                            "function: relu, neg, gelu, scalar factors)")
+            walk(e.arg)
+        elif isinstance(e, VBin):
+            walk(e.lhs)
+            walk(e.rhs)
+        elif isinstance(e, VNamed):
+            walk(e.body)
+    walk(out.body)
+
+
 def _prev(order: Sequence[str], row: str) -> str:
     return order[order.index(row) - 1]
 
@@ -452,8 +495,8 @@ def _own(e: VExpr, views: dict[str, View], fac: frozenset[str]) -> set[str]:
     """Index variables a node iterates: its views' and its factored children's outputs."""
     if isinstance(e, VAccess):
         return set(views[e.view].indices)
-    if isinstance(e, VConst):
-        return set()
+    if isinstance(e, VUn):
+        return _own(e.arg, views, fac)
     if isinstance(e, VNamed):
         return set(e.indices) if e.tensor in fac else _own(e.body, views, fac)
     return _own(e.lhs, views, fac) | _own(e.rhs, views, fac)
@@ -463,6 +506,8 @@ def _candidates(e: VExpr, fac: frozenset[str]) -> list[VNamed]:
     """Intermediates directly under this node (through compute and inlined intermediates)."""
     if isinstance(e, VBin):
         return _candidates(e.lhs, fac) + _candidates(e.rhs, fac)
+    if isinstance(e, VUn):
+        return _candidates(e.arg, fac)
     if isinstance(e, VNamed):
         return [e] if e.tensor in fac else [e, *_candidates(e.body, fac)]
     return []
@@ -527,6 +572,8 @@ def _all_full_at(body: VExpr, row: str, group: Group, fac: frozenset[str], kid: 
 def _operands(e: VExpr, fac: frozenset[str]) -> list[VExpr]:
     if isinstance(e, VBin):
         return _operands(e.lhs, fac) + _operands(e.rhs, fac)
+    if isinstance(e, VUn):
+        return _operands(e.arg, fac)
     if isinstance(e, VNamed) and e.tensor not in fac:
         return _operands(e.body, fac)
     return [e]
@@ -534,7 +581,10 @@ def _operands(e: VExpr, fac: frozenset[str]) -> list[VExpr]:
 
 def _reduced_under_add(e: VExpr, views: dict[str, View], fac: frozenset[str],
                        under: bool = False) -> str | None:
-    """An inlined intermediate with a reduction that sits under an addition, if any."""
+    """An inlined intermediate with a reduction that sits under an addition (or a nonlinear
+    elementwise function), if any."""
+    if isinstance(e, VUn):
+        return _reduced_under_add(e.arg, views, fac, under or not e.op.linear)
     if isinstance(e, VBin):
         add = under or e.op is not Op.MUL
         return (_reduced_under_add(e.lhs, views, fac, add)
@@ -549,6 +599,8 @@ def _reduced_under_add(e: VExpr, views: dict[str, View], fac: frozenset[str],
 def _inner_names(e: VExpr) -> set[str]:
     if isinstance(e, VBin):
         return _inner_names(e.lhs) | _inner_names(e.rhs)
+    if isinstance(e, VUn):
+        return _inner_names(e.arg)
     if isinstance(e, VNamed):
         return {e.tensor} | _inner_names(e.body)
     return set()
@@ -557,8 +609,8 @@ def _inner_names(e: VExpr) -> set[str]:
 def _count_having(e: VExpr, row: str, views: dict[str, View], fac: frozenset[str]) -> int:
     if isinstance(e, VAccess):
         return int(row in views[e.view].indices)
-    if isinstance(e, VConst):
-        return 0
+    if isinstance(e, VUn):
+        return _count_having(e.arg, row, views, fac)
     if isinstance(e, VNamed):
         return int(row in e.indices) if e.tensor in fac else _count_having(e.body, row, views, fac)
     return _count_having(e.lhs, row, views, fac) + _count_having(e.rhs, row, views, fac)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fuseflow.compiler import Program, einsum
+from fuseflow.tensor import Format, TensorData
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,26 @@ def spmm_csc_out() -> Program:
     return p
 
 
+def mul3() -> Program:
+    """3-D elementwise product, all levels compressed: intersections leave empty fibers at
+    every level, which the output must not store (canonical compressed levels)."""
+    p = Program("mul3")
+    A = p.tensor("A", (4, 5, 6), "ccc")
+    B = p.tensor("B", (4, 5, 6), "ccc")
+    p.output(p.let("C", A * B))
+    return p
+
+
+def mul3_dense_top() -> Program:
+    """The same under a dense top level: empty j fibers are kept (one per i), empty k fibers
+    are not."""
+    p = Program("mul3_dense_top")
+    A = p.tensor("A", (4, 5, 6), "dcc")
+    B = p.tensor("B", (4, 5, 6), "dcc")
+    p.output(p.let("C", A * B))
+    return p
+
+
 SUITE: dict[str, Case] = {
     "spmv": Case(spmv, {"A": 0.3, "x": 1.0}),
     "spmv_csc": Case(spmv_csc, {"A": 0.3, "x": 0.5}),
@@ -230,7 +251,19 @@ SUITE: dict[str, Case] = {
     "ttv": Case(ttv, {"B": 0.3, "c": 1.0}),
     "ttv_permuted": Case(ttv_permuted, {"B": 0.3, "c": 0.6}),
     "spmm_csc_out": Case(spmm_csc_out, {"A": 0.3, "B": 0.6}),
+    "mul3": Case(mul3, {"A": 0.4, "B": 0.4}),
+    "mul3_dense_top": Case(mul3_dense_top, {"A": 0.4, "B": 0.4}),
 }
+
+
+def assert_canonical(name: str, t: TensorData) -> None:
+    """No explicit empty fiber in a compressed level under a compressed parent (SAM's
+    convention: the parent coordinate is dropped instead)."""
+    for lvl in range(1, t.fmt.order):
+        if t.fmt.levels[lvl - 1] is Format.COMPRESSED and t.fmt.levels[lvl] is Format.COMPRESSED:
+            seg = np.asarray(t.seg[lvl])
+            empty = np.flatnonzero(np.diff(seg) == 0)
+            assert not empty.size, f"{name}: level {lvl} stores empty fibers at positions {empty}"
 
 
 def random_inputs(program: Program, density: dict[str, float], seed: int,

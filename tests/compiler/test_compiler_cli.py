@@ -19,7 +19,7 @@ def test_compile_writes_json_and_dot(tmp_path: Path, fusion: str, capsys) -> Non
     assert rc == 0
     manifest = json.loads((tmp_path / "program.json").read_text())
     assert manifest["fusion"] == fusion
-    assert len(manifest["graphs"]) == {"unfused": 3, "partial": 2, "full": 2}[fusion]
+    assert len(manifest["graphs"]) == {"unfused": 3, "partial": 2, "full": 1}[fusion]
     for name in manifest["graphs"]:
         g = Graph.load(tmp_path / f"{name}.json")
         g.verify()
@@ -68,12 +68,17 @@ def test_program_error_is_a_user_error(tmp_path: Path, capsys) -> None:
     assert "index 'k' has size 4 in A but 5 in X" in capsys.readouterr().err
 
 
-def test_factored_flag_reports_value_routing(tmp_path: Path, capsys) -> None:
-    rc = main(["compile", str(EXAMPLES / "gcn_layer.py"), "--factored", "-o", str(tmp_path), "--run"])
+@pytest.mark.parametrize(("flag", "lowering"), [
+    ("--factored", "factored iteration (own pipelines for T2, T1)"),
+    ("--global-iteration", "single iteration space (T1 inlined; factored iteration disabled)"),
+])
+def test_lowering_flags_are_reported(tmp_path: Path, capsys, flag: str, lowering: str) -> None:
+    rc = main(["compile", str(EXAMPLES / "gcn_layer.py"), flag, "-o", str(tmp_path), "--run"])
     assert rc == 0
     out = capsys.readouterr().out
-    assert "edges route values through reference ports" in out
     assert "outputs match numpy" in out
     manifest = json.loads((tmp_path / "program.json").read_text())
-    assert manifest["graphs"] == ["gcn_layer_g0"]
-    assert manifest["value_routing"]["gcn_layer_g0"]
+    assert manifest["graphs"] == (["gcn_layer_g0"] if flag == "--factored" else
+                                  ["gcn_layer_g0", "gcn_layer_g1"])
+    assert manifest["lowering"]["gcn_layer_g0"] == lowering
+    assert f"; {lowering}" in out

@@ -1,6 +1,6 @@
-"""Factored iteration (``compile_program(..., factored=True)``): reduced intermediates keep
-their own pipeline; their reducer's coordinate output feeds a later joiner and their values
-travel through the joiner's and the repeat's reference ports."""
+"""Factored iteration (the default lowering): reduced intermediates keep their own pipeline;
+their reducer's coordinate output feeds a later joiner and their values travel through the
+joiner's value-typed reference ports (``val_refs``) and value repeats (``stream=val``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from compiler_programs import SUITE, random_inputs
 
 from fuseflow.compiler import Fusion, Program, compile_program, einsum, reference, run_program
-from fuseflow.compiler.codegen import verify_routing
-from fuseflow.samml import Graph, GraphError, NodeKind
+from fuseflow.samml import Graph, GraphError, NodeKind, StreamKind
 
 JOINERS = (NodeKind.INTERSECT, NodeKind.UNION)
 
@@ -29,10 +28,11 @@ def feeds(graph: Graph, src: str, port: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("name", sorted(SUITE))
-def test_factored_matches_numpy(name: str) -> None:
+def test_global_iteration_matches_numpy(name: str) -> None:
+    # the suite tests the default (factored) lowering; this covers the other one
     case = SUITE[name]
     program = case.build()
-    compiled = compile_program(program, Fusion.FULL, factored=True)
+    compiled = compile_program(program, Fusion.FULL, factored=False)
     for seed in (1, 2):
         data = random_inputs(program, case.density, seed)
         result = run_program(compiled, data)
@@ -41,7 +41,7 @@ def test_factored_matches_numpy(name: str) -> None:
 
 
 def test_nested_matmul_reducer_coordinates_feed_a_later_joiner() -> None:
-    compiled = compile_program(SUITE["nested_matmul"].build(), factored=True)
+    compiled = compile_program(SUITE["nested_matmul"].build())
     (graph,) = compiled.graphs
     spaccs = [n for n in graph.nodes.values() if n.kind is NodeKind.SPACC1]
     assert len(spaccs) == 2
@@ -50,35 +50,37 @@ def test_nested_matmul_reducer_coordinates_feed_a_later_joiner() -> None:
     assert len(fed) == 1  # E's accumulator (over k) drives the intersection over j with C
     acc, (joiner, port) = fed[0]
     assert port.startswith("crd")
-    # and its values enter the same joiner on the paired reference port
+    # and its values enter the same joiner on the paired reference port, typed as values
     assert (joiner, "ref" + port[3:]) in feeds(graph, acc, "val")
+    assert int(port[3:]) in graph.nodes[joiner].param("val_refs")
 
 
-def test_value_routing_is_the_only_verify_complaint() -> None:
-    compiled = compile_program(SUITE["graphsage_nbor"].build(), factored=True)
+def test_value_routing_uses_value_typed_ports_and_verifies() -> None:
+    compiled = compile_program(SUITE["graphsage_nbor"].build())
     (cg,) = compiled.groups
-    assert len(cg.value_routing) == 2
+    assert cg.factored == ["T0"]
+    graph = cg.graph
+    graph.verify()
+    joiners = [n for n in graph.nodes.values() if n.kind in JOINERS and n.param("val_refs")]
+    repeats = [n for n in graph.nodes.values()
+               if n.kind is NodeKind.REPEAT and n.param("stream") is StreamKind.VAL]
+    assert joiners and repeats
+    # the value stream really enters the joiner there: without the port typing verify rejects it
+    del joiners[0].params["val_refs"]
     with pytest.raises(GraphError, match="a val stream drives a ref port"):
-        cg.graph.verify()
-    assert verify_routing(cg.graph) == cg.value_routing
-    # the default lowering of the same program needs no routing and verifies
-    (plain,) = compile_program(SUITE["graphsage_nbor"].build()).groups
-    assert plain.value_routing == []
-    plain.graph.verify()
-
-
-def test_verify_routing_still_rejects_other_problems() -> None:
-    compiled = compile_program(SUITE["graphsage_nbor"].build(), factored=True)
-    graph = compiled.graphs[0]
-    graph.edges = graph.edges[1:]  # leave an input dangling
-    with pytest.raises(GraphError, match="is not driven"):
-        verify_routing(graph)
+        graph.verify()
+    # the single-iteration-space lowering of the same program has no value routing
+    (plain,) = compile_program(SUITE["graphsage_nbor"].build(), factored=False).groups
+    assert plain.factored == []
+    assert not any(n.param("val_refs") for n in plain.graph.nodes.values() if n.kind in JOINERS)
+    assert "single iteration space (T0 inlined; factored iteration disabled)" in plain.explain()
+    assert "lowering: factored iteration (own pipelines for T0)" in cg.explain()
 
 
 def test_factored_gcn_layer_is_one_graph_and_beats_unfused() -> None:
     case = SUITE["gcn_layer"]
     program = case.build()
-    factored = compile_program(program, Fusion.FULL, factored=True)
+    factored = compile_program(program, Fusion.FULL)
     assert len(factored.graphs) == 1  # the bias add unites with the reducer's output
     unions = [n for n in factored.graphs[0].nodes.values() if n.kind is NodeKind.UNION]
     assert unions
@@ -91,9 +93,9 @@ def test_factored_gcn_layer_is_one_graph_and_beats_unfused() -> None:
 def test_residual_shares_a_full_row_with_the_intermediate() -> None:
     # Y = A·X + X: X's dense rows enumerate i like A·X's do, so no merge is needed at i and the
     # skip connection is added by a union at j inside one graph
-    compiled = compile_program(SUITE["residual"].build(), Fusion.FULL, factored=True)
+    compiled = compile_program(SUITE["residual"].build(), Fusion.FULL)
     (cg,) = compiled.groups
-    assert cg.value_routing
+    assert cg.factored
     assert "Union_j(Y_t0, X')" in cg.tables[0].render()
 
 
@@ -105,9 +107,9 @@ def test_unfactorable_reduction_under_addition_falls_back_to_a_split() -> None:
     X = p.tensor("X", (6, 4), "dense")
     B = p.tensor("B", (6, 4), "dcsr")
     p.output(p.let("Y", einsum("ik,kj->ij", A, X) + B))
-    compiled = compile_program(p, Fusion.FULL, factored=True)
+    compiled = compile_program(p, Fusion.FULL)
     assert len(compiled.graphs) == 2
-    assert all(not cg.value_routing for cg in compiled.groups)
+    assert all(not cg.factored for cg in compiled.groups)
     data = random_inputs(p, {"A": 0.3, "B": 0.3}, 1)
     result = run_program(compiled, data)
     np.testing.assert_array_equal(result.dense("Y"), reference(p, data)["Y"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compiler_programs import SUITE, random_inputs
+from compiler_programs import SUITE, assert_canonical, random_inputs
 
 from fuseflow.compiler import Fusion, all_orders, compile_program, reference, run_program
 from fuseflow.samml import NodeKind
@@ -18,6 +18,7 @@ def check(compiled, data) -> None:
     expected = reference(compiled.program, data)
     assert set(result.outputs) == set(expected)
     for name, want in expected.items():
+        assert_canonical(name, result.outputs[name])
         got = result.dense(name)
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want, err_msg=f"output {name}")
@@ -35,17 +36,7 @@ def test_program_matches_numpy(name: str, fusion: Fusion) -> None:
         check(compiled, random_inputs(program, case.density, seed))
 
 
-# An all-empty output whose top level is compressed reaches the level-1 writer as ``S1,D``,
-# which sw_sim's level writer counts as one fiber (seg [0,0]) although level 0 has none: the
-# token stream cannot tell an empty outer fiber from one empty inner fiber.  Reported upstream;
-# strict xfail so the test flips once the writer is fixed.
-WRITER_AMBIGUITY = pytest.mark.xfail(strict=True, raises=ValueError,
-                                     reason="level writer counts the stop of an empty outer fiber")
-EMPTY_TOP = {"mul", "elementwise_chain"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=WRITER_AMBIGUITY) if n in EMPTY_TOP else n
-                                  for n in sorted(SUITE)])
+@pytest.mark.parametrize("name", sorted(SUITE))
 def test_empty_inputs_give_empty_result(name: str) -> None:
     case = SUITE[name]
     program = case.build()
@@ -56,7 +47,6 @@ def test_empty_inputs_give_empty_result(name: str) -> None:
     check(compile_program(program, Fusion.FULL), data)
 
 
-@WRITER_AMBIGUITY
 def test_disjoint_patterns_give_empty_product() -> None:
     program = SUITE["mul"].build()
     a = np.zeros((6, 7), dtype=np.int64)
@@ -66,6 +56,25 @@ def test_disjoint_patterns_give_empty_product() -> None:
     data = {"A": a, "B": b}
     check(compile_program(program), data)
     assert not reference(program, data)["C"].any()
+
+
+@pytest.mark.parametrize("name", ["mul3", "mul3_dense_top"])
+def test_empty_middle_fibers_are_dropped(name: str) -> None:
+    program = SUITE[name].build()
+    a = np.zeros((4, 5, 6), dtype=np.int64)
+    b = np.zeros((4, 5, 6), dtype=np.int64)
+    a[1, 2, 3], b[1, 2, 3] = 2, -3      # one surviving entry
+    a[1, 3, 0], b[1, 3, 1] = 5, 7       # (1, 3): both have the fiber, the k's are disjoint
+    a[2, 0, 4], b[2, 0, 5] = 1, 1       # row 2: all its fibers vanish
+    data = {"A": a, "B": b}
+    compiled = compile_program(program)
+    check(compiled, data)
+    out = run_program(compiled, data).outputs["C"]
+    if name == "mul3":  # only the surviving coordinate path is stored
+        assert [list(c) for c in out.crd] == [[1], [2], [3]]
+    else:  # a dense top level keeps one (possibly empty) j fiber per i
+        assert list(out.seg[1]) == [0, 0, 1, 1, 1]
+        assert list(out.crd[2]) == [3]
 
 
 @pytest.mark.parametrize("name", ["spmm_inner", "nested_matmul_cm"])
@@ -113,8 +122,10 @@ def test_region_counts() -> None:
     program = SUITE["gcn_layer"].build()
     assert len(compile_program(program, Fusion.UNFUSED).graphs) == 3
     assert len(compile_program(program, Fusion.PARTIAL).graphs) == 2
-    # the bias add after the reduction is split off even when fully fused (see docs)
-    full = compile_program(program, Fusion.FULL)
+    # factored iteration: the bias add unites with the reducer's output in the one graph
+    assert len(compile_program(program, Fusion.FULL).graphs) == 1
+    # one iteration space cannot add after a reduction: the region is split there (see docs)
+    full = compile_program(program, Fusion.FULL, factored=False)
     assert len(full.graphs) == 2
     assert any("split" in n for g in full.groups for n in g.group.notes)
 

@@ -341,3 +341,51 @@ def test_uart_divisor_follows_the_oscillator_not_the_constraint():
         assert ulx.uart_divisor(get_board("ulx3s-85f").make_platform()) == 217  # 25 MHz
         del ice, ulx
         gc.collect()
+
+
+def test_hw_config_json_round_trip():
+    from fpga.board_top import config_from_json, config_to_json
+    from fuseflow.numerics import Numerics
+    from hw.elaborate import HwConfig
+
+    for cfg in (
+        HwConfig(),
+        HwConfig(max_nnz=(("A", 7), ("B", 512))),
+        HwConfig(numerics=Numerics.fixed(16, 16)),
+    ):
+        assert config_from_json(json.loads(json.dumps(config_to_json(cfg)))) == cfg
+
+
+def test_run_with_build_dir_takes_graph_config_and_baud(tmp_path, capsys):
+    pytest.importorskip("serial")
+    from fpga.board_top import config_to_json
+    from fuseflow.kernels import KERNELS
+    from hw.elaborate import HwConfig
+
+    graph, cfg = KERNELS["spmv"](8), HwConfig(max_nnz=(("B", 24),))
+    graph.save(tmp_path / "graph.json")
+    (tmp_path / "design.json").write_text(json.dumps({"hw_config": config_to_json(cfg)}))
+    (tmp_path / "synth_report.json").write_text(
+        json.dumps({"board": "icebreaker", "baud": 115200, "bitstream": "top.bin"})
+    )
+    board = _SwSimBoard(graph, cfg)
+    argv = [
+        "run",
+        "--board",
+        "icebreaker",
+        "--port",
+        board.path,
+        "--build",
+        str(tmp_path),
+        "--density",
+        "0.2",
+    ]
+    code, out, err = _run(argv, capsys)
+    assert code == 0, out + err
+    assert "y: equal to sw_sim" in out
+    code, _, err = _run([*argv[:5], "--build", str(tmp_path), "--kernel", "spmv"], capsys)
+    assert code == 2 and "drop GRAPH.json / --kernel" in err
+    code, _, err = _run(
+        ["run", "--board", "ulx3s-85f", "--port", board.path, "--build", str(tmp_path)], capsys
+    )
+    assert code == 2 and "built for board 'icebreaker'" in err

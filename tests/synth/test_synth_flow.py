@@ -44,6 +44,10 @@ def test_small_spmv_fits_icebreaker(ice40_tools, tmp_path):
     saved = json.loads((tmp_path / "synth_report.json").read_text())
     assert SynthReport.from_json(saved) == report
     assert json.loads((tmp_path / "graph.json").read_text())["name"] == "spmv"
+    from fpga.board_top import config_from_json
+
+    design = json.loads((tmp_path / "design.json").read_text())
+    assert config_from_json(design["hw_config"]) == HwConfig(max_nnz=(("B", 32),))
     table = report.table()
     assert "Fmax" in table and "BRAM" in table
 

@@ -1,0 +1,363 @@
+"""Model IR -> a sequence of steps (compiled Einsum programs, SAMML ML subgraphs, host reshapes)
+-> sw_sim.
+
+:func:`compile_model` cuts the traced model (:class:`~fuseflow.models.frontend.ModelIR`) into
+steps, in model order:
+
+* **compiler steps** — maximal runs of Einsum-expressible nodes (einsum, add / sub / mul,
+  integer scalar factors, attention masks as a product with the 0/1 keep-mask) become one
+  :class:`fuseflow.compiler.Program` compiled with the requested fusion: ``unfused`` (one graph
+  per statement), ``partial`` (one fusion region per model region: a layer of the graph models
+  and the SAE, a decoder block of GPT — further cut by the barriers below) or ``full`` (one
+  region for the whole run);
+* **ML steps** — relu, gelu, float scales, softmax, layernorm and max over the last dimension are
+  SAMML subgraphs built with :mod:`fuseflow.lowering` (scan → value load → ops → write); the
+  compiler cannot express them yet, so each is a fusion barrier.  Consecutive ML ops on one
+  tensor form one subgraph unless the fusion is ``unfused``;
+* **host steps** — reshapes: data movement on the host (a fusion barrier, as in the paper).
+
+Masks: ``mask(M, s)`` is the product ``M ⊙ s`` with the 0/1 keep-mask ``M`` (compressed); its
+result stores exactly ``M``'s entries, and the softmax subgraph normalises over the stored
+entries of a row — the masked softmax (entries outside the mask are ``-inf``, i.e. 0 after
+softmax).  A float scale between the scores and the mask is moved behind the mask (it
+commutes) so that the masked product fuses with the score einsum (SDDMM).
+
+:func:`run_model` runs every step in sw_sim (``numerics="float"`` by default) and sums the
+cycles of all graphs; host steps cost no cycles.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fuseflow.compiler import CompiledProgram, Program, compile_program, einsum
+from fuseflow.kernels import GraphBuilder
+from fuseflow.lowering import reduce_rows, row_layernorm, row_softmax, unary
+from fuseflow.samml import AluOp, Graph, ReduceOp, Role
+from fuseflow.tensor import Format, TensorData, TensorFormat
+
+from .frontend import MKind, MNode, ModelIR
+
+__all__ = ["FUSIONS", "CompiledModel", "CompilerStep", "HostStep", "MLStep", "ModelRun", "compile_model",
+           "run_model"]
+
+FUSIONS = ("unfused", "partial", "full")
+_COMPILER = {MKind.EINSUM, MKind.ADD, MKind.SUB, MKind.MUL, MKind.MASK}
+_ML = {MKind.SCALE, MKind.ADD_SCALAR, MKind.UNARY, MKind.SOFTMAX, MKind.LAYERNORM, MKind.MAX}
+
+
+@dataclass
+class CompilerStep:
+    nodes: list[MNode]
+    compiled: CompiledProgram
+    inputs: list[str]
+    outputs: list[str]
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return self.compiled.graphs
+
+    def label(self) -> str:
+        return f"einsum program [{', '.join(n.name for n in self.nodes)}] -> {len(self.graphs)} graph(s)"
+
+
+@dataclass
+class MLStep:
+    nodes: list[MNode]
+    graph: Graph
+    input: str
+    output: str
+    in_fmt: TensorFormat
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return [self.graph]
+
+    def label(self) -> str:
+        return f"ML subgraph [{', '.join(f'{n.kind.value}' for n in self.nodes)}] {self.input} -> {self.output}"
+
+
+@dataclass
+class HostStep:
+    node: MNode
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return []
+
+    def label(self) -> str:
+        return f"host reshape {self.node.args[0]} -> {self.node.name} {list(self.node.shape)} (fusion barrier)"
+
+
+Step = CompilerStep | MLStep | HostStep
+
+
+@dataclass
+class CompiledModel:
+    ir: ModelIR
+    fusion: str
+    steps: list[Step]
+    seconds: float  # compile time (planning + FuseFlow compiler + subgraph building)
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return [g for s in self.steps for g in s.graphs]
+
+    def largest_graph(self) -> Graph:
+        return max(self.graphs, key=lambda g: len(g.nodes))
+
+    def explain(self) -> str:
+        lines = [f"model {self.ir.name}, fusion {self.fusion}: {len(self.steps)} steps, "
+                 f"{len(self.graphs)} graphs, compiled in {self.seconds * 1e3:.1f} ms"]
+        for k, s in enumerate(self.steps):
+            lines.append(f"  {k:2d}. {s.label()}")
+        return "\n".join(lines)
+
+
+@dataclass
+class ModelRun:
+    outputs: dict[str, np.ndarray]
+    cycles: list[tuple[str, int]]  # (graph name, cycles) in run order
+    wall_seconds: float
+    tensors: dict[str, TensorData] = field(default_factory=dict)
+
+    @property
+    def total_cycles(self) -> int:
+        return sum(c for _, c in self.cycles)
+
+
+# ----------------------------------------------------------------------------- planning
+def _commute_scales(ir: ModelIR) -> list[MNode]:
+    """Move a float scale that feeds only a mask behind the mask (so the mask fuses with the
+    score einsum); returns the node list in a valid order."""
+    nodes = list(ir.nodes)
+    by = {n.name: n for n in nodes}
+    users: dict[str, int] = {}
+    for n in nodes:
+        for a in n.args:
+            users[a] = users.get(a, 0) + 1
+    out: list[MNode] = []
+    for n in nodes:
+        if n.kind is MKind.MASK:
+            m, x = n.args
+            sc = by[x]
+            if sc.kind is MKind.SCALE and users.get(x, 0) == 1 and x not in ir.outputs:
+                out.remove(sc)
+                masked = MNode(n.name + "_m", MKind.MASK, (m, sc.args[0]), n.shape, n.region, n.source)
+                scaled = MNode(n.name, MKind.SCALE, (masked.name,), n.shape, n.region, sc.source,
+                               dict(sc.attrs, masked=True))
+                out += [masked, scaled]
+                continue
+        out.append(n)
+    return out
+
+
+def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = None) -> CompiledModel:
+    """Cut ``ir`` into steps and compile them (see the module docstring)."""
+    if fusion not in FUSIONS:
+        raise ValueError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSIONS)}")
+    t0 = time.perf_counter()
+    nodes = _commute_scales(ir)
+    masked = {n.name for n in nodes if n.kind is MKind.MASK or n.attrs.get("masked")}
+    later_use: dict[str, int] = {}
+    for k, n in enumerate(nodes):
+        for a in n.args:
+            later_use[a] = k
+    formats: dict[str, TensorFormat] = {}  # format of every materialised tensor
+    for n in nodes:
+        if n.kind is MKind.INPUT:
+            formats[n.name] = _input_format(ir, n)
+    steps: list[Step] = []
+    pending: list[MNode] = []
+    shapes = {n.name: n.shape for n in nodes}
+
+    def flush(upto: int) -> None:
+        if not pending:
+            return
+        step = _compile_run(ir, list(pending), formats, shapes, fusion, factored,
+                            lambda name: later_use.get(name, -1) >= upto or name in ir.outputs)
+        steps.append(step)
+        pending.clear()
+
+    for k, n in enumerate(nodes):
+        if n.kind is MKind.INPUT:
+            continue
+        if n.kind in _COMPILER:
+            pending.append(n)
+            continue
+        flush(k)
+        if n.kind is MKind.RESHAPE:
+            formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
+            steps.append(HostStep(n))
+            continue
+        assert n.kind in _ML, n.kind
+        prev = steps[-1] if steps else None
+        chain = (fusion != "unfused" and isinstance(prev, MLStep) and prev.output == n.args[0]
+                 and later_use.get(prev.output, -1) == k and prev.output not in ir.outputs
+                 and _chainable(prev.nodes + [n]))
+        if chain:
+            assert isinstance(prev, MLStep)
+            steps[-1] = _ml_step(prev.nodes + [n], prev.input, prev.in_fmt, shapes, masked)
+        else:
+            steps.append(_ml_step([n], n.args[0], formats[n.args[0]], shapes, masked))
+        formats[n.name] = steps[-1].graph.tensors[n.name].fmt
+        if chain:
+            formats.pop(prev.output, None)
+    flush(len(nodes))
+    return CompiledModel(ir, fusion, steps, time.perf_counter() - t0)
+
+
+def _input_format(ir: ModelIR, n: MNode) -> TensorFormat:
+    from fuseflow.compiler import parse_format
+
+    return parse_format(n.name, ir.formats.get(n.name, "dense"), len(n.shape))
+
+
+def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
+                 shapes: Mapping[str, tuple[int, ...]], fusion: str, factored: bool | None,
+                 needed_later) -> CompilerStep:
+    produced = {n.name for n in run}
+    p = Program(f"{ir.name}_s{len(formats)}")
+    handles: dict = {}
+    inputs: list[str] = []
+    for n in run:
+        for a in n.args:
+            if a not in produced and a not in handles:
+                handles[a] = p.tensor(a, shapes[a], formats[a])
+                inputs.append(a)
+    regions: dict[str, list] = {}
+    outputs: list[str] = []
+    for n in run:
+        ops = [handles[a] for a in n.args]
+        if n.kind is MKind.EINSUM:
+            expr = einsum(n.attrs["spec"], *ops)
+        elif n.kind is MKind.ADD:
+            expr = ops[0] + ops[1]
+        elif n.kind is MKind.SUB:
+            expr = ops[0] - ops[1]
+        elif n.kind is MKind.MASK:
+            expr = _broadcast_mask(ops[0], ops[1], shapes)
+        else:
+            expr = ops[0] * ops[1]
+        handles[n.name] = p.let(n.name, expr)
+        regions.setdefault(n.region if fusion == "partial" else "all", []).append(handles[n.name])
+        if needed_later(n.name):
+            outputs.append(n.name)
+    if not outputs:
+        outputs = [run[-1].name]
+    p.output(*[handles[o] for o in outputs])
+    for members in regions.values():
+        p.region(*members)
+    kw = {} if factored is None else {"factored": factored}
+    compiled = compile_program(p, "partial" if fusion != "unfused" else "unfused", **kw)
+    formats.update({k: v for k, v in compiled.formats.items() if k in produced})
+    return CompilerStep(run, compiled, inputs, outputs)
+
+
+def _broadcast_mask(mask, x, shapes):
+    """``M ⊙ x`` with the keep-mask over the trailing dimensions of ``x`` (``M`` first, so its
+    coordinates drive the iteration)."""
+    xs = shapes[x.name] if hasattr(x, "name") else x.shape
+    nd = len(xs)
+    letters = "abcdefgh"[:nd]
+    return einsum(f"{letters[nd - len(mask.shape):]},{letters}->{letters}", mask, x)
+
+
+def _chainable(nodes: list[MNode]) -> bool:
+    """An ML chain keeps one row shape: only the last op may reduce (max)."""
+    return all(n.kind is not MKind.MAX for n in nodes[:-1])
+
+
+def _ml_step(nodes: list[MNode], src: str, in_fmt: TensorFormat, shapes: Mapping[str, tuple[int, ...]],
+             masked: set[str]) -> MLStep:
+    """scan every level of ``src`` → load → the ops of ``nodes`` → write the last node's tensor."""
+    out = nodes[-1].name
+    shape = shapes[src]
+    nd = len(shape)
+    fmt = TensorFormat(in_fmt.levels, tuple(range(nd)))  # rows innermost (host reorders if needed)
+    for n in nodes:
+        if n.kind in (MKind.SOFTMAX, MKind.LAYERNORM, MKind.MAX) and src not in masked and \
+                fmt.levels[-1] is Format.COMPRESSED and n.kind is not MKind.SOFTMAX:
+            fmt = TensorFormat(fmt.levels[:-1] + (Format.DENSE,), fmt.mode_order)
+        if n.kind is MKind.SOFTMAX and src not in masked and fmt.levels[-1] is Format.COMPRESSED:
+            fmt = TensorFormat(fmt.levels[:-1] + (Format.DENSE,), fmt.mode_order)
+    b = GraphBuilder(f"ml_{out}")
+    g = b.g
+    g.tensor(src, shape, fmt)
+    reduces = nodes[-1].kind is MKind.MAX
+    out_shape = shapes[out]
+    out_fmt = TensorFormat(fmt.levels[:-1] if reduces else fmt.levels, tuple(range(len(out_shape))))
+    g.tensor(out, out_shape, out_fmt, Role.OUTPUT)
+    ref = b.root(src)
+    crds = []
+    for lvl in range(nd):
+        crd, ref = b.scan(src, lvl, ref)
+        crds.append(crd)
+    val = b.load(src, ref)
+    row = shape[-1]
+    for n in nodes:
+        if n.kind is MKind.SCALE:
+            val = unary(b, AluOp.MUL_SCALAR, val, float(n.attrs["c"]))
+        elif n.kind is MKind.ADD_SCALAR:
+            val = unary(b, AluOp.ADD_SCALAR, val, float(n.attrs["c"]))
+        elif n.kind is MKind.UNARY:
+            val = unary(b, AluOp(n.attrs["op"]), val)
+        elif n.kind is MKind.SOFTMAX:
+            val = row_softmax(b, val, row)
+        elif n.kind is MKind.LAYERNORM:
+            val = row_layernorm(b, val, row, n.attrs["eps"])
+        else:
+            val = reduce_rows(b, ReduceOp.MAX, val)
+    if reduces:
+        g.discard(crds[-1])
+        crds = crds[:-1]
+    for lvl, crd in enumerate(crds):
+        b.write(out, lvl, crd)
+    b.write_vals(out, val)
+    g.verify()
+    return MLStep(nodes, g, src, out, fmt)
+
+
+# ----------------------------------------------------------------------------- running
+def _to_fmt(td: TensorData, fmt: TensorFormat) -> TensorData:
+    if td.fmt == fmt:
+        return td
+    return TensorData.from_dense(td.to_dense(), fmt)
+
+
+def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
+              numerics: str = "float") -> ModelRun:
+    """Run every step in sw_sim; ``data`` overrides the traced input values."""
+    from fuseflow.compiler import run_program
+    from sw_sim import run_graph
+
+    t0 = time.perf_counter()
+    ir = cm.ir
+    tensors: dict[str, TensorData] = {}
+    for n in ir.nodes:
+        if n.kind is MKind.INPUT:
+            arr = np.asarray((data or {}).get(n.name, ir.data[n.name]), dtype=np.float64)
+            if tuple(arr.shape) != n.shape:
+                raise ValueError(f"input {n.name!r}: data shape {tuple(arr.shape)} != traced shape {n.shape}")
+            tensors[n.name] = TensorData.from_dense(arr, _input_format(ir, n))
+    cycles: list[tuple[str, int]] = []
+    for s in cm.steps:
+        if isinstance(s, CompilerStep):
+            res = run_program(s.compiled, {a: tensors[a] for a in s.inputs}, numerics=numerics)
+            for g, c in zip(s.graphs, res.cycles):
+                cycles.append((g.name, c))
+            tensors.update(res.outputs)
+        elif isinstance(s, MLStep):
+            r = run_graph(s.graph, {s.input: _to_fmt(tensors[s.input], s.in_fmt)}, numerics=numerics)
+            cycles.append((s.graph.name, r.cycles))
+            tensors.update(r.outputs)
+        else:
+            n = s.node
+            arr = tensors[n.args[0]].to_dense().reshape(n.shape)
+            tensors[n.name] = TensorData.from_dense(arr, TensorFormat((Format.DENSE,) * len(n.shape)))
+    outs = {o: tensors[o].to_dense().astype(np.float64) for o in ir.outputs}
+    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors)

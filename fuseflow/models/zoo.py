@@ -1,0 +1,254 @@
+"""The model zoo: the four model classes of the FuseFlow evaluation as PyTorch modules.
+
+* :class:`GCN` — 2 layers, ``relu(Â·X·W1 + b1)`` then ``Â·H·W2 + b2`` (Kipf & Welling; the
+  paper's Adj → Lin mm → Lin bias → ReLU order).
+* :class:`GraphSAGE` — 2 layers, mean aggregation: ``relu(lin_nbr(Ā·X) + lin_self(X))``.
+* :class:`SparseAutoencoder` — 3 linear layers (encoder, bottleneck, decoder) whose weights are
+  50 % magnitude-pruned; the pruned weights are annotated ``csr``.
+* :class:`GPTBigBird` — GPT-3-style pre-LN decoder blocks whose attention is BigBird
+  block-sparse (random + window + global blocks), given as a keep-mask input annotated ``csr``.
+
+Every module runs in plain PyTorch (``model(**inputs)``) and is traced by
+:func:`fuseflow.models.frontend.trace`.  :func:`make_case` builds a model with seeded weights
+and its inputs for a dataset.  This module imports torch; the rest of the toolkit does not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .datasets import GraphDataset, gcn_normalize, load_dataset, mean_normalize
+
+__all__ = [
+    "MODELS",
+    "GCN",
+    "GPTBigBird",
+    "GraphSAGE",
+    "ModelCase",
+    "SparseAutoencoder",
+    "bigbird_mask",
+    "make_case",
+    "prune_magnitude",
+    "to_torch_csr",
+]
+
+MODELS = ("gcn", "graphsage", "sae", "gpt")
+
+
+def to_torch_csr(a: np.ndarray) -> torch.Tensor:
+    """A dense numpy matrix as a float64 torch sparse CSR tensor (the frontend reads its layout
+    as the ``csr`` annotation)."""
+    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to_sparse_csr()
+
+
+class GCNLayer(nn.Module):
+    def __init__(self, fin: int, fout: int, relu: bool) -> None:
+        super().__init__()
+        self.lin = nn.Linear(fin, fout)
+        self.relu = relu
+
+    def forward(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(torch.sparse.mm(adj, x))
+        return torch.relu(h) if self.relu else h
+
+
+class GCN(nn.Module):
+    """Two graph-convolution layers; ``adj`` is the normalised adjacency (sparse CSR)."""
+
+    def __init__(self, fin: int, hidden: int, fout: int) -> None:
+        super().__init__()
+        self.layer1 = GCNLayer(fin, hidden, relu=True)
+        self.layer2 = GCNLayer(hidden, fout, relu=False)
+
+    def forward(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.layer2(adj, self.layer1(adj, x))
+
+
+class SAGELayer(nn.Module):
+    def __init__(self, fin: int, fout: int, relu: bool) -> None:
+        super().__init__()
+        self.lin_nbr = nn.Linear(fin, fout)
+        self.lin_self = nn.Linear(fin, fout)
+        self.relu = relu
+
+    def forward(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin_nbr(torch.sparse.mm(adj, x)) + self.lin_self(x)
+        return torch.relu(h) if self.relu else h
+
+
+class GraphSAGE(nn.Module):
+    """Two GraphSAGE layers with mean aggregation; ``adj`` is ``D^-1 A`` (sparse CSR)."""
+
+    def __init__(self, fin: int, hidden: int, fout: int) -> None:
+        super().__init__()
+        self.layer1 = SAGELayer(fin, hidden, relu=True)
+        self.layer2 = SAGELayer(hidden, fout, relu=False)
+
+    def forward(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.layer2(adj, self.layer1(adj, x))
+
+
+def prune_magnitude(lin: nn.Linear, fraction: float) -> None:
+    """Zero the ``fraction`` smallest-magnitude weights of ``lin`` (in place)."""
+    with torch.no_grad():
+        w = lin.weight
+        k = int(round(fraction * w.numel()))
+        if k:
+            thresh = w.abs().flatten().kthvalue(k).values
+            w[w.abs() <= thresh] = 0.0
+
+
+class SparseAutoencoder(nn.Module):
+    """3 layers ``fin → hidden → code → fin`` with ReLU between, 50 % magnitude-pruned weights."""
+
+    def __init__(self, fin: int, hidden: int, code: int, sparsity: float = 0.5) -> None:
+        super().__init__()
+        self.layer1 = nn.Linear(fin, hidden)
+        self.layer2 = nn.Linear(hidden, code)
+        self.layer3 = nn.Linear(code, fin)
+        for lin in (self.layer1, self.layer2, self.layer3):
+            prune_magnitude(lin, sparsity)
+
+    sparse_formats = {"layer1.weight": "csr", "layer2.weight": "csr", "layer3.weight": "csr"}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.layer1(x))
+        h = torch.relu(self.layer2(h))
+        return self.layer3(h)
+
+
+def bigbird_mask(seq: int, block: int, random_blocks: int = 1, window: int = 3,
+                 global_blocks: int = 1, seed: int = 0) -> np.ndarray:
+    """BigBird block-sparse keep-mask (``seq`` x ``seq`` bool): a sliding window of ``window``
+    blocks around the diagonal, ``global_blocks`` global block rows/columns, and
+    ``random_blocks`` random blocks per block row."""
+    if seq % block:
+        raise ValueError(f"bigbird_mask: sequence {seq} is not a multiple of the block size {block}")
+    nb = seq // block
+    rng = np.random.default_rng(seed)
+    blocks = np.zeros((nb, nb), dtype=bool)
+    half = window // 2
+    for i in range(nb):
+        blocks[i, max(0, i - half): i + half + 1] = True
+        free = np.flatnonzero(~blocks[i])
+        if free.size and random_blocks:
+            blocks[i, rng.choice(free, size=min(random_blocks, free.size), replace=False)] = True
+    blocks[:global_blocks, :] = True
+    blocks[:, :global_blocks] = True
+    return np.kron(blocks, np.ones((block, block), dtype=bool)).astype(bool)
+
+
+class BigBirdAttention(nn.Module):
+    def __init__(self, seq: int, d: int, heads: int) -> None:
+        super().__init__()
+        if d % heads:
+            raise ValueError(f"hidden size {d} is not a multiple of the number of heads {heads}")
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        self.seq = seq
+        self.heads = heads
+        self.dh = d // heads
+        self.scale = 1.0 / math.sqrt(self.dh)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        s, h, dh = self.seq, self.heads, self.dh
+        q = self.q(x).reshape(s, h, dh).transpose(0, 1)
+        k = self.k(x).reshape(s, h, dh).transpose(0, 1)
+        v = self.v(x).reshape(s, h, dh).transpose(0, 1)
+        scores = torch.matmul(q, k.transpose(1, 2)) * self.scale
+        scores = scores.masked_fill(~mask, float("-inf"))
+        p = torch.softmax(scores, dim=-1)
+        ctx = torch.matmul(p, v).transpose(0, 1).reshape(s, h * dh)
+        return self.out(ctx)
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, seq: int, d: int, heads: int, ffn: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = BigBirdAttention(seq, d, heads)
+        self.ln2 = nn.LayerNorm(d)
+        self.ffn1 = nn.Linear(d, ffn)
+        self.ffn2 = nn.Linear(ffn, d)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), mask)
+        return x + self.ffn2(F.gelu(self.ffn1(self.ln2(x))))
+
+
+class GPTBigBird(nn.Module):
+    """``blocks`` GPT-3-style pre-LN decoder blocks (LN → BigBird attention → residual → LN →
+    FFN with GELU → residual) over one sequence ``x`` of shape (seq, d); ``mask`` is the BigBird
+    keep-mask (bool, seq x seq; ``default_mask`` holds the seeded one)."""
+
+    def __init__(self, seq: int = 64, d: int = 64, heads: int = 2, ffn: int = 128, blocks: int = 2,
+                 block: int = 8, seed: int = 0) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(DecoderBlock(seq, d, heads, ffn) for _ in range(blocks))
+        self.default_mask = torch.from_numpy(bigbird_mask(seq, block, seed=seed))
+
+    sparse_formats = {"mask": "csr"}
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        for blk in self.blocks:
+            x = blk(x, mask)
+        return x
+
+
+@dataclass
+class ModelCase:
+    """A model with seeded float64 weights, its inputs and sparse-format annotations."""
+
+    name: str
+    module: nn.Module
+    inputs: dict[str, torch.Tensor]
+    formats: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+    def reference(self) -> np.ndarray:
+        with torch.no_grad():
+            return self.module(**self.inputs).detach().numpy()
+
+
+def _graph_inputs(ds: GraphDataset, model: str) -> dict[str, torch.Tensor]:
+    adj = gcn_normalize(ds.adjacency) if model == "gcn" else mean_normalize(ds.adjacency)
+    return {"adj": to_torch_csr(adj), "x": torch.from_numpy(ds.features.copy())}
+
+
+def make_case(model: str, dataset: str | GraphDataset = "karate", *, hidden: int = 16,
+              classes: int = 4, seed: int = 0, seq: int = 64, d: int = 64, heads: int = 2,
+              blocks: int = 2, sae_in: int = 64, batch: int = 5) -> ModelCase:
+    """``model`` in :data:`MODELS`.  Graph models use ``dataset`` (a name for
+    :func:`~fuseflow.models.datasets.load_dataset` or a :class:`GraphDataset`); the SAE takes a
+    batch of ``batch`` seeded "images" of ``sae_in`` pixels; GPT takes one sequence."""
+    torch.manual_seed(seed)
+    if model in ("gcn", "graphsage"):
+        ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, seed=seed)
+        cls = GCN if model == "gcn" else GraphSAGE
+        m = cls(ds.num_features, hidden, classes).double().eval()
+        return ModelCase(model, m, _graph_inputs(ds, model), {},
+                         f"{model} on {ds.describe()}; hidden {hidden}, {classes} classes")
+    if model == "sae":
+        rng = np.random.default_rng(seed)
+        x = rng.random((batch, sae_in))
+        x[x < 0.5] = 0.0  # half-dark synthetic images
+        m = SparseAutoencoder(sae_in, sae_in // 2, sae_in // 4).double().eval()
+        return ModelCase(model, m, {"x": torch.from_numpy(x)}, dict(m.sparse_formats),
+                         f"sae {sae_in}->{sae_in // 2}->{sae_in // 4}->{sae_in}, batch {batch}, "
+                         "50% pruned weights")
+    if model == "gpt":
+        m = GPTBigBird(seq, d, heads, 2 * d, blocks, seed=seed).double().eval()
+        x = torch.from_numpy(np.random.default_rng(seed).standard_normal((seq, d)))
+        dens = float(m.default_mask.double().mean())
+        return ModelCase(model, m, {"x": x, "mask": m.default_mask}, dict(m.sparse_formats),
+                         f"gpt {blocks} blocks, seq {seq}, hidden {d}, {heads} heads, BigBird "
+                         f"mask {100 * (1 - dens):.1f}% sparse")
+    raise ValueError(f"unknown model {model!r}: use one of {', '.join(MODELS)}")
