@@ -12,7 +12,7 @@ from .cmd_common import add_graph_args, load_graph_job
 def add_parser(sub) -> None:
     p = sub.add_parser("rtl", help="run a graph in RTL under cocotb and compare with sw_sim")
     add_graph_args(p)
-    p.add_argument("--waves", metavar="FILE", help="write a waveform (FST) of the RTL run")
+    p.add_argument("--waves", metavar="FILE", help="write a waveform (VCD) of the RTL run")
 
 
 def run(args) -> int:

@@ -14,7 +14,8 @@ steps, in model order:
   SAMML subgraphs built with :mod:`fuseflow.lowering` (scan → value load → ops → write); the
   compiler cannot express them yet, so each is a fusion barrier.  Consecutive ML ops on one
   tensor form one subgraph unless the fusion is ``unfused``;
-* **host steps** — reshapes: data movement on the host (a fusion barrier, as in the paper).
+* **host steps** — reshapes, and transposes that read a reshaped / materialised tensor or feed a
+  reshape: data movement on the host (a fusion barrier, as in the paper).
 
 Masks: ``mask(M, s)`` is the product ``M ⊙ s`` with the 0/1 keep-mask ``M`` (compressed); its
 result stores exactly ``M``'s entries, and the softmax subgraph normalises over the stored
@@ -83,6 +84,8 @@ class MLStep:
 
 @dataclass
 class HostStep:
+    """A reshape, or a transpose next to a reshape / of a materialised input: host data movement."""
+
     node: MNode
 
     @property
@@ -90,7 +93,8 @@ class HostStep:
         return []
 
     def label(self) -> str:
-        return f"host reshape {self.node.args[0]} -> {self.node.name} {list(self.node.shape)} (fusion barrier)"
+        what = "reshape" if self.node.kind is MKind.RESHAPE else f"permute {self.node.attrs['spec']}"
+        return f"host {what} {self.node.args[0]} -> {self.node.name} {list(self.node.shape)} (fusion barrier)"
 
 
 Step = CompilerStep | MLStep | HostStep
@@ -183,8 +187,15 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
         steps.append(step)
         pending.clear()
 
+    by = {n.name: n for n in nodes}
     for k, n in enumerate(nodes):
         if n.kind is MKind.INPUT:
+            continue
+        if _is_permute(n) and (n.args[0] not in {m.name for m in pending}
+                               or all(by[u].kind is MKind.RESHAPE for u in _users(nodes, n.name))):
+            flush(k)
+            formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
+            steps.append(HostStep(n))
             continue
         if n.kind in _COMPILER:
             pending.append(n)
@@ -211,6 +222,17 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     return CompiledModel(ir, fusion, steps, time.perf_counter() - t0)
 
 
+def _is_permute(n: MNode) -> bool:
+    if n.kind is not MKind.EINSUM or len(n.args) != 1:
+        return False
+    lhs, out = n.attrs["spec"].split("->")
+    return sorted(lhs) == sorted(out)
+
+
+def _users(nodes: list[MNode], name: str) -> list[str]:
+    return [m.name for m in nodes if name in m.args]
+
+
 def _input_format(ir: ModelIR, n: MNode) -> TensorFormat:
     from fuseflow.compiler import parse_format
 
@@ -220,8 +242,21 @@ def _input_format(ir: ModelIR, n: MNode) -> TensorFormat:
 def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
                  shapes: Mapping[str, tuple[int, ...]], fusion: str, factored: bool | None,
                  needed_later) -> CompilerStep:
+    """Compile with the compiler's formats for intermediates; if their mode orders conflict (a
+    POG cycle), retry with every intermediate stored row-major with dense outer levels and compressed rows."""
+    from fuseflow.compiler import FusionError
+
+    try:
+        return _compile_run_once(ir, run, formats, shapes, fusion, factored, needed_later, False)
+    except FusionError:
+        return _compile_run_once(ir, run, formats, shapes, fusion, factored, needed_later, True)
+
+
+def _compile_run_once(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
+                      shapes: Mapping[str, tuple[int, ...]], fusion: str, factored: bool | None,
+                      needed_later, row_major: bool) -> CompilerStep:
     produced = {n.name for n in run}
-    p = Program(f"{ir.name}_s{len(formats)}")
+    p = Program(f"{ir.name}_{run[0].name}")
     handles: dict = {}
     inputs: list[str] = []
     for n in run:
@@ -243,7 +278,10 @@ def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
             expr = _broadcast_mask(ops[0], ops[1], shapes)
         else:
             expr = ops[0] * ops[1]
-        handles[n.name] = p.let(n.name, expr)
+        fmt = None
+        if row_major:
+            fmt = "d" * (len(n.shape) - 1) + "c"
+        handles[n.name] = p.let(n.name, expr, fmt=fmt)
         regions.setdefault(n.region if fusion == "partial" else "all", []).append(handles[n.name])
         if needed_later(n.name):
             outputs.append(n.name)
@@ -357,7 +395,8 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             tensors.update(r.outputs)
         else:
             n = s.node
-            arr = tensors[n.args[0]].to_dense().reshape(n.shape)
+            arr = tensors[n.args[0]].to_dense()
+            arr = np.einsum(n.attrs["spec"], arr) if n.kind is MKind.EINSUM else arr.reshape(n.shape)
             tensors[n.name] = TensorData.from_dense(arr, TensorFormat((Format.DENSE,) * len(n.shape)))
     outs = {o: tensors[o].to_dense().astype(np.float64) for o in ir.outputs}
     return ModelRun(outs, cycles, time.perf_counter() - t0, tensors)

@@ -230,6 +230,15 @@ def mul3_dense_top() -> Program:
     return p
 
 
+def repeated_access() -> Program:
+    """The same access in several terms of a sum (one view per term) and twice in a product."""
+    p = Program("repeated_access")
+    A = p.tensor("A", (6, 7), "dcsr")
+    B = p.tensor("B", (6, 7), "csr")
+    p.output(p.let("C", A * (A + B) + B * A * A + B))
+    return p
+
+
 SUITE: dict[str, Case] = {
     "spmv": Case(spmv, {"A": 0.3, "x": 1.0}),
     "spmv_csc": Case(spmv_csc, {"A": 0.3, "x": 0.5}),
@@ -253,6 +262,7 @@ SUITE: dict[str, Case] = {
     "spmm_csc_out": Case(spmm_csc_out, {"A": 0.3, "B": 0.6}),
     "mul3": Case(mul3, {"A": 0.4, "B": 0.4}),
     "mul3_dense_top": Case(mul3_dense_top, {"A": 0.4, "B": 0.4}),
+    "repeated_access": Case(repeated_access, {"A": 0.4, "B": 0.4}),
 }
 
 

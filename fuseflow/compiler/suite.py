@@ -1,0 +1,172 @@
+"""Compiled programs for ``fuseflow-hw correlate --suite compiler``: every graph of a few
+programs × fusion modes × datasets, run in sw_sim and RTL (``rtl_sim/correlate.py``).
+
+An entry is one graph of a compiled program with one dataset.  Its inputs are the program's
+inputs plus the intermediates earlier graphs of the same program wrote (simulated in sw_sim, as
+:func:`fuseflow.compiler.run_program` hands them on); its expected result is the numpy value of
+the tensor it writes when that tensor is a statement of the program (hoisted temporaries and
+graphs writing several tensors have none).  Entries of one program and mode share a graph
+structure and so one Verilator build.  Matrices are 8-16 wide so builds stay cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, partial
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..samml import Graph
+from ..tensor import TensorData
+from .codegen import CompiledProgram, compile_program
+from .fusion import Fusion
+from .program import Program, einsum, relu
+from .runner import graph_runs, reference_all
+
+if TYPE_CHECKING:
+    from rtl_sim.correlate import SuiteEntry
+
+__all__ = ["MODES", "PROGRAMS", "SuiteProgram", "compiled", "correlation_suite", "graph_case"]
+
+
+@dataclass(frozen=True)
+class SuiteProgram:
+    build: Callable[[], Program]
+    data: Callable[[int], dict[str, np.ndarray]]
+    modes: tuple[str, ...]  # names from MODES
+
+
+# mode name -> (fusion, factored iteration)
+MODES: dict[str, tuple[Fusion, bool]] = {
+    "full": (Fusion.FULL, True),
+    "partial": (Fusion.PARTIAL, True),
+    "unfused": (Fusion.UNFUSED, True),
+    "full_global": (Fusion.FULL, False),
+}
+
+
+def _sparse(rng: np.random.Generator, shape: tuple[int, ...], density: float) -> np.ndarray:
+    a = rng.integers(-3, 4, shape)
+    a[rng.random(shape) >= density] = 0
+    return a
+
+
+def _spmm() -> Program:
+    p = Program("spmm")
+    A = p.tensor("A", (12, 12), "csr")
+    X = p.tensor("X", (12, 6), "dense")
+    p.output(p.let("T", einsum("ik,kj->ij", A, X)))
+    return p
+
+
+def _spmm_data(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"A": _sparse(rng, (12, 12), 0.25), "X": rng.integers(-3, 4, (12, 6))}
+
+
+def _nested() -> Program:
+    p = Program("nested_matmul")
+    A = p.tensor("A", (12, 10), "csr")
+    B = p.tensor("B", (10, 12), "csr")
+    C = p.tensor("C", (12, 8), "csr")
+    E = p.let("E", einsum("ik,kj->ij", A, B))
+    p.output(p.let("D", einsum("ij,jl->il", E, C)))
+    return p
+
+
+def _nested_data(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"A": _sparse(rng, (12, 10), 0.25), "B": _sparse(rng, (10, 12), 0.25),
+            "C": _sparse(rng, (12, 8), 0.3)}
+
+
+def _gcn() -> Program:
+    p = Program("gcn_layer")
+    A = p.tensor("A", (12, 12), "csr")
+    X = p.tensor("X", (12, 6), "dense")
+    W = p.tensor("W", (6, 4), "dense")
+    b = p.tensor("b", (4,), "dense")
+    T1 = p.let("T1", einsum("ik,kj->ij", A, X))
+    T2 = p.let("T2", einsum("ij,jl->il", T1, W))
+    Y = p.let("Y", T2 + b)
+    p.region(T1, T2)
+    p.region(Y)
+    p.output(Y)
+    return p
+
+
+def _gcn_relu() -> Program:
+    p = Program("gcn_relu")
+    A = p.tensor("A", (12, 12), "csr")
+    X = p.tensor("X", (12, 6), "dense")
+    W = p.tensor("W", (6, 4), "dense")
+    b = p.tensor("b", (4,), "dense")
+    T = p.let("T", einsum("ik,kj->ij", A, X))
+    p.output(p.let("Y", relu(einsum("ij,jl->il", T, W) + b)))
+    return p
+
+
+def _gcn_data(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"A": _sparse(rng, (12, 12), 0.25), "X": rng.integers(-3, 4, (12, 6)),
+            "W": rng.integers(-3, 4, (6, 4)), "b": rng.integers(-6, 7, 4)}
+
+
+def _mul3() -> Program:
+    p = Program("mul3")
+    A = p.tensor("A", (6, 6, 6), "ccc")
+    B = p.tensor("B", (6, 6, 6), "ccc")
+    p.output(p.let("C", -(A * B) * 2))
+    return p
+
+
+def _mul3_data(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"A": _sparse(rng, (6, 6, 6), 0.3), "B": _sparse(rng, (6, 6, 6), 0.3)}
+
+
+PROGRAMS: dict[str, SuiteProgram] = {
+    "spmm": SuiteProgram(_spmm, _spmm_data, ("full",)),
+    "nested_matmul": SuiteProgram(_nested, _nested_data, ("full", "unfused", "full_global")),
+    "gcn_layer": SuiteProgram(_gcn, _gcn_data, ("full", "partial", "unfused")),
+    "gcn_relu": SuiteProgram(_gcn_relu, _gcn_data, ("full",)),
+    "mul3": SuiteProgram(_mul3, _mul3_data, ("full",)),
+}
+SEEDS = (1, 2)
+
+
+@cache
+def compiled(program: str, mode: str) -> CompiledProgram:
+    """The compiled program (cached: entries of one program and mode share it)."""
+    fusion, factored = MODES[mode]
+    return compile_program(PROGRAMS[program].build(), fusion, factored=factored)
+
+
+def graph_case(program: str, mode: str, graph: int, seed: int
+               ) -> tuple[Graph, dict[str, TensorData], np.ndarray | None]:
+    """Graph number ``graph`` of ``program`` in ``mode``, its inputs for dataset ``seed`` and
+    the numpy value of the tensor it writes (``None`` if that is not a program statement)."""
+    comp = compiled(program, mode)
+    data = PROGRAMS[program].data(seed)
+    for k, (g, inputs, _) in enumerate(graph_runs(comp, data)):
+        if k == graph:
+            outs = g.output_tensors()
+            ref = reference_all(comp.program, data)
+            expected = ref[outs[0]] if len(outs) == 1 and outs[0] in ref else None
+            return g, inputs, expected
+    raise IndexError(f"{program} ({mode}) has {len(comp.graphs)} graphs, not {graph + 1}")
+
+
+def correlation_suite() -> list[SuiteEntry]:
+    from rtl_sim.correlate import SuiteEntry
+
+    out = []
+    for name, prog in PROGRAMS.items():
+        for mode in prog.modes:
+            for k in range(len(compiled(name, mode).graphs)):
+                for seed in SEEDS:
+                    out.append(SuiteEntry(f"{name}_{mode}_g{k}_s{seed}", name,
+                                          partial(graph_case, name, mode, k, seed)))
+    return out
