@@ -17,6 +17,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-nnz", action="append", metavar="TENSOR=N",
                    help="capacity (stored values) of a tensor's memories; default: its dense size")
     p.add_argument("--lint", action="store_true", help="also run verilator --lint-only on the result")
+    from .models.cli import add_model_args
+
+    add_model_args(p, build=True)
 
 
 def run(args) -> int:
@@ -24,6 +27,10 @@ def run(args) -> int:
 
     from .cli import UserError
 
+    if args.model:
+        from .models.cli import build_model
+
+        return build_model(args)
     job = load_graph_job(args)
     if args.cw < 10 or args.vw < 10:
         raise UserError("--cw and --vw must be at least 10 bits (control words use bits 9..0)")

@@ -11,6 +11,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("sim", help="run a graph in sw_sim (values + cycles)")
     add_graph_args(p)
     p.add_argument("--stats", action="store_true", help="print per-node statistics")
+    from .models.cli import add_model_args
+
+    add_model_args(p)
 
 
 def run(args) -> int:
@@ -18,6 +21,10 @@ def run(args) -> int:
 
     from .cli import UserError
 
+    if args.model:
+        from .models.cli import run_model
+
+        return run_model(args)
     job = load_graph_job(args)
     try:
         res = run_graph(job.graph, job.data)

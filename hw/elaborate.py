@@ -170,6 +170,8 @@ def make_primitive(kind: NodeKind, params: dict[str, Any], cfg: HwConfig,
         c = P.ValsWrite(depth=params.get("vals_depth", 1), vw=vw)
         return c, {"vals": ("vals_rd", c.depth, vw, "r", "vals_len")}
     if kind is NodeKind.REPSIG:
+        if params.get("stream") in (StreamKind.VAL, StreamKind.VAL.value):
+            return ML.ValRepSig(vw=vw, cw=cw, depths=depths), mems
         return P.RepSig(cw=cw, depths=depths), mems
     if kind is NodeKind.REPEAT:
         sk = params.get("stream", StreamKind.REF)

@@ -6,7 +6,9 @@ step for step like the Python reference, so sw_sim and RTL are bit-exact.  All d
 combinational (latency 0, II 1); table lookups are asynchronous-read ROMs.
 
 Primitives (each mirrors the cycle model of the same name in ``sw_sim/ml_primitives.py``):
-:class:`UnaryAlu`, :class:`CrdMask`, :class:`StknDrop`, :class:`SpAcc2`.
+:class:`UnaryAlu`, :class:`CrdMask`, :class:`StknDrop`, :class:`SpAcc2`; plus
+:class:`ValRepSig`, the repeat-signal generator on a value stream (sw_sim's ``RepSig`` is
+width-agnostic).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from .word import (
     stop_word,
 )
 
-__all__ = ["CrdMask", "SpAcc2", "StknDrop", "UnaryAlu", "binop", "reduce_op", "unop"]
+__all__ = ["CrdMask", "SpAcc2", "StknDrop", "UnaryAlu", "ValRepSig", "binop", "reduce_op", "unop"]
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -237,6 +239,28 @@ class UnaryAlu(StreamPrimitive):
                 self.push(m, "val", x)
             with m.Else():
                 self.push(m, "val", data_word(res, w))
+
+
+class ValRepSig(StreamPrimitive):
+    """Repeat-signal generator reading a value stream (``vw`` wide) and writing a ``cw``-wide
+    repsig: the same decisions as :class:`hw.primitives.RepSig` (data / ``N`` -> ``R``, stop ->
+    ``S``, ``D`` -> ``D``), with the input word read at the value width."""
+
+    def __init__(self, *, vw: int, cw: int = CRD_WIDTH, depths=None):
+        self.vw, self.cw = vw, cw
+        super().__init__({"in": vw}, {"repsig": cw}, depths)
+
+    def logic(self, m):
+        inp = self.i_in
+        tok = inp.payload
+        with m.If(inp.valid & self.room()):
+            self.pop(m, "in")
+            with m.If(is_data(tok, self.vw) | is_empty(tok, self.vw)):
+                self.push(m, "repsig", data_word(1, self.cw))
+            with m.Elif(is_done(tok, self.vw)):
+                self.push(m, "repsig", done_word(self.cw))
+            with m.Else():
+                self.push(m, "repsig", stop_word(0, self.cw))
 
 
 class CrdMask(StreamPrimitive):

@@ -394,15 +394,15 @@ class CompiledGroup:
 
     def lowering(self) -> str:
         """Which lowering the graph used, in words (for ``--explain``)."""
-        fac, inl = self.factored, self.inlined_reductions
+        fac, inl = list(dict.fromkeys(self.factored)), list(dict.fromkeys(self.inlined_reductions))
         if fac and not inl:
             return f"factored iteration (own pipelines for {', '.join(fac)})"
         if fac:
             return (f"factored iteration for {', '.join(fac)}; {', '.join(inl)} inlined into "
                     "one iteration space (not factorable here)")
         if inl:
-            return (f"single iteration space ({', '.join(inl)} inlined"
-                    f"{'' if self.factored_requested else '; factored iteration disabled'})")
+            why = "not factorable here" if self.factored_requested else "factored iteration disabled"
+            return f"single iteration space ({', '.join(inl)} inlined; {why})"
         return "single iteration space (no reduced intermediate)"
 
     def explain(self) -> str:

@@ -187,3 +187,10 @@ def test_spacc2_fixed():
     runs = [{**inp, "val": [Q.to_raw(v * 1000.5) if isinstance(v, int) else v for v in inp["val"]]}
             for inp, _ in vecs]
     _check("spacc2", {"dim0": 4, "dim1": 6}, runs)
+
+
+def test_repsig_on_values():
+    """The repeat signal of a value stream (used by the lowerings): words read at the value width."""
+    rng = random.Random(13)
+    _check("repsig", {"stream": "val"}, [{"in": _val_stream(rng, -30000, 30000, [Q.lo, Q.hi, 1 << 16])}
+                                          for _ in range(4)], HwConfig())

@@ -1,0 +1,101 @@
+"""Frontend errors name the op, the tensor and the source line; CLI model path."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (pip install -e '.[torch]')")
+
+from torch import nn  # noqa: E402
+
+from fuseflow.cli import main  # noqa: E402
+from fuseflow.models.frontend import FrontendError, trace  # noqa: E402
+from fuseflow.models.zoo import GCN, to_torch_csr  # noqa: E402
+
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+
+
+class Sigmoidal(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.lin(x))  # the unsupported op
+
+
+class DenseAdj(nn.Module):
+    def forward(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.sparse.mm(adj, x)
+
+
+class Masked(nn.Module):
+    def forward(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+class MaskedNoSoftmax(nn.Module):
+    def forward(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.relu(s.masked_fill(~mask, float("-inf")))
+
+
+def test_unsupported_op_names_op_and_line() -> None:
+    with pytest.raises(FrontendError) as exc:
+        trace(Sigmoidal().double(), {"x": torch.ones(2, 4, dtype=torch.float64)})
+    msg = str(exc.value)
+    assert "sigmoid" in msg and "test_frontend_errors.py" in msg and "torch.sigmoid(self.lin(x))" in msg
+
+
+def test_unannotated_sparse_operand() -> None:
+    a = torch.eye(4, dtype=torch.float64)
+    x = torch.ones(4, 2, dtype=torch.float64)
+    with pytest.raises(FrontendError, match=r"'adj' is a dense tensor without a format annotation"):
+        trace(DenseAdj(), {"adj": a, "x": x})
+    ir = trace(DenseAdj(), {"adj": a, "x": x}, formats={"adj": "csr"})
+    assert ir.formats == {"adj": "csr"}
+    ir = trace(DenseAdj(), {"adj": a.to_sparse_coo(), "x": x})
+    assert ir.formats == {"adj": "csr"}
+
+
+def test_unannotated_mask() -> None:
+    s = torch.randn(4, 4, dtype=torch.float64)
+    m = torch.eye(4, dtype=torch.bool)
+    with pytest.raises(FrontendError, match=r"attention mask 'mask' has no sparse format annotation"):
+        trace(Masked(), {"s": s, "mask": m})
+    trace(Masked(), {"s": s, "mask": m}, formats={"mask": "csr"})
+    with pytest.raises(FrontendError, match=r"unary reads the masked scores .* may only feed softmax"):
+        trace(MaskedNoSoftmax(), {"s": s, "mask": m}, formats={"mask": "csr"})
+
+
+def test_shape_mismatch_names_tensors_and_line() -> None:
+    model = GCN(5, 3, 2).double()
+    adj = to_torch_csr(torch.eye(6, dtype=torch.float64).numpy())
+    with pytest.raises(FrontendError) as exc:
+        trace(model, {"adj": adj, "x": torch.ones(6, 4, dtype=torch.float64)})
+    msg = str(exc.value)
+    assert "shape mismatch in layer1.lin" in msg and "(6, 4)" in msg and "zoo.py" in msg
+
+
+def test_bad_annotations() -> None:
+    x = {"x": torch.ones(2, 4, dtype=torch.float64)}
+    with pytest.raises(FrontendError, match="names 'nope', which is not an input"):
+        trace(Sigmoidal(), x, formats={"nope": "csr"})
+    with pytest.raises(FrontendError, match="unsupported format 'xyz'"):
+        trace(DenseAdj(), {"adj": torch.eye(4, dtype=torch.float64), "x": torch.ones(4, 2)},
+              formats={"adj": "xyz"})
+
+
+def test_cli_sim_model_passes_and_kernel_path_still_works(capsys) -> None:
+    assert main(["sim", "--model", "sae", "--fusion", "full"]) == 0
+    out = capsys.readouterr().out
+    assert "check against PyTorch" in out and "PASS" in out and "cycles in sw_sim" in out
+    assert main(["sim", "--kernel", "spmv", "--size", "8"]) == 0
+    assert "check against numpy: PASS" in capsys.readouterr().out
+
+
+def test_cli_build_model_names_the_graph(tmp_path, capsys) -> None:
+    assert main(["build", "--model", "sae", "--fusion", "partial", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "building the largest one" in out and (tmp_path / "fuseflow_top.v").exists()
