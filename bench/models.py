@@ -41,6 +41,8 @@ def bench_case(label: str, case, fusions=FUSIONS) -> list[list[str]]:
         out = res.outputs[ir.outputs[0]]
         err = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
         base = base or res.total_cycles
+        for note in cm.notes:
+            print(f"  note ({label}, {f}): {note.splitlines()[0][:300]}", flush=True)
         rows.append([label, f, str(len(cm.graphs)), f"{res.total_cycles:,}", f"{base / res.total_cycles:.2f}x",
                      f"{cm.seconds * 1e3:.0f}", f"{wall:.1f}", f"{err:.1e}"])
         print(" | ".join(rows[-1]), flush=True)

@@ -2,9 +2,8 @@
 
 Each builder adds nodes to a :class:`~fuseflow.kernels.GraphBuilder` and returns the output
 port(s).  They work on the innermost fibers of a value stream (a "row"): a reducer collapses
-each row to one value, a repeat of that value stream (``repeat`` with ``stream="val"``, driven by
-a repeat signal of the row)
-replays that value over the row, and an ALU combines it with the row.
+each row to one value, a repeat of that value stream (``repeat`` with ``stream="val"``, driven
+by a repeat signal of the row) replays it over the row, and an ALU combines it with the row.
 
 Buffering: the row must wait in a FIFO while its reduction is computed, so the bypass edges
 (the row into the combining ALU and the repeat signals) get a FIFO of ``max_row + 2`` entries,

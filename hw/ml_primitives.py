@@ -2,8 +2,9 @@
 
 The arithmetic helpers (:func:`binop`, :func:`reduce_op`, :func:`unop`) build Amaranth logic
 from a :class:`~fuseflow.numerics.Numerics` and the tables of :func:`fuseflow.numerics.tables`,
-step for step like the Python reference, so sw_sim and RTL are bit-exact.  All datapaths are
-combinational (latency 0, II 1); table lookups are asynchronous-read ROMs.
+step for step like the Python reference, so sw_sim and RTL are bit-exact.  The helpers are
+combinational; table lookups are asynchronous-read ROMs.  The primitives that use them register
+their operands first (see each class for latency and II).
 
 Primitives (each mirrors the cycle model of the same name in ``sw_sim/ml_primitives.py``):
 :class:`UnaryAlu`, :class:`CrdMask`, :class:`StknDrop`, :class:`SpAcc2`; plus
@@ -218,7 +219,8 @@ def unop(m: Module, num: Numerics, op: AluOp, x: Value, scalar: float = 0.0, whe
 
 # ----------------------------------------------------------------------------- primitives
 class UnaryAlu(StreamPrimitive):
-    """Unary ALU over one value stream (see sw_sim.ml_primitives.UnaryAlu).  Latency 0, II 1."""
+    """Unary ALU over one value stream (see sw_sim.ml_primitives.UnaryAlu).  Latency 1, II 1:
+    the operand is registered and the function computed from the register."""
 
     def __init__(self, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32, depths=None):
         self.op, self.scalar, self.num, self.vw = op, scalar, numerics, numerics.width
@@ -229,16 +231,19 @@ class UnaryAlu(StreamPrimitive):
     def logic(self, m):
         w = self.vw
         a = self.i_a
-        x = a.payload
+        x = Signal(w + 1)
+        pipe_valid, consumed, pipe_free = Signal(), Signal(), Signal()
         xv = Mux(is_data(x, w), x[:w], 0).as_signed()
         res = Signal(w)
-        m.d.comb += res.eq(unop(m, self.num, self.op, xv, self.scalar))
-        with m.If(a.valid & self.room()):
-            self.pop(m, "a")
+        m.d.comb += [res.eq(unop(m, self.num, self.op, xv, self.scalar)), consumed.eq(pipe_valid & self.room()),
+                     pipe_free.eq(~pipe_valid | consumed), a.ready.eq(pipe_free)]
+        with m.If(consumed):
             with m.If(is_ctl(x, w) & ~is_empty(x, w)):
                 self.push(m, "val", x)
             with m.Else():
                 self.push(m, "val", data_word(res, w))
+        with m.If(pipe_free):
+            m.d.sync += [pipe_valid.eq(a.valid), x.eq(a.payload)]
 
 
 class ValRepSig(StreamPrimitive):

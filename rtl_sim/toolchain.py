@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -68,6 +69,25 @@ def lint(verilog: Path, toplevel: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
+_SOURCE_DIGEST: str | None = None
+
+
+def source_digest() -> str:
+    """Digest of the code that shapes generated RTL and testbenches (hw, fuseflow, fpga and the
+    cocotb testbenches), part of every build key so that a changed primitive rebuilds."""
+    global _SOURCE_DIGEST
+    if _SOURCE_DIGEST is None:
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.sha256()
+        files = [*root.glob("hw/*.py"), *root.glob("fuseflow/*.py"), *root.glob("fpga/*.py"),
+                 *root.glob("rtl_sim/tb_*.py"), root / "rtl_sim" / "streams.py"]
+        for f in sorted(files):
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+        _SOURCE_DIGEST = h.hexdigest()[:12]
+    return _SOURCE_DIGEST
+
+
 def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], toplevel: str,
                     *, waves: bool = False) -> Path:
     """Build (once per ``key``) a Verilator model of the Verilog from ``make_verilog``.
@@ -78,7 +98,7 @@ def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], topl
     ensure_verilator()
     from cocotb_tools.runner import get_runner
 
-    d = cache_root() / "verilator" / (key + ("-waves" if waves else ""))
+    d = cache_root() / "verilator" / f"{key}-{source_digest()}{'-waves' if waves else ''}"
     d.mkdir(parents=True, exist_ok=True)
     with open(d / ".lock", "w") as lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)

@@ -20,31 +20,41 @@ __all__ = ["CrdMask", "SpAcc2", "StknDrop", "UnaryAlu", "mask_keep", "mask_param
 
 
 class UnaryAlu(Primitive):
-    """Unary ALU (relu, neg, add/mul by ``scalar``, exp, rsqrt, sigmoid, gelu); latency 0, II 1.
+    """Unary ALU (relu, neg, add/mul by ``scalar``, exp, rsqrt, sigmoid, gelu); latency 1, II 1,
+    pipelined like the binary ALU.
 
-    Fires when the input has a token and the output has room: data ``x`` -> ``f(x)``, ``N`` ->
-    ``f(0)``, stops and ``D`` pass (``D`` finishes)."""
+    Front stage: when the input has a token and the operand register is free (or freed this
+    cycle), pop it into the register.  Back stage: when the register is full and the output has
+    room, emit ``f(x)`` for data ``x``, ``f(0)`` for ``N``, or the stop / ``D`` (``D`` finishes).
+    In RTL the function is computed from the registered operand."""
 
     def __init__(self, name, ins, outs, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32):
         super().__init__(name, ins, outs)
         self.inp = ins["a"]
         self.out = outs["val"]
         self.fn = numerics.unop(op, scalar, where=f"node {name!r} ({op.value})")
+        self.pipe: Any = None
 
     def step(self) -> bool:
-        inp = self.inp
-        if not inp.q or self.out.full():
-            return False
-        tok = inp.pop()
-        if not isinstance(tok, Control):
-            self.out.push(self.fn(tok))
-        elif tok is EMPTY:
-            self.out.push(self.fn(0))
-        else:
-            self.out.push(tok)
-            if tok is DONE:
+        progressed = False
+        pipe = self.pipe
+        if pipe is not None and not self.out.full():
+            self.out.push(pipe)
+            self.pipe = None
+            if pipe is DONE:
                 self.finish()
-        return True
+                return True
+            progressed = True
+        inp = self.inp
+        if self.pipe is None and inp.q:
+            tok = inp.pop()
+            if not isinstance(tok, Control):
+                tok = self.fn(tok)
+            elif tok is EMPTY:
+                tok = self.fn(0)
+            self.pipe = tok
+            progressed = True
+        return progressed
 
 
 def mask_params(name: str, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -533,33 +533,45 @@ class ArrayLoad(Primitive):
 
 
 class Alu(Primitive):
-    """Binary ALU over aligned value streams (``N`` counts as 0): fires when both inputs have a
-    token and the output has room; data op data -> result (rounding, saturation / wrap by the
-    ``numerics``, :mod:`fuseflow.numerics`); equal control tokens pass."""
+    """Binary ALU over aligned value streams (``N`` counts as 0); latency 1, II 1.
+
+    Front stage: when both inputs have a token and the operand register is free (or freed this
+    cycle), pop both into it.  Back stage: when the register is full and the output has room,
+    emit data op data (rounding, saturation / wrap by the ``numerics``, :mod:`fuseflow.numerics`)
+    or the (equal) control token.  In RTL the operation is computed from the registered
+    operands, so the multiplier starts from registers."""
 
     def __init__(self, name, ins, outs, *, op: AluOp, numerics: Numerics = INT32):
         super().__init__(name, ins, outs)
         self.a, self.b = ins["a"], ins["b"]
         self.out = outs["val"]
         self.fn = numerics.binop(op)
+        self.pipe = None
 
     def step(self) -> bool:
-        a, b = self.a, self.b
-        if not a.q or not b.q or self.out.isfull:
-            return False
-        x, y = a.q[0], b.q[0]
-        xc, yc = isinstance(x, Control) and x is not EMPTY, isinstance(y, Control) and y is not EMPTY
-        if xc or yc:
-            if x is not y:
-                raise self.error(f"operands misaligned: a={x}, b={y}")
-            self.out.push(x)
-            if x is DONE:
+        progressed = False
+        pipe = self.pipe
+        if pipe is not None and not self.out.isfull:
+            self.out.push(pipe)
+            self.pipe = None
+            if pipe is DONE:
                 self.finish()
-        else:
-            self.out.push(self.fn(0 if x is EMPTY else x, 0 if y is EMPTY else y))
-        a.pop()
-        b.pop()
-        return True
+                return True
+            progressed = True
+        a, b = self.a, self.b
+        if self.pipe is None and a.q and b.q:
+            x, y = a.q[0], b.q[0]
+            xc, yc = isinstance(x, Control) and x is not EMPTY, isinstance(y, Control) and y is not EMPTY
+            if xc or yc:
+                if x is not y:
+                    raise self.error(f"operands misaligned: a={x}, b={y}")
+                self.pipe = x
+            else:
+                self.pipe = self.fn(0 if x is EMPTY else x, 0 if y is EMPTY else y)
+            a.pop()
+            b.pop()
+            progressed = True
+        return progressed
 
 
 class Reduce(Primitive):

@@ -64,9 +64,10 @@ def test_unary_fixed_against_math(op):
     for g, w in zip(got, want, strict=True):
         assert abs(g - w) <= 2.5 * LSB + tol * abs(w), (op, g, w)
     assert _structure(res["val"]) == _structure(parse_stream(_stream(rows)))
-    # II = 1: one token per cycle after a fixed start-up (source FIFO + output FIFO)
-    n = len(parse_stream(_stream(rows)))
-    assert res.cycles == n + 2
+    # II = 1: twice the tokens take exactly that many more cycles
+    one = simulate_primitive("alu", {"a": _stream(rows)}, op=op, numerics=Q)
+    two = simulate_primitive("alu", {"a": _stream(rows + rows)}, op=op, numerics=Q)
+    assert two.cycles - one.cycles == len(parse_stream(_stream(rows + rows))) - len(parse_stream(_stream(rows)))
 
 
 def test_unary_scalar_ops_and_empty():
@@ -290,16 +291,22 @@ def test_softmax_short_fifo_deadlocks_clearly():
         run_graph(g, {"A": TensorData.from_dense(Q.quantize(a), CSR)}, numerics=Q)
 
 
+def layernorm_graph(n: int, d: int) -> Graph:
+    return _csr_graph("row_layernorm", n, d, DENSE2, lambda b, v: row_layernorm(b, v, d))
+
+
+def layernorm_ref(x: np.ndarray) -> np.ndarray:
+    return (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+
+
 @pytest.mark.parametrize("num", [Q, FLOAT], ids=str)
 def test_layernorm_lowering_matches_numpy(num):
     rng = np.random.default_rng(1)
     x = rng.normal(0.5, 3.0, (5, 16))
-    g = _csr_graph("layernorm", 5, 16, DENSE2, lambda b, v: row_layernorm(b, v, 16))
-    res = run_graph(g, {"A": TensorData.from_dense(num.quantize(x), DENSE2)}, numerics=num)
+    res = run_graph(layernorm_graph(5, 16), {"A": TensorData.from_dense(num.quantize(x), DENSE2)}, numerics=num)
     got = num.dequantize(res.outputs["C"].to_dense())
-    xq = num.dequantize(num.quantize(x))
-    ref = (xq - xq.mean(1, keepdims=True)) / np.sqrt(xq.var(1, keepdims=True) + 1e-5)
-    np.testing.assert_allclose(got, ref, atol=2e-4 if num is Q else 1e-9, rtol=0)
+    np.testing.assert_allclose(got, layernorm_ref(num.dequantize(num.quantize(x))), atol=2e-4 if num is Q else 1e-9,
+                               rtol=0)
 
 
 @pytest.mark.parametrize("num", [Q, Numerics.integer(32)], ids=str)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from fuseflow.numerics import DEFAULT_FIXED, FLOAT, INT32, Mode, Numerics, tables
-from fuseflow.samml import AluOp, ReduceOp
-from hw.elaborate import HwConfig
+from fuseflow.samml import AluOp, NodeKind, ReduceOp
+from hw.elaborate import HwConfig, make_primitive
 
 Q = DEFAULT_FIXED
 LSB = 2.0**-Q.frac
@@ -160,6 +160,10 @@ def test_hwconfig_numerics():
         HwConfig(numerics=Numerics.fixed(8, 8))
     with pytest.raises(ValueError, match="sw_sim only"):
         HwConfig(numerics=FLOAT)
+    with pytest.raises(ValueError, match="exp needs fixed-point or float numerics, not int32"):
+        make_primitive(NodeKind.ALU, {"op": AluOp.EXP}, HwConfig())
+    comp, _ = make_primitive(NodeKind.ALU, {"op": AluOp.EXP}, cfg)
+    assert comp.num == cfg.num
 
 
 def test_invalid_formats():

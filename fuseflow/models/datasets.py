@@ -17,6 +17,7 @@ import numpy as np
 __all__ = [
     "GraphDataset",
     "DATASETS",
+    "bigbird_mask",
     "block_diagonal",
     "cora_like",
     "gcn_normalize",
@@ -230,3 +231,24 @@ def load_dataset(name: str, *, nodes: int = 256, features: int | None = None,
     if name.endswith((".mtx", ".npz")):
         return load_graph_file(name, f, seed=seed)
     raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)} or a .mtx/.npz path")
+
+
+def bigbird_mask(seq: int, block: int, random_blocks: int = 1, window: int = 3,
+                 global_blocks: int = 1, seed: int = 0) -> np.ndarray:
+    """BigBird block-sparse keep-mask (``seq`` x ``seq`` bool): a sliding window of ``window``
+    blocks around the diagonal, ``global_blocks`` global block rows/columns, and
+    ``random_blocks`` random blocks per block row."""
+    if seq % block:
+        raise ValueError(f"bigbird_mask: sequence {seq} is not a multiple of the block size {block}")
+    nb = seq // block
+    rng = np.random.default_rng(seed)
+    blocks = np.zeros((nb, nb), dtype=bool)
+    half = window // 2
+    for i in range(nb):
+        blocks[i, max(0, i - half): i + half + 1] = True
+        free = np.flatnonzero(~blocks[i])
+        if free.size and random_blocks:
+            blocks[i, rng.choice(free, size=min(random_blocks, free.size), replace=False)] = True
+    blocks[:global_blocks, :] = True
+    blocks[:, :global_blocks] = True
+    return np.kron(blocks, np.ones((block, block), dtype=bool)).astype(bool)

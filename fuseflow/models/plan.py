@@ -4,15 +4,16 @@
 :func:`compile_model` cuts the traced model (:class:`~fuseflow.models.frontend.ModelIR`) into
 steps, in model order:
 
-* **compiler steps** — maximal runs of Einsum-expressible nodes (einsum, add / sub / mul,
-  integer scalar factors, attention masks as a product with the 0/1 keep-mask) become one
-  :class:`fuseflow.compiler.Program` compiled with the requested fusion: ``unfused`` (one graph
-  per statement), ``partial`` (one fusion region per model region: a layer of the graph models
-  and the SAE, a decoder block of GPT — further cut by the barriers below) or ``full`` (one
-  region for the whole run);
-* **ML steps** — relu, gelu, float scales, softmax, layernorm and max over the last dimension are
-  SAMML subgraphs built with :mod:`fuseflow.lowering` (scan → value load → ops → write); the
-  compiler cannot express them yet, so each is a fusion barrier.  Consecutive ML ops on one
+* **compiler steps** — maximal runs of Einsum-expressible nodes (einsum, add / sub / mul, attention
+  masks as a product with the 0/1 keep-mask, and — when the Program API has them — relu, gelu and
+  scalar scale / shift) become one :class:`fuseflow.compiler.Program` compiled with the requested
+  fusion: ``unfused`` (one graph per statement), ``partial`` (one fusion region per model region:
+  a layer of the graph models and the SAE, a decoder block of GPT, further cut by the barriers
+  below) or ``full`` (one region for the whole run).  If the compiler cannot lower a region, the
+  run falls back to the next finer fusion and :attr:`CompiledModel.notes` says why;
+* **ML steps** — softmax, layernorm and max over the last dimension (and relu / gelu / scalar ops
+  when the Program API lacks them) are SAMML subgraphs built with :mod:`fuseflow.lowering`
+  (scan → value load → ops → write).  They are fusion barriers.  Consecutive ML ops on one
   tensor form one subgraph unless the fusion is ``unfused``;
 * **host steps** — reshapes, and transposes that read a reshaped / materialised tensor or feed a
   reshape: data movement on the host (a fusion barrier, as in the paper).
@@ -48,7 +49,15 @@ __all__ = ["FUSIONS", "CompiledModel", "CompilerStep", "HostStep", "MLStep", "Mo
 
 FUSIONS = ("unfused", "partial", "full")
 _COMPILER = {MKind.EINSUM, MKind.ADD, MKind.SUB, MKind.MUL, MKind.MASK}
+_ELEMENTWISE = {MKind.SCALE, MKind.ADD_SCALAR, MKind.UNARY}  # compiler or ML subgraph
 _ML = {MKind.SCALE, MKind.ADD_SCALAR, MKind.UNARY, MKind.SOFTMAX, MKind.LAYERNORM, MKind.MAX}
+
+
+def compiler_has_unary() -> bool:
+    """Whether the Program API has elementwise functions (relu, gelu) and float scalars."""
+    import fuseflow.compiler as fc
+
+    return all(hasattr(fc, f) for f in ("relu", "gelu"))
 
 
 @dataclass
@@ -106,6 +115,8 @@ class CompiledModel:
     fusion: str
     steps: list[Step]
     seconds: float  # compile time (planning + FuseFlow compiler + subgraph building)
+    notes: list[str] = field(default_factory=list)  # fusion fallbacks
+    consts: dict[str, np.ndarray] = field(default_factory=dict)  # inputs added by lowering (ones)
 
     @property
     def graphs(self) -> list[Graph]:
@@ -119,6 +130,7 @@ class CompiledModel:
                  f"{len(self.graphs)} graphs, compiled in {self.seconds * 1e3:.1f} ms"]
         for k, s in enumerate(self.steps):
             lines.append(f"  {k:2d}. {s.label()}")
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -160,12 +172,64 @@ def _commute_scales(ir: ModelIR) -> list[MNode]:
     return out
 
 
-def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = None) -> CompiledModel:
-    """Cut ``ir`` into steps and compile them (see the module docstring)."""
+def _expand_layernorms(nodes: list[MNode], consts: dict[str, np.ndarray]) -> list[MNode]:
+    """layernorm over the last dimension (n) as Einsum statements the compiler fuses:
+    ``mu = (1/n)·Σ_j x``, ``xc = x - mu ⊗ 1``, ``var = (1/n)·Σ_j xc·xc``,
+    ``y = xc · rsqrt(var + eps)``; ``1`` is a ones vector input."""
+    out: list[MNode] = []
+    for n in nodes:
+        if n.kind is not MKind.LAYERNORM:
+            out.append(n)
+            continue
+        x = n.args[0]
+        nd = len(n.shape)
+        width = n.shape[-1]
+        lead = "abcdefgh"[: nd - 1]
+        ones = f"ones_{width}"
+        if ones not in consts:
+            consts[ones] = np.ones(width)
+            out.append(MNode(ones, MKind.INPUT, (), (width,), "", "layernorm lowering"))
+        row = n.shape[:-1]
+
+        def mk(suffix: str, kind: MKind, args: tuple[str, ...], shape, **attrs) -> MNode:
+            node = MNode(f"{n.name}_{suffix}", kind, args, tuple(shape), n.region, n.source, attrs)
+            out.append(node)
+            return node
+
+        s = mk("sum", MKind.EINSUM, (x,), row, spec=f"{lead}z->{lead}")
+        mu = mk("mean", MKind.SCALE, (s.name,), row, c=1.0 / width)
+        mb = mk("meanb", MKind.EINSUM, (mu.name, ones), n.shape, spec=f"{lead},z->{lead}z")
+        xc = mk("xc", MKind.SUB, (x, mb.name), n.shape)
+        sq = mk("sq", MKind.MUL, (xc.name, xc.name), n.shape)
+        vs = mk("vsum", MKind.EINSUM, (sq.name,), row, spec=f"{lead}z->{lead}")
+        var = mk("var", MKind.SCALE, (vs.name,), row, c=1.0 / width)
+        ve = mk("veps", MKind.ADD_SCALAR, (var.name,), row, c=float(n.attrs["eps"]))
+        inv = mk("inv", MKind.UNARY, (ve.name,), row, op="rsqrt")
+        out.append(MNode(n.name, MKind.EINSUM, (xc.name, inv.name), n.shape, n.region, n.source,
+                         {"spec": f"{lead}z,{lead}->{lead}z"}))
+    return out
+
+
+def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = None,
+                  elementwise_in_compiler: bool | None = None,
+                  layernorm_in_compiler: bool = False) -> CompiledModel:
+    """Cut ``ir`` into steps and compile them (see the module docstring).
+
+    ``elementwise_in_compiler``: relu / gelu / scalar ops become Program statements (fused by
+    the compiler) instead of ML subgraphs; default: when the Program API has them.
+    ``layernorm_in_compiler``: layernorm as Einsum statements (:func:`_expand_layernorms`)
+    instead of one ML subgraph — correct, but slower in sw_sim today (GPT 16x16, partial:
+    214 k vs 151 k cycles), so off by default."""
     if fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSIONS)}")
     t0 = time.perf_counter()
+    if elementwise_in_compiler is None:
+        elementwise_in_compiler = compiler_has_unary()
+    in_compiler = _COMPILER | (_ELEMENTWISE if elementwise_in_compiler else set())
     nodes = _commute_scales(ir)
+    consts: dict[str, np.ndarray] = {}
+    if elementwise_in_compiler and layernorm_in_compiler:
+        nodes = _expand_layernorms(nodes, consts)
     masked = {n.name for n in nodes if n.kind is MKind.MASK or n.attrs.get("masked")}
     later_use: dict[str, int] = {}
     for k, n in enumerate(nodes):
@@ -174,8 +238,10 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     formats: dict[str, TensorFormat] = {}  # format of every materialised tensor
     for n in nodes:
         if n.kind is MKind.INPUT:
-            formats[n.name] = _input_format(ir, n)
+            formats[n.name] = _input_format(ir, n) if n.name not in consts else \
+                TensorFormat((Format.DENSE,) * len(n.shape))
     steps: list[Step] = []
+    notes: list[str] = []
     pending: list[MNode] = []
     shapes = {n.name: n.shape for n in nodes}
 
@@ -183,7 +249,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
         if not pending:
             return
         step = _compile_run(ir, list(pending), formats, shapes, fusion, factored,
-                            lambda name: later_use.get(name, -1) >= upto or name in ir.outputs)
+                            lambda name: later_use.get(name, -1) >= upto or name in ir.outputs, notes)
         steps.append(step)
         pending.clear()
 
@@ -197,7 +263,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
             formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
             steps.append(HostStep(n))
             continue
-        if n.kind in _COMPILER:
+        if n.kind in in_compiler:
             pending.append(n)
             continue
         flush(k)
@@ -219,7 +285,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
         if chain:
             formats.pop(prev.output, None)
     flush(len(nodes))
-    return CompiledModel(ir, fusion, steps, time.perf_counter() - t0)
+    return CompiledModel(ir, fusion, steps, time.perf_counter() - t0, notes, consts)
 
 
 def _is_permute(n: MNode) -> bool:
@@ -234,22 +300,44 @@ def _users(nodes: list[MNode], name: str) -> list[str]:
 
 
 def _input_format(ir: ModelIR, n: MNode) -> TensorFormat:
+    """The annotated format; an unannotated dense weight read as ``x·Wᵀ`` (a linear layer) is
+    stored column-major, i.e. as ``Wᵀ`` in row-major order, the order the product reads it."""
     from fuseflow.compiler import parse_format
 
-    return parse_format(n.name, ir.formats.get(n.name, "dense"), len(n.shape))
+    if n.name in ir.formats:
+        return parse_format(n.name, ir.formats[n.name], len(n.shape))
+    if len(n.shape) == 2 and any(u.kind is MKind.EINSUM and len(u.args) == 2 and u.args[1] == n.name
+                                 and u.attrs["spec"].split("->")[0].split(",")[1] == "jk"
+                                 for u in ir.users(n.name)):
+        return TensorFormat((Format.DENSE, Format.DENSE), (1, 0))
+    return parse_format(n.name, "dense", len(n.shape))
 
 
 def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
                  shapes: Mapping[str, tuple[int, ...]], fusion: str, factored: bool | None,
-                 needed_later) -> CompilerStep:
+                 needed_later, notes: list[str]) -> CompilerStep:
     """Compile with the compiler's formats for intermediates; if their mode orders conflict (a
-    POG cycle), retry with every intermediate stored row-major with dense outer levels and compressed rows."""
-    from fuseflow.compiler import FusionError
+    POG cycle), retry with every intermediate stored row-major (dense outer levels, compressed
+    rows).  If the compiler cannot lower the requested fusion, fall back to the next finer one
+    (full → partial → unfused) and record why in ``notes``."""
+    from fuseflow.compiler import FusionError, LoweringError, ProgramError
 
-    try:
-        return _compile_run_once(ir, run, formats, shapes, fusion, factored, needed_later, False)
-    except FusionError:
-        return _compile_run_once(ir, run, formats, shapes, fusion, factored, needed_later, True)
+    chain = {"full": ("full", "partial", "unfused"), "partial": ("partial", "unfused"),
+             "unfused": ("unfused",)}[fusion]
+    errors: list[str] = []
+    for mode in chain:
+        for row_major in (False, True):
+            try:
+                step = _compile_run_once(ir, run, formats, shapes, mode, factored, needed_later, row_major)
+            except (FusionError, LoweringError, ProgramError) as exc:
+                errors.append(f"{mode}{' (row-major intermediates)' if row_major else ''}: {exc}")
+                continue
+            if mode != fusion:
+                notes.append(f"[{run[0].name} .. {run[-1].name}] compiled {mode}, not {fusion}: "
+                             + errors[-1])
+            return step
+    raise LoweringError(f"model {ir.name}: cannot compile [{run[0].name} .. {run[-1].name}]:\n  "
+                        + "\n  ".join(errors))
 
 
 def _compile_run_once(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
@@ -276,13 +364,21 @@ def _compile_run_once(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFo
             expr = ops[0] - ops[1]
         elif n.kind is MKind.MASK:
             expr = _broadcast_mask(ops[0], ops[1], shapes)
+        elif n.kind is MKind.SCALE:
+            expr = ops[0] * float(n.attrs["c"])
+        elif n.kind is MKind.ADD_SCALAR:
+            expr = ops[0] + float(n.attrs["c"])
+        elif n.kind is MKind.UNARY:
+            import fuseflow.compiler as fc
+
+            expr = getattr(fc, n.attrs["op"])(ops[0])
         else:
             expr = ops[0] * ops[1]
         fmt = None
         if row_major:
             fmt = "d" * (len(n.shape) - 1) + "c"
         handles[n.name] = p.let(n.name, expr, fmt=fmt)
-        regions.setdefault(n.region if fusion == "partial" else "all", []).append(handles[n.name])
+        regions.setdefault(n.region, []).append(handles[n.name])
         if needed_later(n.name):
             outputs.append(n.name)
     if not outputs:
@@ -291,6 +387,9 @@ def _compile_run_once(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFo
     for members in regions.values():
         p.region(*members)
     kw = {} if factored is None else {"factored": factored}
+    if fusion == "full":
+        p.regions.clear()
+        p.region(*[handles[n.name] for n in run])
     compiled = compile_program(p, "partial" if fusion != "unfused" else "unfused", **kw)
     formats.update({k: v for k, v in compiled.formats.items() if k in produced})
     return CompilerStep(run, compiled, inputs, outputs)
@@ -369,11 +468,17 @@ def _to_fmt(td: TensorData, fmt: TensorFormat) -> TensorData:
 
 def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
               numerics: str = "float") -> ModelRun:
-    """Run every step in sw_sim; ``data`` overrides the traced input values."""
+    """Run every step in sw_sim; ``data`` overrides the traced input values.
+
+    ``numerics``: ``"float"`` (default), or a fixed-point format such as ``"q16.16"`` — inputs
+    are quantised (``Numerics.quantize``), host steps move raw values, and the outputs are
+    dequantised back to floats."""
     from fuseflow.compiler import run_program
+    from fuseflow.numerics import Numerics
     from sw_sim import run_graph
 
     t0 = time.perf_counter()
+    num = Numerics.parse(numerics)
     ir = cm.ir
     tensors: dict[str, TensorData] = {}
     for n in ir.nodes:
@@ -381,7 +486,9 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             arr = np.asarray((data or {}).get(n.name, ir.data[n.name]), dtype=np.float64)
             if tuple(arr.shape) != n.shape:
                 raise ValueError(f"input {n.name!r}: data shape {tuple(arr.shape)} != traced shape {n.shape}")
-            tensors[n.name] = TensorData.from_dense(arr, _input_format(ir, n))
+            tensors[n.name] = TensorData.from_dense(num.quantize(arr), _input_format(ir, n))
+    for name, arr in cm.consts.items():
+        tensors[name] = TensorData.from_dense(num.quantize(arr), TensorFormat((Format.DENSE,) * arr.ndim))
     cycles: list[tuple[str, int]] = []
     for s in cm.steps:
         if isinstance(s, CompilerStep):
@@ -398,5 +505,5 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             arr = tensors[n.args[0]].to_dense()
             arr = np.einsum(n.attrs["spec"], arr) if n.kind is MKind.EINSUM else arr.reshape(n.shape)
             tensors[n.name] = TensorData.from_dense(arr, TensorFormat((Format.DENSE,) * len(n.shape)))
-    outs = {o: tensors[o].to_dense().astype(np.float64) for o in ir.outputs}
+    outs = {o: np.asarray(num.dequantize(tensors[o].to_dense()), dtype=np.float64) for o in ir.outputs}
     return ModelRun(outs, cycles, time.perf_counter() - t0, tensors)

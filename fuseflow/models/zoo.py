@@ -4,7 +4,7 @@
   paper's Adj → Lin mm → Lin bias → ReLU order).
 * :class:`GraphSAGE` — 2 layers, mean aggregation: ``relu(lin_nbr(Ā·X) + lin_self(X))``.
 * :class:`SparseAutoencoder` — 3 linear layers (encoder, bottleneck, decoder) whose weights are
-  50 % magnitude-pruned; the pruned weights are annotated ``csr``.
+  50 % magnitude-pruned; the pruned weights are annotated ``csc`` (compressed ``Wᵀ`` rows).
 * :class:`GPTBigBird` — GPT-3-style pre-LN decoder blocks whose attention is BigBird
   block-sparse (random + window + global blocks), given as a keep-mask input annotated ``csr``.
 
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .datasets import GraphDataset, gcn_normalize, load_dataset, mean_normalize
+from .datasets import GraphDataset, bigbird_mask, gcn_normalize, load_dataset, mean_normalize
 
 __all__ = [
     "MODELS",
@@ -115,33 +115,13 @@ class SparseAutoencoder(nn.Module):
         for lin in (self.layer1, self.layer2, self.layer3):
             prune_magnitude(lin, sparsity)
 
-    sparse_formats = {"layer1.weight": "csr", "layer2.weight": "csr", "layer3.weight": "csr"}
+    # compressed, stored transposed (CSC of W = CSR of Wᵀ): the order x·Wᵀ reads the weight
+    sparse_formats = {"layer1.weight": "csc", "layer2.weight": "csc", "layer3.weight": "csc"}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.layer1(x))
         h = torch.relu(self.layer2(h))
         return self.layer3(h)
-
-
-def bigbird_mask(seq: int, block: int, random_blocks: int = 1, window: int = 3,
-                 global_blocks: int = 1, seed: int = 0) -> np.ndarray:
-    """BigBird block-sparse keep-mask (``seq`` x ``seq`` bool): a sliding window of ``window``
-    blocks around the diagonal, ``global_blocks`` global block rows/columns, and
-    ``random_blocks`` random blocks per block row."""
-    if seq % block:
-        raise ValueError(f"bigbird_mask: sequence {seq} is not a multiple of the block size {block}")
-    nb = seq // block
-    rng = np.random.default_rng(seed)
-    blocks = np.zeros((nb, nb), dtype=bool)
-    half = window // 2
-    for i in range(nb):
-        blocks[i, max(0, i - half): i + half + 1] = True
-        free = np.flatnonzero(~blocks[i])
-        if free.size and random_blocks:
-            blocks[i, rng.choice(free, size=min(random_blocks, free.size), replace=False)] = True
-    blocks[:global_blocks, :] = True
-    blocks[:, :global_blocks] = True
-    return np.kron(blocks, np.ones((block, block), dtype=bool)).astype(bool)
 
 
 class BigBirdAttention(nn.Module):
@@ -205,7 +185,9 @@ class GPTBigBird(nn.Module):
 
 @dataclass
 class ModelCase:
-    """A model with seeded float64 weights, its inputs and sparse-format annotations."""
+    """A model with seeded float64 weights, its inputs and sparse-format annotations (graph
+    models: the adjacency is a torch CSR tensor and the features are annotated ``csr``, the
+    lossless input sparsity of the paper's Table 2)."""
 
     name: str
     module: nn.Module
@@ -234,7 +216,7 @@ def make_case(model: str, dataset: str | GraphDataset = "karate", *, hidden: int
         ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, seed=seed)
         cls = GCN if model == "gcn" else GraphSAGE
         m = cls(ds.num_features, hidden, classes).double().eval()
-        return ModelCase(model, m, _graph_inputs(ds, model), {},
+        return ModelCase(model, m, _graph_inputs(ds, model), {"x": "csr"},
                          f"{model} on {ds.describe()}; hidden {hidden}, {classes} classes")
     if model == "sae":
         rng = np.random.default_rng(seed)

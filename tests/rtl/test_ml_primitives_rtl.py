@@ -10,6 +10,8 @@ import random
 import numpy as np
 import pytest
 from test_ml_primitives_sw import (
+    layernorm_graph,
+    layernorm_ref,
     random_csr_values,
     softmax_graph,
     spacc2_vectors,
@@ -18,7 +20,7 @@ from test_ml_primitives_sw import (
 from vectors import fiber_stream
 
 from fuseflow.numerics import DEFAULT_FIXED, Numerics
-from fuseflow.tensor import CSR, TensorData
+from fuseflow.tensor import CSR, DENSE2, TensorData
 from fuseflow.tokens import DONE, EMPTY, Stop, Token, format_stream
 from hw.elaborate import HwConfig
 from rtl_sim import run_graph as rtl_run_graph
@@ -194,3 +196,15 @@ def test_repsig_on_values():
     rng = random.Random(13)
     _check("repsig", {"stream": "val"}, [{"in": _val_stream(rng, -30000, 30000, [Q.lo, Q.hi, 1 << 16])}
                                           for _ in range(4)], HwConfig())
+
+
+def test_layernorm_graph_rtl_matches_sw_and_numpy():
+    x = np.random.default_rng(6).normal(0.5, 3.0, (4, 8))
+    g = layernorm_graph(4, 8)
+    data = {"A": TensorData.from_dense(Q.quantize(x), DENSE2)}
+    sw = run_graph(g, data, numerics=Q)
+    rtl = rtl_run_graph(g, data, cfg=CFG)
+    np.testing.assert_array_equal(rtl.outputs["C"].vals, sw.outputs["C"].vals)
+    assert rtl.cycles == sw.cycles
+    got = Q.dequantize(rtl.outputs["C"].to_dense())
+    np.testing.assert_allclose(got, layernorm_ref(Q.dequantize(Q.quantize(x))), atol=2e-4)
