@@ -21,10 +21,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fuseflow.models.datasets import cora_like, karate  # noqa: E402
-from fuseflow.models.frontend import trace  # noqa: E402
-from fuseflow.models.plan import FUSIONS, compile_model, run_model  # noqa: E402
-from fuseflow.models.zoo import make_case  # noqa: E402
+from fuseflow.models.datasets import cora_like, karate
+from fuseflow.models.frontend import trace
+from fuseflow.models.plan import FUSIONS, compile_model, run_model
+from fuseflow.models.zoo import make_case
 
 
 def bench_case(label: str, case, fusions=FUSIONS) -> list[list[str]]:

@@ -195,7 +195,7 @@ PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
                       summary="repeats each outer coordinate once per inner element"),
         PrimitiveSpec(NodeKind.ARRAY_LOAD, _fixed({"ref": R}), _fixed({"val": V}), {"tensor": str},
                       latency=1, summary="value load vals[ref]; N -> 0"),
-        PrimitiveSpec(NodeKind.ALU, _alu_in, _fixed({"val": V}), {"op": AluOp}, {"scalar": 0.0}, latency=1,
+        PrimitiveSpec(NodeKind.ALU, _alu_in, _fixed({"val": V}), {"op": AluOp}, {"scalar": 0.0}, latency=2,
                       summary="ALU: binary over two aligned value streams (a, b) or unary (a)"),
         PrimitiveSpec(NodeKind.REDUCE, _fixed({"val": V}), _fixed({"val": V}), {"op": ReduceOp},
                       summary="reduces each innermost fiber to one value"),

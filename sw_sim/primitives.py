@@ -533,41 +533,48 @@ class ArrayLoad(Primitive):
 
 
 class Alu(Primitive):
-    """Binary ALU over aligned value streams (``N`` counts as 0); latency 1, II 1.
+    """Binary ALU over aligned value streams (``N`` counts as 0); latency 2, II 1.
 
-    Front stage: when both inputs have a token and the operand register is free (or freed this
-    cycle), pop both into it.  Back stage: when the register is full and the output has room,
-    emit data op data (rounding, saturation / wrap by the ``numerics``, :mod:`fuseflow.numerics`)
-    or the (equal) control token.  In RTL the operation is computed from the registered
-    operands, so the multiplier starts from registers."""
+    Two pipeline registers, operands then result; each stage advances when the next one is
+    free or is being emptied this cycle.  Back: a full result register whose output has room
+    emits.  Middle: the operand register moves into the result register as data op data
+    (rounding, saturation / wrap by the ``numerics``, :mod:`fuseflow.numerics`) or the (equal)
+    control token.  Front: when both inputs have a token, pop both into the operand register.
+    In RTL the multiplier sits between the two registers."""
 
     def __init__(self, name, ins, outs, *, op: AluOp, numerics: Numerics = INT32):
         super().__init__(name, ins, outs)
         self.a, self.b = ins["a"], ins["b"]
         self.out = outs["val"]
         self.fn = numerics.binop(op)
-        self.pipe = None
+        self.opnd: tuple | None = None
+        self.res = None
 
     def step(self) -> bool:
         progressed = False
-        pipe = self.pipe
-        if pipe is not None and not self.out.isfull:
-            self.out.push(pipe)
-            self.pipe = None
-            if pipe is DONE:
+        res = self.res
+        if res is not None and not self.out.isfull:
+            self.out.push(res)
+            self.res = None
+            if res is DONE:
                 self.finish()
                 return True
             progressed = True
+        if self.opnd is not None and self.res is None:
+            x, y = self.opnd
+            self.res = x if isinstance(x, Control) else self.fn(x, y)
+            self.opnd = None
+            progressed = True
         a, b = self.a, self.b
-        if self.pipe is None and a.q and b.q:
+        if self.opnd is None and a.q and b.q:
             x, y = a.q[0], b.q[0]
             xc, yc = isinstance(x, Control) and x is not EMPTY, isinstance(y, Control) and y is not EMPTY
             if xc or yc:
                 if x is not y:
                     raise self.error(f"operands misaligned: a={x}, b={y}")
-                self.pipe = x
+                self.opnd = (x, x)
             else:
-                self.pipe = self.fn(0 if x is EMPTY else x, 0 if y is EMPTY else y)
+                self.opnd = (0 if x is EMPTY else x, 0 if y is EMPTY else y)
             a.pop()
             b.pop()
             progressed = True

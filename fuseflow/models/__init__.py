@@ -1,10 +1,26 @@
 """Sparse ML front end: PyTorch frontend, model zoo, datasets, model compilation and CLI.
 
-``datasets`` and ``plan`` need no torch; ``frontend`` imports torch when tracing and ``zoo``
-imports it at import time (``pip install -e ".[torch]"``).
+``datasets``, ``plan`` and ``suite`` need no torch; ``frontend.trace`` imports torch when it is
+called and ``zoo`` imports it at import time (``pip install -e ".[torch]"``), so the zoo is
+not re-exported here: ``from fuseflow.models.zoo import make_case``.
 """
 
 from .datasets import DATASETS, GraphDataset, load_dataset
 from .frontend import FrontendError, MKind, MNode, ModelIR, trace
+from .plan import FUSIONS, CompiledModel, ModelRun, compile_model, run_model
 
-__all__ = ["DATASETS", "FrontendError", "GraphDataset", "MKind", "MNode", "ModelIR", "load_dataset", "trace"]
+__all__ = [
+    "DATASETS",
+    "FUSIONS",
+    "CompiledModel",
+    "FrontendError",
+    "GraphDataset",
+    "MKind",
+    "MNode",
+    "ModelIR",
+    "ModelRun",
+    "compile_model",
+    "load_dataset",
+    "run_model",
+    "trace",
+]

@@ -7,9 +7,10 @@ import warnings
 
 import numpy as np
 
-__all__ = ["add_model_args", "run_model", "build_model", "load_compiled", "RTOL"]
+__all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "run_model"]
 
 RTOL = 1e-6  # float-mode check: max |sim - torch| <= RTOL * max |torch|
+FIXED_ATOL = 1e-3  # fixed-point check: max |sim - torch| <= FIXED_ATOL * max(1, max |torch|)
 
 
 def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
@@ -30,6 +31,9 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     g.add_argument("--blocks", type=int, default=2, help="GPT decoder blocks (default 2)")
     if not build:
         g.add_argument("--explain", action="store_true", help="print the compiled steps and graphs")
+        g.add_argument("--numerics", default="float",
+                       help="sw_sim value numerics: float (default; check within 1e-6 relative) or a "
+                            "fixed-point format such as q16.16 (check within 1e-3 absolute)")
 
 
 def load_compiled(args: argparse.Namespace):
@@ -68,15 +72,30 @@ def run_model(args: argparse.Namespace) -> int:
     print(case.description)
     if getattr(args, "explain", False):
         print(cm.explain())
-    res = sim(cm)
+    from fuseflow.cli import UserError
+    from fuseflow.numerics import Mode, Numerics
+
+    try:
+        num = Numerics.parse(args.numerics)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if num.mode is Mode.INT:
+        raise UserError(f"--numerics {args.numerics}: models need float or fixed point (e.g. q16.16)")
+    for note in cm.notes:
+        print(f"note: {note.splitlines()[0]}")
+    res = sim(cm, numerics=str(num))
     ref = case.reference()
     out = res.outputs[ir.outputs[0]]
     scale = float(np.max(np.abs(ref))) or 1.0
-    err = float(np.max(np.abs(out - ref))) / scale
-    ok = bool(np.isfinite(err) and err <= RTOL)
+    abs_err = float(np.max(np.abs(out - ref)))
+    if num.mode is Mode.FLOAT:
+        err, tol, what = abs_err / scale, RTOL, "max rel error"
+    else:
+        err, tol, what = abs_err / max(1.0, scale), FIXED_ATOL, f"{num}, max abs error / max(1, |ref|)"
+    ok = bool(np.isfinite(err) and err <= tol)
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, compiled in {cm.seconds * 1e3:.1f} ms; "
           f"{res.total_cycles} cycles in sw_sim ({res.wall_seconds:.1f} s)")
-    print(f"check against PyTorch (float64, max rel error {err:.2e}, tolerance {RTOL:.0e}): "
+    print(f"check against PyTorch (float64; {what} {err:.2e}, tolerance {tol:.0e}): "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -9,14 +9,15 @@ graphs load from Matrix Market (``.mtx``) or scipy ``.npz`` files (scipy is need
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 __all__ = [
-    "GraphDataset",
     "DATASETS",
+    "GraphDataset",
     "bigbird_mask",
     "block_diagonal",
     "cora_like",
@@ -135,7 +136,7 @@ def block_diagonal(n: int, blocks: int, density: float, features: int,
     rng = np.random.default_rng(seed)
     a = np.zeros((n, n))
     bounds = np.linspace(0, n, blocks + 1).astype(int)
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         blk = (rng.random((hi - lo, hi - lo)) < density).astype(np.float64)
         a[lo:hi, lo:hi] = np.triu(blk, 1)
     a = np.minimum(a + a.T, 1.0)

@@ -188,7 +188,7 @@ def trace(module, inputs: Mapping[str, Any], formats: Mapping[str, str] | None =
     ``formats`` maps input / parameter / buffer names (dotted names allowed) to a format; the
     module's own ``sparse_formats`` attribute is merged under it."""
     import torch
-    import torch.fx as fx
+    from torch import fx
 
     fmts = {**getattr(module, "sparse_formats", {}), **(formats or {})}
     fmts = {k.replace(".", "_"): v for k, v in fmts.items()}
@@ -288,7 +288,7 @@ class _Interp:
         return result
 
     def _load(self, a):
-        import torch.fx as fx
+        from torch import fx
 
         if isinstance(a, fx.Node):
             return self.env[a.name]
@@ -595,7 +595,7 @@ class _Interp:
 
         if not isinstance(m, _Val) or m.t.dtype != torch.bool:
             raise FrontendError(f"{src}: the mask must be a boolean tensor")
-        name = m.name[1:] if m.name.startswith("~") else m.name
+        name = m.name.removeprefix("~")
         if m.name.startswith("~") != inverted:
             raise FrontendError(f"{src}: the fill must hit the entries outside the keep-mask: write "
                                 f"masked_fill(~{name}, -inf) or where({name}, scores, -inf)")

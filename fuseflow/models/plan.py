@@ -126,8 +126,8 @@ class CompiledModel:
         return max(self.graphs, key=lambda g: len(g.nodes))
 
     def explain(self) -> str:
-        lines = [f"model {self.ir.name}, fusion {self.fusion}: {len(self.steps)} steps, "
-                 f"{len(self.graphs)} graphs, compiled in {self.seconds * 1e3:.1f} ms"]
+        lines = [(f"model {self.ir.name}, fusion {self.fusion}: {len(self.steps)} steps, "
+                  f"{len(self.graphs)} graphs, compiled in {self.seconds * 1e3:.1f} ms")]
         for k, s in enumerate(self.steps):
             lines.append(f"  {k:2d}. {s.label()}")
         lines += [f"  note: {n}" for n in self.notes]
@@ -191,8 +191,8 @@ def _expand_layernorms(nodes: list[MNode], consts: dict[str, np.ndarray]) -> lis
             out.append(MNode(ones, MKind.INPUT, (), (width,), "", "layernorm lowering"))
         row = n.shape[:-1]
 
-        def mk(suffix: str, kind: MKind, args: tuple[str, ...], shape, **attrs) -> MNode:
-            node = MNode(f"{n.name}_{suffix}", kind, args, tuple(shape), n.region, n.source, attrs)
+        def mk(suffix: str, kind: MKind, args: tuple[str, ...], shape, ln: MNode = n, **attrs) -> MNode:
+            node = MNode(f"{ln.name}_{suffix}", kind, args, tuple(shape), ln.region, ln.source, attrs)
             out.append(node)
             return node
 
@@ -334,7 +334,7 @@ def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
                 continue
             if mode != fusion:
                 notes.append(f"[{run[0].name} .. {run[-1].name}] compiled {mode}, not {fusion}: "
-                             + errors[-1])
+                             + errors[0])
             return step
     raise LoweringError(f"model {ir.name}: cannot compile [{run[0].name} .. {run[-1].name}]:\n  "
                         + "\n  ".join(errors))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -26,8 +27,8 @@ from torch import nn
 from .datasets import GraphDataset, bigbird_mask, gcn_normalize, load_dataset, mean_normalize
 
 __all__ = [
-    "MODELS",
     "GCN",
+    "MODELS",
     "GPTBigBird",
     "GraphSAGE",
     "ModelCase",
@@ -98,7 +99,7 @@ def prune_magnitude(lin: nn.Linear, fraction: float) -> None:
     """Zero the ``fraction`` smallest-magnitude weights of ``lin`` (in place)."""
     with torch.no_grad():
         w = lin.weight
-        k = int(round(fraction * w.numel()))
+        k = round(fraction * w.numel())
         if k:
             thresh = w.abs().flatten().kthvalue(k).values
             w[w.abs() <= thresh] = 0.0
@@ -116,7 +117,8 @@ class SparseAutoencoder(nn.Module):
             prune_magnitude(lin, sparsity)
 
     # compressed, stored transposed (CSC of W = CSR of Wᵀ): the order x·Wᵀ reads the weight
-    sparse_formats = {"layer1.weight": "csc", "layer2.weight": "csc", "layer3.weight": "csc"}
+    sparse_formats: ClassVar[dict[str, str]] = {"layer1.weight": "csc", "layer2.weight": "csc",
+                                                 "layer3.weight": "csc"}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.layer1(x))
@@ -175,7 +177,7 @@ class GPTBigBird(nn.Module):
         self.blocks = nn.ModuleList(DecoderBlock(seq, d, heads, ffn) for _ in range(blocks))
         self.default_mask = torch.from_numpy(bigbird_mask(seq, block, seed=seed))
 
-    sparse_formats = {"mask": "csr"}
+    sparse_formats: ClassVar[dict[str, str]] = {"mask": "csr"}
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         for blk in self.blocks:

@@ -93,3 +93,13 @@ def test_loader_errors(tmp_path) -> None:
     bad.write_text("hello\n")
     with pytest.raises(ValueError, match="not a Matrix Market"):
         load_graph_file(bad)
+
+
+def test_front_end_imports_without_torch() -> None:
+    """datasets / plan / suite / the CLI hooks must not import torch (it is an optional extra)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, fuseflow.cli, fuseflow.models, fuseflow.models.plan, fuseflow.models.suite, "
+            "fuseflow.models.cli; assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,11 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (pip install -e '.[torch]')")
 
-from torch import nn  # noqa: E402
+from torch import nn
 
-from fuseflow.cli import main  # noqa: E402
-from fuseflow.models.frontend import FrontendError, trace  # noqa: E402
-from fuseflow.models.zoo import GCN, to_torch_csr  # noqa: E402
+from fuseflow.cli import main
+from fuseflow.models.frontend import FrontendError, trace
+from fuseflow.models.zoo import GCN, to_torch_csr
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
@@ -99,3 +99,11 @@ def test_cli_build_model_names_the_graph(tmp_path, capsys) -> None:
     assert main(["build", "--model", "sae", "--fusion", "partial", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "building the largest one" in out and (tmp_path / "fuseflow_top.v").exists()
+
+
+def test_cli_sim_model_exits_non_zero_when_the_check_fails(monkeypatch, capsys) -> None:
+    import fuseflow.models.cli as mcli
+
+    monkeypatch.setattr(mcli, "RTOL", -1.0)  # no result can meet a negative tolerance
+    assert main(["sim", "--model", "sae", "--fusion", "unfused"]) == 1
+    assert "FAIL" in capsys.readouterr().out

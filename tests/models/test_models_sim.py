@@ -12,10 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the model zoo needs PyTorch (pip install -e '.[torch]')")
 
-from fuseflow.models.datasets import karate  # noqa: E402
-from fuseflow.models.frontend import MKind, trace  # noqa: E402
-from fuseflow.models.plan import CompilerStep, HostStep, MLStep, compile_model, run_model  # noqa: E402
-from fuseflow.models.zoo import make_case  # noqa: E402
+from fuseflow.models.datasets import karate
+from fuseflow.models.frontend import MKind, trace
+from fuseflow.models.plan import CompilerStep, HostStep, MLStep, compile_model, run_model
+from fuseflow.models.zoo import make_case
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 RTOL = 1e-6
@@ -69,10 +69,11 @@ def test_gpt_structure_reshape_barriers_and_masked_sddmm() -> None:
              and any(n.kind is MKind.MASK for n in s.nodes)]
     assert sddmm and any(n.kind is MKind.EINSUM and len(n.args) == 2 for n in sddmm[0].nodes)
     assert len(sddmm[0].graphs) == 1
-    # the masked scores store exactly the mask's entries per head
+    # the scores the softmax reads store exactly the mask's entries per head
     res = run_model(cm)
-    masked = next(n.name for n in sddmm[0].nodes if n.kind is MKind.MASK)
-    nnz = res.tensors[masked].nnz
+    softmax = next(s for s in cm.steps if isinstance(s, MLStep) and s.nodes[0].kind is MKind.SOFTMAX)
+    assert softmax.input in sddmm[0].outputs
+    nnz = res.tensors[softmax.input].nnz
     assert nnz == 2 * int(case.inputs["mask"].sum())
 
 
