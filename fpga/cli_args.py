@@ -42,6 +42,7 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
         help="memory capacity (stored values) of a sparse input or output, e.g. B=512; "
         "repeatable; default: the dense size, which rarely fits an FPGA",
     )
+    p.add_argument("--vw", type=int, default=32, help="value data width in bits (default 32; 16 fits one DSP)")
 
 
 def add_board_arg(p: argparse.ArgumentParser) -> None:
@@ -87,7 +88,10 @@ def config_from_args(args: argparse.Namespace, graph: Graph) -> HwConfig:
         if int(value) < 1:
             raise UserError(f"--max-nnz {item!r}: the capacity must be at least 1")
         caps[tensor] = int(value)
-    return HwConfig(max_nnz=tuple(sorted(caps.items())))
+    vw = getattr(args, "vw", 32)
+    if vw < 10:
+        raise UserError(f"--vw {vw}: values need at least 10 bits (control words use bits 9..0)")
+    return HwConfig(vw=vw, max_nnz=tuple(sorted(caps.items())))
 
 
 def random_inputs(graph: Graph, cfg: HwConfig, density: float, seed: int) -> dict[str, TensorData]:

@@ -352,7 +352,7 @@ class _Interp:
                 return self.masked_fill(self_v, rest[0], rest[1], region, src)
             raise FrontendError(f"{src}: unsupported op Tensor.{tgt}")
         if tgt in (torch.matmul, operator.matmul, torch.mm, torch.bmm, torch.sparse.mm):
-            if tgt is torch.sparse.mm or tgt is torch.mm:
+            if tgt is torch.sparse.mm:
                 self._check_sparse_operand(name, args[0], src)
             return self.matmul(args[0], args[1], region, src)
         if tgt is torch.einsum:

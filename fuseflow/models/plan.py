@@ -416,12 +416,10 @@ def _ml_step(nodes: list[MNode], src: str, in_fmt: TensorFormat, shapes: Mapping
     shape = shapes[src]
     nd = len(shape)
     fmt = TensorFormat(in_fmt.levels, tuple(range(nd)))  # rows innermost (host reorders if needed)
-    for n in nodes:
-        if n.kind in (MKind.SOFTMAX, MKind.LAYERNORM, MKind.MAX) and src not in masked and \
-                fmt.levels[-1] is Format.COMPRESSED and n.kind is not MKind.SOFTMAX:
-            fmt = TensorFormat(fmt.levels[:-1] + (Format.DENSE,), fmt.mode_order)
-        if n.kind is MKind.SOFTMAX and src not in masked and fmt.levels[-1] is Format.COMPRESSED:
-            fmt = TensorFormat(fmt.levels[:-1] + (Format.DENSE,), fmt.mode_order)
+    row_ops = any(n.kind in (MKind.SOFTMAX, MKind.LAYERNORM, MKind.MAX) for n in nodes)
+    if row_ops and src not in masked and fmt.levels[-1] is Format.COMPRESSED:
+        # an unmasked row op needs every element of the row (stored zeros count): dense rows
+        fmt = TensorFormat(fmt.levels[:-1] + (Format.DENSE,), fmt.mode_order)
     b = GraphBuilder(f"ml_{out}")
     g = b.g
     g.tensor(src, shape, fmt)
