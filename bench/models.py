@@ -43,7 +43,7 @@ def bench_case(label: str, case, fusions=FUSIONS) -> list[list[str]]:
         base = base or res.total_cycles
         for note in cm.notes:
             print(f"  note ({label}, {f}): {note.splitlines()[0][:300]}", flush=True)
-        rows.append([label, f, str(len(cm.graphs)), f"{res.total_cycles:,}", f"{base / res.total_cycles:.2f}x",
+        rows.append([label, f + ("*" if cm.notes else ""), str(len(cm.graphs)), f"{res.total_cycles:,}", f"{base / res.total_cycles:.2f}x",
                      f"{cm.seconds * 1e3:.0f}", f"{wall:.1f}", f"{err:.1e}"])
         print(" | ".join(rows[-1]), flush=True)
     return rows
@@ -72,7 +72,8 @@ def main() -> int:
         rows += bench_case("sae 256-128-64 x5", make_case("sae", sae_in=256, batch=5))
     if "gpt" in which:
         rows += bench_case("gpt 2 blk s64 d64 h2", make_case("gpt", seq=64, d=64, heads=2, blocks=2))
-    print()
+    print("\n* the compiler could not lower this fusion for some run; it fell back to a finer one "
+          "(see the notes above)\n")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     for r in [header, ["-" * w for w in widths], *rows]:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")

@@ -219,8 +219,8 @@ def unop(m: Module, num: Numerics, op: AluOp, x: Value, scalar: float = 0.0, whe
 
 # ----------------------------------------------------------------------------- primitives
 class UnaryAlu(StreamPrimitive):
-    """Unary ALU over one value stream (see sw_sim.ml_primitives.UnaryAlu).  Latency 1, II 1:
-    the operand is registered and the function computed from the register."""
+    """Unary ALU over one value stream (see sw_sim.ml_primitives.UnaryAlu).  Latency 2, II 1:
+    operand register -> function (tables, multipliers, shifter) -> result register."""
 
     def __init__(self, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32, depths=None):
         self.op, self.scalar, self.num, self.vw = op, scalar, numerics, numerics.width
@@ -231,19 +231,22 @@ class UnaryAlu(StreamPrimitive):
     def logic(self, m):
         w = self.vw
         a = self.i_a
-        x = Signal(w + 1)
-        pipe_valid, consumed, pipe_free = Signal(), Signal(), Signal()
+        x, res = Signal(w + 1), Signal(w + 1)
+        opnd_valid, res_valid = Signal(), Signal()
+        emit, res_free, advance, opnd_free = Signal(), Signal(), Signal(), Signal()
         xv = Mux(is_data(x, w), x[:w], 0).as_signed()
-        res = Signal(w)
-        m.d.comb += [res.eq(unop(m, self.num, self.op, xv, self.scalar)), consumed.eq(pipe_valid & self.room()),
-                     pipe_free.eq(~pipe_valid | consumed), a.ready.eq(pipe_free)]
-        with m.If(consumed):
-            with m.If(is_ctl(x, w) & ~is_empty(x, w)):
-                self.push(m, "val", x)
-            with m.Else():
-                self.push(m, "val", data_word(res, w))
-        with m.If(pipe_free):
-            m.d.sync += [pipe_valid.eq(a.valid), x.eq(a.payload)]
+        fx = Signal(w)
+        m.d.comb += [fx.eq(unop(m, self.num, self.op, xv, self.scalar)),
+                     emit.eq(res_valid & self.room()), res_free.eq(~res_valid | emit),
+                     advance.eq(opnd_valid & res_free), opnd_free.eq(~opnd_valid | advance),
+                     a.ready.eq(opnd_free)]
+        with m.If(emit):
+            self.push(m, "val", res)
+        with m.If(res_free):
+            m.d.sync += [res_valid.eq(opnd_valid),
+                         res.eq(Mux(is_ctl(x, w) & ~is_empty(x, w), x, data_word(fx, w)))]
+        with m.If(opnd_free):
+            m.d.sync += [opnd_valid.eq(a.valid), x.eq(a.payload)]
 
 
 class ValRepSig(StreamPrimitive):

@@ -20,39 +20,42 @@ __all__ = ["CrdMask", "SpAcc2", "StknDrop", "UnaryAlu", "mask_keep", "mask_param
 
 
 class UnaryAlu(Primitive):
-    """Unary ALU (relu, neg, add/mul by ``scalar``, exp, rsqrt, sigmoid, gelu); latency 1, II 1,
+    """Unary ALU (relu, neg, add/mul by ``scalar``, exp, rsqrt, sigmoid, gelu); latency 2, II 1,
     pipelined like the binary ALU.
 
-    Front stage: when the input has a token and the operand register is free (or freed this
-    cycle), pop it into the register.  Back stage: when the register is full and the output has
-    room, emit ``f(x)`` for data ``x``, ``f(0)`` for ``N``, or the stop / ``D`` (``D`` finishes).
-    In RTL the function is computed from the registered operand."""
+    Two pipeline registers, operand then result; each stage advances when the next one is free
+    or is being emptied this cycle.  Back: a full result register whose output has room emits.
+    Middle: the operand moves into the result register as ``f(x)`` (``N`` counts as 0) or the
+    control token.  Front: when the input has a token, pop it into the operand register.  In RTL
+    the function's datapath sits between the two registers."""
 
     def __init__(self, name, ins, outs, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32):
         super().__init__(name, ins, outs)
         self.inp = ins["a"]
         self.out = outs["val"]
         self.fn = numerics.unop(op, scalar, where=f"node {name!r} ({op.value})")
-        self.pipe: Any = None
+        self.opnd: Any = None
+        self.res: Any = None
 
     def step(self) -> bool:
         progressed = False
-        pipe = self.pipe
-        if pipe is not None and not self.out.full():
-            self.out.push(pipe)
-            self.pipe = None
-            if pipe is DONE:
+        res = self.res
+        if res is not None and not self.out.full():
+            self.out.push(res)
+            self.res = None
+            if res is DONE:
                 self.finish()
                 return True
             progressed = True
+        if self.opnd is not None and self.res is None:
+            x = self.opnd
+            self.res = x if isinstance(x, Control) else self.fn(x)
+            self.opnd = None
+            progressed = True
         inp = self.inp
-        if self.pipe is None and inp.q:
+        if self.opnd is None and inp.q:
             tok = inp.pop()
-            if not isinstance(tok, Control):
-                tok = self.fn(tok)
-            elif tok is EMPTY:
-                tok = self.fn(0)
-            self.pipe = tok
+            self.opnd = 0 if tok is EMPTY else tok
             progressed = True
         return progressed
 
