@@ -1,6 +1,7 @@
 """Hand-built SAMML graphs of the spine kernels, from a small builder.
 
-These are the reference graphs used by tests, benchmarks and ``fuseflow-hw demo``:
+These are the reference graphs used by tests, benchmarks and ``fuseflow-hw demo``; like the
+compiler's graphs, their reconvergent paths get FIFO depths from :func:`fuseflow.passes.size_fifos`:
 SpMV ``y_i = B_ij c_j``; SpMM ``C_ij = A_ik B_kj`` (Gustavson order i→k→j with a sparse
 accumulator); elementwise ``C = A + B`` (union) and ``C = A * B`` (intersect).
 """
@@ -11,10 +12,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .passes import size_fifos
 from .samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
 from .tensor import CSR, DENSE2, TensorFormat
 
-__all__ = ["GraphBuilder", "spmv", "spmm", "elementwise", "KERNELS", "example", "random_operands"]
+__all__ = ["KERNELS", "GraphBuilder", "elementwise", "example", "random_operands", "spmm", "spmv"]
 
 
 class GraphBuilder:
@@ -87,6 +89,7 @@ def spmv(n: int = 64, m: int = 64) -> Graph:
     prod = b.alu(AluOp.MUL, b.load("B", rb), b.load("c", rc))
     red = b.node(NodeKind.REDUCE, "reduce", {"val": prod}, op=ReduceOp.ADD.value)
     b.write_vals("y", red["val"])
+    size_fifos(g)
     return g
 
 
@@ -110,6 +113,7 @@ def spmm(n: int = 64, k: int = 64, m: int = 64, b_format: TensorFormat = DENSE2)
     acc = b.node(NodeKind.SPACC1, "spacc", {"outer": crd_k, "inner": crd_j_acc, "val": prod}, dim=m)
     b.write("C", 1, acc["crd"])
     b.write_vals("C", acc["val"])
+    size_fifos(g)
     return g
 
 
@@ -128,6 +132,7 @@ def elementwise(op: AluOp, n: int = 64, m: int = 64) -> Graph:
     crd_j, (rja, rjb) = b.join(joiner, [b.scan("A", 1, ra), b.scan("B", 1, rb)])
     b.write("C", 1, crd_j)
     b.write_vals("C", b.alu(op, b.load("A", rja), b.load("B", rjb)))
+    size_fifos(g)
     return g
 
 
