@@ -198,10 +198,10 @@ def _plot(results: list[KernelResult], summary: dict, path: Path, title: str) ->
 
     fig, ax = plt.subplots(figsize=(6.4, 5.6), dpi=120)
     models = sorted({r.model for r in results})
-    cmap = plt.get_cmap("tab10")
+    cmap = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
     for i, m in enumerate(models):
         pts = [r for r in results if r.model == m]
-        ax.scatter([r.sw_cycles for r in pts], [r.rtl_cycles for r in pts], s=28, color=cmap(i % 10),
+        ax.scatter([r.sw_cycles for r in pts], [r.rtl_cycles for r in pts], s=28, color=cmap(i % cmap.N),
                    label=m, edgecolor="black", linewidth=0.4, zorder=3)
     lo = max(1, min([r.sw_cycles for r in results] + [r.rtl_cycles for r in results], default=1))
     hi = max([r.sw_cycles for r in results] + [r.rtl_cycles for r in results] + [10])
