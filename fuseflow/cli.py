@@ -8,7 +8,7 @@ import sys
 
 from .errors import UserError
 
-__all__ = ["main", "UserError"]
+__all__ = ["UserError", "main"]
 
 # subcommand name -> module defining ``add_parser(subparsers)`` and ``run(args) -> int``
 SUBCOMMANDS = {

@@ -13,7 +13,7 @@ from .kernels import KERNELS, example, random_operands
 from .samml import Graph, GraphError
 from .tensor import TensorData
 
-__all__ = ["add_graph_args", "GraphJob", "load_graph_job", "table", "parse_max_nnz"]
+__all__ = ["GraphJob", "add_graph_args", "load_graph_job", "parse_max_nnz", "table"]
 
 
 def add_graph_args(p: argparse.ArgumentParser) -> None:

@@ -17,21 +17,21 @@ from typing import Any
 from .tensor import Format, TensorData, TensorFormat
 
 __all__ = [
-    "StreamKind",
-    "NodeKind",
-    "AluOp",
-    "ReduceOp",
-    "MaskPred",
-    "UNARY_ALU_OPS",
-    "Role",
-    "PrimitiveSpec",
     "PRIMITIVES",
-    "Node",
-    "PortRef",
+    "UNARY_ALU_OPS",
+    "AluOp",
     "Edge",
-    "TensorSpec",
     "Graph",
     "GraphError",
+    "MaskPred",
+    "Node",
+    "NodeKind",
+    "PortRef",
+    "PrimitiveSpec",
+    "ReduceOp",
+    "Role",
+    "StreamKind",
+    "TensorSpec",
 ]
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Format", "TensorFormat", "TensorData", "CSR", "CSC", "DCSR", "DENSE2"]
+__all__ = ["CSC", "CSR", "DCSR", "DENSE2", "Format", "TensorData", "TensorFormat"]
 
 
 class Format(enum.Enum):

@@ -13,7 +13,7 @@ from amaranth.hdl import Module, Value
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StreamPrimitive", "MemWrite", "MemRead", "bits_for"]
+__all__ = ["MemRead", "MemWrite", "StreamPrimitive", "bits_for"]
 
 
 def bits_for(depth: int) -> int:

@@ -11,7 +11,7 @@ from fuseflow.samml import Graph
 
 from .elaborate import GraphTop, HwConfig
 
-__all__ = ["to_verilog", "build_graph"]
+__all__ = ["build_graph", "to_verilog"]
 
 
 def to_verilog(top, name: str) -> str:

@@ -22,18 +22,25 @@ from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fuseflow.masks import mask_params
 from fuseflow.numerics import Mode, Numerics
-from fuseflow.samml import UNARY_ALU_OPS, Graph, NodeKind, ReduceOp, Role, StreamKind, TensorSpec
+from fuseflow.samml import UNARY_ALU_OPS, Graph, NodeKind, ReduceOp, StreamKind, TensorSpec
 from fuseflow.tensor import Format
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
-from sw_sim.ml_primitives import mask_params
 
 from . import ml_primitives as ML
 from . import primitives as P
 from .base import bits_for
 
-__all__ = ["HwConfig", "MemoryMap", "GraphTop", "PrimitiveHarness", "make_primitive",
-           "tensor_capacities", "HOST_DW"]
+__all__ = [
+    "HOST_DW",
+    "GraphTop",
+    "HwConfig",
+    "MemoryMap",
+    "PrimitiveHarness",
+    "make_primitive",
+    "tensor_capacities",
+]
 
 HOST_DW = 32
 REG_CTRL, REG_CYCLES, REG_LEN0 = 0, 1, 2

@@ -10,7 +10,7 @@ next-state position so that ``crd[p]`` is ready in the cycle ``p`` is current.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Mux, Signal, unsigned
 from amaranth.lib import memory
 from amaranth.lib.wiring import In, Out
 
@@ -34,8 +34,23 @@ from .word import (
     stop_word,
 )
 
-__all__ = ["Root", "Scan", "LevelWrite", "ValsWrite", "RepSig", "Repeat", "Intersect", "Union",
-           "CrdDrop", "CrdHold", "ArrayLoad", "Alu", "Reduce", "SpAcc1", "Broadcast"]
+__all__ = [
+    "Alu",
+    "ArrayLoad",
+    "Broadcast",
+    "CrdDrop",
+    "CrdHold",
+    "Intersect",
+    "LevelWrite",
+    "Reduce",
+    "RepSig",
+    "Repeat",
+    "Root",
+    "Scan",
+    "SpAcc1",
+    "Union",
+    "ValsWrite",
+]
 
 FIBER, END, IDLE = 0, 1, 2
 
@@ -271,20 +286,18 @@ class Repeat(StreamPrimitive):
                     self.pop(m, "ref")
                     self.pop(m, "repsig")
                     m.d.sync += [cur.eq(head), cur_valid.eq(1)]
-            with m.Elif(is_done(sig, ws)):
-                with m.If(ref.valid):
-                    self.push(m, "ref", done_word(w))
-                    self.pop(m, "ref")
-                    self.pop(m, "repsig")
+            with m.Elif(is_done(sig, ws)), m.If(ref.valid):
+                self.push(m, "ref", done_word(w))
+                self.pop(m, "ref")
+                self.pop(m, "repsig")
             with m.Else():  # S
-                with m.If(~cur_valid):
-                    with m.If(ref.valid):
-                        self.pop(m, "ref")
-                        with m.If(is_stop(head, w)):
-                            self.push(m, "ref", stop_word(level(head) + 1, w))
-                            self.pop(m, "repsig")
-                        with m.Else():
-                            m.d.sync += [cur.eq(head), cur_valid.eq(1)]
+                with m.If(~cur_valid), m.If(ref.valid):
+                    self.pop(m, "ref")
+                    with m.If(is_stop(head, w)):
+                        self.push(m, "ref", stop_word(level(head) + 1, w))
+                        self.pop(m, "repsig")
+                    with m.Else():
+                        m.d.sync += [cur.eq(head), cur_valid.eq(1)]
                 with m.Elif(ref.valid):
                     with m.If(is_stop(head, w)):
                         self.pop(m, "ref")
@@ -414,21 +427,19 @@ class _OuterInner(StreamPrimitive):
                     self.push(m, "inner", tok)
                     self.push(m, "outer", oh)
                     m.d.sync += [cur.eq(oh), cur_valid.eq(1)]
-            with m.Elif(is_done(tok, w)):
-                with m.If(outer.valid):
+            with m.Elif(is_done(tok, w)), m.If(outer.valid):
+                self.pop(m, "outer")
+                self.pop(m, "inner")
+                self.push(m, "outer", done_word(w))
+                self.push(m, "inner", done_word(w))
+            with m.Elif(level(tok) == 0), m.If(cur_valid | outer.valid):
+                with m.If(~cur_valid):
                     self.pop(m, "outer")
-                    self.pop(m, "inner")
-                    self.push(m, "outer", done_word(w))
-                    self.push(m, "inner", done_word(w))
-            with m.Elif(level(tok) == 0):
-                with m.If(cur_valid | outer.valid):
-                    with m.If(~cur_valid):
-                        self.pop(m, "outer")
-                    m.d.sync += cur_valid.eq(0)
-                    self.pop(m, "inner")
-                    self.push(m, "inner", tok)
-                    if self.hold:
-                        self.push(m, "outer", tok)
+                m.d.sync += cur_valid.eq(0)
+                self.pop(m, "inner")
+                self.push(m, "inner", tok)
+                if self.hold:
+                    self.push(m, "outer", tok)
             with m.Elif(outer.valid):
                 with m.If(~cur_valid & is_data(oh, w)):
                     self.pop(m, "outer")

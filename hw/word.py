@@ -10,8 +10,19 @@ from amaranth.hdl import Cat, Const, Value
 
 from fuseflow.tokens import OP_DONE, OP_EMPTY, OP_STOP
 
-__all__ = ["is_ctl", "is_data", "is_stop", "is_done", "is_empty", "level", "stop_word",
-           "done_word", "empty_word", "data_word", "recast"]
+__all__ = [
+    "data_word",
+    "done_word",
+    "empty_word",
+    "is_ctl",
+    "is_data",
+    "is_done",
+    "is_empty",
+    "is_stop",
+    "level",
+    "recast",
+    "stop_word",
+]
 
 
 def is_ctl(v: Value, w: int) -> Value:

@@ -3,5 +3,12 @@
 from .api import RtlResult, run_graph, run_graph_batch, run_primitive_batch, simulate_primitive
 from .toolchain import ToolchainError, ensure_verilator
 
-__all__ = ["simulate_primitive", "run_primitive_batch", "run_graph", "run_graph_batch", "RtlResult",
-           "ensure_verilator", "ToolchainError"]
+__all__ = [
+           "RtlResult",
+           "ToolchainError",
+           "ensure_verilator",
+           "run_graph",
+           "run_graph_batch",
+           "run_primitive_batch",
+           "simulate_primitive",
+]

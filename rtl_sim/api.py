@@ -19,8 +19,14 @@ from hw.elaborate import GraphTop, HwConfig, PrimitiveHarness
 
 from .toolchain import run_cocotb, verilator_build
 
-__all__ = ["simulate_primitive", "run_primitive_batch", "run_graph", "run_graph_batch", "RtlResult",
-           "graph_build"]
+__all__ = [
+    "RtlResult",
+    "graph_build",
+    "run_graph",
+    "run_graph_batch",
+    "run_primitive_batch",
+    "simulate_primitive",
+]
 
 _MEM_PARAMS = ("seg", "crd", "vals")
 _PRIM_TOP = "fuseflow_prim"

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import math
 import os
-from functools import partial
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,7 @@ import numpy as np
 from fuseflow.samml import Graph
 from fuseflow.tensor import TensorData
 
-__all__ = ["SuiteEntry", "KernelResult", "SUITES", "suite", "run_suite", "write_report", "r_squared"]
+__all__ = ["SUITES", "KernelResult", "SuiteEntry", "r_squared", "run_suite", "suite", "write_report"]
 
 
 @dataclass

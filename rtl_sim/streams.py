@@ -12,7 +12,7 @@ import random
 
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["StreamDriver", "StreamMonitor", "HostPort", "port_signal"]
+__all__ = ["HostPort", "StreamDriver", "StreamMonitor", "port_signal"]
 
 
 def port_signal(dut, prefix: str, member: str):

@@ -14,8 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ensure_verilator", "cache_root", "verilator_build", "run_cocotb", "LINT_WAIVERS",
-           "ToolchainError", "lint"]
+__all__ = [
+    "LINT_WAIVERS",
+    "ToolchainError",
+    "cache_root",
+    "ensure_verilator",
+    "lint",
+    "run_cocotb",
+    "verilator_build",
+]
 
 # Narrow, documented waivers for Amaranth-generated Verilog:
 #  WIDTHEXPAND / WIDTHTRUNC: Amaranth emits implicit width changes in its arithmetic and

@@ -3,5 +3,13 @@
 from .engine import DeadlockError, NodeStats, ProtocolError, SimError
 from .run import PrimitiveResult, SimResult, run_graph, simulate_primitive
 
-__all__ = ["run_graph", "simulate_primitive", "SimResult", "PrimitiveResult", "NodeStats",
-           "SimError", "ProtocolError", "DeadlockError"]
+__all__ = [
+           "DeadlockError",
+           "NodeStats",
+           "PrimitiveResult",
+           "ProtocolError",
+           "SimError",
+           "SimResult",
+           "run_graph",
+           "simulate_primitive",
+]

@@ -20,8 +20,16 @@ from dataclasses import dataclass
 
 from fuseflow.tokens import Token, format_stream
 
-__all__ = ["Channel", "NullChannel", "Primitive", "Engine", "SimError", "ProtocolError",
-           "DeadlockError", "NodeStats"]
+__all__ = [
+    "Channel",
+    "DeadlockError",
+    "Engine",
+    "NodeStats",
+    "NullChannel",
+    "Primitive",
+    "ProtocolError",
+    "SimError",
+]
 
 
 class SimError(RuntimeError):
@@ -37,8 +45,19 @@ class DeadlockError(SimError):
 
 
 class Channel:
-    __slots__ = ("name", "depth", "q", "freed", "inc", "dirty", "producer", "consumer", "count",
-                 "isfull", "_dirty_list")
+    __slots__ = (
+        "_dirty_list",
+        "consumer",
+        "count",
+        "depth",
+        "dirty",
+        "freed",
+        "inc",
+        "isfull",
+        "name",
+        "producer",
+        "q",
+    )
 
     def __init__(self, name: str, depth: int) -> None:
         self.name = name

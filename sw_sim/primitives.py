@@ -16,8 +16,23 @@ from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 from .engine import Channel, Primitive
 
 __all__ = [
-    "Root", "Scan", "LevelWrite", "ValsWrite", "RepSig", "Repeat", "Intersect", "Union",
-    "CrdDrop", "CrdHold", "ArrayLoad", "Alu", "Reduce", "SpAcc1", "Broadcast", "Source", "Sink",
+    "Alu",
+    "ArrayLoad",
+    "Broadcast",
+    "CrdDrop",
+    "CrdHold",
+    "Intersect",
+    "LevelWrite",
+    "Reduce",
+    "RepSig",
+    "Repeat",
+    "Root",
+    "Scan",
+    "Sink",
+    "Source",
+    "SpAcc1",
+    "Union",
+    "ValsWrite",
 ]
 
 S0 = stop(0)

@@ -16,7 +16,7 @@ from . import ml_primitives as M
 from . import primitives as P
 from .engine import Channel, Engine, NodeStats, NullChannel, Primitive
 
-__all__ = ["SimResult", "PrimitiveResult", "run_graph", "simulate_primitive", "build_primitive"]
+__all__ = ["PrimitiveResult", "SimResult", "build_primitive", "run_graph", "simulate_primitive"]
 
 
 @dataclass

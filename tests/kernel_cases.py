@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from conftest import random_sparse
 
 from fuseflow.kernels import KERNELS
 from fuseflow.tensor import TensorData
-from conftest import random_sparse
 
 REFERENCE = {
     "spmv": lambda d: d["B"] @ d["c"],

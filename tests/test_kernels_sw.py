@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
-
 from kernel_cases import CASES, REFERENCE, dataset
+
 from sw_sim import run_graph
 
 

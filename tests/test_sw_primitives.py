@@ -1,9 +1,9 @@
 import pytest
+from streamref import fibers, intersect, reduce_add, union
+from vectors import design_vectors, random_vectors
 
 from fuseflow.tokens import DONE, EMPTY, format_stream, parse_stream, stop
 from sw_sim import DeadlockError, ProtocolError, run_graph, simulate_primitive
-from streamref import fibers, intersect, reduce_add, union
-from vectors import design_vectors, random_vectors
 
 
 @pytest.mark.parametrize("vec,expected", design_vectors(), ids=lambda v: getattr(v, "kind", ""))

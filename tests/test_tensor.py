@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
+from conftest import random_sparse
 
 from fuseflow.tensor import CSC, CSR, DCSR, DENSE2, Format, TensorData, TensorFormat
-from conftest import random_sparse
 
 
 @pytest.mark.parametrize("fmt", [CSR, CSC, DCSR, DENSE2, TensorFormat(("compressed", "dense"))])

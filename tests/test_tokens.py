@@ -1,6 +1,16 @@
 import pytest
 
-from fuseflow.tokens import (DONE, EMPTY, REPEAT, decode, encode, format_stream, parse_stream, stop, wrap)
+from fuseflow.tokens import (
+    DONE,
+    EMPTY,
+    REPEAT,
+    decode,
+    encode,
+    format_stream,
+    parse_stream,
+    stop,
+    wrap,
+)
 
 
 def test_text_round_trip():

@@ -14,7 +14,7 @@ from typing import Any
 
 from fuseflow.tokens import DONE, EMPTY, REPEAT, Token, stop
 
-__all__ = ["fiber_stream", "Vector", "design_vectors", "random_vectors", "all_vectors"]
+__all__ = ["Vector", "all_vectors", "design_vectors", "fiber_stream", "random_vectors"]
 
 
 def _tokens(tree: list, depth: int) -> list[Token]:

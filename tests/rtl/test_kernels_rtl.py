@@ -3,8 +3,8 @@ One Verilator build per kernel; all datasets run through it in one simulator pro
 
 import numpy as np
 import pytest
-
 from kernel_cases import CASES, REFERENCE, dataset
+
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
 

@@ -4,10 +4,10 @@ back-pressure; tokens still equal with seeded random valid gaps and ready back-p
 import itertools
 
 import pytest
+from vectors import all_vectors
 
 from rtl_sim import run_primitive_batch
 from sw_sim import simulate_primitive
-from vectors import all_vectors
 
 pytestmark = pytest.mark.rtl
 

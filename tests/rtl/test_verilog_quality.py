@@ -29,7 +29,7 @@ def test_spmv_top_synthesises_for_ecp5(tmp_path):
     log = subprocess.run([yosys, "-q", "-p", script], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert log.returncode == 0, log.stderr[-3000:]
     stat = (tmp_path / "stat.txt").read_text()
-    cells = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s+(\S+)$", stat, re.M)}
+    cells = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s+(\S+)$", stat, re.MULTILINE)}
     # it maps to real ECP5 primitives: LUTs, flip-flops, block RAM for the tensor arrays, DSPs
     assert cells.get("LUT4", 0) > 0 and cells.get("TRELLIS_FF", 0) > 0, stat
     assert cells.get("DP16KD", 0) > 0, stat
