@@ -66,28 +66,13 @@ def larger(n: int = 48, seed: int = 0) -> None:
     """Nested matmul and the GCN layer on n×n graphs (10% dense) with 16 features."""
     import numpy as np
 
-    from fuseflow.compiler import Program, einsum
+    from fuseflow.compiler.catalog import gcn_layer, nested_matmul
 
-    def nested() -> Program:
-        p = Program("nested_matmul")
-        A, B, C = (p.tensor(t, (n, n), "csr") for t in "ABC")
-        E = p.let("E", einsum("ik,kj->ij", A, B))
-        p.output(p.let("D", einsum("ij,jl->il", E, C)))
-        return p
+    def nested():
+        return nested_matmul(n, n, n, n)
 
-    def gcn() -> Program:
-        p = Program("gcn_layer")
-        A = p.tensor("A", (n, n), "csr")
-        X = p.tensor("X", (n, 16), "dense")
-        W = p.tensor("W", (16, 8), "dense")
-        b = p.tensor("b", (8,), "dense")
-        T1 = p.let("T1", einsum("ik,kj->ij", A, X))
-        T2 = p.let("T2", einsum("ij,jl->il", T1, W))
-        Y = p.let("Y", T2 + b)
-        p.region(T1, T2)
-        p.region(Y)
-        p.output(Y)
-        return p
+    def gcn():
+        return gcn_layer(n, 16, 8)
 
     rng = np.random.default_rng(seed)
     print(f"\n{n}x{n} graphs, 10% dense:     {HEAD}")

@@ -6,6 +6,7 @@ Pipeline (each stage can be dumped by name, see :meth:`CompiledGroup.explain`)::
             --build_table--> FusionTable --lower_group--> verified samml.Graph
 """
 
+from . import catalog
 from .codegen import CompiledGroup, CompiledProgram, compile_program, lower_group
 from .fusion import (
                      MAX_ORDERS,

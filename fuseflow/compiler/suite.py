@@ -20,9 +20,10 @@ import numpy as np
 
 from ..samml import Graph
 from ..tensor import TensorData
+from .catalog import gcn_layer, gcn_relu, nested_matmul
 from .codegen import CompiledProgram, compile_program
 from .fusion import Fusion
-from .program import Program, einsum, relu
+from .program import Program, einsum
 from .runner import graph_runs, reference_all
 
 if TYPE_CHECKING:
@@ -66,14 +67,7 @@ def _spmm_data(seed: int) -> dict[str, np.ndarray]:
     return {"A": _sparse(rng, (12, 12), 0.25), "X": rng.integers(-3, 4, (12, 6))}
 
 
-def _nested() -> Program:
-    p = Program("nested_matmul")
-    A = p.tensor("A", (12, 10), "csr")
-    B = p.tensor("B", (10, 12), "csr")
-    C = p.tensor("C", (12, 8), "csr")
-    E = p.let("E", einsum("ik,kj->ij", A, B))
-    p.output(p.let("D", einsum("ij,jl->il", E, C)))
-    return p
+_nested = partial(nested_matmul, 12, 10, 12, 8)
 
 
 def _nested_data(seed: int) -> dict[str, np.ndarray]:
@@ -82,30 +76,10 @@ def _nested_data(seed: int) -> dict[str, np.ndarray]:
             "C": _sparse(rng, (12, 8), 0.3)}
 
 
-def _gcn() -> Program:
-    p = Program("gcn_layer")
-    A = p.tensor("A", (12, 12), "csr")
-    X = p.tensor("X", (12, 6), "dense")
-    W = p.tensor("W", (6, 4), "dense")
-    b = p.tensor("b", (4,), "dense")
-    T1 = p.let("T1", einsum("ik,kj->ij", A, X))
-    T2 = p.let("T2", einsum("ij,jl->il", T1, W))
-    Y = p.let("Y", T2 + b)
-    p.region(T1, T2)
-    p.region(Y)
-    p.output(Y)
-    return p
+_gcn = partial(gcn_layer, 12, 6, 4)
 
 
-def _gcn_relu() -> Program:
-    p = Program("gcn_relu")
-    A = p.tensor("A", (12, 12), "csr")
-    X = p.tensor("X", (12, 6), "dense")
-    W = p.tensor("W", (6, 4), "dense")
-    b = p.tensor("b", (4,), "dense")
-    T = p.let("T", einsum("ik,kj->ij", A, X))
-    p.output(p.let("Y", relu(einsum("ij,jl->il", T, W) + b)))
-    return p
+_gcn_relu = partial(gcn_relu, 12, 6, 4)
 
 
 def _gcn_data(seed: int) -> dict[str, np.ndarray]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fuseflow.compiler import Program, einsum
+from fuseflow.compiler import Program, catalog, einsum
 from fuseflow.tensor import Format, TensorData
 
 
@@ -88,39 +88,18 @@ def sub_scaled() -> Program:
 
 
 def nested_matmul() -> Program:
-    p = Program("nested_matmul")
-    A = p.tensor("A", (6, 5), "csr")
-    B = p.tensor("B", (5, 7), "csr")
-    C = p.tensor("C", (7, 4), "csr")
-    E = p.let("E", einsum("ik,kj->ij", A, B))
-    p.output(p.let("D", einsum("ij,jl->il", E, C)))
-    return p
+    return catalog.nested_matmul(6, 5, 7, 4)
 
 
 def nested_matmul_cm() -> Program:
     """Nested matmul with C column-major: several valid fused orders."""
-    p = Program("nested_matmul_cm")
-    A = p.tensor("A", (6, 5), "csr")
-    B = p.tensor("B", (5, 7), "csr")
-    C = p.tensor("C", (7, 4), "dense", mode_order=(1, 0))
-    E = p.let("E", einsum("ik,kj->ij", A, B))
-    p.output(p.let("D", einsum("ij,jl->il", E, C)))
+    p = catalog.nested_matmul(6, 5, 7, 4, c_format="dense", c_mode_order=(1, 0))
+    p.name = "nested_matmul_cm"
     return p
 
 
 def gcn_layer() -> Program:
-    p = Program("gcn_layer")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 5), "dense")
-    W = p.tensor("W", (5, 4), "dense")
-    b = p.tensor("b", (4,), "dense")
-    T1 = p.let("T1", einsum("ik,kj->ij", A, X))
-    T2 = p.let("T2", einsum("ij,jl->il", T1, W))
-    Y = p.let("Y", T2 + b)
-    p.region(T1, T2)
-    p.region(Y)
-    p.output(Y)
-    return p
+    return catalog.gcn_layer(8, 5, 4)
 
 
 def graphsage_nbor() -> Program:

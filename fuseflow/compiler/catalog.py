@@ -1,0 +1,47 @@
+"""Parameterised example programs shared by the correlation suite, the tests and the bench."""
+
+from __future__ import annotations
+
+from .program import Program, einsum, relu
+
+__all__ = ["gcn_layer", "gcn_relu", "nested_matmul"]
+
+
+def nested_matmul(m: int, k: int, n: int, l: int, c_format: str = "csr",
+                  c_mode_order: tuple[int, ...] | None = None) -> Program:
+    """``D = (A·B)·C`` with A (m×k), B (k×n) CSR and C (n×l) in ``c_format``/``c_mode_order``."""
+    p = Program("nested_matmul")
+    A = p.tensor("A", (m, k), "csr")
+    B = p.tensor("B", (k, n), "csr")
+    C = p.tensor("C", (n, l), c_format, mode_order=c_mode_order)
+    E = p.let("E", einsum("ik,kj->ij", A, B))
+    p.output(p.let("D", einsum("ij,jl->il", E, C)))
+    return p
+
+
+def gcn_layer(nodes: int, features: int, hidden: int) -> Program:
+    """``Y = A·X·W + b`` with fusion regions {A·X·W} and {+ b} for partial fusion."""
+    p = Program("gcn_layer")
+    A = p.tensor("A", (nodes, nodes), "csr")
+    X = p.tensor("X", (nodes, features), "dense")
+    W = p.tensor("W", (features, hidden), "dense")
+    b = p.tensor("b", (hidden,), "dense")
+    T1 = p.let("T1", einsum("ik,kj->ij", A, X))
+    T2 = p.let("T2", einsum("ij,jl->il", T1, W))
+    Y = p.let("Y", T2 + b)
+    p.region(T1, T2)
+    p.region(Y)
+    p.output(Y)
+    return p
+
+
+def gcn_relu(nodes: int, features: int, hidden: int) -> Program:
+    """``Y = relu(A·X·W + b)``: one graph with factored iteration."""
+    p = Program("gcn_relu")
+    A = p.tensor("A", (nodes, nodes), "csr")
+    X = p.tensor("X", (nodes, features), "dense")
+    W = p.tensor("W", (features, hidden), "dense")
+    b = p.tensor("b", (hidden,), "dense")
+    T = p.let("T", einsum("ik,kj->ij", A, X))
+    p.output(p.let("Y", relu(einsum("ij,jl->il", T, W) + b)))
+    return p
