@@ -257,8 +257,10 @@ def _join_tree(e: VExpr, row: str, views: dict[str, View], seen: set[str],
 
 
 def _lacking_in_sum(e: VExpr, row: str, views: dict[str, View],
-                    fac: frozenset[str] = frozenset()) -> list[str]:
-    """Views that lack ``row`` but are added to operands that have it (need a full iteration)."""
+                    fac: frozenset[str] = frozenset()) -> list[tuple[str, VExpr]]:
+    """Terms that lack ``row`` but are added to terms that have it, each with the term that has
+    it: ``(description, other term)``.  The sum is right only where the other term's ``row``
+    coordinates enumerate the whole dimension (the lacking term is repeated at every one)."""
     if isinstance(e, VNamed):
         return [] if e.tensor in fac else _lacking_in_sum(e.body, row, views, fac)
     if isinstance(e, VUn):
@@ -269,8 +271,8 @@ def _lacking_in_sum(e: VExpr, row: str, views: dict[str, View],
     if e.op is not Op.MUL:
         has = [_has(e.lhs, row, views, fac), _has(e.rhs, row, views, fac)]
         if has[0] != has[1]:
-            side = e.rhs if has[0] else e.lhs
-            out.append(_describe(side, views))
+            side, other = (e.rhs, e.lhs) if has[0] else (e.lhs, e.rhs)
+            out.append((_describe(side, views), other))
     return out
 
 
@@ -369,8 +371,13 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
         if isinstance(tree, Join):
             t.joins[row] = tree
         t.full[row] = _full(tree, row, views, nref, t.children)
-        lacking = _lacking_in_sum(out.body, row, views, fac)
-        if lacking and not t.full[row]:
+        # a term lacking ``row`` added to terms that have it: those terms must enumerate the
+        # whole dimension (locally: an enclosing product may still intersect them with a
+        # compressed operand, e.g. a fused ``A·relu(B·X + b)``, as the product is 0 elsewhere)
+        lacking = [d for d, other in _lacking_in_sum(out.body, row, views, fac)
+                   if not _full(_join_tree(other, row, views, set(), fac), row, views, nref,
+                                t.children)]
+        if lacking:
             raise LoweringError(
                 f"output {out.tensor}: {lacking[0]} lacks index {row} but is added to operands "
                 f"that have it; that needs a dense iteration over {row}, but the {row} "

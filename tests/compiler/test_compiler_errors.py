@@ -126,3 +126,35 @@ def test_broadcast_add_over_compressed_rows() -> None:
 def test_unknown_tensor_in_order_option() -> None:
     with pytest.raises(ProgramError, match=r"no statement computes tensor 'Q'"):
         compile_program(matmul_program(), orders={"Q": "ij"})
+
+
+def _fused_broadcast_add(c_fmt: str) -> Program:
+    """``Y = A · relu(C + b)`` fused: ``b`` lacks ``k`` but is added to ``C``, which has it."""
+    from fuseflow.compiler import relu
+
+    p = Program()
+    A, C, b = p.tensor("A", (5, 6), "csr"), p.tensor("C", (6, 4), c_fmt), p.tensor("b", (4,))
+    H = p.let("H", relu(C + b))
+    p.let("Y", einsum("ik,kj->ij", A, H))
+    return p
+
+
+def test_broadcast_add_fused_under_a_product_needs_full_rows_locally() -> None:
+    """Under ``A[i,k] ·`` only A's k coordinates matter, but at each of them the bias must meet
+    C's (possibly empty) row: C's k level must enumerate every row (dense) — a compressed k
+    level would drop the rows where C is empty and lose ``relu(b)`` there."""
+    import numpy as np
+
+    from fuseflow.compiler import run_program
+
+    rng = np.random.default_rng(0)
+    a = rng.random((5, 6)) * (rng.random((5, 6)) < 0.5)
+    c = rng.random((6, 4)) - 0.5
+    c[[1, 4]] = 0.0  # empty rows of C: H = relu(b) there
+    b = rng.random(4) - 0.3
+    ref = a @ np.maximum(c + b, 0.0)
+    res = run_program(compile_program(_fused_broadcast_add("csr"), "full"),
+                      {"A": a, "C": c, "b": b}, numerics="float")
+    assert np.allclose(res.outputs["Y"].to_dense(), ref, rtol=1e-12, atol=1e-12)
+    with pytest.raises(LoweringError, match=r"output Y: b_\{.*\} lacks index .* but is added"):
+        compile_program(_fused_broadcast_add("dcsr"), "full")
