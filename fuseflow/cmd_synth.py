@@ -25,8 +25,15 @@ def add_parser(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from fuseflow.models.cli import add_model_args
+
     add_graph_args(p)
     add_board_arg(p)
+    p.add_argument(
+        "--numerics",
+        help="value arithmetic of the RTL: int (default for graphs and kernels) or a fixed-point "
+        "format such as q16.16 (default for --model); sets the value width",
+    )
     p.add_argument("-o", "--outdir", required=True, metavar="BUILDDIR", help="build directory")
     p.add_argument(
         "--clock-mhz",
@@ -41,6 +48,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--json", action="store_true", help="print the report as JSON instead of a table"
     )
+    add_model_args(p, build=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,8 +57,31 @@ def run(args: argparse.Namespace) -> int:
     from hw.elaborate import GraphTop
 
     board = board_from_args(args)
-    graph = graph_from_args(args)
+    if args.model is not None:
+        if args.graph is not None or args.kernel is not None:
+            raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")
+        from fuseflow.models.cli import load_compiled
+
+        _, _, cm = load_compiled(args)
+        graph = cm.largest_graph()
+        print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs; synthesising the largest, "
+              f"{graph.name!r} ({len(graph.nodes)} nodes)")
+    else:
+        graph = graph_from_args(args)
     cfg = config_from_args(args, graph)
+    numerics = args.numerics or ("q16.16" if args.model is not None else None)
+    if numerics is not None:
+        from dataclasses import replace
+
+        from fuseflow.numerics import Mode, Numerics
+
+        try:
+            num = Numerics.parse(numerics)
+        except ValueError as exc:
+            raise UserError(f"--numerics {numerics}: {exc}") from None
+        if num.mode is Mode.FLOAT:
+            raise UserError(f"--numerics {numerics}: float is sw_sim only; use int or a fixed-point format")
+        cfg = replace(cfg, vw=num.width, numerics=num)
     if args.clock_mhz is not None and args.clock_mhz <= 0:
         raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")
     if args.baud <= 0:

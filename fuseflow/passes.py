@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .samml import PRIMITIVES, Graph
+from .samml import Graph, node_latency
 
 __all__ = ["size_fifos"]
 
@@ -24,7 +24,7 @@ def size_fifos(g: Graph) -> None:
     dg.add_nodes_from(g.nodes)
     cap: dict[tuple[str, str], int] = {}
     for e in g.edges:
-        w = g.depth(e) + PRIMITIVES[g.nodes[e.dst.node].kind].latency + 1
+        w = g.depth(e) + node_latency(g.nodes[e.dst.node]) + 1
         cap[(e.src.node, e.dst.node)] = max(cap.get((e.src.node, e.dst.node), 0), w)
     dg.add_weighted_edges_from((a, b, w) for (a, b), w in cap.items())
     topo = list(nx.topological_sort(dg))

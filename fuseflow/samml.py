@@ -29,6 +29,8 @@ __all__ = [
     "PortRef",
     "PrimitiveSpec",
     "ReduceOp",
+    "alu_latency",
+    "node_latency",
     "Role",
     "StreamKind",
     "TensorSpec",
@@ -83,6 +85,13 @@ class AluOp(enum.Enum):
 
 UNARY_ALU_OPS = frozenset({AluOp.RELU, AluOp.NEG, AluOp.ADD_SCALAR, AluOp.MUL_SCALAR, AluOp.EXP,
                            AluOp.RSQRT, AluOp.SIGMOID, AluOp.GELU})
+
+
+def alu_latency(op: AluOp) -> int:
+    """Pipeline stages of the binary ALU (its latency): 2 (operand and result registers), 4
+    for ``mul`` (operands -> partial products -> summed product -> rounded / saturated result),
+    so that a 32-bit multiply built from 18x18 DSP blocks is not one long path."""
+    return 4 if op is AluOp.MUL else 2
 
 
 class MaskPred(enum.Enum):
@@ -196,7 +205,8 @@ PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
         PrimitiveSpec(NodeKind.ARRAY_LOAD, _fixed({"ref": R}), _fixed({"val": V}), {"tensor": str},
                       latency=1, summary="value load vals[ref]; N -> 0"),
         PrimitiveSpec(NodeKind.ALU, _alu_in, _fixed({"val": V}), {"op": AluOp}, {"scalar": 0.0}, latency=2,
-                      summary="ALU: binary over two aligned value streams (a, b) or unary (a)"),
+                      summary="ALU: binary over two aligned value streams (a, b) or unary (a); "
+                              "latency by op (alu_latency)"),
         PrimitiveSpec(NodeKind.REDUCE, _fixed({"val": V}), _fixed({"val": V}), {"op": ReduceOp},
                       summary="reduces each innermost fiber to one value"),
         PrimitiveSpec(NodeKind.SPACC1, _fixed({"outer": C, "inner": C, "val": V}),
@@ -267,6 +277,19 @@ class Node:
 
     def __getitem__(self, port: str) -> PortRef:
         return PortRef(self.name, port)
+
+    @property
+    def latency(self) -> int:
+        """This node's latency: the table's, or :func:`alu_latency` for a binary ALU."""
+        return node_latency(self)
+
+
+def node_latency(node: Node) -> int:
+    """Latency of ``node`` (the primitive table's, refined by the ALU op)."""
+    op = node.params.get("op")
+    if node.kind is NodeKind.ALU and op in set(AluOp) - UNARY_ALU_OPS:
+        return alu_latency(op)
+    return PRIMITIVES[node.kind].latency
 
 
 @dataclass(frozen=True)

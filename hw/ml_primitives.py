@@ -70,6 +70,21 @@ def _fix(v: Value, num: Numerics) -> Value:
     return _sat(v, num) if num.mode is Mode.FIXED else v[: num.width]
 
 
+def _add_fix(a: Value, b: Value, num: Numerics, sub: bool = False) -> Value:
+    """``_fix(a ± b)``.  For signed ``width``-bit operands the sum has one more bit and is out of
+    range exactly when its top two bits differ (its top bit is then its sign), so saturation
+    needs no comparators after the adder."""
+    w = num.width
+    a, b = Value.cast(a), Value.cast(b)
+    v = (a - b) if sub else (a + b)
+    narrow = all(x.shape().signed and x.shape().width <= w for x in (a, b))
+    if num.mode is not Mode.FIXED or not narrow:
+        return _fix(v, num)
+    hi, lo = Const(num.hi, signed(w)), Const(num.lo, signed(w))
+    top, sign = v[w], v[w - 1]
+    return Mux(top == sign, v[:w], Mux(top, lo, hi))[:w]
+
+
 def _mul(a: Value, b: Value, num: Numerics) -> Value:
     if num.mode is Mode.FIXED:
         return _sat(_rhu(a * b, num.frac), num)
@@ -92,9 +107,9 @@ def binop(num: Numerics, op: AluOp, a: Value, b: Value) -> Value:
     """``num.binop(op)(a, b)`` in logic; ``a``, ``b`` signed ``num.width``-bit values."""
     _hw_mode(num)
     if op is AluOp.ADD:
-        return _fix(a + b, num)
+        return _add_fix(a, b, num)
     if op is AluOp.SUB:
-        return _fix(a - b, num)
+        return _add_fix(a, b, num, sub=True)
     if op is AluOp.MUL:
         return _mul(a, b, num)
     if op is AluOp.DIV:

@@ -10,7 +10,7 @@ the memory-reading primitives fills its pipeline register independently).
 from __future__ import annotations
 
 from fuseflow.numerics import INT32, Numerics
-from fuseflow.samml import AluOp, ReduceOp
+from fuseflow.samml import AluOp, ReduceOp, alu_latency
 from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
 from .engine import Channel, Primitive
@@ -548,48 +548,53 @@ class ArrayLoad(Primitive):
 
 
 class Alu(Primitive):
-    """Binary ALU over aligned value streams (``N`` counts as 0); latency 2, II 1.
+    """Binary ALU over aligned value streams (``N`` counts as 0); II 1, latency
+    :func:`fuseflow.samml.alu_latency` (2, or 4 for ``mul``).
 
-    Two pipeline registers, operands then result; each stage advances when the next one is
-    free or is being emptied this cycle.  Back: a full result register whose output has room
-    emits.  Middle: the operand register moves into the result register as data op data
-    (rounding, saturation / wrap by the ``numerics``, :mod:`fuseflow.numerics`) or the (equal)
-    control token.  Front: when both inputs have a token, pop both into the operand register.
-    In RTL the multiplier sits between the two registers."""
+    A chain of pipeline registers, operands first; each stage advances when the next one is
+    free or is being emptied this cycle.  Back: a full last stage whose output has room emits.
+    Middle: stages move up, back to front; leaving the operand stage a data pair becomes
+    data op data (rounding, saturation / wrap by the ``numerics``, :mod:`fuseflow.numerics`),
+    a control token stays itself.  Front: when both inputs have a token, pop both into the
+    operand stage.  In RTL the operation sits in the stages between (the multiplier's partial
+    products, their sum, then rounding and saturation)."""
 
     def __init__(self, name, ins, outs, *, op: AluOp, numerics: Numerics = INT32):
         super().__init__(name, ins, outs)
         self.a, self.b = ins["a"], ins["b"]
         self.out = outs["val"]
         self.fn = numerics.binop(op)
-        self.opnd: tuple | None = None
-        self.res = None
+        self.stages: list = [None] * alu_latency(op)
 
     def step(self) -> bool:
         progressed = False
-        res = self.res
-        if res is not None and not self.out.isfull:
-            self.out.push(res)
-            self.res = None
-            if res is DONE:
+        st = self.stages
+        last = st[-1]
+        if last is not None and not self.out.isfull:
+            self.out.push(last)
+            st[-1] = None
+            if last is DONE:
                 self.finish()
                 return True
             progressed = True
-        if self.opnd is not None and self.res is None:
-            x, y = self.opnd
-            self.res = x if isinstance(x, Control) else self.fn(x, y)
-            self.opnd = None
-            progressed = True
+        for k in range(len(st) - 2, -1, -1):
+            if st[k] is not None and st[k + 1] is None:
+                v = st[k]
+                if k == 0:
+                    x, y = v
+                    v = x if isinstance(x, Control) else self.fn(x, y)
+                st[k + 1], st[k] = v, None
+                progressed = True
         a, b = self.a, self.b
-        if self.opnd is None and a.q and b.q:
+        if st[0] is None and a.q and b.q:
             x, y = a.q[0], b.q[0]
             xc, yc = isinstance(x, Control) and x is not EMPTY, isinstance(y, Control) and y is not EMPTY
             if xc or yc:
                 if x is not y:
                     raise self.error(f"operands misaligned: a={x}, b={y}")
-                self.opnd = (x, x)
+                st[0] = (x, x)
             else:
-                self.opnd = (0 if x is EMPTY else x, 0 if y is EMPTY else y)
+                st[0] = (0 if x is EMPTY else x, 0 if y is EMPTY else y)
             a.pop()
             b.pop()
             progressed = True
