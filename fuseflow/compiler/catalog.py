@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .program import Program, einsum, relu
 
-__all__ = ["gcn_layer", "gcn_relu", "nested_matmul"]
+__all__ = ["gcn_layer", "gcn_relu", "gcn_two_layer", "nested_matmul"]
 
 
 def nested_matmul(m: int, k: int, n: int, l: int, c_format: str = "csr",
@@ -44,4 +44,29 @@ def gcn_relu(nodes: int, features: int, hidden: int) -> Program:
     b = p.tensor("b", (hidden,), "dense")
     T = p.let("T", einsum("ik,kj->ij", A, X))
     p.output(p.let("Y", relu(einsum("ij,jl->il", T, W) + b)))
+    return p
+
+
+def gcn_two_layer(nodes: int, features: int, hidden: int, classes: int,
+                  x_format: str = "csr") -> Program:
+    """Two GCN layers as the model front end writes them, ``Y = Â·relu(Â·X·W1ᵀ + b1)·W2ᵀ + b2``
+    with the weights stored ``(out, in)`` and read transposed, one fusion region per layer for
+    partial fusion.  Full fusion is one graph: layer 1 is nested under layer 2's rows and
+    recomputed for each neighbour (nested factored iteration, docs/compiler.md)."""
+    p = Program("gcn_two_layer")
+    A = p.tensor("A", (nodes, nodes), "csr")
+    X = p.tensor("X", (nodes, features), x_format)
+    W1 = p.tensor("W1", (hidden, features), "dense", mode_order=(1, 0))
+    b1 = p.tensor("b1", (hidden,), "dense")
+    W2 = p.tensor("W2", (classes, hidden), "dense", mode_order=(1, 0))
+    b2 = p.tensor("b2", (classes,), "dense")
+    T1 = p.let("T1", einsum("ik,kj->ij", A, X))
+    T2 = p.let("T2", einsum("ak,jk->aj", T1, W1))
+    H = p.let("H", relu(T2 + b1))
+    T5 = p.let("T5", einsum("ik,kj->ij", A, H))
+    T6 = p.let("T6", einsum("ak,jk->aj", T5, W2))
+    Y = p.let("Y", T6 + b2)
+    p.region(T1, T2, H)
+    p.region(T5, T6, Y)
+    p.output(Y)
     return p

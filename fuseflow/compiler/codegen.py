@@ -115,14 +115,25 @@ class _Emitter:
 
 
 class _TableLowering:
-    def __init__(self, t: FusionTable, em: _Emitter) -> None:
+    def __init__(self, t: FusionTable, em: _Emitter, parent: _TableLowering | None = None) -> None:
         self.t = t
         self.em = em
         self.memo: dict[tuple, object] = {}
         self.order = [r for r in t.rows if r != VAL]
+        # a nested factored intermediate: the rows ``t.ext`` (and the references of its operand
+        # levels there) come from the enclosing table's lowering
+        self.parent = parent
+        self.ext = set(t.ext)
         # factored intermediates: their own pipelines, lowered first (coordinates per output
-        # index, values aligned with the innermost one)
-        self.bundles = {name: _TableLowering(ct, em).bundle() for name, ct in t.children.items()}
+        # index, values aligned with the innermost one); nested ones when first used, as they
+        # read this table's streams
+        self.bundles = {name: _TableLowering(ct, em).bundle() for name, ct in t.children.items()
+                        if name not in t.nested}
+
+    def bundle_of(self, name: str) -> tuple[dict[str, PortRef], PortRef]:
+        if name not in self.bundles:
+            self.bundles[name] = _TableLowering(self.t.children[name], self.em, self).bundle()
+        return self.bundles[name]
 
     # ------------------------------------------------------------------ coordinate / ref streams
     def prev_row(self, row: str) -> str | None:
@@ -136,13 +147,19 @@ class _TableLowering:
             return self.memo[key]
         if cref.col == ROOT:
             raise AssertionError("root refs are created per column")
-        cell = self.t.cells[(cref.row, cref.col)]
+        cell = self.t.cells.get((cref.row, cref.col))
+        if cref.row in self.ext and (cell is None or cell.kind is CellKind.DRIVEN):
+            assert self.parent is not None
+            out = self.parent.ref(cref)  # handed down by an enclosing joiner
+            self.memo[key] = out
+            return out
+        assert cell is not None, cref
         if cell.kind is CellKind.CHILD:
             # the "reference" of a factored intermediate at its innermost row is its value
             if cref.row in self.t.joins and cref.col in self.t.joins[cref.row].members():
                 out = self.join(cref.row)[1][cref.col]
             else:
-                out = self.bundles[cref.col][1]
+                out = self.bundle_of(cref.col)[1]
             self.memo[key] = out
             return out
         if cell.kind is CellKind.SCAN:
@@ -182,11 +199,14 @@ class _TableLowering:
 
     def crd(self, row: str) -> PortRef:
         """The coordinate stream of ``row`` (the merge cell's output, or the one scanner's)."""
+        if row in self.ext:
+            assert self.parent is not None
+            return self.parent.crd(row)
         if row in self.t.joins:
             return self.join(row)[0]
         src = self.t.row_source(row)
-        if src in self.bundles:
-            return self.bundles[src][0][row]
+        if src in self.t.children:
+            return self.bundle_of(src)[0][row]
         return self.scan(src, row)["crd"]
 
     def join(self, row: str) -> tuple[PortRef, dict[str, PortRef]]:
@@ -201,8 +221,8 @@ class _TableLowering:
             if isinstance(child, Join):
                 crd, refs = self._join(child, row)
                 pairs += [(crd, m, r) for m, r in refs.items()]
-            elif child in self.bundles:
-                crds, val = self.bundles[child]
+            elif child in self.t.children:
+                crds, val = self.bundle_of(child)
                 pairs.append((crds[row], child, val))
             else:
                 s = self.scan(child, row)
@@ -229,7 +249,7 @@ class _TableLowering:
             ref = self.ref(CellRef(e.view, last)) if last else self.parent_ref(e.view, "")
             out = self.em.node(NodeKind.ARRAY_LOAD, f"vals_{_ident(e.view)}", {"ref": ref},
                                tensor=v.tensor)["val"]
-        elif isinstance(e, VNamed) and e.tensor in self.bundles:
+        elif isinstance(e, VNamed) and e.tensor in self.t.children:
             out = self.ref(CellRef(e.tensor, self.order[-1]))
         elif isinstance(e, VNamed):
             out = self.value(e.body)
@@ -321,6 +341,15 @@ class CompiledGroup:
         return out
 
     @property
+    def recomputed(self) -> dict[str, list[str]]:
+        """Factored intermediates nested under outer rows of their consumer and recomputed for
+        each of their coordinates (nested factored iteration): name -> those rows."""
+        out: dict[str, list[str]] = {}
+        for t in self._all_tables():
+            out.update(t.recomputed())
+        return out
+
+    @property
     def inlined_reductions(self) -> list[str]:
         """Reduced intermediates inlined into a consumer's iteration space."""
         return [n for t in self._all_tables() for n, v in t.named.items()
@@ -340,6 +369,9 @@ class CompiledGroup:
     def lowering(self) -> str:
         """Which lowering the graph used, in words (for ``--explain``)."""
         fac, inl = list(dict.fromkeys(self.factored)), list(dict.fromkeys(self.inlined_reductions))
+        again = self.recomputed
+        if again:
+            fac[-1] += "; " + ", ".join(f"{n} recomputed per {', '.join(r)}" for n, r in again.items())
         if fac and not inl:
             return f"factored iteration (own pipelines for {', '.join(fac)})"
         if fac:

@@ -7,7 +7,8 @@ out, ``(Σ_k P)·Q = Σ_k P·Q``) but not under an addition.  A statement whose 
 an addition is therefore split into a temporary, and (``split_adds``) a producer with a
 reduction read under an addition is materialised, which starts a new graph.  Factored iteration
 (:func:`fuseflow.compiler.table.build_table` with ``factored``) keeps such producers as their
-own pipelines inside one graph instead (see docs/compiler.md).
+own pipelines inside one graph instead, nested under (and recomputed for) outer rows of the
+consumer where their indices do not lead its order (see docs/compiler.md).
 """
 
 from __future__ import annotations

@@ -10,6 +10,17 @@ intermediate; (3) reducer cells for reduced index variables (``Red0``: innermost
 ``Red1``: order-1 sparse accumulator whose coordinate output replaces the output's coordinate
 cell); (4) stream merging: scanner cells of views sharing an index variable move into one
 intersect (product) or union (sum) cell of that row.
+
+Factored iteration gives a reduced intermediate its own table (``children``).  A *leading* one
+(its indices are the consumer's first rows) drives those rows with its own coordinates.  A
+*nested* one (:class:`Nest`; e.g. layer 1 of a fully fused GCN inside layer 2's
+``i -> u0 -> u3``) is recomputed for every coordinate of the consumer's rows before its
+innermost index: its table starts with those rows (``ext``), whose coordinate streams come from
+the consumer, its operands are repeated over the ones they lack, and at its own indices among
+them (``driven``) the consumer's joiner merges its operand levels (``drivers``, e.g.
+``Intersect_u0(A, A')``) and hands their references down (``DRIVEN`` cells).  Nesting is used
+where an intermediate would otherwise be inlined under an addition or a nonlinear function,
+which needs a region split (:func:`_choose_factored`).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ __all__ = [
     "Join",
     "JoinKind",
     "LoweringError",
+    "Nest",
     "Reducer",
     "build_table",
 ]
@@ -54,6 +66,7 @@ class CellKind(enum.Enum):
     COMPUTE = "compute"
     REDUCE = "Red"
     CHILD = "child"  # a coordinate (or, innermost, value) stream of a factored intermediate
+    DRIVEN = "driven"  # a stream handed down by an enclosing table (nested factored iteration)
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,27 @@ class CellRef:
 
     def __str__(self) -> str:
         return "root" if self.col == ROOT else f"<{self.col}_{self.row}>"
+
+
+OUTER = "outer"  # CellRef column of a row whose coordinates an enclosing table produces
+
+
+@dataclass(frozen=True)
+class Nest:
+    """How a factored intermediate nested under outer rows of its consumer is iterated.
+
+    ``rows`` (in order) are the consumer's rows before the intermediate's innermost index: the
+    intermediate is recomputed for every coordinate tuple of them, and their coordinate streams
+    come from the consumer.  ``driven`` are the intermediate's own indices among them: the
+    consumer's joiner at such a row also merges the intermediate's operand levels for it (its
+    *drivers*), and hands their references down to the intermediate's pipeline, which scans on
+    from there.  E.g. layer 2 of a GCN, ``Σ_u0 A[i,u0]·relu(Σ_u2 T1[u0,u2]·W[u3,u2] + b[u3])``
+    in order i -> u0 -> u3: the reduction is nested under i, and the consumer's
+    ``Intersect_u0(A, A')`` hands refs into the (dense) u0 level of ``A'`` (layer 1's copy of the
+    adjacency) down to the pipeline computing row u0 of layer 1."""
+
+    rows: tuple[str, ...]
+    driven: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -81,7 +115,7 @@ class Cell:
             return f"Rep({self.args[0]}, {self.args[1]})"
         if self.kind is CellKind.LOAD:
             return f"Val({self.args[0]})"
-        if self.kind is CellKind.REF:
+        if self.kind in (CellKind.REF, CellKind.DRIVEN):
             return str(self.args[0])
         return self.text
 
@@ -139,6 +173,13 @@ class FusionTable:
     hold: list[str] = field(default_factory=list)  # keyed reduction: output row, reduced rows
     children: dict[str, FusionTable] = field(default_factory=dict)  # factored intermediates
     out_fmt: TensorFormat | None = None
+    # nested factored iteration (see :class:`Nest`): rows iterated by the enclosing tables (a
+    # prefix of ``rows``) and, of those, the output indices whose coordinates they produce
+    ext: tuple[str, ...] = ()
+    driven: frozenset[str] = frozenset()
+    nested: dict[str, Nest] = field(default_factory=dict)  # children lowered nested
+    drivers: dict[str, str | Join] = field(default_factory=dict)  # driven row -> operand levels
+    driven_full: dict[str, bool] = field(default_factory=dict)  # driven row -> drivers dense
 
     def row_source(self, row: str) -> str:
         """The column whose coordinate stream at ``row`` is the row's coordinates."""
@@ -193,6 +234,8 @@ class FusionTable:
             else:
                 lines.append(f"{red.name}[crd, val] = Σ_{red.row} {what}  keyed by the {red.inner} "
                              "coordinates")
+        if self.nested:
+            lines.append(self.render_nest())
         return "\n".join(lines)
 
     def _col_title(self, c: str) -> str:
@@ -205,6 +248,35 @@ class FusionTable:
             o = self.children[c].output
             return f"{o.tensor}_{{{','.join(o.indices)}}}"
         return f"{c}_{{{','.join(self.output.indices)}}}"
+
+    def recomputed(self) -> dict[str, list[str]]:
+        """Nested children recomputed for each coordinate of rows of this table that are not
+        their own indices (rows this table itself is only nested under do not count): child ->
+        those rows."""
+        out = {}
+        outer = set(self.ext) - self.driven
+        for name, n in self.nested.items():
+            rows = [r for r in n.rows if r not in n.driven and r not in outer]
+            if rows:
+                out[name] = rows
+        return out
+
+    def render_nest(self) -> str:
+        """One line per nested child: the rows it is nested under, the ones it is recomputed
+        for, and the operand levels the enclosing joiners merge for it at its driven rows."""
+        lines = []
+        again = self.recomputed()
+        for name, n in self.nested.items():
+            ct = self.children[name]
+            per = f" (recomputed per {', '.join(again[name])})" if name in again else ""
+            drv = "; ".join(f"{r} driven through {_tree_text(ct.drivers[r], r)}"
+                            for r in n.rows if r in n.driven)
+            lines.append(f"{name} nested under {' -> '.join(n.rows)}{per}: {drv}")
+        return "\n".join(lines)
+
+
+def _tree_text(tree: str | Join, row: str) -> str:
+    return tree.render(row) if isinstance(tree, Join) else tree
 
 
 def _view_order(e: VExpr, out: list[str], named: list[VNamed], fac: frozenset[str] = frozenset(),
@@ -296,45 +368,108 @@ def _describe(e: VExpr, views: dict[str, View]) -> str:
     return f"({_describe(e.lhs, views)} {e.op.value} {_describe(e.rhs, views)})"
 
 
-def build_table(group: Group, out: FusedOutput, factored: bool = False) -> FusionTable:
+def build_table(group: Group, out: FusedOutput, factored: bool = False, nest: Nest | None = None,
+                memo: dict | None = None) -> FusionTable:
     """The fusion table of one group output.  ``factored``: reduced intermediates whose
     coordinates lead the consumer's order get their own table (factored iteration, see
-    :func:`_choose_factored`); the others are inlined into one iteration space."""
-    fac = _choose_factored(out.body, group) if factored else frozenset()
+    :func:`_choose_factored`); the others are inlined into one iteration space.  ``nest``: the
+    output is a factored intermediate nested under rows of its consumer (:class:`Nest`).
+    ``memo`` caches tables (and failures) while factoring choices are tried."""
+    if memo is None:
+        memo = {}
+    key = (out, nest, factored, tuple(group.order))
+    hit = memo.get(key)
+    if isinstance(hit, LoweringError):
+        raise hit
+    if hit is not None:
+        return hit
+    try:
+        t = _build_table(group, out, factored, nest, memo)
+    except LoweringError as e:
+        memo[key] = e
+        raise
+    memo[key] = t
+    return t
+
+
+def _build_table(group: Group, out: FusedOutput, factored: bool, nest: Nest | None,
+                 memo: dict) -> FusionTable:
+    ext = nest.rows if nest is not None else ()
+    if not factored:
+        return _construct(group, out, factored, nest, frozenset(), {}, memo)
+    fac, plan, fallback = _choose_factored(out.body, group, ext, memo)
+    try:
+        return _construct(group, out, factored, nest, fac, plan, memo)
+    except NeedsSplit:
+        raise
+    except LoweringError:
+        if fallback is None:
+            raise
+    # nesting intermediates under outer rows got rid of a region split, but this table cannot
+    # be built with them (e.g. a term added to one needs coordinates it drops): build it without
+    # them, which asks for the split (NeedsSplit) as before
+    return _construct(group, out, factored, nest, *fallback, memo)
+
+
+def _construct(group: Group, out: FusedOutput, factored: bool, nest: Nest | None,
+               fac: frozenset[str], plan: dict[str, Nest | None], memo: dict) -> FusionTable:
+    ext = nest.rows if nest is not None else ()
     _check_not_zero_preserving(out, group.views)
     bad = _reduced_under_add(out.body, group.views, fac)
     if bad:
         raise NeedsSplit(f"output {out.tensor}: the reduction inside {bad} is added to other terms "
                          "but cannot be lowered as a factored intermediate")
-    order = [i for i in group.order if i in _own(out.body, group.views, fac)]
+    own = _own(out.body, group.views, fac)
+    order = [*ext, *(i for i in group.order if i in own and i not in ext)]
+    outer = set(ext) - set(out.indices)  # rows iterated only for the enclosing tables
     cols: list[str] = []
     named: list[VNamed] = []
     kids: list[VNamed] = []
     _view_order(out.body, cols, named, fac, kids)
     views = {c: group.views[c] for c in cols}
-    t = FusionTable(out, [*order, VAL], [*cols, *[k.tensor for k in kids],
-                                         *[n.tensor for n in named], out.tensor], views)
-    t.named = {n.tensor: n for n in named}
-    sizes = {i: n for v in group.views.values() for i, n in zip(v.indices, v.shape)}
     for k in kids:
-        local = tuple(i for i in group.order if i in _own(k.body, group.views, frozenset())
-                      and i not in k.indices)
-        child = FusedOutput(k.tensor, k.indices, local, k.body, None,
-                            tuple(sizes[i] for i in k.indices))
-        t.children[k.tensor] = build_table(group, child, factored)
-    reduced = [i for i in order if i not in out.indices]
+        if k.tensor not in plan:
+            raise AssertionError(f"no factoring plan for {k.tensor}")
+    t = FusionTable(out, [*order, VAL], [], views)
+    t.ext, t.driven = ext, nest.driven if nest is not None else frozenset()
+    t.named = {n.tensor: n for n in named}
+    for k in kids:
+        t.children[k.tensor] = build_table(group, _child_output(group, k), factored,
+                                           plan[k.tensor], memo)
+        if plan[k.tensor] is not None:
+            t.nested[k.tensor] = plan[k.tensor]
+    # operand levels of nested children that this table's joiners merge (their "drivers"),
+    # scanned here down to the last row they are merged at
+    driver_last: dict[str, int] = {}
+    for name, n in t.nested.items():
+        for r in n.driven:
+            if r in ext:
+                continue  # merged by an enclosing table (it holds this table's drivers)
+            for m in _members(t.children[name].drivers[r]):
+                if m not in views:
+                    driver_last[m] = max(driver_last.get(m, -1), order.index(r))
+    for m in driver_last:
+        views[m] = group.views[m]
+    t.columns = [*cols, *driver_last, *[k.tensor for k in kids], *[n.tensor for n in named],
+                 out.tensor]
+    reduced = [i for i in order if i not in out.indices and i not in outer]
     for i in out.indices:
         if not any(i in v.indices for v in views.values()) and not any(
                 i in k.indices for k in kids):
             raise LoweringError(f"output {out.tensor}: index {i} is not an index of any operand, so "
                                 "nothing iterates it")
-    # factored intermediates: coordinates at their rows, value (repeated) after the innermost
+    # factored intermediates: coordinates at their rows, value (repeated) after the innermost;
+    # a nested one's rows but the innermost are merged by this table's joiners (drivers)
     for k in kids:
         ct = t.children[k.tensor]
         k_rows = [r for r in order if r in k.indices]
         last = k_rows[-1]
         for row in order:
             if row in k.indices:
+                if k.tensor in t.nested and row != last:
+                    first = _members(ct.drivers[row])[0]
+                    t.cells[(row, k.tensor)] = Cell(CellKind.REF, (CellRef(first, row),))
+                    continue
                 src = ct.crd_source[row]
                 what = f"{src}[crd]" if src != row else f"<{k.tensor}_{row}>"
                 t.cells[(row, k.tensor)] = Cell(CellKind.CHILD, text=what)
@@ -344,39 +479,54 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
         val_src = ct.reducers[-1].name + "[val]" if ct.reducers else f"<{k.tensor}_val>"
         text = val_src if order[-1] == last else str(CellRef(k.tensor, order[-1]))
         t.cells[(VAL, k.tensor)] = Cell(CellKind.CHILD, text=text)
-    # (1) + (2): scanners, repeats and value loads of the input views, top down
+    # (1) + (2): scanners, repeats and value loads of the input views, top down; levels at rows
+    # an enclosing table iterates are handed down by its joiner (driven cells)
     nref: set[str] = set()
-    for c in cols:
-        v = views[c]
+    for c, v in views.items():
         levels = v.level_indices()
         parent = CellRef(ROOT, "")
         scanned = 0
-        for row in order:
+        stop = driver_last.get(c)
+        for pos, row in enumerate(order):
+            if stop is not None and pos > stop:
+                break
             if row in v.indices:
                 if levels[scanned] != row:
+                    if ext or stop is not None:
+                        raise LoweringError(f"output {out.tensor}: {v} is stored with {levels[scanned]} "
+                                            f"before {row}, but a nested iteration visits "
+                                            f"{'->'.join(order)}")
                     raise AssertionError(f"view {v} is discordant with order {order}")
-                t.cells[(row, c)] = Cell(CellKind.SCAN, (parent,), level=scanned)
+                if row in ext:
+                    t.cells[(row, c)] = Cell(CellKind.DRIVEN, (CellRef(c, row),))
+                else:
+                    t.cells[(row, c)] = Cell(CellKind.SCAN, (parent,), level=scanned)
                 scanned += 1
             else:
                 t.cells[(row, c)] = Cell(CellKind.REPEAT, (parent, CellRef("?", row)))
             parent = CellRef(c, row)
-        t.cells[(VAL, c)] = Cell(CellKind.LOAD, (parent,))
+        if stop is None:
+            t.cells[(VAL, c)] = Cell(CellKind.LOAD, (parent,))
     # (4) stream merging, and which rows enumerate their whole dimension
     for row in order:
-        tree = _join_tree(out.body, row, views, set(), fac)
-        lead_kid = next((k.tensor for k in kids if row in k.indices and row != [
-            r for r in order if r in k.indices][-1]), None)
-        if isinstance(tree, Join) and lead_kid is not None:
-            tree = lead_kid  # every member enumerates the dimension: the intermediate drives it
-        if isinstance(tree, Join):
-            t.joins[row] = tree
+        if row in ext:
+            tree = None  # an enclosing table merges this row
+        else:
+            tree = _subst_drivers(_join_tree(out.body, row, views, set(), fac), row, t)
+            lead_kid = next((k.tensor for k in kids if k.tensor not in t.nested
+                             and row in k.indices
+                             and row != [r for r in order if r in k.indices][-1]), None)
+            if isinstance(tree, Join) and lead_kid is not None:
+                tree = lead_kid  # every member enumerates the dimension: the intermediate drives it
+            if isinstance(tree, Join):
+                t.joins[row] = tree
         t.full[row] = _full(tree, row, views, nref, t.children)
         # a term lacking ``row`` added to terms that have it: those terms must enumerate the
         # whole dimension (locally: an enclosing product may still intersect them with a
         # compressed operand, e.g. a fused ``A·relu(B·X + b)``, as the product is 0 elsewhere)
         lacking = [d for d, other in _lacking_in_sum(out.body, row, views, fac)
-                   if not _full(_join_tree(other, row, views, set(), fac), row, views, nref,
-                                t.children)]
+                   if not _full(_join_tree(other, row, group.views, set(), fac), row, group.views,
+                                nref, t.children)]
         if lacking:
             raise LoweringError(
                 f"output {out.tensor}: {lacking[0]} lacks index {row} but is added to operands "
@@ -386,26 +536,41 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
         if isinstance(tree, Join) and tree.kind is JoinKind.UNION or (
                 isinstance(tree, Join) and any(isinstance(k, Join) for k in tree.children)):
             nref.update(m for m in tree.members() if not _leaf_full(m, row, views, nref, t.children))
+    # the operand levels an enclosing joiner merges for this (nested) table.  Every reference
+    # it hands down must be a real one (never N: the pipeline here would scan an empty fibre
+    # where it assumes a full one), so operands added at ``r`` must all be dense there
+    for r in sorted(t.driven, key=order.index):
+        tree = _subst_drivers(_join_tree(out.body, r, group.views, set(), fac), r, t)
+        why = _driver_problem(tree, r, group.views)
+        if why is not None:
+            raise LoweringError(f"output {out.tensor} cannot be nested under the iteration over "
+                                f"{r}: {why}")
+        assert tree is not None
+        t.drivers[r] = tree
+        t.driven_full[r] = _full(tree, r, group.views, set())
     # resolve the repeat cells' "row crd" references to the row's source column
     for (row, c), cell in list(t.cells.items()):
         if cell.kind is CellKind.REPEAT:
-            t.cells[(row, c)] = Cell(CellKind.REPEAT, (cell.args[0], CellRef(t.row_source(row), row)))
+            t.cells[(row, c)] = Cell(CellKind.REPEAT, (cell.args[0], _row_ref(t, row)))
     # intermediate columns: references to the row coordinates, compute cell in val
     for n in named:
         for row in order:
             if row in n.indices:
-                t.cells[(row, n.tensor)] = Cell(CellKind.REF, (CellRef(t.row_source(row), row),))
+                t.cells[(row, n.tensor)] = Cell(CellKind.REF, (_row_ref(t, row),))
         t.cells[(VAL, n.tensor)] = Cell(CellKind.COMPUTE, text=t.compute_text(n.body))
     # (3) reductions, inner to outer; output coordinate cells.  Red0 (reduce the innermost
     # fiber) is only correct when no row above it can have an empty fiber: a bare stop from an
     # empty outer fiber looks like the end of an empty inner fiber.  Otherwise the trailing
     # reductions are keyed by the innermost output coordinate (held down to the reduced rows)
     # and folded by Red1 accumulators, which read the outer stream and so tell the two apart.
+    # Rows iterated only for enclosing tables (``outer``) are neither output nor reduced rows:
+    # their stops just nest the streams one level deeper.
+    rorder = [r for r in order if r not in outer]
     inner: str | None = None
     closed = False
-    trailing = [r for r in order if r in reduced and not any(
-        i in out.indices for i in order[order.index(r) + 1:])]
-    last_out = next((i for i in reversed(order) if i in out.indices), None)
+    trailing = [r for r in rorder if r in reduced and not any(
+        i in out.indices for i in rorder[rorder.index(r) + 1:])]
+    last_out = next((i for i in reversed(rorder) if i in out.indices), None)
     safe = all(t.full[r] for r in order[:order.index(trailing[-1])]) if trailing else True
     if trailing and not safe and last_out is not None:
         t.hold = [last_out, *trailing]
@@ -414,7 +579,7 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
             t.reducers.append(Reducer(1, trailing[len(trailing) - 1 - k], last_out, outer=o_row))
         t.crd_source[last_out] = t.reducers[-1].name
         inner = last_out
-        for r in reversed(order[:order.index(last_out)]):
+        for r in reversed(rorder[:rorder.index(last_out)]):
             if r in out.indices:
                 closed = True
                 t.crd_source[r] = r
@@ -426,7 +591,7 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
                 t.reducers.append(red)
                 t.crd_source[inner] = red.name
     else:
-        for row in reversed(order):
+        for row in reversed(rorder):
             if row in out.indices:
                 if inner is None:
                     inner = row
@@ -443,13 +608,12 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
                 red = Reducer(1, row, inner)
                 t.reducers.append(red)
                 t.crd_source[inner] = red.name
-    for row in order:
+    for row in rorder:
         if row in out.indices:
             src = t.crd_source[row]
-            text = f"{src}[crd]" if src.startswith("Red") else str(CellRef(t.row_source(row), row))
+            text = f"{src}[crd]" if src.startswith("Red") else str(_row_ref(t, row))
             t.cells[(row, out.tensor)] = Cell(CellKind.REF if not src.startswith("Red") else
-                                             CellKind.REDUCE, (CellRef(t.row_source(row), row),),
-                                             text=text)
+                                             CellKind.REDUCE, (_row_ref(t, row),), text=text)
         else:
             red = next(r for r in t.reducers if r.row == row or r.outer == row)
             t.cells[(row, out.tensor)] = Cell(CellKind.REDUCE, text=red.name)
@@ -458,6 +622,35 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False) -> Fusio
                                       text=val_text)
     t.out_fmt = _output_format(t, order)
     return t
+
+
+def _row_ref(t: FusionTable, row: str) -> CellRef:
+    """The coordinate stream of ``row``: its source column, or the enclosing table's."""
+    return CellRef(OUTER, row) if row in t.ext else CellRef(t.row_source(row), row)
+
+
+def _members(tree: str | Join) -> list[str]:
+    return tree.members() if isinstance(tree, Join) else [tree]
+
+
+def _joins_in(tree: str | Join) -> list[Join]:
+    if not isinstance(tree, Join):
+        return []
+    return [tree, *(j for c in tree.children for j in _joins_in(c))]
+
+
+def _subst_drivers(tree: str | Join | None, row: str, t: FusionTable) -> str | Join | None:
+    """``tree`` with every nested child driven at ``row`` replaced by its drivers there."""
+    return _subst(tree, {name: t.children[name].drivers[row] for name, n in t.nested.items()
+                         if row in n.driven})
+
+
+def _child_output(group: Group, k: VNamed) -> FusedOutput:
+    """The output a factored intermediate's own table computes."""
+    sizes = {i: n for v in group.views.values() for i, n in zip(v.indices, v.shape)}
+    local = tuple(i for i in group.order if i in _own(k.body, group.views, frozenset())
+                  and i not in k.indices)
+    return FusedOutput(k.tensor, k.indices, local, k.body, None, tuple(sizes[i] for i in k.indices))
 
 
 def _views_under(e: VExpr) -> list[str]:
@@ -520,43 +713,139 @@ def _candidates(e: VExpr, fac: frozenset[str]) -> list[VNamed]:
     return []
 
 
-def _choose_factored(body: VExpr, group: Group) -> frozenset[str]:
-    """Intermediates of this node that get their own pipeline (factored iteration).
+def _choose_factored(body: VExpr, group: Group, ext: tuple[str, ...] = (),
+                     memo: dict | None = None
+                     ) -> tuple[frozenset[str], dict[str, Nest | None],
+                                tuple[frozenset[str], dict[str, Nest | None]] | None]:
+    """Intermediates of this node that get their own pipeline (factored iteration), for each
+    direct one how it is iterated (None: leading, else its :class:`Nest`), and the choice
+    without recomputation under outer rows if that was needed (None otherwise).
 
     An intermediate with a reduction is factored when its output indices are the first levels
     of the consumer's order and, except at its innermost index, no other operand of the
     consumer has them: its coordinate streams then drive those levels directly and only its
-    innermost level (coordinates plus values) is merged with other operands.  Otherwise it is
-    inlined into the consumer's iteration space."""
+    innermost level (coordinates plus values) is merged with other operands.  Inside a nested
+    table (``ext``: rows an enclosing table iterates) intermediates are nested in turn.  Where
+    an intermediate would otherwise be inlined with its reduction under an addition or a
+    nonlinear function (which needs a region split), it may also be nested under outer rows
+    of the consumer, i.e. recomputed for each of their coordinates (:class:`Nest`).  The others
+    are inlined into the consumer's iteration space."""
     views = group.views
+    memo = {} if memo is None else memo
+    cands = [c for c in _candidates(body, frozenset())
+             if _own(c.body, views, frozenset()) - set(c.indices)]
     fac: set[str] = set()
-    for cand in _candidates(body, frozenset()):
-        local = _own(cand.body, views, frozenset()) - set(cand.indices)
-        if not local:
-            continue
-        trial = frozenset(fac | {cand.tensor})
-        if _factoring_ok(body, group, trial):
-            fac = set(trial)
-    return frozenset(fac)
+    plan: dict[str, Nest | None] = {}
+
+    def grow(recompute: bool) -> None:
+        nonlocal plan
+        for cand in cands:
+            if cand.tensor in fac:
+                continue
+            trial = frozenset(fac | {cand.tensor})
+            p = _plan_kids(body, group, trial, ext, recompute, memo)
+            if p is not None:
+                fac.add(cand.tensor)
+                plan = p
+
+    grow(False)
+    if not _reduced_under_add(body, views, frozenset(fac)):
+        return frozenset(fac), plan, None
+    first = (frozenset(fac), dict(plan))
+    grow(True)
+    return frozenset(fac), plan, (first if first[0] != fac else None)
 
 
-def _factoring_ok(body: VExpr, group: Group, fac: frozenset[str]) -> bool:
-    order = [i for i in group.order if i in _own(body, group.views, fac)]
+def _plan_kids(body: VExpr, group: Group, fac: frozenset[str], ext: tuple[str, ...],
+               recompute: bool, memo: dict) -> dict[str, Nest | None] | None:
+    """How each factored intermediate directly under ``body`` is iterated, or None if one
+    cannot be (then ``fac`` is rejected)."""
+    views = group.views
+    order = [*ext, *(i for i in group.order if i in _own(body, views, fac) and i not in ext)]
     kids = [k for k in _candidates(body, fac) if k.tensor in fac]
+    plan: dict[str, Nest | None] = {}
     for k in kids:
         if any(k.tensor in _inner_names(o.body) for o in kids if o is not k):
-            return False
+            return None
         lead = order[: len(k.indices)]
-        if sorted(lead) != sorted(k.indices):
-            return False
-        for row in lead[:-1]:
-            if _count_having(body, row, group.views, fac) > 1 and not _all_full_at(
-                    body, row, group, fac, k):
-                return False
-    return True
+        if not ext and sorted(lead) == sorted(k.indices) and all(
+                _count_having(body, row, views, fac) <= 1
+                or _all_full_at(body, row, group, fac, k, memo) for row in lead[:-1]):
+            plan[k.tensor] = None
+            continue
+        nest = _nest_for(body, group, fac, k, order, ext, recompute, memo)
+        if nest is None:
+            return None
+        plan[k.tensor] = nest
+    # the consumer's joiners at the rows it drives nested intermediates at
+    nested = {k.tensor: k for k in kids if plan[k.tensor] is not None}
+    rows = {r for name in nested for r in plan[name].driven if r not in ext}  # type: ignore[union-attr]
+    for r in rows:
+        tree = _join_tree(body, r, views, set(), fac)
+        drivers = {name: build_table(group, _child_output(group, k), True, plan[name], memo).drivers[r]
+                   for name, k in nested.items() if r in plan[name].driven}  # type: ignore[union-attr]
+        if _driver_problem(_subst(tree, drivers), r, views) is not None:
+            return None
+    return plan
 
 
-def _all_full_at(body: VExpr, row: str, group: Group, fac: frozenset[str], kid: VNamed) -> bool:
+def _subst(tree: str | Join | None, drivers: dict[str, str | Join]) -> str | Join | None:
+    """``tree`` with the names in ``drivers`` replaced by their trees (same-kind joins flattened,
+    repeated members merged)."""
+    if tree is None or isinstance(tree, str):
+        return drivers.get(tree, tree) if tree is not None else None
+    parts: list[str | Join] = []
+    for c in tree.children:
+        sub = _subst(c, drivers)
+        assert sub is not None
+        for x in (sub.children if isinstance(sub, Join) and sub.kind is tree.kind else (sub,)):
+            if x not in parts:
+                parts.append(x)
+    return parts[0] if len(parts) == 1 else Join(tree.kind, tuple(parts))
+
+
+def _driver_problem(tree: str | Join | None, row: str, views: dict[str, View]) -> str | None:
+    """Why a joiner at ``row`` cannot hand references down to nested pipelines, or None.  Each
+    reference must be a real one (a pipeline scanning on from an N would see an empty fibre
+    where it may assume a full one), so a union must only merge views dense at ``row``, and
+    every member must be a view (a factored intermediate there is not scanned)."""
+    if tree is None:
+        return f"nothing iterates {row}"
+    for m in _members(tree):
+        if m not in views:
+            return f"{m} has {row} as an outer index"
+    for j in _joins_in(tree):
+        if j.kind is JoinKind.UNION and not all(
+                isinstance(c, str) and _leaf_full(c, row, views, set()) for c in j.children):
+            return (f"operands added at {row} ({j.render(row)}) do not all enumerate it, so "
+                    "some references would be N")
+    return None
+
+
+def _nest_for(body: VExpr, group: Group, fac: frozenset[str], k: VNamed, order: list[str],
+              ext: tuple[str, ...], recompute: bool, memo: dict) -> Nest | None:
+    """The :class:`Nest` of intermediate ``k`` under the consumer ``body`` iterated in
+    ``order``, or None.  ``recompute``: it may be nested under rows of the consumer itself (not
+    only under rows an enclosing table iterates), i.e. recomputed for each of their
+    coordinates."""
+    k_rows = [r for r in order if r in k.indices]
+    pre = order[:order.index(k_rows[-1])]
+    driven = [r for r in pre if r in k.indices]
+    new_outer = [r for r in pre if r not in k.indices and r not in ext]
+    if not recompute and (new_outer or not set(pre) & set(ext)):
+        # only where the intermediate would otherwise be inlined under an addition (a region
+        # split); leading rows are normally iterated by the intermediate itself
+        return None
+    nest = Nest(tuple(pre), frozenset(driven))
+    try:
+        build_table(group, _child_output(group, k), True, nest, memo)
+    except LoweringError:
+        return None
+    return nest
+
+
+def _all_full_at(body: VExpr, row: str, group: Group, fac: frozenset[str], kid: VNamed,
+                 memo: dict | None = None) -> bool:
     """Whether every operand having ``row`` enumerates the whole dimension there, so the factored
     intermediate ``kid`` can drive the row without a merge: the other operands are views with
     dense levels down to ``row`` and ``kid``'s coordinates for ``row`` are full."""
@@ -568,11 +857,10 @@ def _all_full_at(body: VExpr, row: str, group: Group, fac: frozenset[str], kid: 
         levels = v.level_indices()
         if any(f is not Format.DENSE for f in v.fmt.levels[: levels.index(row) + 1]):
             return False
-    sizes = {i: n for v in group.views.values() for i, n in zip(v.indices, v.shape)}
-    local = tuple(i for i in group.order if i in _own(kid.body, group.views, frozenset())
-                  and i not in kid.indices)
-    ct = build_table(group, FusedOutput(kid.tensor, kid.indices, local, kid.body, None,
-                                        tuple(sizes[i] for i in kid.indices)), factored=True)
+    try:
+        ct = build_table(group, _child_output(group, kid), factored=True, memo=memo)
+    except LoweringError:
+        return False
     return ct.crd_source[row] == row and ct.full[row]
 
 
@@ -627,6 +915,8 @@ def _leaf_full(view: str, row: str, views: dict[str, View], nref: set[str],
                children: dict[str, FusionTable] | None = None) -> bool:
     if children and view in children:
         ct = children[view]
+        if row in ct.driven:  # nested: its coordinates there are the enclosing joiner's
+            return ct.driven_full[row]
         return ct.crd_source[row] == row and ct.full[row]
     v = views[view]
     level = v.level_indices().index(row)

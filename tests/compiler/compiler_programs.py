@@ -102,6 +102,11 @@ def gcn_layer() -> Program:
     return catalog.gcn_layer(8, 5, 4)
 
 
+def gcn_two_layer() -> Program:
+    """Two GCN layers: fully fused, layer 1 is recomputed per row of layer 2 (nested)."""
+    return catalog.gcn_two_layer(8, 5, 4, 3)
+
+
 def graphsage_nbor() -> Program:
     p = Program("graphsage_nbor")
     A = p.tensor("A", (8, 8), "csr")
@@ -231,6 +236,8 @@ SUITE: dict[str, Case] = {
     "nested_matmul": Case(nested_matmul, {"A": 0.3, "B": 0.3, "C": 0.4}),
     "nested_matmul_cm": Case(nested_matmul_cm, {"A": 0.3, "B": 0.3, "C": 1.0}),
     "gcn_layer": Case(gcn_layer, {"A": 0.3, "X": 1.0, "W": 1.0, "b": 1.0}),
+    "gcn_two_layer": Case(gcn_two_layer, {"A": 0.3, "X": 0.5, "W1": 1.0, "b1": 1.0, "W2": 1.0,
+                                          "b2": 1.0}),
     "graphsage_nbor": Case(graphsage_nbor, {"A": 0.3, "X": 0.5, "Omega": 1.0}),
     "permuted_view": Case(permuted_view, {"A": 0.3}),
     "two_outputs": Case(two_outputs, {"A": 0.3, "X": 1.0, "W1": 1.0, "W2": 1.0}),
