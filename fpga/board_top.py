@@ -44,6 +44,7 @@ def config_to_json(cfg: HwConfig) -> dict[str, Any]:
         "fifo_depth": cfg.fifo_depth,
         "max_nnz": [[t, n] for t, n in cfg.max_nnz],
         "numerics": None if cfg.numerics is None else str(cfg.numerics),
+        "ram_fifo_depth": cfg.ram_fifo_depth,
     }
 
 
@@ -55,6 +56,7 @@ def config_from_json(d: dict[str, Any]) -> HwConfig:
         fifo_depth=d["fifo_depth"],
         max_nnz=tuple((str(t), int(n)) for t, n in d["max_nnz"]),
         numerics=None if num is None else Numerics.parse(num),
+        ram_fifo_depth=d.get("ram_fifo_depth"),
     )
 
 

@@ -12,7 +12,11 @@ import json
 
 from .cli import UserError
 
-__all__ = ["add_parser", "run"]
+__all__ = ["RAM_FIFO_DEPTH", "add_parser", "run"]
+
+# FIFOs at least this deep go to block RAM by default, per FPGA family: the iCE40 has no
+# distributed RAM, so a deep FIFO would otherwise be flip-flops and multiplexers
+RAM_FIFO_DEPTH = {"ice40": 16}
 
 
 def add_parser(subparsers) -> None:
@@ -48,6 +52,13 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--json", action="store_true", help="print the report as JSON instead of a table"
     )
+    p.add_argument(
+        "--ram-fifo-depth",
+        type=int,
+        metavar="N",
+        help="build output FIFOs of N or more slots in block RAM (same timing); default: "
+        f"{RAM_FIFO_DEPTH['ice40']} on iCE40 (no distributed RAM there), never on ECP5; 0: never",
+    )
     add_model_args(p, build=True)
 
 
@@ -69,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         graph = graph_from_args(args)
     cfg = config_from_args(args, graph)
+    ram = args.ram_fifo_depth if args.ram_fifo_depth is not None else RAM_FIFO_DEPTH.get(board.family)
+    if ram is not None and ram < 0:
+        raise UserError(f"--ram-fifo-depth {ram}: must be 0 (never) or at least 2")
+    from dataclasses import replace as _replace
+
+    cfg = _replace(cfg, ram_fifo_depth=max(ram, 2) if ram else None)
     numerics = args.numerics or ("q16.16" if args.model is not None else None)
     if numerics is not None:
         from dataclasses import replace

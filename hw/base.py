@@ -13,6 +13,8 @@ from amaranth.hdl import Module, Value
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .fifo import RamFIFO
+
 __all__ = ["MemRead", "MemWrite", "StreamPrimitive", "bits_for"]
 
 
@@ -32,7 +34,11 @@ def MemRead(addr_width: int, data_width: int) -> wiring.Signature:
 
 
 class StreamPrimitive(wiring.Component):
-    """Ports from ``ins``/``outs`` (name -> data width); ``depths`` sets each output FIFO."""
+    """Ports from ``ins``/``outs`` (name -> data width); ``depths`` sets each output FIFO.
+    Output FIFOs at least ``ram_fifo_depth`` deep (``HwConfig.ram_fifo_depth``) are
+    :class:`hw.fifo.RamFIFO`\ s in block RAM with the same timing."""
+
+    ram_fifo_depth: int | None = None
 
     def __init__(self, ins: dict[str, int], outs: dict[str, int], depths: dict[str, int] | None = None,
                  extra: dict | None = None) -> None:
@@ -50,9 +56,10 @@ class StreamPrimitive(wiring.Component):
     # -- used by subclasses inside logic() --------------------------------------------------
     def elaborate(self, platform) -> Module:
         m = Module()
-        self._fifos: dict[str, fifo.SyncFIFO] = {}
+        self._fifos: dict[str, fifo.SyncFIFO | RamFIFO] = {}
         for n, w in self.out_widths.items():
-            f = fifo.SyncFIFO(width=w + 1, depth=self.depths[n])
+            deep = self.ram_fifo_depth is not None and self.depths[n] >= max(self.ram_fifo_depth, 2)
+            f = (RamFIFO if deep else fifo.SyncFIFO)(width=w + 1, depth=self.depths[n])
             m.submodules[f"fifo_{n}"] = f
             port = getattr(self, f"o_{n}")
             m.d.comb += [port.payload.eq(f.r_data), port.valid.eq(f.r_rdy), f.r_en.eq(port.ready)]

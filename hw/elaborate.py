@@ -53,6 +53,8 @@ class HwConfig:
     fifo_depth: int | None = None  # None: the graph's default
     max_nnz: tuple[tuple[str, int], ...] = ()  # per-tensor capacity (stored values); default dense size
     numerics: Numerics | None = None  # value arithmetic (fuseflow.numerics); None: int<vw>
+    # output FIFOs at least this deep are hw.fifo.RamFIFO (block RAM, same timing); None: never
+    ram_fifo_depth: int | None = None
 
     def __post_init__(self) -> None:
         num = self.numerics
@@ -329,6 +331,7 @@ class GraphTop(wiring.Component):
             node = graph.nodes[name]
             depths = {p: out_depths.get(name, {}).get(p, depth_default) for p in node.outputs()}
             comp, mems = make_primitive(node.kind, _node_hw_params(graph, node, self.caps), cfg, depths)
+            comp.ram_fifo_depth = cfg.ram_fifo_depth
             self.components[name] = comp
             self.core.subs[f"n_{name}"] = comp
             if node.kind in (NodeKind.WRITE, NodeKind.VALS_WRITE):

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..samml import Graph
 from ..tensor import TensorData
-from .catalog import gcn_layer, gcn_relu, nested_matmul
+from .catalog import gcn_layer, gcn_relu, gcn_two_layer, nested_matmul
 from .codegen import CompiledProgram, compile_program
 from .fusion import Fusion
 from .program import Program, einsum
@@ -88,6 +88,18 @@ def _gcn_data(seed: int) -> dict[str, np.ndarray]:
             "W": rng.integers(-3, 4, (6, 4)), "b": rng.integers(-6, 7, 4)}
 
 
+_gcn2 = partial(gcn_two_layer, 10, 5, 4, 3)
+
+
+def _gcn2_data(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = _sparse(rng, (10, 10), 0.3)
+    a[3] = 0  # a node without neighbours: layer 2 sees relu(b1) recomputed nowhere for it
+    return {"A": a, "X": _sparse(rng, (10, 5), 0.5), "W1": rng.integers(-3, 4, (4, 5)),
+            "b1": rng.integers(-6, 7, 4), "W2": rng.integers(-3, 4, (3, 4)),
+            "b2": rng.integers(-6, 7, 3)}
+
+
 def _mul3() -> Program:
     p = Program("mul3")
     A = p.tensor("A", (6, 6, 6), "ccc")
@@ -106,6 +118,7 @@ PROGRAMS: dict[str, SuiteProgram] = {
     "nested_matmul": SuiteProgram(_nested, _nested_data, ("full", "unfused", "full_global")),
     "gcn_layer": SuiteProgram(_gcn, _gcn_data, ("full", "partial", "unfused")),
     "gcn_relu": SuiteProgram(_gcn_relu, _gcn_data, ("full",)),
+    "gcn_two_layer": SuiteProgram(_gcn2, _gcn2_data, ("full",)),
     "mul3": SuiteProgram(_mul3, _mul3_data, ("full",)),
 }
 SEEDS = (1, 2)

@@ -1,5 +1,5 @@
 """Compiled graphs in RTL (Verilator via cocotb): every output array (seg, crd, vals) equals
-sw_sim's bit for bit and the RTL cycle count equals sw_sim's.  One build per graph (3 builds,
+sw_sim's bit for bit and the RTL cycle count equals sw_sim's.  One build per graph and config (5 builds,
 ~75-110 s each on a loaded 2-core machine, cached afterwards): factored nested matmul, the
 one-graph factored GCN layer relu(A·X·W + b), and a 3-D product whose compressed levels need
 coordinate droppers and skip_empty writers."""
@@ -12,6 +12,7 @@ import pytest
 from fuseflow.compiler.suite import SEEDS, compiled, graph_case
 from fuseflow.samml import AluOp, NodeKind, StreamKind
 from fuseflow.tensor import TensorData
+from hw import HwConfig
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
 
@@ -29,10 +30,10 @@ def assert_same(name: str, rtl: TensorData, sw: TensorData) -> None:
     np.testing.assert_array_equal(rtl.vals, sw.vals, err_msg=f"{name} vals")
 
 
-def run_both(program: str, mode: str = "full", graph: int = 0):
+def run_both(program: str, mode: str = "full", graph: int = 0, cfg: HwConfig | None = None):
     cases = [graph_case(program, mode, graph, s) for s in SEEDS]
     g = cases[0][0]
-    rtl = run_graph_batch(g, [d for _, d, _ in cases])
+    rtl = run_graph_batch(g, [d for _, d, _ in cases], cfg=cfg or HwConfig())
     for (_, data, expected), r in zip(cases, rtl):
         sw = run_graph(g, data)
         assert set(r.outputs) == set(sw.outputs)
@@ -58,6 +59,21 @@ def test_factored_gcn_layer_one_graph() -> None:
                for n in g.nodes.values())
     assert any(n.kind is NodeKind.UNION and n.param("val_refs") for n in g.nodes.values())
     assert any(n.kind is NodeKind.ALU and n.param("op") is AluOp.RELU for n in g.nodes.values())
+
+
+def test_nested_two_layer_gcn_one_graph() -> None:
+    """Full fusion of two GCN layers: layer 1 recomputed under layer 2's rows, in one graph."""
+    assert len(compiled("gcn_two_layer", "full").graphs) == 1
+    assert compiled("gcn_two_layer", "full").groups[0].recomputed
+    run_both("gcn_two_layer")
+
+
+def test_block_ram_fifos_keep_the_timing() -> None:
+    """Every output FIFO of 3 or more slots as a RamFIFO (synchronous-read block RAM, as the
+    iCE40 flow builds deep FIFOs): same outputs and the same cycle count as sw_sim."""
+    g = compiled("gcn_relu", "full").graphs[0]
+    assert max(g.depth(e) for e in g.edges) >= 8  # size_fifos gave it deep FIFOs
+    run_both("gcn_relu", cfg=HwConfig(ram_fifo_depth=3))
 
 
 def test_crd_drop_and_skip_empty_writers() -> None:

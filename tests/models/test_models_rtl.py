@@ -25,3 +25,43 @@ def test_model_piece_rtl_equals_sw_sim(name):
     assert rtl.cycles == sw.cycles
     [t] = sw.outputs
     assert np.array_equal(sw.outputs[t].to_dense(), expected)
+
+
+def test_gcn_two_layers_fixed_point_rtl_equals_sw_sim_and_pytorch():
+    """The whole 2-layer GCN (KarateClub, partial fusion: one graph per layer) in RTL with
+    Q16.16 values and the model's float weights: every graph's outputs bit-exact with sw_sim in
+    Q16.16, equal cycles, and the dequantised result within the fixed-point bound of PyTorch."""
+    pytest.importorskip("torch", reason="the model zoo needs PyTorch")
+    import warnings
+
+    from fuseflow.compiler import graph_runs
+    from fuseflow.models.cli import FIXED_ATOL
+    from fuseflow.models.frontend import trace
+    from fuseflow.models.plan import CompilerStep, _input_format, compile_model
+    from fuseflow.models.zoo import make_case
+    from fuseflow.numerics import Numerics
+    from fuseflow.tensor import TensorData
+    from hw import HwConfig
+
+    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+    num = Numerics.parse("q16.16")
+    case = make_case("gcn", "karate", hidden=8, classes=4)
+    ir = trace(case.module, case.inputs, case.formats, name="gcn")
+    cm = compile_model(ir, "partial")
+    [step] = cm.steps
+    assert isinstance(step, CompilerStep) and len(step.graphs) == 2
+    data = {n.name: TensorData.from_dense(num.quantize(np.asarray(ir.data[n.name], dtype=np.float64)),
+                                       _input_format(ir, n))
+            for n in ir.nodes if n.name in step.inputs}
+    last = None
+    for g, inputs, sw in graph_runs(step.compiled, data, numerics=num):
+        [rtl] = run_graph_batch(g, [inputs], cfg=HwConfig.for_numerics(num))
+        for t, out in sw.outputs.items():
+            assert np.array_equal(rtl.outputs[t].vals, out.vals), (g.name, t)
+            assert np.array_equal(rtl.outputs[t].to_dense(), out.to_dense()), (g.name, t)
+        assert rtl.cycles == sw.cycles, g.name
+        last = rtl.outputs
+    [out] = ir.outputs
+    got = np.asarray(num.dequantize(last[out].to_dense()), dtype=np.float64)
+    ref = case.reference()
+    assert np.max(np.abs(got - ref)) <= FIXED_ATOL * max(1.0, np.max(np.abs(ref)))

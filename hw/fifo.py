@@ -1,0 +1,80 @@
+"""A FIFO in synchronous-read (block) RAM with exactly the port timing of Amaranth's ``SyncFIFO``.
+
+The channel FIFOs of the timing contract are ``SyncFIFO``\\ s: storage read asynchronously, so
+a word written in cycle ``t`` is at ``r_data`` with ``r_rdy`` in ``t + 1``; ``w_rdy`` is
+``level != depth`` and ``r_rdy`` is ``level != 0``.  Asynchronous reads need distributed RAM or
+flip-flops, and the iCE40 has no distributed RAM: the deep FIFOs that ``size_fifos`` gives to
+reconvergent paths become thousands of flip-flops there.
+
+:class:`RamFIFO` keeps the words in a memory with a *synchronous* read port (block RAM) and the
+same cycle behaviour, so the cycle model (sw_sim) does not change:
+
+* the read address is the head pointer as it will be next cycle (advanced when this cycle
+  pops), so the RAM's registered output is the head entry in every cycle;
+* a RAM read in the cycle its address is written returns the old word, so a word written into
+  the slot that becomes the head is also kept in a bypass register, and ``r_data`` selects it.
+
+``tests/test_ram_fifo.py`` checks the equivalence with ``SyncFIFO`` cycle by cycle on random
+traffic.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.lib import memory
+
+__all__ = ["RamFIFO"]
+
+
+class RamFIFO(Elaboratable):
+    """``SyncFIFO``-compatible ports: ``w_data``, ``w_en``, ``w_rdy``, ``r_data``, ``r_en``,
+    ``r_rdy``, ``level``."""
+
+    def __init__(self, *, width: int, depth: int) -> None:
+        if depth < 2:
+            raise ValueError(f"RamFIFO depth {depth}: use at least 2 (smaller FIFOs are registers)")
+        self.width, self.depth = width, depth
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.w_rdy = Signal()
+        self.r_data = Signal(width)
+        self.r_en = Signal()
+        self.r_rdy = Signal()
+        self.level = Signal(range(depth + 1))
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        d = self.depth
+        storage = m.submodules.storage = memory.Memory(shape=self.width, depth=d, init=[])
+        wp = storage.write_port()
+        rp = storage.read_port(domain="sync")  # registered read: block RAM
+        produce = Signal(range(d))
+        consume = Signal(range(d))
+        head_next = Signal(range(d))
+        do_read, do_write = Signal(), Signal()
+        bypass, use_bypass = Signal(self.width), Signal()
+        m.d.comb += [
+            self.w_rdy.eq(self.level != d),
+            self.r_rdy.eq(self.level != 0),
+            do_read.eq(self.r_rdy & self.r_en),
+            do_write.eq(self.w_rdy & self.w_en),
+            wp.addr.eq(produce),
+            wp.data.eq(self.w_data),
+            wp.en.eq(do_write),
+            head_next.eq(Mux(do_read, Mux(consume == d - 1, 0, consume + 1), consume)),
+            rp.addr.eq(head_next),
+            rp.en.eq(1),
+            self.r_data.eq(Mux(use_bypass, bypass, rp.data)),
+        ]
+        m.d.sync += [
+            consume.eq(head_next),
+            use_bypass.eq(do_write & (produce == head_next)),
+            bypass.eq(self.w_data),
+        ]
+        with m.If(do_write):
+            m.d.sync += produce.eq(Mux(produce == d - 1, 0, produce + 1))
+        with m.If(do_write & ~do_read):
+            m.d.sync += self.level.eq(self.level + 1)
+        with m.If(do_read & ~do_write):
+            m.d.sync += self.level.eq(self.level - 1)
+        return m
