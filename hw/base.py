@@ -2,7 +2,7 @@
 
 Every primitive is a ``wiring.Component``.  Input ports are ``i_<port>``, output ports are
 ``o_<port>``, both ``amaranth.lib.stream`` interfaces carrying SAMML words.  Each output is the
-read side of a ``SyncFIFO`` inside the primitive, so an output's ``valid`` and ``payload`` come
+read side of a FIFO with ``SyncFIFO`` timing inside the primitive (:mod:`hw.fifo`), so an output's ``valid`` and ``payload`` come
 from registers (never from ``ready``) and stay stable until taken — the channel FIFO of the
 timing contract.  A primitive's input ``ready`` is its decision to pop this cycle.
 """
@@ -13,7 +13,7 @@ from amaranth.hdl import Module, Value
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .fifo import RamFIFO
+from .fifo import RamFIFO, RegFIFO2
 
 __all__ = ["MemRead", "MemWrite", "StreamPrimitive", "bits_for"]
 
@@ -36,7 +36,8 @@ def MemRead(addr_width: int, data_width: int) -> wiring.Signature:
 class StreamPrimitive(wiring.Component):
     """Ports from ``ins``/``outs`` (name -> data width); ``depths`` sets each output FIFO.
     Output FIFOs at least ``ram_fifo_depth`` deep (``HwConfig.ram_fifo_depth``) are
-    :class:`hw.fifo.RamFIFO`\ s in block RAM with the same timing."""
+    :class:`hw.fifo.RamFIFO` (block RAM), two-slot ones :class:`hw.fifo.RegFIFO2` (head
+    register), the others ``SyncFIFO``; all three have the same port timing."""
 
     ram_fifo_depth: int | None = None
 
@@ -56,10 +57,15 @@ class StreamPrimitive(wiring.Component):
     # -- used by subclasses inside logic() --------------------------------------------------
     def elaborate(self, platform) -> Module:
         m = Module()
-        self._fifos: dict[str, fifo.SyncFIFO | RamFIFO] = {}
+        self._fifos: dict[str, fifo.SyncFIFO | RamFIFO | RegFIFO2] = {}
         for n, w in self.out_widths.items():
-            deep = self.ram_fifo_depth is not None and self.depths[n] >= max(self.ram_fifo_depth, 2)
-            f = (RamFIFO if deep else fifo.SyncFIFO)(width=w + 1, depth=self.depths[n])
+            d = self.depths[n]
+            if self.ram_fifo_depth is not None and d >= max(self.ram_fifo_depth, 2):
+                f = RamFIFO(width=w + 1, depth=d)
+            elif d == 2:
+                f = RegFIFO2(width=w + 1)
+            else:
+                f = fifo.SyncFIFO(width=w + 1, depth=d)
             m.submodules[f"fifo_{n}"] = f
             port = getattr(self, f"o_{n}")
             m.d.comb += [port.payload.eq(f.r_data), port.valid.eq(f.r_rdy), f.r_en.eq(port.ready)]

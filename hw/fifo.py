@@ -14,8 +14,11 @@ same cycle behaviour, so the cycle model (sw_sim) does not change:
 * a RAM read in the cycle its address is written returns the old word, so a word written into
   the slot that becomes the head is also kept in a bypass register, and ``r_data`` selects it.
 
-``tests/test_ram_fifo.py`` checks the equivalence with ``SyncFIFO`` cycle by cycle on random
-traffic.
+:class:`RegFIFO2` is the two-slot FIFO (the default channel) as two registers with the head
+always in the first, so ``r_data`` comes straight from flip-flops instead of through a RAM read
+multiplexer: the consumer's logic starts at a register on every channel.
+
+``tests/test_ram_fifo.py`` checks both against ``SyncFIFO`` cycle by cycle on random traffic.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 from amaranth.hdl import Elaboratable, Module, Mux, Signal
 from amaranth.lib import memory
 
-__all__ = ["RamFIFO"]
+__all__ = ["RamFIFO", "RegFIFO2"]
 
 
 class RamFIFO(Elaboratable):
@@ -73,6 +76,46 @@ class RamFIFO(Elaboratable):
         ]
         with m.If(do_write):
             m.d.sync += produce.eq(Mux(produce == d - 1, 0, produce + 1))
+        with m.If(do_write & ~do_read):
+            m.d.sync += self.level.eq(self.level + 1)
+        with m.If(do_read & ~do_write):
+            m.d.sync += self.level.eq(self.level - 1)
+        return m
+
+
+class RegFIFO2(Elaboratable):
+    """``SyncFIFO(depth=2)``-compatible: head and tail registers; ``r_data`` is the head."""
+
+    def __init__(self, *, width: int, depth: int = 2) -> None:
+        if depth != 2:
+            raise ValueError(f"RegFIFO2 depth {depth}: it has exactly 2 slots")
+        self.width, self.depth = width, 2
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.w_rdy = Signal()
+        self.r_data = Signal(width)
+        self.r_en = Signal()
+        self.r_rdy = Signal()
+        self.level = Signal(range(3))
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        head, tail = Signal(self.width), Signal(self.width)
+        do_read, do_write = Signal(), Signal()
+        m.d.comb += [
+            self.w_rdy.eq(self.level != 2),
+            self.r_rdy.eq(self.level != 0),
+            do_read.eq(self.r_rdy & self.r_en),
+            do_write.eq(self.w_rdy & self.w_en),
+            self.r_data.eq(head),
+        ]
+        with m.If(do_read):
+            # the next head: the tail if there is one, else what is written now
+            m.d.sync += head.eq(Mux(self.level == 2, tail, self.w_data))
+        with m.Elif(do_write & (self.level == 0)):
+            m.d.sync += head.eq(self.w_data)
+        with m.If(do_write & (self.level == 1) & ~do_read):
+            m.d.sync += tail.eq(self.w_data)
         with m.If(do_write & ~do_read):
             m.d.sync += self.level.eq(self.level + 1)
         with m.If(do_read & ~do_write):

@@ -1,4 +1,4 @@
-"""hw.fifo.RamFIFO against Amaranth's SyncFIFO (the channel FIFO of the timing contract): the
+"""hw.fifo.RamFIFO and RegFIFO2 against Amaranth's SyncFIFO (the channel FIFO of the timing contract): the
 same w_rdy, r_rdy and level in every cycle, and the same r_data whenever r_rdy, on random
 traffic (bursts of writes, of reads, both, and back-pressure from either side)."""
 
@@ -11,14 +11,15 @@ from amaranth.hdl import Module
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.sim import Simulator
 
-from hw.fifo import RamFIFO
+from hw.fifo import RamFIFO, RegFIFO2
 
 
-@pytest.mark.parametrize("depth", [2, 3, 5, 16])
-def test_ram_fifo_matches_sync_fifo(depth: int) -> None:
+@pytest.mark.parametrize("cls,depth", [(RamFIFO, 2), (RamFIFO, 3), (RamFIFO, 5), (RamFIFO, 16),
+                                       (RegFIFO2, 2)])
+def test_fifo_matches_sync_fifo(cls, depth: int) -> None:
     m = Module()
     ref = m.submodules.ref = SyncFIFO(width=12, depth=depth)
-    dut = m.submodules.dut = RamFIFO(width=12, depth=depth)
+    dut = m.submodules.dut = cls(width=12, depth=depth)
     rng = random.Random(depth)
     mismatches: list[str] = []
     seen = {"reads": 0, "full": 0}
@@ -35,11 +36,11 @@ def test_ram_fifo_matches_sync_fifo(depth: int) -> None:
             got = {s: (ctx.get(getattr(ref, s)), ctx.get(getattr(dut, s))) for s in ("w_rdy", "r_rdy", "level")}
             for s, (a, b) in got.items():
                 if a != b:
-                    mismatches.append(f"cycle {cycle}: {s} SyncFIFO {a}, RamFIFO {b}")
+                    mismatches.append(f"cycle {cycle}: {s} SyncFIFO {a}, {cls.__name__} {b}")
             if got["r_rdy"][0]:
                 a, b = ctx.get(ref.r_data), ctx.get(dut.r_data)
                 if a != b:
-                    mismatches.append(f"cycle {cycle}: r_data SyncFIFO {a}, RamFIFO {b}")
+                    mismatches.append(f"cycle {cycle}: r_data SyncFIFO {a}, {cls.__name__} {b}")
                 seen["reads"] += r_en
             seen["full"] += not got["w_rdy"][0]
             await ctx.tick()
@@ -56,3 +57,5 @@ def test_ram_fifo_matches_sync_fifo(depth: int) -> None:
 def test_ram_fifo_rejects_depth_1() -> None:
     with pytest.raises(ValueError, match="RamFIFO depth 1"):
         RamFIFO(width=8, depth=1)
+    with pytest.raises(ValueError, match="RegFIFO2 depth 3"):
+        RegFIFO2(width=8, depth=3)
