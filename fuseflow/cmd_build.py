@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cmd_common import add_graph_args, load_graph_job, parse_max_nnz, table
+from .cmd_common import add_graph_args, add_numerics_arg, load_graph_job, parse_max_nnz, table, with_numerics
 
 
 def add_parser(sub) -> None:
@@ -17,6 +17,7 @@ def add_parser(sub) -> None:
     p.add_argument("--max-nnz", action="append", metavar="TENSOR=N",
                    help="capacity (stored values) of a tensor's memories; default: its dense size")
     p.add_argument("--lint", action="store_true", help="also run verilator --lint-only on the result")
+    add_numerics_arg(p)
     from .models.cli import add_model_args
 
     add_model_args(p, build=True)
@@ -34,7 +35,8 @@ def run(args) -> int:
     job = load_graph_job(args)
     if args.cw < 10 or args.vw < 10:
         raise UserError("--cw and --vw must be at least 10 bits (control words use bits 9..0)")
-    cfg = HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth, max_nnz=parse_max_nnz(args.max_nnz))
+    cfg = with_numerics(HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth,
+                                 max_nnz=parse_max_nnz(args.max_nnz)), args.numerics, False)
     out = Path(args.out)
     summary = build_graph(job.graph, out, cfg)
     (out / "graph.dot").write_text(job.graph.to_dot())

@@ -13,7 +13,8 @@ from .kernels import KERNELS, example, random_operands
 from .samml import Graph, GraphError
 from .tensor import TensorData
 
-__all__ = ["GraphJob", "add_graph_args", "load_graph_job", "parse_max_nnz", "table"]
+__all__ = ["GraphJob", "add_graph_args", "add_numerics_arg", "load_graph_job", "parse_max_nnz", "table",
+           "with_numerics"]
 
 
 def add_graph_args(p: argparse.ArgumentParser) -> None:
@@ -83,3 +84,28 @@ def table(rows: list[list], header: list[str]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def add_numerics_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--numerics", help="value arithmetic of the RTL: int (default for graphs and "
+                   "kernels) or a fixed-point format such as q16.16 (default for --model); sets "
+                   "the value width")
+
+
+def with_numerics(cfg, text: str | None, model: bool):
+    """``cfg`` (an ``hw.HwConfig``) with the ``--numerics`` of the command line (Q16.16 for a
+    model-zoo graph when none is given; unchanged for a graph or kernel without one)."""
+    from dataclasses import replace
+
+    from .numerics import Mode, Numerics
+
+    text = text or ("q16.16" if model else None)
+    if text is None:
+        return cfg
+    try:
+        num = Numerics.parse(text)
+    except ValueError as exc:
+        raise UserError(f"--numerics {text}: {exc}") from None
+    if num.mode is Mode.FLOAT:
+        raise UserError(f"--numerics {text}: float is sw_sim only; the RTL needs int or fixed point")
+    return replace(cfg, vw=num.width, numerics=num)

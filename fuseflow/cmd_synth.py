@@ -31,13 +31,11 @@ def add_parser(subparsers) -> None:
     )
     from fuseflow.models.cli import add_model_args
 
+    from .cmd_common import add_numerics_arg
+
     add_graph_args(p)
     add_board_arg(p)
-    p.add_argument(
-        "--numerics",
-        help="value arithmetic of the RTL: int (default for graphs and kernels) or a fixed-point "
-        "format such as q16.16 (default for --model); sets the value width",
-    )
+    add_numerics_arg(p)
     p.add_argument("-o", "--outdir", required=True, metavar="BUILDDIR", help="build directory")
     p.add_argument(
         "--clock-mhz",
@@ -67,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from fpga.synth import SynthError, synthesize
     from hw.elaborate import GraphTop
 
+    from .cmd_common import with_numerics
+
     board = board_from_args(args)
     if args.model is not None:
         if args.graph is not None or args.kernel is not None:
@@ -86,19 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace as _replace
 
     cfg = _replace(cfg, ram_fifo_depth=max(ram, 2) if ram else None)
-    numerics = args.numerics or ("q16.16" if args.model is not None else None)
-    if numerics is not None:
-        from dataclasses import replace
-
-        from fuseflow.numerics import Mode, Numerics
-
-        try:
-            num = Numerics.parse(numerics)
-        except ValueError as exc:
-            raise UserError(f"--numerics {numerics}: {exc}") from None
-        if num.mode is Mode.FLOAT:
-            raise UserError(f"--numerics {numerics}: float is sw_sim only; use int or a fixed-point format")
-        cfg = replace(cfg, vw=num.width, numerics=num)
+    cfg = with_numerics(cfg, args.numerics, args.model is not None)
     if args.clock_mhz is not None and args.clock_mhz <= 0:
         raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")
     if args.baud <= 0:

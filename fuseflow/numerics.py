@@ -182,7 +182,8 @@ class Numerics:
                 m, n = t[1:].split(".")
                 return cls.fixed(int(m), int(n))
         except ValueError as exc:
-            raise ValueError(f"numerics {text!r}: {exc}") from None
+            raise ValueError(f"numerics {text!r}: {exc} (expected 'int<width>', 'q<m>.<n>' or "
+                             "'float')") from None
         raise ValueError(f"numerics {text!r}: expected 'int<width>', 'q<m>.<n>' or 'float'")
 
     def __str__(self) -> str:

@@ -111,8 +111,12 @@ def build_model(args: argparse.Namespace) -> int:
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs; building the largest one, "
           f"{g.name!r} ({len(g.nodes)} nodes). The other graphs are not built.")
     out = Path(args.out)
-    cfg = HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth)
+    from fuseflow.cmd_common import with_numerics
+
+    cfg = with_numerics(HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth),
+                        getattr(args, "numerics", None), True)
     summary = build_graph(g, out, cfg)
     (out / "graph.dot").write_text(g.to_dot())
-    print(f"{g.name} -> {out / summary['verilog']} ({summary['verilog_lines']} lines)")
+    print(f"{g.name} -> {out / summary['verilog']} ({summary['verilog_lines']} lines, "
+          f"{cfg.num} values)")
     return 0

@@ -99,6 +99,21 @@ def test_cli_build_model_names_the_graph(tmp_path, capsys) -> None:
     assert main(["build", "--model", "sae", "--fusion", "partial", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "building the largest one" in out and (tmp_path / "fuseflow_top.v").exists()
+    assert "q16.16 values" in out  # model graphs build with fixed-point arithmetic by default
+    import json
+
+    config = json.loads((tmp_path / "summary.json").read_text())["config"]
+    assert config["numerics"] == {"mode": "fixed", "width": 32, "frac": 16}
+
+
+def test_cli_numerics_errors_name_the_option(tmp_path, capsys) -> None:
+    assert main(["build", "--model", "sae", "-o", str(tmp_path), "--numerics", "float"]) != 0
+    assert "--numerics float: float is sw_sim only" in capsys.readouterr().err
+    assert main(["build", "--kernel", "spmv", "--size", "8", "-o", str(tmp_path), "--numerics",
+                 "q1.2.3"]) != 0
+    assert "--numerics q1.2.3" in capsys.readouterr().err
+    assert main(["build", "--kernel", "spmv", "--size", "8", "-o", str(tmp_path), "--numerics",
+                 "q8.8"]) == 0
 
 
 def test_cli_sim_model_exits_non_zero_when_the_check_fails(monkeypatch, capsys) -> None:
