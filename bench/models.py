@@ -55,23 +55,28 @@ def main() -> int:
     ap.add_argument("--cora-features", type=int, default=32)
     ap.add_argument("--cora-hidden", type=int, default=8)
     ap.add_argument("--only", nargs="*", help="subset of: karate cora sae gpt")
+    ap.add_argument("--fusions", nargs="*", default=list(FUSIONS), choices=FUSIONS,
+                    help="fusion configurations to run (default all)")
+    ap.add_argument("--graph-models", nargs="*", default=["gcn", "graphsage"],
+                    choices=["gcn", "graphsage"], help="graph models to run (default both)")
     args = ap.parse_args()
     which = set(args.only or ["karate", "cora", "sae", "gpt"])
     header = ["model / data", "fusion", "graphs", "sw_sim cycles", "speedup", "compile ms", "sim s", "rel err"]
     print(" | ".join(header))
     rows: list[list[str]] = []
     if "karate" in which:
-        for m in ("gcn", "graphsage"):
-            rows += bench_case(f"{m} karate", make_case(m, karate(), hidden=16, classes=4))
+        for m in args.graph_models:
+            rows += bench_case(f"{m} karate", make_case(m, karate(), hidden=16, classes=4), args.fusions)
     if "cora" in which:
         ds = cora_like(args.cora_features)
-        for m in ("gcn", "graphsage"):
+        for m in args.graph_models:
             rows += bench_case(f"{m} cora(f={args.cora_features})",
-                               make_case(m, ds, hidden=args.cora_hidden, classes=7))
+                               make_case(m, ds, hidden=args.cora_hidden, classes=7), args.fusions)
     if "sae" in which:
-        rows += bench_case("sae 256-128-64 x5", make_case("sae", sae_in=256, batch=5))
+        rows += bench_case("sae 256-128-64 x5", make_case("sae", sae_in=256, batch=5), args.fusions)
     if "gpt" in which:
-        rows += bench_case("gpt 2 blk s64 d64 h2", make_case("gpt", seq=64, d=64, heads=2, blocks=2))
+        rows += bench_case("gpt 2 blk s64 d64 h2", make_case("gpt", seq=64, d=64, heads=2, blocks=2),
+                           args.fusions)
     print("\n* the compiler could not lower this fusion for some run; it fell back to a finer one "
           "(see the notes above)\n")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
