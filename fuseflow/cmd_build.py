@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cmd_common import add_graph_args, add_numerics_arg, load_graph_job, parse_max_nnz, table, with_numerics
+from .cmd_common import (
+    add_graph_args,
+    add_numerics_arg,
+    load_graph_job,
+    parse_max_nnz,
+    table,
+    with_numerics,
+)
 
 
 def add_parser(sub) -> None:

@@ -59,6 +59,7 @@ __all__ = [
                      "View",
                      "all_orders",
                      "build_table",
+                     "catalog",
                      "compile_program",
                      "einsum",
                      "exp",
