@@ -27,6 +27,9 @@ from fuseflow.models.plan import FUSIONS, compile_model, run_model
 from fuseflow.models.zoo import make_case
 
 
+MAX_CYCLES: int | None = None  # --max-cycles
+
+
 def bench_case(label: str, case, fusions=FUSIONS) -> list[list[str]]:
     ir = trace(case.module, case.inputs, case.formats, name=case.name)
     with np.errstate(all="ignore"):
@@ -36,7 +39,7 @@ def bench_case(label: str, case, fusions=FUSIONS) -> list[list[str]]:
     for f in fusions:
         cm = compile_model(ir, f)
         t0 = time.perf_counter()
-        res = run_model(cm)
+        res = run_model(cm, max_cycles=MAX_CYCLES)
         wall = time.perf_counter() - t0
         out = res.outputs[ir.outputs[0]]
         err = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
@@ -59,7 +62,10 @@ def main() -> int:
                     help="fusion configurations to run (default all)")
     ap.add_argument("--graph-models", nargs="*", default=["gcn", "graphsage"],
                     choices=["gcn", "graphsage"], help="graph models to run (default both)")
+    ap.add_argument("--max-cycles", type=int, help="sw_sim cycle limit per graph (default sw_sim's, 50 M)")
     args = ap.parse_args()
+    global MAX_CYCLES
+    MAX_CYCLES = args.max_cycles
     which = set(args.only or ["karate", "cora", "sae", "gpt"])
     header = ["model / data", "fusion", "graphs", "sw_sim cycles", "speedup", "compile ms", "sim s", "rel err"]
     print(" | ".join(header))

@@ -465,8 +465,9 @@ def _to_fmt(td: TensorData, fmt: TensorFormat) -> TensorData:
 
 
 def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
-              numerics: str = "float") -> ModelRun:
-    """Run every step in sw_sim; ``data`` overrides the traced input values.
+              numerics: str = "float", max_cycles: int | None = None) -> ModelRun:
+    """Run every step in sw_sim; ``data`` overrides the traced input values; ``max_cycles``
+    raises sw_sim's per-graph cycle limit (default: sw_sim's).
 
     ``numerics``: ``"float"`` (default), or a fixed-point format such as ``"q16.16"`` — inputs
     are quantised (``Numerics.quantize``), host steps move raw values, and the outputs are
@@ -477,6 +478,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
 
     t0 = time.perf_counter()
     num = Numerics.parse(numerics)
+    limit = {} if max_cycles is None else {"max_cycles": max_cycles}
     ir = cm.ir
     tensors: dict[str, TensorData] = {}
     for n in ir.nodes:
@@ -490,12 +492,13 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     cycles: list[tuple[str, int]] = []
     for s in cm.steps:
         if isinstance(s, CompilerStep):
-            res = run_program(s.compiled, {a: tensors[a] for a in s.inputs}, numerics=numerics)
+            res = run_program(s.compiled, {a: tensors[a] for a in s.inputs}, numerics=numerics, **limit)
             for g, c in zip(s.graphs, res.cycles):
                 cycles.append((g.name, c))
             tensors.update(res.outputs)
         elif isinstance(s, MLStep):
-            r = run_graph(s.graph, {s.input: _to_fmt(tensors[s.input], s.in_fmt)}, numerics=numerics)
+            r = run_graph(s.graph, {s.input: _to_fmt(tensors[s.input], s.in_fmt)}, numerics=numerics,
+                          **limit)
             cycles.append((s.graph.name, r.cycles))
             tensors.update(r.outputs)
         else:
