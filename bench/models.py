@@ -83,8 +83,10 @@ def main() -> int:
     if "gpt" in which:
         rows += bench_case("gpt 2 blk s64 d64 h2", make_case("gpt", seq=64, d=64, heads=2, blocks=2),
                            args.fusions)
-    print("\n* the compiler could not lower this fusion for some run; it fell back to a finer one "
-          "(see the notes above)\n")
+    if any(r[1].endswith("*") for r in rows):
+        print("\n* the compiler could not lower this fusion for some run; it fell back to a finer "
+              "one (see the notes above)")
+    print()
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     for r in [header, ["-" * w for w in widths], *rows]:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
