@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from .cli import UserError
 
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from .cmd_common import with_numerics
 
     board = board_from_args(args)
+    if args.graph is None and args.kernel is None and args.model is None:
+        raise UserError("give GRAPH.json, --kernel NAME or --model NAME")
     if args.model is not None:
         if args.graph is not None or args.kernel is not None:
             raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")
@@ -81,11 +84,9 @@ def run(args: argparse.Namespace) -> int:
         graph = graph_from_args(args)
     cfg = config_from_args(args, graph)
     ram = args.ram_fifo_depth if args.ram_fifo_depth is not None else RAM_FIFO_DEPTH.get(board.family)
-    if ram is not None and ram < 0:
-        raise UserError(f"--ram-fifo-depth {ram}: must be 0 (never) or at least 2")
-    from dataclasses import replace as _replace
-
-    cfg = _replace(cfg, ram_fifo_depth=max(ram, 2) if ram else None)
+    if ram is not None and ram != 0 and ram < 2:
+        raise UserError(f"--ram-fifo-depth {ram}: use 0 (never) or a depth of at least 2")
+    cfg = replace(cfg, ram_fifo_depth=ram or None)
     cfg = with_numerics(cfg, args.numerics, args.model is not None)
     if args.clock_mhz is not None and args.clock_mhz <= 0:
         raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")

@@ -29,11 +29,11 @@ __all__ = [
     "PortRef",
     "PrimitiveSpec",
     "ReduceOp",
-    "alu_latency",
-    "node_latency",
     "Role",
     "StreamKind",
     "TensorSpec",
+    "alu_latency",
+    "node_latency",
 ]
 
 
@@ -277,11 +277,6 @@ class Node:
 
     def __getitem__(self, port: str) -> PortRef:
         return PortRef(self.name, port)
-
-    @property
-    def latency(self) -> int:
-        """This node's latency: the table's, or :func:`alu_latency` for a binary ALU."""
-        return node_latency(self)
 
 
 def node_latency(node: Node) -> int:

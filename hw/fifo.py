@@ -29,13 +29,10 @@ from amaranth.lib import memory
 __all__ = ["RamFIFO", "RegFIFO2"]
 
 
-class RamFIFO(Elaboratable):
-    """``SyncFIFO``-compatible ports: ``w_data``, ``w_en``, ``w_rdy``, ``r_data``, ``r_en``,
-    ``r_rdy``, ``level``."""
+class _FifoPorts(Elaboratable):
+    """The ``SyncFIFO`` ports and the level / ready logic every FIFO here shares."""
 
-    def __init__(self, *, width: int, depth: int) -> None:
-        if depth < 2:
-            raise ValueError(f"RamFIFO depth {depth}: use at least 2 (smaller FIFOs are registers)")
+    def __init__(self, width: int, depth: int) -> None:
         self.width, self.depth = width, depth
         self.w_data = Signal(width)
         self.w_en = Signal()
@@ -44,6 +41,31 @@ class RamFIFO(Elaboratable):
         self.r_en = Signal()
         self.r_rdy = Signal()
         self.level = Signal(range(depth + 1))
+
+    def _handshake(self, m: Module) -> tuple[Signal, Signal]:
+        """``w_rdy``, ``r_rdy`` and the level counter; returns (do_read, do_write)."""
+        do_read, do_write = Signal(), Signal()
+        m.d.comb += [
+            self.w_rdy.eq(self.level != self.depth),
+            self.r_rdy.eq(self.level != 0),
+            do_read.eq(self.r_rdy & self.r_en),
+            do_write.eq(self.w_rdy & self.w_en),
+        ]
+        with m.If(do_write & ~do_read):
+            m.d.sync += self.level.eq(self.level + 1)
+        with m.If(do_read & ~do_write):
+            m.d.sync += self.level.eq(self.level - 1)
+        return do_read, do_write
+
+
+class RamFIFO(_FifoPorts):
+    """``SyncFIFO``-compatible ports: ``w_data``, ``w_en``, ``w_rdy``, ``r_data``, ``r_en``,
+    ``r_rdy``, ``level``."""
+
+    def __init__(self, *, width: int, depth: int) -> None:
+        if depth < 2:
+            raise ValueError(f"RamFIFO depth {depth}: use at least 2 (smaller FIFOs are registers)")
+        super().__init__(width, depth)
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -54,13 +76,9 @@ class RamFIFO(Elaboratable):
         produce = Signal(range(d))
         consume = Signal(range(d))
         head_next = Signal(range(d))
-        do_read, do_write = Signal(), Signal()
+        do_read, do_write = self._handshake(m)
         bypass, use_bypass = Signal(self.width), Signal()
         m.d.comb += [
-            self.w_rdy.eq(self.level != d),
-            self.r_rdy.eq(self.level != 0),
-            do_read.eq(self.r_rdy & self.r_en),
-            do_write.eq(self.w_rdy & self.w_en),
             wp.addr.eq(produce),
             wp.data.eq(self.w_data),
             wp.en.eq(do_write),
@@ -76,39 +94,22 @@ class RamFIFO(Elaboratable):
         ]
         with m.If(do_write):
             m.d.sync += produce.eq(Mux(produce == d - 1, 0, produce + 1))
-        with m.If(do_write & ~do_read):
-            m.d.sync += self.level.eq(self.level + 1)
-        with m.If(do_read & ~do_write):
-            m.d.sync += self.level.eq(self.level - 1)
         return m
 
 
-class RegFIFO2(Elaboratable):
+class RegFIFO2(_FifoPorts):
     """``SyncFIFO(depth=2)``-compatible: head and tail registers; ``r_data`` is the head."""
 
     def __init__(self, *, width: int, depth: int = 2) -> None:
         if depth != 2:
             raise ValueError(f"RegFIFO2 depth {depth}: it has exactly 2 slots")
-        self.width, self.depth = width, 2
-        self.w_data = Signal(width)
-        self.w_en = Signal()
-        self.w_rdy = Signal()
-        self.r_data = Signal(width)
-        self.r_en = Signal()
-        self.r_rdy = Signal()
-        self.level = Signal(range(3))
+        super().__init__(width, 2)
 
     def elaborate(self, platform) -> Module:
         m = Module()
         head, tail = Signal(self.width), Signal(self.width)
-        do_read, do_write = Signal(), Signal()
-        m.d.comb += [
-            self.w_rdy.eq(self.level != 2),
-            self.r_rdy.eq(self.level != 0),
-            do_read.eq(self.r_rdy & self.r_en),
-            do_write.eq(self.w_rdy & self.w_en),
-            self.r_data.eq(head),
-        ]
+        do_read, do_write = self._handshake(m)
+        m.d.comb += self.r_data.eq(head)
         with m.If(do_read):
             # the next head: the tail if there is one, else what is written now
             m.d.sync += head.eq(Mux(self.level == 2, tail, self.w_data))
@@ -116,8 +117,4 @@ class RegFIFO2(Elaboratable):
             m.d.sync += head.eq(self.w_data)
         with m.If(do_write & (self.level == 1) & ~do_read):
             m.d.sync += tail.eq(self.w_data)
-        with m.If(do_write & ~do_read):
-            m.d.sync += self.level.eq(self.level + 1)
-        with m.If(do_read & ~do_write):
-            m.d.sync += self.level.eq(self.level - 1)
         return m

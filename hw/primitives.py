@@ -380,7 +380,7 @@ class Union(_Joiner):
 
     def logic(self, m):
         w, n = self.cw, self.n
-        crds, refs, ctl, fire, all_ctl, any_ctl = self._common(m)
+        crds, refs, ctl, fire, all_ctl, _ = self._common(m)
         # minimum over data heads (control heads count as +infinity)
         keyed = [Cat(c[:w], c[w]) for c in crds]  # flag as MSB: control sorts last
         mn = keyed[0]

@@ -68,7 +68,17 @@ def test_synth_unknown_board_and_bad_arguments(tmp_path, capsys):
     )
     assert code == 2 and "unknown board 'de0nano'" in err and "icebreaker" in err
     code, _, err = _run(["synth", "--board", "icebreaker", "-o", str(tmp_path)], capsys)
-    assert code == 2 and "GRAPH.json or --kernel" in err
+    assert code == 2 and "GRAPH.json, --kernel NAME or --model NAME" in err
+    code, _, err = _run(["synth", "--kernel", "spmv", "--model", "gcn", "--board", "icebreaker",
+                         "-o", str(tmp_path)], capsys)
+    assert code == 2 and "give one of GRAPH.json, --kernel NAME or --model NAME" in err
+    for bad in ("1", "-3"):
+        code, _, err = _run(["synth", "--kernel", "spmv", "--ram-fifo-depth", bad, "--board",
+                             "icebreaker", "-o", str(tmp_path)], capsys)
+        assert code == 2 and f"--ram-fifo-depth {bad}: use 0" in err
+    code, _, err = _run(["synth", "--kernel", "spmv", "--numerics", "float", "--board", "icebreaker",
+                         "-o", str(tmp_path)], capsys)
+    assert code == 2 and "--numerics float: float is sw_sim only" in err
     code, _, err = _run(
         [
             "synth",
@@ -352,6 +362,7 @@ def test_hw_config_json_round_trip():
         HwConfig(),
         HwConfig(max_nnz=(("A", 7), ("B", 512))),
         HwConfig(numerics=Numerics.fixed(16, 16)),
+        HwConfig(ram_fifo_depth=16),
     ):
         assert config_from_json(json.loads(json.dumps(config_to_json(cfg)))) == cfg
 
