@@ -26,7 +26,6 @@ from fuseflow.models.frontend import trace
 from fuseflow.models.plan import FUSIONS, compile_model, run_model
 from fuseflow.models.zoo import make_case
 
-
 MAX_CYCLES: int | None = None  # --max-cycles
 
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fpga.synth import FMAX_GOAL_MHZ, SynthError, SynthReport, synthesize
 from fuseflow.kernels import KERNELS
-from hw.elaborate import GraphTop, HwConfig
+from hw.elaborate import GraphTop, HwConfig, crd_width_needed
 
 BOARDS = {"icebreaker": "ice40", "ulx3s-85f": "ecp5"}
 
@@ -60,7 +60,9 @@ def main() -> int:
     args = p.parse_args()
     items = args.max_nnz or (["B=512"] if args.kernel == "spmv" else [])
     max_nnz = tuple(sorted((t, int(n)) for t, n in (i.split("=") for i in items)))
-    cfg = HwConfig(vw=args.val_width, max_nnz=max_nnz)
+    graph = KERNELS[args.kernel](args.size)
+    cw = crd_width_needed(graph, max_nnz)[0]  # as `fuseflow-hw synth --cw auto`
+    cfg = HwConfig(cw=cw, vw=args.val_width, max_nnz=max_nnz)
     with tempfile.TemporaryDirectory(prefix="fuseflow-synth-") as tmp:
         outdir = args.outdir or tmp
         with ProcessPoolExecutor(max_workers=2) as pool:
@@ -71,7 +73,8 @@ def main() -> int:
             ]
             results = [f.result() for f in futures]
     print(
-        f"{args.kernel}({args.size}) board top, {args.val_width}-bit values, max_nnz {dict(max_nnz) or 'dense'}"
+        f"{args.kernel}({args.size}) board top, {args.val_width}-bit values, {cw}-bit crd/ref, "
+        f"max_nnz {dict(max_nnz) or 'dense'}"
     )
     for r in results:
         if "error" in r:

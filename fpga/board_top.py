@@ -108,8 +108,8 @@ class BoardCore(wiring.Component):
             top.host_addr.eq(bridge.host_addr),
             top.host_wdata.eq(bridge.host_wdata),
             top.host_we.eq(bridge.host_we),
-            bridge.host_rdata.eq(top.host_rdata),
         ]
+        m.d.sync += bridge.host_rdata.eq(top.host_rdata)  # read data registered (bridge waits)
         blink = Signal()
         with m.If(bridge.activity):
             m.d.sync += blink.eq(~blink)

@@ -13,7 +13,7 @@ from fuseflow.cli import UserError
 from fuseflow.kernels import KERNELS
 from fuseflow.samml import Graph
 from fuseflow.tensor import Format, TensorData
-from hw.elaborate import HwConfig
+from hw.elaborate import HwConfig, crd_width_needed
 
 from .boards import BOARDS, Board, get_board
 
@@ -43,6 +43,9 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
         "repeatable; default: the dense size, which rarely fits an FPGA",
     )
     p.add_argument("--vw", type=int, default=32, help="value data width in bits (default 32; 16 fits one DSP)")
+    p.add_argument("--cw", default="auto", metavar="BITS|auto",
+                   help="crd/ref data width in bits (default auto: the narrowest that holds the "
+                   "graph's coordinates and references at the --max-nnz capacities, at least 10)")
 
 
 def add_board_arg(p: argparse.ArgumentParser) -> None:
@@ -91,7 +94,19 @@ def config_from_args(args: argparse.Namespace, graph: Graph) -> HwConfig:
     vw = getattr(args, "vw", 32)
     if vw < 10:
         raise UserError(f"--vw {vw}: values need at least 10 bits (control words use bits 9..0)")
-    return HwConfig(vw=vw, max_nnz=tuple(sorted(caps.items())))
+    max_nnz = tuple(sorted(caps.items()))
+    need, tensor, top = crd_width_needed(graph, max_nnz)
+    cw_arg = str(getattr(args, "cw", "auto"))
+    if cw_arg == "auto":
+        cw = need
+    elif not cw_arg.isdigit():
+        raise UserError(f"--cw {cw_arg!r}: give a width in bits or 'auto'")
+    else:
+        cw = int(cw_arg)
+        if cw < need:
+            raise UserError(f"--cw {cw}: too narrow for graph {graph.name!r}; tensor {tensor!r} has "
+                            f"coordinates or references up to {top}, which need {need} bits")
+    return HwConfig(cw=cw, vw=vw, max_nnz=max_nnz)
 
 
 def random_inputs(graph: Graph, cfg: HwConfig, density: float, seed: int) -> dict[str, TensorData]:

@@ -120,9 +120,11 @@ class HostBridge(wiring.Component):
     """Decodes the wire protocol (module docstring) from ``rx_*`` bytes into host-port accesses
     and sends replies on ``tx``.
 
-    Host port: ``host_addr``/``host_wdata``/``host_we`` driven here, ``host_rdata`` is sampled the
-    cycle after the address (the graph top's read latency).  ``activity`` pulses for every
-    command byte taken.
+    Host port: ``host_addr``/``host_wdata``/``host_we`` driven here, ``host_rdata`` is sampled
+    two cycles after the address: the graph top's read latency plus the register
+    :class:`fpga.board_top.BoardCore` puts after its read multiplexer (so the block-RAM
+    clock-to-output and that multiplexer have a cycle of their own).  ``activity`` pulses for
+    every command byte taken.
     """
 
     def __init__(self, addr_width: int, ident: int) -> None:
@@ -193,7 +195,9 @@ class HostBridge(wiring.Component):
                 m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(ACK)]
                 with m.If(self.tx.ready):
                     m.next = "CMD"
-            with m.State("RADDR"):  # host_addr = addr this cycle; its data arrives next cycle
+            with m.State("RADDR"):  # host_addr = addr this cycle; the top reads it at the edge
+                m.next = "RWAIT"
+            with m.State("RWAIT"):  # ... and BoardCore registers host_rdata at the next one
                 m.next = "RDATA"
             with m.State("RDATA"):
                 m.d.sync += [

@@ -45,7 +45,10 @@ def run(args) -> int:
     cfg = with_numerics(HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth,
                                  max_nnz=parse_max_nnz(args.max_nnz)), args.numerics, False)
     out = Path(args.out)
-    summary = build_graph(job.graph, out, cfg)
+    try:
+        summary = build_graph(job.graph, out, cfg)
+    except ValueError as exc:
+        raise UserError(f"{job.source}: {exc}") from None
     (out / "graph.dot").write_text(job.graph.to_dot())
     print(f"{job.source} -> {out / summary['verilog']} ({summary['verilog_lines']} lines)")
     print(table(sorted(summary["primitives"].items()), ["primitive", "count"]))

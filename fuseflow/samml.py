@@ -203,7 +203,7 @@ PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
                       _fixed({"outer": C, "inner": C}), {},
                       summary="repeats each outer coordinate once per inner element"),
         PrimitiveSpec(NodeKind.ARRAY_LOAD, _fixed({"ref": R}), _fixed({"val": V}), {"tensor": str},
-                      latency=1, summary="value load vals[ref]; N -> 0"),
+                      latency=2, summary="value load vals[ref] (block-RAM read, then a register); N -> 0"),
         PrimitiveSpec(NodeKind.ALU, _alu_in, _fixed({"val": V}), {"op": AluOp}, {"scalar": 0.0}, latency=2,
                       summary="ALU: binary over two aligned value streams (a, b) or unary (a); "
                               "latency by op (alu_latency)"),

@@ -10,10 +10,10 @@ timing contract.  A primitive's input ``ready`` is its decision to pop this cycl
 from __future__ import annotations
 
 from amaranth.hdl import Module, Value
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .fifo import RamFIFO, RegFIFO2
+from .fifo import HeadFIFO, RamFIFO
 
 __all__ = ["MemRead", "MemWrite", "StreamPrimitive", "bits_for"]
 
@@ -36,8 +36,8 @@ def MemRead(addr_width: int, data_width: int) -> wiring.Signature:
 class StreamPrimitive(wiring.Component):
     """Ports from ``ins``/``outs`` (name -> data width); ``depths`` sets each output FIFO.
     Output FIFOs at least ``ram_fifo_depth`` deep (``HwConfig.ram_fifo_depth``) are
-    :class:`hw.fifo.RamFIFO` (block RAM), two-slot ones :class:`hw.fifo.RegFIFO2` (head
-    register), the others ``SyncFIFO``; all three have the same port timing."""
+    :class:`hw.fifo.RamFIFO` (block RAM), the others :class:`hw.fifo.HeadFIFO` (head
+    register); both have the port timing of Amaranth's ``SyncFIFO``."""
 
     ram_fifo_depth: int | None = None
 
@@ -57,15 +57,13 @@ class StreamPrimitive(wiring.Component):
     # -- used by subclasses inside logic() --------------------------------------------------
     def elaborate(self, platform) -> Module:
         m = Module()
-        self._fifos: dict[str, fifo.SyncFIFO | RamFIFO | RegFIFO2] = {}
+        self._fifos: dict[str, RamFIFO | HeadFIFO] = {}
         for n, w in self.out_widths.items():
             d = self.depths[n]
             if self.ram_fifo_depth is not None and d >= max(self.ram_fifo_depth, 2):
                 f = RamFIFO(width=w + 1, depth=d)
-            elif d == 2:
-                f = RegFIFO2(width=w + 1)
             else:
-                f = fifo.SyncFIFO(width=w + 1, depth=d)
+                f = HeadFIFO(width=w + 1, depth=d)
             m.submodules[f"fifo_{n}"] = f
             port = getattr(self, f"o_{n}")
             m.d.comb += [port.payload.eq(f.r_data), port.valid.eq(f.r_rdy), f.r_en.eq(port.ready)]
@@ -83,9 +81,13 @@ class StreamPrimitive(wiring.Component):
             acc = acc & self._fifos[n].w_rdy
         return Value.cast(acc)
 
-    def push(self, m: Module, name: str, word: Value | int) -> None:
+    def push(self, m: Module, name: str, word: Value | int | None = None) -> None:
+        """Write ``word`` to output ``name`` this cycle; ``None``: the data was assigned
+        outside the control flow (one multiplexer less in front of the FIFO)."""
         f = self._fifos[name]
-        m.d.comb += [f.w_en.eq(1), f.w_data.eq(word)]
+        m.d.comb += f.w_en.eq(1)
+        if word is not None:
+            m.d.comb += f.w_data.eq(word)
 
     def pop(self, m: Module, name: str) -> None:
         m.d.comb += getattr(self, f"i_{name}").ready.eq(1)

@@ -9,7 +9,7 @@ from amaranth.back import verilog
 
 from fuseflow.samml import Graph
 
-from .elaborate import GraphTop, HwConfig
+from .elaborate import DEFAULT_HW, GraphTop, HwConfig
 
 __all__ = ["build_graph", "to_verilog"]
 
@@ -18,7 +18,7 @@ def to_verilog(top, name: str) -> str:
     return verilog.convert(top, name=name, emit_src=False)
 
 
-def build_graph(graph: Graph, outdir: str | Path, cfg: HwConfig = HwConfig(), name: str = "fuseflow_top") -> dict:
+def build_graph(graph: Graph, outdir: str | Path, cfg: HwConfig = DEFAULT_HW, name: str = "fuseflow_top") -> dict:
     """Write ``<name>.v``, ``memory_map.json`` and ``summary.json`` for ``graph``; return the summary."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from math import prod
 from typing import Any
 
-from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
+from amaranth.hdl import Elaboratable, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -33,9 +33,11 @@ from . import primitives as P
 from .base import bits_for
 
 __all__ = [
+    "CTL_WIDTH",
     "HOST_DW",
     "GraphTop",
     "HwConfig",
+    "crd_width_needed",
     "MemoryMap",
     "PrimitiveHarness",
     "make_primitive",
@@ -98,6 +100,27 @@ def tensor_capacities(spec: TensorSpec, max_nnz: int | None = None) -> dict[str,
         parent = pos
     caps["vals"] = max(parent, 1)
     return caps
+
+
+CTL_WIDTH = 10  # control words: opcode in bits 9..8, stop level in 7..0 (hw.word)
+
+
+def crd_width_needed(graph: Graph, max_nnz: tuple[tuple[str, int], ...] = ()) -> tuple[int, str, int]:
+    """The narrowest crd / ref data width for ``graph``: every coordinate (below a level's
+    dimension), position and reference (at most an array's capacity, see
+    :func:`tensor_capacities`) must fit, and control words need :data:`CTL_WIDTH` bits.
+    Returns ``(bits, tensor, largest value)``; the tensor is the one that sets the width."""
+    caps = dict(max_nnz)
+    best, who = 0, ""
+    for name, spec in graph.tensors.items():
+        dims = [spec.level_dim(lvl) for lvl in range(spec.fmt.order)]
+        top = max([*dims, *tensor_capacities(spec, caps.get(name)).values()])
+        if top > best:
+            best, who = top, name
+    return max(CTL_WIDTH, best.bit_length()), who, best
+
+
+DEFAULT_HW = HwConfig()  # frozen: safe to share as a default argument
 
 
 @dataclass
@@ -313,8 +336,13 @@ class _Core(Elaboratable):
 class GraphTop(wiring.Component):
     """One streaming top for a whole SAMML graph (see the module docstring for the host port)."""
 
-    def __init__(self, graph: Graph, cfg: HwConfig = HwConfig()) -> None:
+    def __init__(self, graph: Graph, cfg: HwConfig = DEFAULT_HW) -> None:
         graph.verify()
+        need, tensor, top = crd_width_needed(graph, cfg.max_nnz)
+        if cfg.cw < need:
+            raise ValueError(f"crd/ref width {cfg.cw} is too narrow for graph {graph.name!r}: tensor "
+                             f"{tensor!r} has coordinates or references up to {top}, which need "
+                             f"{need} bits (use a width of at least {need})")
         self.graph, self.cfg = graph, cfg
         self.caps = {t: tensor_capacities(s, cfg.nnz_for(t)) for t, s in graph.tensors.items()}
         self.mmap = MemoryMap()
@@ -362,7 +390,11 @@ class GraphTop(wiring.Component):
         running = Signal()
         cycles = Signal(32)
         done = Signal()
-        m.d.comb += start.eq(self.host_we & (self.host_addr == REG_CTRL) & self.host_wdata[0])
+        # The start write is registered: the clear fans out to every register of the datapath,
+        # so it starts at a flip-flop (not at the host address decode).  While it is pending,
+        # CTRL already reads "running" so a poll right after the write never sees the last run's
+        # done.  Cycles are counted from the clear, so the count does not change.
+        m.d.sync += start.eq(self.host_we & (self.host_addr == REG_CTRL) & self.host_wdata[0])
         m.submodules.core = ResetInserter({"sync": start})(self.core)
         all_done = 1
         for w in self.writers:
@@ -374,7 +406,7 @@ class GraphTop(wiring.Component):
             m.d.sync += [running.eq(1), cycles.eq(0)]
         with m.Elif(running & ~all_done):
             m.d.sync += cycles.eq(cycles + 1)
-        self.bus.elaborate(m, self, {REG_CTRL: (done << 1) | running, REG_CYCLES: cycles})
+        self.bus.elaborate(m, self, {REG_CTRL: Mux(start, 1, (done << 1) | running), REG_CYCLES: cycles})
         return m
 
     def summary(self) -> dict:
@@ -394,7 +426,7 @@ class PrimitiveHarness(wiring.Component):
     primitive's memories (regions ``seg``, ``crd``, ``vals``).
     """
 
-    def __init__(self, kind: NodeKind, params: dict[str, Any], cfg: HwConfig = HwConfig(), depth: int = 2) -> None:
+    def __init__(self, kind: NodeKind, params: dict[str, Any], cfg: HwConfig = DEFAULT_HW, depth: int = 2) -> None:
         from fuseflow.samml import PRIMITIVES, _coerce_param
 
         params = {k: _coerce_param(kind, k, v) for k, v in params.items()}

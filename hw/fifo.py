@@ -14,9 +14,10 @@ same cycle behaviour, so the cycle model (sw_sim) does not change:
 * a RAM read in the cycle its address is written returns the old word, so a word written into
   the slot that becomes the head is also kept in a bypass register, and ``r_data`` selects it.
 
-:class:`RegFIFO2` is the two-slot FIFO (the default channel) as two registers with the head
-always in the first, so ``r_data`` comes straight from flip-flops instead of through a RAM read
-multiplexer: the consumer's logic starts at a register on every channel.
+:class:`HeadFIFO` keeps the head word in a register and the rest in a ring (a register for the
+two-slot default channel, distributed RAM for deeper ones), so ``r_data`` comes straight from
+flip-flops instead of through a RAM read multiplexer: the consumer's logic starts at a register
+on every channel.
 
 ``tests/test_ram_fifo.py`` checks both against ``SyncFIFO`` cycle by cycle on random traffic.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 from amaranth.hdl import Elaboratable, Module, Mux, Signal
 from amaranth.lib import memory
 
-__all__ = ["RamFIFO", "RegFIFO2"]
+__all__ = ["HeadFIFO", "RamFIFO"]
 
 
 class _FifoPorts(Elaboratable):
@@ -97,24 +98,55 @@ class RamFIFO(_FifoPorts):
         return m
 
 
-class RegFIFO2(_FifoPorts):
-    """``SyncFIFO(depth=2)``-compatible: head and tail registers; ``r_data`` is the head."""
+class HeadFIFO(_FifoPorts):
+    """``SyncFIFO(depth)``-compatible with the head in a register: ``r_data`` comes straight from
+    flip-flops, so the consumer's logic starts at a register on every channel.
+
+    The other ``depth - 1`` words wait in a ring (a register for ``depth == 2``, otherwise a
+    memory with an asynchronous read port, distributed RAM on ECP5).  A pop loads the head from
+    the ring's oldest word, addressed by a registered pointer, so the RAM read only feeds the
+    head register's input.  A word written while nothing older is left (the FIFO is empty, or
+    holds one word that is popped now) goes straight to the head: still visible the next cycle,
+    as in ``SyncFIFO``.  The head's and the ring's write enables and data selects come from the
+    level register (and the consumer's pop, for the head), never from the producer's ``w_en``,
+    which only counts: the producer's decision logic ends at the level and write pointer."""
 
     def __init__(self, *, width: int, depth: int = 2) -> None:
-        if depth != 2:
-            raise ValueError(f"RegFIFO2 depth {depth}: it has exactly 2 slots")
-        super().__init__(width, 2)
+        if depth < 2:
+            raise ValueError(f"HeadFIFO depth {depth}: use at least 2")
+        super().__init__(width, depth)
 
     def elaborate(self, platform) -> Module:
+        # The producer's ``w_en`` only moves the level and the ring's write pointer: the data
+        # is offered to the head and to the ring's free slot in every cycle with room, so no
+        # write enable or data select waits for the producer's (or the consumer's) decision.
         m = Module()
-        head, tail = Signal(self.width), Signal(self.width)
+        d = self.depth
+        head = Signal(self.width)
         do_read, do_write = self._handshake(m)
         m.d.comb += self.r_data.eq(head)
-        with m.If(do_read):
-            # the next head: the tail if there is one, else what is written now
-            m.d.sync += head.eq(Mux(self.level == 2, tail, self.w_data))
-        with m.Elif(do_write & (self.level == 0)):
-            m.d.sync += head.eq(self.w_data)
-        with m.If(do_write & (self.level == 1) & ~do_read):
-            m.d.sync += tail.eq(self.w_data)
+        if d == 2:
+            ring = Signal(self.width)
+            oldest = ring
+            with m.If(self.w_rdy):  # the tail is free whenever there is room
+                m.d.sync += ring.eq(self.w_data)
+        else:
+            storage = m.submodules.storage = memory.Memory(shape=self.width, depth=d - 1, init=[])
+            wp = storage.write_port()
+            rp = storage.read_port(domain="comb")  # distributed RAM; feeds only `head`
+            produce = Signal(range(d - 1))
+            consume = Signal(range(d - 1))
+            # the slot at ``produce`` is free whenever there is room
+            m.d.comb += [wp.addr.eq(produce), wp.data.eq(self.w_data), wp.en.eq(self.w_rdy),
+                         rp.addr.eq(consume)]
+            oldest = rp.data
+            to_head = (self.level == 0) | ((self.level == 1) & do_read)  # nothing older is left
+            with m.If(do_write & ~to_head):
+                m.d.sync += produce.eq(Mux(produce == d - 2, 0, produce + 1))
+            with m.If(do_read & (self.level >= 2)):
+                m.d.sync += consume.eq(Mux(consume == d - 2, 0, consume + 1))
+        # An empty head, or one popped now, takes the written word when at most one word was
+        # stored (else the ring's oldest); without a write it holds garbage and the level is 0.
+        with m.If((self.level == 0) | do_read):
+            m.d.sync += head.eq(Mux(self.level <= 1, self.w_data, oldest))
         return m

@@ -10,7 +10,7 @@ next-state position so that ``crd[p]`` is ready in the cycle ``p`` is current.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import memory
 from amaranth.lib.wiring import In, Out
 
@@ -116,47 +116,56 @@ class Scan(StreamPrimitive):
             pipe_lo, pipe_hi = seg_lo.data, seg_hi.data
             crd_out = crd_rp.data
         else:
-            pipe_lo, pipe_hi = Signal(w), Signal(w)
+            # Only the fiber start r * dim is registered (the multiplier is one DSP block); its
+            # end start + dim is added when the fiber is loaded, from that register.
+            pipe_lo = Signal(w)
             with m.If(pipe_free):
-                r = inp.payload[:w]
-                m.d.sync += [pipe_lo.eq(r * self.dim), pipe_hi.eq(r * self.dim + self.dim)]
+                m.d.sync += pipe_lo.eq(inp.payload[:w] * self.dim)
+            pipe_hi = (pipe_lo + self.dim)[:w]
             crd_out = (p - lo)[:w]
 
+        # The words pushed, chosen outside the control flow so that the crd memory's read
+        # data passes one multiplexer (fiber or control word) on its way into the FIFO.
+        ctl_word = Mux(is_stop(pipe_tok, w), stop_word(level(pipe_tok) + 1, w),
+                       Mux(mode == END, stop_word(0, w), done_word(w)))
+        crd_word, ref_word = Signal(w + 1), Signal(w + 1)
+        m.d.comb += [crd_word.eq(Mux(mode == FIBER, data_word(crd_out, w), ctl_word)),
+                     ref_word.eq(Mux(mode == FIBER, data_word(p, w), ctl_word)),
+                     self._fifos["crd"].w_data.eq(crd_word), self._fifos["ref"].w_data.eq(ref_word)]
         m.d.comb += p_next.eq(p)
         with m.If(self.room()):
             with m.If(mode == FIBER):
-                self.push(m, "crd", data_word(crd_out, w))
-                self.push(m, "ref", data_word(p, w))
+                self.push(m, "crd")
+                self.push(m, "ref")
                 m.d.comb += p_next.eq(p + 1)
                 m.d.sync += p.eq(p + 1)
                 with m.If((p + 1)[:w] == hi):
                     m.d.sync += mode.eq(END)
             with m.Elif(pipe_valid):
                 with m.If(is_stop(pipe_tok, w)):
-                    s = stop_word(level(pipe_tok) + 1, w)
-                    self.push(m, "crd", s)
-                    self.push(m, "ref", s)
+                    self.push(m, "crd")
+                    self.push(m, "ref")
                     m.d.comb += consumed.eq(1)
                     m.d.sync += mode.eq(IDLE)
                 with m.Elif(is_done(pipe_tok, w)):
+                    self.push(m, "crd")  # S0 closing the last fiber, then D
+                    self.push(m, "ref")
                     with m.If(mode == END):
-                        self.push(m, "crd", stop_word(0, w))
-                        self.push(m, "ref", stop_word(0, w))
                         m.d.sync += mode.eq(IDLE)
                     with m.Else():
-                        self.push(m, "crd", done_word(w))
-                        self.push(m, "ref", done_word(w))
                         m.d.comb += consumed.eq(1)
                 with m.Else():
                     with m.If(mode == END):
-                        self.push(m, "crd", stop_word(0, w))
-                        self.push(m, "ref", stop_word(0, w))
+                        self.push(m, "crd")
+                        self.push(m, "ref")
                     empty = is_empty(pipe_tok, w)
                     new_lo = Mux(empty, 0, pipe_lo)
                     new_hi = Mux(empty, 0, pipe_hi)
                     m.d.comb += [p_next.eq(new_lo), consumed.eq(1)]
+                    # a dense fiber is never empty (dim >= 1): no compare on the new bounds
+                    nonempty = (new_lo < new_hi) if self.compressed else (~empty if self.dim else 0)
                     m.d.sync += [p.eq(new_lo), lo.eq(new_lo), hi.eq(new_hi),
-                                 mode.eq(Mux(new_lo < new_hi, FIBER, END))]
+                                 mode.eq(Mux(nonempty, FIBER, END))]
         m.d.comb += inp.ready.eq(pipe_free)
         with m.If(pipe_free):
             m.d.sync += [pipe_valid.eq(inp.valid), pipe_tok.eq(inp.payload)]
@@ -350,11 +359,9 @@ class Intersect(_Joiner):
         w, n = self.cw, self.n
         crds, refs, ctl, fire, all_ctl, any_ctl = self._common(m)
         vals = [c[:w] for c in crds]
-        mx = vals[0]
-        for v in vals[1:]:
-            mx = Mux(v > mx, v, mx)
-        mxs = Signal(w)
-        m.d.comb += mxs.eq(mx)
+        # Input i is behind when some other head is larger: pairwise compares in parallel, so a
+        # pop decision is one compare deep (not a max tree followed by a compare).
+        behind = [Cat(*[vals[i] < vals[j] for j in range(n) if j != i]).any() for i in range(n)]
         all_eq = Cat(*[v == vals[0] for v in vals[1:]]).all()
         with m.If(fire):
             with m.If(~any_ctl):
@@ -365,7 +372,7 @@ class Intersect(_Joiner):
                         self.push(m, f"ref{i}", refs[i])
                 with m.Else():
                     for i in range(n):
-                        with m.If(vals[i] < mxs):
+                        with m.If(behind[i]):
                             self._pop(m, i)
             with m.Elif(all_ctl):
                 self._pass_control(m, crds)
@@ -383,6 +390,9 @@ class Union(_Joiner):
         crds, refs, ctl, fire, all_ctl, _ = self._common(m)
         # minimum over data heads (control heads count as +infinity)
         keyed = [Cat(c[:w], c[w]) for c in crds]  # flag as MSB: control sorts last
+        # Input i holds the minimum when no other head is smaller: pairwise compares in
+        # parallel, so a pop decision is one compare deep; the minimum itself only feeds data.
+        least = [Cat(*[keyed[i] <= keyed[j] for j in range(n) if j != i]).all() for i in range(n)]
         mn = keyed[0]
         for k in keyed[1:]:
             mn = Mux(k < mn, k, mn)
@@ -394,7 +404,7 @@ class Union(_Joiner):
             with m.Else():
                 self.push(m, "crd", data_word(mns[:w], w))
                 for i in range(n):
-                    with m.If(~ctl[i] & (crds[i][:w] == mns[:w])):
+                    with m.If(~ctl[i] & least[i]):
                         self._pop(m, i)
                         self.push(m, f"ref{i}", refs[i])
                     with m.Else():
@@ -462,7 +472,10 @@ class CrdHold(_OuterInner):
 
 
 class ArrayLoad(StreamPrimitive):
-    """Value load ``vals[ref]`` from a memory loaded through ``vals_wr``.  Latency 1, II 1."""
+    """Value load ``vals[ref]`` from a memory loaded through ``vals_wr``.  II 1, latency 2
+    (sw_sim's ``ArrayLoad``): the read stage holds the token while the block RAM reads its
+    address; the next stage registers the word read, so the RAM's clock-to-output (over 5 ns on
+    ECP5) ends at a register instead of running on into the output FIFO."""
 
     def __init__(self, *, depth: int, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, depths=None):
         self.cw, self.vw, self.depth = cw, vw, depth
@@ -476,18 +489,21 @@ class ArrayLoad(StreamPrimitive):
         wp = vals.write_port()
         rp = vals.read_port(domain="sync")
         m.d.comb += [wp.addr.eq(self.vals_wr.addr), wp.data.eq(self.vals_wr.data), wp.en.eq(self.vals_wr.en)]
-        pipe_valid = Signal()
-        pipe_tok = Signal(cw + 1)
-        consumed = Signal()
-        pipe_free = Signal()
-        out = Mux(is_data(pipe_tok, cw), data_word(rp.data, vw),
-                  Mux(is_empty(pipe_tok, cw), data_word(0, vw), recast(pipe_tok, cw, vw)))
-        m.d.comb += [consumed.eq(pipe_valid & self.room()), pipe_free.eq(~pipe_valid | consumed),
-                     inp.ready.eq(pipe_free), rp.addr.eq(inp.payload[:cw]), rp.en.eq(pipe_free)]
+        read_valid, read_tok = Signal(), Signal(cw + 1)  # stage 1: the RAM is reading
+        word_valid, word_tok, word = Signal(), Signal(cw + 1), Signal(vw)  # stage 2
+        consumed, word_free, read_free = Signal(), Signal(), Signal()
+        m.d.comb += [consumed.eq(word_valid & self.room()),
+                     word_free.eq(~word_valid | consumed),
+                     read_free.eq(~read_valid | word_free),
+                     inp.ready.eq(read_free), rp.addr.eq(inp.payload[:cw]), rp.en.eq(read_free)]
+        out = Mux(is_data(word_tok, cw), data_word(word, vw),
+                  Mux(is_empty(word_tok, cw), data_word(0, vw), recast(word_tok, cw, vw)))
         with m.If(consumed):
             self.push(m, "val", out)
-        with m.If(pipe_free):
-            m.d.sync += [pipe_valid.eq(inp.valid), pipe_tok.eq(inp.payload)]
+        with m.If(word_free):
+            m.d.sync += [word_valid.eq(read_valid), word_tok.eq(read_tok), word.eq(rp.data)]
+        with m.If(read_free):
+            m.d.sync += [read_valid.eq(inp.valid), read_tok.eq(inp.payload)]
 
 
 class Alu(StreamPrimitive):
@@ -604,6 +620,19 @@ class Reduce(StreamPrimitive):
                 self.pop(m, "val")
 
 
+def _lowest_bit(m: Module, bits: Value, n: int, name: str) -> tuple[Signal, Signal]:
+    """The index of the lowest set bit of ``bits`` (``n`` wide; 0 when none) and ``bits``
+    without it: ``x & -x`` isolates the bit on a carry chain, an OR tree encodes it."""
+    low = Signal(n, name=f"{name}_low")
+    m.d.comb += low.eq(bits & (~bits + 1)[:n])
+    index = Signal(range(max(n, 2)), name=f"{name}_index")
+    for b in range(len(index)):
+        m.d.comb += index[b].eq(Cat(*[low[i] for i in range(n) if (i >> b) & 1]).any())
+    without = Signal(n, name=f"{name}_rest")
+    m.d.comb += without.eq(bits & ~low)
+    return index, without
+
+
 class SpAcc1(StreamPrimitive):
     """Sparse accumulator, order 1, over an inner dimension ``dim``: accumulator memory plus a
     valid bit per coordinate; the flush walks the valid bits with a priority encoder."""
@@ -624,20 +653,22 @@ class SpAcc1(StreamPrimitive):
         fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
         valid = Signal(dim)
         flushing = Signal()
-        # The lowest set valid bit and whether any is set, registered: computed from the valid
-        # bits as they will be next cycle when the flush clears one (the accumulate phase sets
-        # bits, but the cycle that starts a flush sets none, so the registers have caught up
-        # when they are used).  This keeps the priority encoder off the memory-read path.
+        # The lowest set valid bit (``first``), whether any is set and the set bits above it
+        # (``rest``), all registered.  Outside a flush they follow the valid bits one cycle late
+        # (the cycle that starts a flush sets none, so they have caught up when used); a flush
+        # that emits ``first`` moves to ``rest``'s lowest bit.  Both candidates come from
+        # registers and are selected by ``clear`` at the end, so the output FIFOs' ready is not
+        # in front of the priority encoder, and the encoder is a carry-chain isolate of the
+        # lowest bit plus an OR tree.
         first = Signal(range(max(dim, 2)))
         any_valid = Signal()
+        rest = Signal(dim)
         clear = Signal()  # the flush emits ``first`` this cycle
-        after = Signal(dim)
-        m.d.comb += after.eq(Mux(clear, valid & ~(1 << first), valid)[:dim])
-        nxt = Signal(range(max(dim, 2)))
-        for i in reversed(range(dim)):
-            with m.If(after[i]):
-                m.d.comb += nxt.eq(i)
-        m.d.sync += [first.eq(nxt), any_valid.eq(after.any())]
+        keep_first, keep_rest = _lowest_bit(m, valid, dim, "keep")
+        clear_first, clear_rest = _lowest_bit(m, rest, dim, "clear")
+        m.d.sync += [first.eq(Mux(clear, clear_first, keep_first)),
+                     any_valid.eq(Mux(clear, rest.any(), valid.any())),
+                     rest.eq(Mux(clear, clear_rest, keep_rest))]
         tok, vtok, oh = inner.payload, val.payload, outer.payload
         c = tok[:cw]
         v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()

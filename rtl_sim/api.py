@@ -15,7 +15,7 @@ from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind, _coerc
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import Token, decode, encode, parse_stream
 from hw.build import to_verilog
-from hw.elaborate import GraphTop, HwConfig, PrimitiveHarness
+from hw.elaborate import DEFAULT_HW, GraphTop, HwConfig, PrimitiveHarness
 
 from .toolchain import run_cocotb, verilator_build
 
@@ -48,7 +48,7 @@ def _width(kind: StreamKind, cfg: HwConfig) -> int:
     return cfg.vw if kind is StreamKind.VAL else cfg.cw
 
 
-def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]], *, cfg: HwConfig = HwConfig(),
+def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]], *, cfg: HwConfig = DEFAULT_HW,
                         depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0,
                         **params: Any) -> list[dict]:
     """Run several input sets through one RTL build of a primitive.
@@ -113,7 +113,7 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
     return out
 
 
-def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Token]], *, cfg: HwConfig = HwConfig(),
+def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Token]], *, cfg: HwConfig = DEFAULT_HW,
                        depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0, **params: Any):
     """Same signature and result as :func:`sw_sim.simulate_primitive`, run in RTL."""
     from sw_sim.run import PrimitiveResult
@@ -136,7 +136,7 @@ class RtlResult:
     cycles: int
 
 
-def graph_build(graph: Graph, cfg: HwConfig = HwConfig(), waves: bool = False) -> tuple[Path, dict]:
+def graph_build(graph: Graph, cfg: HwConfig = DEFAULT_HW, waves: bool = False) -> tuple[Path, dict]:
     """The cached Verilator build of ``graph`` (keyed by its structure) and its memory map."""
     key = _key("graph", graph.structure_hash(), cfg)
 
@@ -148,7 +148,7 @@ def graph_build(graph: Graph, cfg: HwConfig = HwConfig(), waves: bool = False) -
     return bdir, json.loads((bdir / "meta.json").read_text())
 
 
-def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *, cfg: HwConfig = HwConfig(),
+def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *, cfg: HwConfig = DEFAULT_HW,
                     waves: bool = False, wave_file: Path | None = None) -> list[RtlResult]:
     """Run ``graph`` in RTL on each dataset (one Verilator build, one simulator process)."""
     for data in datasets:
@@ -174,7 +174,7 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
     return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"]) for r in res["results"]]
 
 
-def run_graph(graph: Graph, data: Mapping[str, TensorData], *, cfg: HwConfig = HwConfig(), waves: bool = False,
+def run_graph(graph: Graph, data: Mapping[str, TensorData], *, cfg: HwConfig = DEFAULT_HW, waves: bool = False,
               wave_file: Path | None = None) -> RtlResult:
     return run_graph_batch(graph, [data], cfg=cfg, waves=waves, wave_file=wave_file)[0]
 

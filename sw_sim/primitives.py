@@ -10,7 +10,7 @@ the memory-reading primitives fills its pipeline register independently).
 from __future__ import annotations
 
 from fuseflow.numerics import INT32, Numerics
-from fuseflow.samml import AluOp, ReduceOp, alu_latency
+from fuseflow.samml import PRIMITIVES, AluOp, NodeKind, ReduceOp, alu_latency
 from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
 from .engine import Channel, Primitive
@@ -512,29 +512,36 @@ class CrdHold(_OuterInner):
 
 
 class ArrayLoad(Primitive):
-    """Value load ``vals[ref]`` (``N`` -> 0, control passes); latency 1, II 1.
+    """Value load ``vals[ref]`` (``N`` -> 0, control passes); II 1, latency 2 (the primitive
+    table's): a block-RAM read stage, then a register for the word read, so the memory's slow
+    clock-to-output has a cycle of its own.
 
-    Front stage: pop into the pipeline register when it is free (or freed this cycle).
-    Back stage: when the register is full and the output has room, emit and free it."""
+    Stages advance back to front as in :class:`Alu`: a full last stage whose output has room
+    emits; the read stage moves up when the last stage is free; a free read stage pops."""
 
     def __init__(self, name, ins, outs, *, vals):
         super().__init__(name, ins, outs)
         self.inp = ins["ref"]
         self.out = outs["val"]
         self.vals = list(vals)
-        self.pipe = None
+        self.stages: list = [None] * PRIMITIVES[NodeKind.ARRAY_LOAD].latency
 
     def step(self) -> bool:
         progressed = False
-        pipe = self.pipe
-        if pipe is not None and not self.out.isfull:
-            self.out.push(pipe)
-            self.pipe = None
-            progressed = True
-            if pipe is DONE:
+        st = self.stages
+        last = st[-1]
+        if last is not None and not self.out.isfull:
+            self.out.push(last)
+            st[-1] = None
+            if last is DONE:
                 self.finish()
                 return True
-        if self.pipe is None and self.inp.q:
+            progressed = True
+        for k in range(len(st) - 2, -1, -1):
+            if st[k] is not None and st[k + 1] is None:
+                st[k + 1], st[k] = st[k], None
+                progressed = True
+        if st[0] is None and self.inp.q:
             tok = self.inp.pop()
             if not isinstance(tok, Control):
                 if not 0 <= tok < len(self.vals):
@@ -542,7 +549,7 @@ class ArrayLoad(Primitive):
                 tok = self.vals[tok]
             elif tok is EMPTY:
                 tok = 0
-            self.pipe = tok
+            st[0] = tok
             progressed = True
         return progressed
 

@@ -1,4 +1,4 @@
-"""hw.fifo.RamFIFO and RegFIFO2 against Amaranth's SyncFIFO (the channel FIFO of the timing contract): the
+"""hw.fifo.RamFIFO and HeadFIFO against Amaranth's SyncFIFO (the channel FIFO of the timing contract): the
 same w_rdy, r_rdy and level in every cycle, and the same r_data whenever r_rdy, on random
 traffic (bursts of writes, of reads, both, and back-pressure from either side)."""
 
@@ -11,11 +11,11 @@ from amaranth.hdl import Module
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.sim import Simulator
 
-from hw.fifo import RamFIFO, RegFIFO2
+from hw.fifo import HeadFIFO, RamFIFO
 
 
 @pytest.mark.parametrize("cls,depth", [(RamFIFO, 2), (RamFIFO, 3), (RamFIFO, 5), (RamFIFO, 16),
-                                       (RegFIFO2, 2)])
+                                       (HeadFIFO, 2), (HeadFIFO, 3), (HeadFIFO, 4), (HeadFIFO, 7)])
 def test_fifo_matches_sync_fifo(cls, depth: int) -> None:
     m = Module()
     ref = m.submodules.ref = SyncFIFO(width=12, depth=depth)
@@ -57,5 +57,5 @@ def test_fifo_matches_sync_fifo(cls, depth: int) -> None:
 def test_ram_fifo_rejects_depth_1() -> None:
     with pytest.raises(ValueError, match="RamFIFO depth 1"):
         RamFIFO(width=8, depth=1)
-    with pytest.raises(ValueError, match="RegFIFO2 depth 3"):
-        RegFIFO2(width=8, depth=3)
+    with pytest.raises(ValueError, match="HeadFIFO depth 1"):
+        HeadFIFO(width=8, depth=1)

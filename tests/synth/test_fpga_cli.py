@@ -282,7 +282,8 @@ def test_run_over_a_serial_port(capsys):
     from fuseflow.kernels import KERNELS
     from hw.elaborate import HwConfig
 
-    board = _SwSimBoard(KERNELS["spmv"](8), HwConfig(max_nnz=(("B", 32),)))
+    # synth and run size the crd width the same way (--cw auto: 10 bits here)
+    board = _SwSimBoard(KERNELS["spmv"](8), HwConfig(cw=10, max_nnz=(("B", 32),)))
     code, out, err = _run(
         [
             "run",
@@ -312,7 +313,8 @@ def test_run_refuses_a_board_with_another_design(capsys):
     from fuseflow.kernels import KERNELS
     from hw.elaborate import HwConfig
 
-    board = _SwSimBoard(KERNELS["spmv"](8), HwConfig(max_nnz=(("B", 32),)))
+    # synth and run size the crd width the same way (--cw auto: 10 bits here)
+    board = _SwSimBoard(KERNELS["spmv"](8), HwConfig(cw=10, max_nnz=(("B", 32),)))
     code, _, err = _run(
         [
             "run",
@@ -400,3 +402,26 @@ def test_run_with_build_dir_takes_graph_config_and_baud(tmp_path, capsys):
         ["run", "--board", "ulx3s-85f", "--port", board.path, "--build", str(tmp_path)], capsys
     )
     assert code == 2 and "built for board 'icebreaker'" in err
+
+
+def test_crd_width_auto_fits_the_graph_and_too_narrow_is_refused(tmp_path, capsys):
+    """--cw auto is the narrowest width holding every coordinate / position / reference; a
+    narrower explicit width (or a build --cw) is refused naming the tensor and the bits."""
+    import argparse
+
+    from fpga.cli_args import config_from_args
+    from fuseflow.kernels import KERNELS
+
+    g = KERNELS["spmv"](64)
+    # B is 64x64: with its dense capacity its seg array counts up to 4096 (13 bits); capped at
+    # 512 stored values every coordinate, position and reference is below 2**10 (the control floor)
+    for caps, want in (([], 13), (["B=512"], 10)):
+        ns = argparse.Namespace(max_nnz=caps, vw=32, cw="auto")
+        assert config_from_args(ns, g).cw == want
+    ns = argparse.Namespace(max_nnz=[], vw=32, cw="12")
+    from fuseflow.cli import UserError
+
+    with pytest.raises(UserError, match="--cw 12: too narrow .* tensor 'B' .* up to 4096, which need 13 bits"):
+        config_from_args(ns, g)
+    code, _, err = _run(["build", "--kernel", "spmv", "--cw", "12", "-o", str(tmp_path)], capsys)
+    assert code == 2 and "crd/ref width 12 is too narrow" in err and "'B'" in err and "13 bits" in err
