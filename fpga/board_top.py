@@ -45,6 +45,7 @@ def config_to_json(cfg: HwConfig) -> dict[str, Any]:
         "max_nnz": [[t, n] for t, n in cfg.max_nnz],
         "numerics": None if cfg.numerics is None else str(cfg.numerics),
         "ram_fifo_depth": cfg.ram_fifo_depth,
+        "spacc_block_ram": cfg.spacc_block_ram,
     }
 
 
@@ -57,6 +58,7 @@ def config_from_json(d: dict[str, Any]) -> HwConfig:
         max_nnz=tuple((str(t), int(n)) for t, n in d["max_nnz"]),
         numerics=None if num is None else Numerics.parse(num),
         ram_fifo_depth=d.get("ram_fifo_depth"),
+        spacc_block_ram=bool(d.get("spacc_block_ram", False)),
     )
 
 

@@ -13,11 +13,13 @@ from dataclasses import replace
 
 from .cli import UserError
 
-__all__ = ["RAM_FIFO_DEPTH", "add_parser", "run"]
+__all__ = ["RAM_FIFO_DEPTH", "SPACC_BLOCK_RAM", "add_parser", "run"]
 
 # FIFOs at least this deep go to block RAM by default, per FPGA family: the iCE40 has no
 # distributed RAM, so a deep FIFO would otherwise be flip-flops and multiplexers
 RAM_FIFO_DEPTH = {"ice40": 16}
+# ... and so do the sparse accumulators' sums (the families where that is the default)
+SPACC_BLOCK_RAM = {"ice40"}
 
 
 def add_parser(subparsers) -> None:
@@ -58,6 +60,13 @@ def add_parser(subparsers) -> None:
         help="build output FIFOs of N or more slots in block RAM (same timing); default: "
         f"{RAM_FIFO_DEPTH['ice40']} on iCE40 (no distributed RAM there), never on ECP5; 0: never",
     )
+    p.add_argument(
+        "--spacc-block-ram",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep sparse-accumulator sums in block RAM (same timing); default: on for iCE40, "
+        "off for ECP5 (its distributed RAM is faster)",
+    )
     add_model_args(p, build=True)
 
 
@@ -86,7 +95,10 @@ def run(args: argparse.Namespace) -> int:
     ram = args.ram_fifo_depth if args.ram_fifo_depth is not None else RAM_FIFO_DEPTH.get(board.family)
     if ram is not None and ram != 0 and ram < 2:
         raise UserError(f"--ram-fifo-depth {ram}: use 0 (never) or a depth of at least 2")
-    cfg = replace(cfg, ram_fifo_depth=ram or None)
+    spacc_bram = args.spacc_block_ram
+    if spacc_bram is None:
+        spacc_bram = board.family in SPACC_BLOCK_RAM
+    cfg = replace(cfg, ram_fifo_depth=ram or None, spacc_block_ram=spacc_bram)
     cfg = with_numerics(cfg, args.numerics, args.model is not None)
     if args.clock_mhz is not None and args.clock_mhz <= 0:
         raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")

@@ -57,6 +57,8 @@ class HwConfig:
     numerics: Numerics | None = None  # value arithmetic (fuseflow.numerics); None: int<vw>
     # output FIFOs at least this deep are hw.fifo.RamFIFO (block RAM, same timing); None: never
     ram_fifo_depth: int | None = None
+    # sparse accumulators keep their sums in block RAM (synchronous reads, same timing)
+    spacc_block_ram: bool = False
 
     def __post_init__(self) -> None:
         num = self.numerics
@@ -229,7 +231,7 @@ def make_primitive(kind: NodeKind, params: dict[str, Any], cfg: HwConfig,
         return P.Reduce(op=params["op"], vw=vw, numerics=num, depths=depths), mems
     if kind is NodeKind.SPACC1:
         return P.SpAcc1(dim=params["dim"], op=params.get("op", ReduceOp.ADD), cw=cw, vw=vw, numerics=num,
-                        depths=depths), mems
+                        depths=depths, block_ram=cfg.spacc_block_ram), mems
     if kind is NodeKind.SPACC2:
         return ML.SpAcc2(dim0=params["dim0"], dim1=params["dim1"], op=params.get("op", ReduceOp.ADD), cw=cw,
                          numerics=num, depths=depths), mems

@@ -635,13 +635,32 @@ def _lowest_bit(m: Module, bits: Value, n: int, name: str) -> tuple[Signal, Sign
 
 class SpAcc1(StreamPrimitive):
     """Sparse accumulator, order 1, over an inner dimension ``dim``: accumulator memory plus a
-    valid bit per coordinate; the flush walks the valid bits with a priority encoder."""
+    valid bit per coordinate; the flush walks the valid bits with a priority encoder.
+
+    ``block_ram``: the accumulator memory has synchronous read ports (block RAM, for the iCE40,
+    which has no distributed RAM: otherwise the memory and its two read multiplexers are the
+    largest part of a GCN layer there).  Each port is addressed a cycle early (the coordinate
+    at the input head, the flush's next index), and a word written in the cycle its address is
+    read is forwarded from a register, so the cycle behaviour is the same as with asynchronous
+    reads."""
 
     def __init__(self, *, dim: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
-                 vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None):
+                 vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
+                 block_ram: bool = False):
         self.dim, self.op, self.cw, self.vw = dim, op, cw, vw
+        self.block_ram = block_ram
         self.num = numerics or Numerics.integer(vw)
         super().__init__({"outer": cw, "inner": cw, "val": vw}, {"crd": cw, "val": vw}, depths)
+
+    @staticmethod
+    def _sync_read(m: Module, mem: memory.Memory, wp, addr: Value, name: str) -> Value:
+        """A synchronous read of ``mem[addr]`` (the word arrives next cycle) that also sees the
+        word ``wp`` writes this cycle at the same address."""
+        rp = mem.read_port(domain="sync")
+        hit, word = Signal(name=f"{name}_fwd_hit"), Signal(len(wp.data), name=f"{name}_fwd")
+        m.d.comb += [rp.addr.eq(addr), rp.en.eq(1)]
+        m.d.sync += [hit.eq(wp.en & (wp.addr == addr)), word.eq(wp.data)]
+        return Mux(hit, word, rp.data)
 
     def logic(self, m):
         cw, vw, dim = self.cw, self.vw, self.dim
@@ -649,8 +668,6 @@ class SpAcc1(StreamPrimitive):
         acc = memory.Memory(shape=unsigned(vw), depth=dim, init=[])
         m.submodules.acc = acc
         wp = acc.write_port()
-        rp = acc.read_port(domain="comb")  # read-add-write
-        fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
         valid = Signal(dim)
         flushing = Signal()
         # The lowest set valid bit (``first``), whether any is set and the set bits above it
@@ -666,7 +683,9 @@ class SpAcc1(StreamPrimitive):
         clear = Signal()  # the flush emits ``first`` this cycle
         keep_first, keep_rest = _lowest_bit(m, valid, dim, "keep")
         clear_first, clear_rest = _lowest_bit(m, rest, dim, "clear")
-        m.d.sync += [first.eq(Mux(clear, clear_first, keep_first)),
+        first_next = Signal(range(max(dim, 2)))
+        m.d.comb += first_next.eq(Mux(clear, clear_first, keep_first))
+        m.d.sync += [first.eq(first_next),
                      any_valid.eq(Mux(clear, rest.any(), valid.any())),
                      rest.eq(Mux(clear, clear_rest, keep_rest))]
         tok, vtok, oh = inner.payload, val.payload, outer.payload
@@ -683,14 +702,22 @@ class SpAcc1(StreamPrimitive):
         pend_v = Signal(signed(vw))
         popped = Signal()
         m.d.sync += [pend.eq(popped), pend_c.eq(c), pend_v.eq(v), pend_hit.eq(valid.bit_select(c, 1))]
-        summed = reduce_op(self.num, self.op, rp.data.as_signed(), pend_v)
-        m.d.comb += [rp.addr.eq(pend_c), fp.addr.eq(first), wp.addr.eq(pend_c), wp.en.eq(pend),
-                     wp.data.eq(Mux(pend_hit, summed[:vw], pend_v[:vw]))]
+        m.d.comb += [wp.addr.eq(pend_c), wp.en.eq(pend)]
+        if self.block_ram:
+            acc_word = self._sync_read(m, acc, wp, c[:len(pend_c)], "acc")  # = acc[pend_c] next cycle
+            flush_word = self._sync_read(m, acc, wp, first_next, "flush")  # = acc[first] next cycle
+        else:
+            rp = acc.read_port(domain="comb")  # read-add-write
+            fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
+            m.d.comb += [rp.addr.eq(pend_c), fp.addr.eq(first)]
+            acc_word, flush_word = rp.data, fp.data
+        summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v)
+        m.d.comb += wp.data.eq(Mux(pend_hit, summed[:vw], pend_v[:vw]))
         with m.If(self.room()):
             with m.If(flushing):
                 with m.If(any_valid):
                     self.push(m, "crd", data_word(first, cw))
-                    self.push(m, "val", data_word(fp.data, vw))
+                    self.push(m, "val", data_word(flush_word, vw))
                     m.d.comb += clear.eq(1)
                     m.d.sync += valid.bit_select(first, 1).eq(0)
                 with m.Else():

@@ -69,11 +69,13 @@ def test_nested_two_layer_gcn_one_graph() -> None:
 
 
 def test_block_ram_fifos_keep_the_timing() -> None:
-    """Every output FIFO of 3 or more slots as a RamFIFO (synchronous-read block RAM, as the
-    iCE40 flow builds deep FIFOs): same outputs and the same cycle count as sw_sim."""
+    """Every output FIFO of 3 or more slots as a RamFIFO and the sparse accumulators' sums in
+    block RAM (synchronous reads, as the iCE40 flow builds them): same outputs and the same
+    cycle count as sw_sim."""
     g = compiled("gcn_relu", "full").graphs[0]
     assert max(g.depth(e) for e in g.edges) >= 8  # size_fifos gave it deep FIFOs
-    run_both("gcn_relu", cfg=HwConfig(ram_fifo_depth=3))
+    assert any(n.kind is NodeKind.SPACC1 for n in g.nodes.values())
+    run_both("gcn_relu", cfg=HwConfig(ram_fifo_depth=3, spacc_block_ram=True))
 
 
 def test_crd_drop_and_skip_empty_writers() -> None:

@@ -6,6 +6,7 @@ vectors of a configuration in one simulator run."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -113,7 +114,10 @@ def test_reduce_fixed(op):
     _check("reduce", {"op": op}, runs)
 
 
-def test_spacc1_fixed():
+@pytest.mark.parametrize("block_ram", [False, True], ids=["lutram", "block_ram"])
+def test_spacc1_fixed(block_ram):
+    """Also with the sums in block RAM (synchronous reads with write forwarding, the iCE40
+    build): the same tokens and cycles as sw_sim, with and without back-pressure."""
     rng = random.Random(8)
     runs = []
     for _ in range(5):
@@ -121,7 +125,7 @@ def test_spacc1_fixed():
         inner = [[sorted(rng.sample(range(8), rng.randint(0, 5))) for _ in ks] for ks in outer]
         vals = [[[Q.to_raw(rng.uniform(-20000, 20000)) for _ in f] for f in row] for row in inner]
         runs.append({"outer": fiber_stream(outer, 2), "inner": fiber_stream(inner, 3), "val": fiber_stream(vals, 3)})
-    _check("spacc1", {"dim": 8}, runs)
+    _check("spacc1", {"dim": 8}, runs, replace(CFG, spacc_block_ram=block_ram))
 
 
 def test_value_repeat():
