@@ -511,7 +511,38 @@ class CrdHold(_OuterInner):
         return inner_stop
 
 
-class ArrayLoad(Primitive):
+class _Staged(Primitive):
+    """A chain of pipeline registers ``stages`` (front first) in front of output ``out``."""
+
+    stages: list
+    out: Channel
+
+    def leave_front(self, v):
+        """What the front stage's token becomes when it moves up (default: itself)."""
+        return v
+
+    def advance(self) -> bool | None:
+        """Back: a full last stage whose output has room emits.  Middle: stages move up, back
+        to front, into free (or just emptied) stages.  Returns whether anything moved, or
+        ``None`` once ``D`` has left (the primitive is finished)."""
+        progressed = False
+        st = self.stages
+        last = st[-1]
+        if last is not None and not self.out.isfull:
+            self.out.push(last)
+            st[-1] = None
+            if last is DONE:
+                self.finish()
+                return None
+            progressed = True
+        for k in range(len(st) - 2, -1, -1):
+            if st[k] is not None and st[k + 1] is None:
+                st[k + 1], st[k] = (self.leave_front(st[k]) if k == 0 else st[k]), None
+                progressed = True
+        return progressed
+
+
+class ArrayLoad(_Staged):
     """Value load ``vals[ref]`` (``N`` -> 0, control passes); II 1, latency 2 (the primitive
     table's): a block-RAM read stage, then a register for the word read, so the memory's slow
     clock-to-output has a cycle of its own.
@@ -527,20 +558,10 @@ class ArrayLoad(Primitive):
         self.stages: list = [None] * PRIMITIVES[NodeKind.ARRAY_LOAD].latency
 
     def step(self) -> bool:
-        progressed = False
+        progressed = self.advance()
+        if progressed is None:
+            return True
         st = self.stages
-        last = st[-1]
-        if last is not None and not self.out.isfull:
-            self.out.push(last)
-            st[-1] = None
-            if last is DONE:
-                self.finish()
-                return True
-            progressed = True
-        for k in range(len(st) - 2, -1, -1):
-            if st[k] is not None and st[k + 1] is None:
-                st[k + 1], st[k] = st[k], None
-                progressed = True
         if st[0] is None and self.inp.q:
             tok = self.inp.pop()
             if not isinstance(tok, Control):
@@ -554,7 +575,7 @@ class ArrayLoad(Primitive):
         return progressed
 
 
-class Alu(Primitive):
+class Alu(_Staged):
     """Binary ALU over aligned value streams (``N`` counts as 0); II 1, latency
     :func:`fuseflow.samml.alu_latency` (2, or 4 for ``mul``).
 
@@ -573,25 +594,15 @@ class Alu(Primitive):
         self.fn = numerics.binop(op)
         self.stages: list = [None] * alu_latency(op)
 
+    def leave_front(self, v):
+        x, y = v
+        return x if isinstance(x, Control) else self.fn(x, y)
+
     def step(self) -> bool:
-        progressed = False
+        progressed = self.advance()
+        if progressed is None:
+            return True
         st = self.stages
-        last = st[-1]
-        if last is not None and not self.out.isfull:
-            self.out.push(last)
-            st[-1] = None
-            if last is DONE:
-                self.finish()
-                return True
-            progressed = True
-        for k in range(len(st) - 2, -1, -1):
-            if st[k] is not None and st[k + 1] is None:
-                v = st[k]
-                if k == 0:
-                    x, y = v
-                    v = x if isinstance(x, Control) else self.fn(x, y)
-                st[k + 1], st[k] = v, None
-                progressed = True
         a, b = self.a, self.b
         if st[0] is None and a.q and b.q:
             x, y = a.q[0], b.q[0]
