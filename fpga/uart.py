@@ -145,7 +145,7 @@ class HostBridge(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cmd = Signal(8)
-        addr = Signal(32)
+        addr = Signal(self.addr_width)  # the bits of the u32 address the host port decodes
         count = Signal(16)
         word = Signal(32)
         nbyte = Signal(range(4))
@@ -162,7 +162,13 @@ class HostBridge(wiring.Component):
                     m.d.sync += [word.eq(self.ident), nbyte.eq(0)]
                     m.next = "SEND"
             with m.State("ADDR"), m.If(got):
-                m.d.sync += [addr.eq(Cat(addr[8:], byte_in)), nbyte.eq(nbyte + 1)]
+                m.d.sync += nbyte.eq(nbyte + 1)
+                with m.Switch(nbyte):
+                    for i in range(4):
+                        if 8 * i < self.addr_width:
+                            with m.Case(i):
+                                hi = min(8 * i + 8, self.addr_width)
+                                m.d.sync += addr[8 * i:hi].eq(byte_in[:hi - 8 * i])
                 with m.If(nbyte == 3):
                     m.d.sync += nbyte.eq(0)
                     m.next = "COUNT"

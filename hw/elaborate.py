@@ -31,6 +31,7 @@ from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 from . import ml_primitives as ML
 from . import primitives as P
 from .base import bits_for
+from .word import CTL_WIDTH
 
 __all__ = [
     "CTL_WIDTH",
@@ -104,7 +105,6 @@ def tensor_capacities(spec: TensorSpec, max_nnz: int | None = None) -> dict[str,
     return caps
 
 
-CTL_WIDTH = 10  # control words: opcode in bits 9..8, stop level in 7..0 (hw.word)
 
 
 def crd_width_needed(graph: Graph, max_nnz: tuple[tuple[str, int], ...] = ()) -> tuple[int, str, int]:
@@ -283,9 +283,13 @@ class _HostBus:
 
     def elaborate(self, m: Module, top, extra_regs: dict[int, Any]) -> None:
         addr, wdata, we = top.host_addr, top.host_wdata, top.host_we
+        def inside_of(r: Region):  # regions are aligned to their power-of-two size
+            k = (r.size - 1).bit_length()
+            return addr[k:] == (r.base >> k)
+
         for r in self.mmap.regions:
-            inside = (addr >= r.base) & (addr < r.base + r.size)
-            off = (addr - r.base)[: bits_for(r.depth)]
+            inside = inside_of(r)
+            off = addr[: bits_for(r.depth)]
             for port in self.writes.get(r.name, []):
                 m.d.comb += [port.addr.eq(off), port.data.eq(wdata), port.en.eq(we & inside)]
             if r.name in self.reads:
@@ -305,7 +309,7 @@ class _HostBus:
         m.d.sync += sel.eq(0)
         for i, r in enumerate(self.mmap.regions):
             if r.name in self.reads:
-                with m.If((addr >= r.base) & (addr < r.base + r.size)):
+                with m.If(inside_of(r)):
                     m.d.sync += sel.eq(i + 1)
         with m.Switch(sel):
             with m.Case(0):

@@ -24,10 +24,22 @@ on every channel.
 
 from __future__ import annotations
 
-from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Elaboratable, Module, Mux, Signal, Value
 from amaranth.lib import memory
 
-__all__ = ["HeadFIFO", "RamFIFO"]
+__all__ = ["HeadFIFO", "RamFIFO", "forwarded_read"]
+
+
+def forwarded_read(m: Module, mem: memory.Memory, wp, addr: Value, name: str) -> Value:
+    """A synchronous read of ``mem[addr]`` (the word arrives next cycle) that sees the word
+    ``wp`` writes in the cycle of the read: that word comes from a register, never from the
+    RAM, so a read-during-write collision's RAM output is not used (``fpga.synth`` lets yosys
+    leave it undefined, as the block RAMs do)."""
+    rp = mem.read_port(domain="sync")
+    hit, word = Signal(name=f"{name}_fwd_hit"), Signal(len(wp.data), name=f"{name}_fwd")
+    m.d.comb += [rp.addr.eq(addr), rp.en.eq(1)]
+    m.d.sync += [hit.eq(wp.en & (wp.addr == addr)), word.eq(wp.data)]
+    return Mux(hit, word, rp.data)
 
 
 class _FifoPorts(Elaboratable):
@@ -70,31 +82,25 @@ class RamFIFO(_FifoPorts):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        d = self.depth
-        storage = m.submodules.storage = memory.Memory(shape=self.width, depth=d, init=[])
+        # The ring has a power-of-two number of words (a block RAM holds at least 256), so the
+        # pointers wrap by themselves; the level still stops at ``depth``.
+        ring = 1 << (self.depth - 1).bit_length()
+        storage = m.submodules.storage = memory.Memory(shape=self.width, depth=ring, init=[])
         wp = storage.write_port()
-        rp = storage.read_port(domain="sync")  # registered read: block RAM
-        produce = Signal(range(d))
-        consume = Signal(range(d))
-        head_next = Signal(range(d))
+        produce = Signal(range(ring))
+        consume = Signal(range(ring))
+        head_next = Signal(range(ring))
         do_read, do_write = self._handshake(m)
-        bypass, use_bypass = Signal(self.width), Signal()
         m.d.comb += [
             wp.addr.eq(produce),
             wp.data.eq(self.w_data),
             wp.en.eq(do_write),
-            head_next.eq(Mux(do_read, Mux(consume == d - 1, 0, consume + 1), consume)),
-            rp.addr.eq(head_next),
-            rp.en.eq(1),
-            self.r_data.eq(Mux(use_bypass, bypass, rp.data)),
+            head_next.eq(consume + do_read),
+            # registered read (block RAM) of the next head; a word written into the slot that
+            # becomes the head comes from the bypass register
+            self.r_data.eq(forwarded_read(m, storage, wp, head_next, "head")),
         ]
-        m.d.sync += [
-            consume.eq(head_next),
-            use_bypass.eq(do_write & (produce == head_next)),
-            bypass.eq(self.w_data),
-        ]
-        with m.If(do_write):
-            m.d.sync += produce.eq(Mux(produce == d - 1, 0, produce + 1))
+        m.d.sync += [consume.eq(head_next), produce.eq(produce + do_write)]
         return m
 
 

@@ -62,8 +62,16 @@ def _rhu(v: Value, s: int) -> Value:
 
 
 def _sat(v: Value, num: Numerics) -> Value:
-    lo, hi = Const(num.lo, signed(num.width)), Const(num.hi, signed(num.width))
-    return Mux(v > hi, hi, Mux(v < lo, lo, v))[: num.width]
+    """``v`` saturated to ``num.width`` signed bits.  A signed ``v`` is in range exactly when
+    its bits from ``width - 1`` up are all equal (no comparator carry chains); its sign then
+    picks the bound."""
+    w = num.width
+    v = Value.cast(v)
+    lo, hi = Const(num.lo, signed(w)), Const(num.hi, signed(w))
+    if v.shape().signed and len(v) > w:
+        top = v[w - 1:]
+        return Mux(top.all() | ~top.any(), v[:w], Mux(v[-1], lo, hi))[:w]
+    return Mux(v > hi, hi, Mux(v < lo, lo, v))[:w]
 
 
 def _fix(v: Value, num: Numerics) -> Value:

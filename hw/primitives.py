@@ -10,7 +10,7 @@ next-state position so that ``crd[p]`` is ready in the cycle ``p`` is current.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import memory
 from amaranth.lib.wiring import In, Out
 
@@ -19,8 +19,10 @@ from fuseflow.samml import AluOp, ReduceOp, alu_latency
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import MemRead, MemWrite, StreamPrimitive, bits_for
+from .fifo import forwarded_read
 from .ml_primitives import _sat, binop, reduce_op
 from .word import (
+    CTL_WIDTH,
     data_word,
     done_word,
     empty_word,
@@ -56,21 +58,25 @@ FIBER, END, IDLE = 0, 1, 2
 
 
 class Root(StreamPrimitive):
-    """Emits ``0, D`` once ``go`` is high.  Latency 0."""
+    """Emits ``0, D`` once ``go`` is high.  Latency 0.
+
+    Its two tokens are offered straight from a state register instead of through a channel
+    FIFO: ``0`` is visible the cycle after ``go``, ``D`` the cycle after ``0`` is taken, which
+    is what a FIFO of two or more slots filled in two consecutive cycles shows its consumer."""
 
     def __init__(self, *, cw: int = CRD_WIDTH, depths=None):
         self.cw = cw
         super().__init__({}, {"ref": cw}, depths, {"go": In(1)})
 
-    def logic(self, m):
-        state = Signal(2)
-        with m.If(self.go & self.room()):
-            with m.If(state == 0):
-                self.push(m, "ref", data_word(0, self.cw))
-                m.d.sync += state.eq(1)
-            with m.Elif(state == 1):
-                self.push(m, "ref", done_word(self.cw))
-                m.d.sync += state.eq(2)
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        state = Signal(2)  # 0 waiting for go, 1 offering 0, 2 offering D, 3 finished
+        out = self.o_ref
+        m.d.comb += [out.valid.eq((state == 1) | (state == 2)),
+                     out.payload.eq(Mux(state == 1, data_word(0, self.cw), done_word(self.cw)))]
+        with m.If(((state == 0) & self.go) | (out.valid & out.ready)):
+            m.d.sync += state.eq(state + 1)
+        return m
 
 
 class Scan(StreamPrimitive):
@@ -93,7 +99,7 @@ class Scan(StreamPrimitive):
         pipe_valid = Signal()
         pipe_tok = Signal(w + 1)
         mode = Signal(2, init=IDLE)
-        p, lo, hi = Signal(w), Signal(w), Signal(w)
+        p, hi = Signal(w), Signal(w)
         p_next = Signal(w)
         consumed = Signal()
         pipe_free = Signal()
@@ -116,13 +122,15 @@ class Scan(StreamPrimitive):
             pipe_lo, pipe_hi = seg_lo.data, seg_hi.data
             crd_out = crd_rp.data
         else:
-            # Only the fiber start r * dim is registered (the multiplier is one DSP block); its
-            # end start + dim is added when the fiber is loaded, from that register.
+            # Only the fiber start r * dim is registered (the multiplier is one DSP block).  The
+            # coordinate is a counter beside the position, and the fiber ends when it reaches
+            # dim - 1: no end register, no subtractor.
             pipe_lo = Signal(w)
             with m.If(pipe_free):
                 m.d.sync += pipe_lo.eq(inp.payload[:w] * self.dim)
-            pipe_hi = (pipe_lo + self.dim)[:w]
-            crd_out = (p - lo)[:w]
+            pipe_hi = 0
+            k = Signal(range(max(self.dim, 1) + 1))
+            crd_out = k
 
         # The words pushed, chosen outside the control flow so that the crd memory's read
         # data passes one multiplexer (fiber or control word) on its way into the FIFO.
@@ -139,8 +147,11 @@ class Scan(StreamPrimitive):
                 self.push(m, "ref")
                 m.d.comb += p_next.eq(p + 1)
                 m.d.sync += p.eq(p + 1)
-                with m.If((p + 1)[:w] == hi):
+                last = (p + 1)[:w] == hi if self.compressed else k == self.dim - 1
+                with m.If(last):
                     m.d.sync += mode.eq(END)
+                if not self.compressed:
+                    m.d.sync += k.eq(k + 1)
             with m.Elif(pipe_valid):
                 with m.If(is_stop(pipe_tok, w)):
                     self.push(m, "crd")
@@ -164,8 +175,9 @@ class Scan(StreamPrimitive):
                     m.d.comb += [p_next.eq(new_lo), consumed.eq(1)]
                     # a dense fiber is never empty (dim >= 1): no compare on the new bounds
                     nonempty = (new_lo < new_hi) if self.compressed else (~empty if self.dim else 0)
-                    m.d.sync += [p.eq(new_lo), lo.eq(new_lo), hi.eq(new_hi),
-                                 mode.eq(Mux(nonempty, FIBER, END))]
+                    m.d.sync += [p.eq(new_lo), hi.eq(new_hi), mode.eq(Mux(nonempty, FIBER, END))]
+                    if not self.compressed:
+                        m.d.sync += k.eq(0)
         m.d.comb += inp.ready.eq(pipe_free)
         with m.If(pipe_free):
             m.d.sync += [pipe_valid.eq(inp.valid), pipe_tok.eq(inp.payload)]
@@ -539,48 +551,63 @@ class Alu(StreamPrimitive):
         for k in range(1, n):
             with m.If(free[k]):
                 m.d.sync += valid[k].eq(valid[k - 1])
-        x, y = Signal(w + 1), Signal(w + 1)
-        with m.If(free[0]):
-            m.d.sync += [valid[0].eq(both), x.eq(a.payload), y.eq(b.payload)]
-        xv = Mux(is_data(x, w), x[:w], 0).as_signed()
-        yv = Mux(is_data(y, w), y[:w], 0).as_signed()
-        x_ctl = is_ctl(x, w) & ~is_empty(x, w)
+        x_ctl_of = is_ctl(a.payload, w) & ~is_empty(a.payload, w)
+        xv_of = Mux(is_data(a.payload, w), a.payload[:w], 0).as_signed()
+        yv_of = Mux(is_data(b.payload, w), b.payload[:w], 0).as_signed()
         res = Signal(w + 1)
         with m.If(emit):
             self.push(m, "val", res)
         if n == 2:
+            x, y = Signal(w + 1), Signal(w + 1)
+            with m.If(free[0]):
+                m.d.sync += [valid[0].eq(both), x.eq(a.payload), y.eq(b.payload)]
+            xv = Mux(is_data(x, w), x[:w], 0).as_signed()
+            yv = Mux(is_data(y, w), y[:w], 0).as_signed()
+            x_ctl = is_ctl(x, w) & ~is_empty(x, w)
             with m.If(free[1]):
                 m.d.sync += res.eq(Mux(x_ctl, x, data_word(binop(self.num, self.op, xv, yv), w)))
             return
-        # mul: the control token (or a data marker) rides along the stages
-        ctl1, ctl2 = Signal(w + 1), Signal(w + 1)
-        is_ctl1, is_ctl2 = Signal(), Signal()
+        # mul: the operand registers hold the values (0 for a non-data token), so they and the
+        # product register can sit inside the DSP block; a control token rides along the stages
+        # as its low bits (level and opcode: the rest of a control word is zero) and a flag.
+        # (data registers are reset-less: the clear resets the valid bits, and a DSP block's
+        # registers have no synchronous reset)
+        xv, yv = Signal(signed(w), reset_less=True), Signal(signed(w), reset_less=True)
+        ctl = [Signal(CTL_WIDTH, name=f"ctl{k}", reset_less=True) for k in range(3)]
+        is_ctl_k = [Signal(name=f"is_ctl{k}") for k in range(3)]
+        with m.If(free[0]):
+            m.d.sync += [valid[0].eq(both), xv.eq(xv_of), yv.eq(yv_of), ctl[0].eq(a.payload[:CTL_WIDTH]),
+                         is_ctl_k[0].eq(x_ctl_of)]
+        for k in (1, 2):
+            with m.If(free[k]):
+                m.d.sync += [ctl[k].eq(ctl[k - 1]), is_ctl_k[k].eq(is_ctl_k[k - 1])]
         if w > self.DSP_WIDTH:
             h = w // 2
             xl, yl = Signal(h), Signal(h)
             xh, yh = Signal(signed(w - h)), Signal(signed(w - h))
             m.d.comb += [xl.eq(xv[:h]), yl.eq(yv[:h]), xh.eq(xv[h:]), yh.eq(yv[h:])]
-            pp = [Signal(signed(2 * w), name=f"pp_{nm}") for nm in ("ll", "lh", "hl", "hh")]
+            pp = [Signal(signed(2 * w), name=f"pp_{nm}", reset_less=True) for nm in ("ll", "lh", "hl", "hh")]
             prods = [xl * yl, xl * yh, xh * yl, xh * yh]
 
             def total() -> Value:
                 return (pp[3] << (2 * h)) + ((pp[1] + pp[2]) << h) + pp[0]
         else:
-            pp = [Signal(signed(2 * w), name="pp")]
+            pp = [Signal(signed(2 * w), name="pp", reset_less=True)]
             prods = [xv * yv]
 
             def total() -> Value:
                 return pp[0]
         fixed = self.num.mode is Mode.FIXED
         rnd = (1 << (self.num.frac - 1)) if fixed and self.num.frac > 0 else 0
-        prod = Signal(signed(2 * w + 2))
+        prod = Signal(signed(2 * w + 2), reset_less=True)
         with m.If(free[1]):
-            m.d.sync += [is_ctl1.eq(x_ctl), ctl1.eq(x)] + [p_.eq(v_) for p_, v_ in zip(pp, prods)]
+            m.d.sync += [p_.eq(v_) for p_, v_ in zip(pp, prods)]
         with m.If(free[2]):
-            m.d.sync += [is_ctl2.eq(is_ctl1), ctl2.eq(ctl1), prod.eq(total() + rnd)]
+            m.d.sync += prod.eq(total() + rnd)
         out = _sat(prod >> self.num.frac, self.num) if fixed else prod[:w]
+        ctl_word = Cat(ctl[2], Const(0, w - CTL_WIDTH), Const(1, 1))
         with m.If(free[3]):
-            m.d.sync += res.eq(Mux(is_ctl2, ctl2, data_word(out, w)))
+            m.d.sync += res.eq(Mux(is_ctl_k[2], ctl_word, data_word(out, w)))
 
 
 class Reduce(StreamPrimitive):
@@ -637,12 +664,14 @@ class SpAcc1(StreamPrimitive):
     """Sparse accumulator, order 1, over an inner dimension ``dim``: accumulator memory plus a
     valid bit per coordinate; the flush walks the valid bits with a priority encoder.
 
-    ``block_ram``: the accumulator memory has synchronous read ports (block RAM, for the iCE40,
-    which has no distributed RAM: otherwise the memory and its two read multiplexers are the
-    largest part of a GCN layer there).  Each port is addressed a cycle early (the coordinate
-    at the input head, the flush's next index), and a word written in the cycle its address is
-    read is forwarded from a register, so the cycle behaviour is the same as with asynchronous
-    reads."""
+    ``block_ram``: the small variant, for FPGAs without distributed RAM (the iCE40, where the
+    memory and its two read multiplexers would otherwise be the largest part of a GCN layer).
+    The accumulator memory has synchronous read ports (block RAM): each is addressed a cycle
+    early (the coordinate at the input head, the flush's next index), and a word written in
+    the cycle its address is read is forwarded from a register, so the cycle behaviour is the
+    same as with asynchronous reads.  It also finds the lowest set bit with one encoder (over
+    ``rest`` while flushing, the valid bits otherwise) instead of two whose results are
+    selected at the end: half the logic."""
 
     def __init__(self, *, dim: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
                  vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
@@ -651,16 +680,6 @@ class SpAcc1(StreamPrimitive):
         self.block_ram = block_ram
         self.num = numerics or Numerics.integer(vw)
         super().__init__({"outer": cw, "inner": cw, "val": vw}, {"crd": cw, "val": vw}, depths)
-
-    @staticmethod
-    def _sync_read(m: Module, mem: memory.Memory, wp, addr: Value, name: str) -> Value:
-        """A synchronous read of ``mem[addr]`` (the word arrives next cycle) that also sees the
-        word ``wp`` writes this cycle at the same address."""
-        rp = mem.read_port(domain="sync")
-        hit, word = Signal(name=f"{name}_fwd_hit"), Signal(len(wp.data), name=f"{name}_fwd")
-        m.d.comb += [rp.addr.eq(addr), rp.en.eq(1)]
-        m.d.sync += [hit.eq(wp.en & (wp.addr == addr)), word.eq(wp.data)]
-        return Mux(hit, word, rp.data)
 
     def logic(self, m):
         cw, vw, dim = self.cw, self.vw, self.dim
@@ -677,19 +696,36 @@ class SpAcc1(StreamPrimitive):
         # registers and are selected by ``clear`` at the end, so the output FIFOs' ready is not
         # in front of the priority encoder, and the encoder is a carry-chain isolate of the
         # lowest bit plus an OR tree.
+        #
+        # While flushing, ``valid`` is ``rest`` plus the bit ``first`` (when ``any_valid``), so
+        # emitting ``first`` clears it by loading ``rest``: no decoder of ``first``.
         first = Signal(range(max(dim, 2)))
         any_valid = Signal()
         rest = Signal(dim)
         clear = Signal()  # the flush emits ``first`` this cycle
-        keep_first, keep_rest = _lowest_bit(m, valid, dim, "keep")
-        clear_first, clear_rest = _lowest_bit(m, rest, dim, "clear")
         first_next = Signal(range(max(dim, 2)))
-        m.d.comb += first_next.eq(Mux(clear, clear_first, keep_first))
-        m.d.sync += [first.eq(first_next),
-                     any_valid.eq(Mux(clear, rest.any(), valid.any())),
-                     rest.eq(Mux(clear, clear_rest, keep_rest))]
+        if self.block_ram:
+            # One encoder, over ``rest`` while flushing (the candidate for a flush that emits)
+            # and over the valid bits otherwise; a flush cycle that emits nothing holds the
+            # registers, which already describe the unchanged valid bits.  ``clear`` only
+            # selects at the end, so it is not in front of the encoder.
+            src = Signal(dim)
+            hold = Signal()
+            m.d.comb += [src.eq(Mux(flushing, rest, valid)), hold.eq(flushing & ~clear)]
+            src_first, src_rest = _lowest_bit(m, src, dim, "low")
+            m.d.comb += first_next.eq(Mux(hold, first, src_first))
+            with m.If(~hold):
+                m.d.sync += [any_valid.eq(src.any()), rest.eq(src_rest)]
+        else:
+            keep_first, keep_rest = _lowest_bit(m, valid, dim, "keep")
+            clear_first, clear_rest = _lowest_bit(m, rest, dim, "clear")
+            m.d.comb += first_next.eq(Mux(clear, clear_first, keep_first))
+            m.d.sync += [any_valid.eq(Mux(clear, rest.any(), valid.any())),
+                         rest.eq(Mux(clear, clear_rest, keep_rest))]
+        m.d.sync += first.eq(first_next)
         tok, vtok, oh = inner.payload, val.payload, outer.payload
         c = tok[:cw]
+        ci = c[:len(first)]  # coordinates are below ``dim``: the index bits decode the valid bit
         v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
         # A popped (crd, val) is accumulated the next cycle from registers (the valid bit is set
         # at once, and whether it was set is registered with it), so the input FIFOs are not on
@@ -701,11 +737,11 @@ class SpAcc1(StreamPrimitive):
         pend_c = Signal(range(max(dim, 2)))
         pend_v = Signal(signed(vw))
         popped = Signal()
-        m.d.sync += [pend.eq(popped), pend_c.eq(c), pend_v.eq(v), pend_hit.eq(valid.bit_select(c, 1))]
+        m.d.sync += [pend.eq(popped), pend_c.eq(ci), pend_v.eq(v), pend_hit.eq(valid.bit_select(ci, 1))]
         m.d.comb += [wp.addr.eq(pend_c), wp.en.eq(pend)]
         if self.block_ram:
-            acc_word = self._sync_read(m, acc, wp, c[:len(pend_c)], "acc")  # = acc[pend_c] next cycle
-            flush_word = self._sync_read(m, acc, wp, first_next, "flush")  # = acc[first] next cycle
+            acc_word = forwarded_read(m, acc, wp, ci, "acc")  # = acc[pend_c] next cycle
+            flush_word = forwarded_read(m, acc, wp, first_next, "flush")  # = acc[first] next cycle
         else:
             rp = acc.read_port(domain="comb")  # read-add-write
             fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
@@ -719,7 +755,7 @@ class SpAcc1(StreamPrimitive):
                     self.push(m, "crd", data_word(first, cw))
                     self.push(m, "val", data_word(flush_word, vw))
                     m.d.comb += clear.eq(1)
-                    m.d.sync += valid.bit_select(first, 1).eq(0)
+                    m.d.sync += valid.eq(rest)
                 with m.Else():
                     self.pop(m, "outer")
                     self.pop(m, "inner")
@@ -730,7 +766,7 @@ class SpAcc1(StreamPrimitive):
             with m.Elif(inner.valid & val.valid):
                 with m.If(is_data(tok, cw)):
                     m.d.comb += popped.eq(1)
-                    m.d.sync += valid.bit_select(c, 1).eq(1)
+                    m.d.sync += valid.bit_select(ci, 1).eq(1)
                     self.pop(m, "inner")
                     self.pop(m, "val")
                 with m.Elif(outer.valid):

@@ -11,6 +11,7 @@ from amaranth.hdl import Cat, Const, Value
 from fuseflow.tokens import OP_DONE, OP_EMPTY, OP_STOP
 
 __all__ = [
+    "CTL_WIDTH",
     "data_word",
     "done_word",
     "empty_word",
@@ -23,6 +24,9 @@ __all__ = [
     "recast",
     "stop_word",
 ]
+
+
+CTL_WIDTH = 10  # bits of a control word below the flag: opcode in 9..8, stop level in 7..0
 
 
 def is_ctl(v: Value, w: int) -> Value:

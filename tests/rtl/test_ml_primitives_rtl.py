@@ -81,11 +81,11 @@ def test_scalar_fixed(op, scalar):
     _check("alu", {"op": op, "scalar": scalar}, [{"a": _val_stream(rng, -100, 100, [Q.lo, Q.hi])} for _ in range(5)])
 
 
-def _pair(rng: random.Random, lo: float, hi: float, zeros: bool) -> dict:
-    a = [[Q.to_raw(rng.uniform(lo, hi)) for _ in range(rng.randint(0, 5))] for _ in range(rng.randint(1, 4))]
-    b = [[0 if zeros and rng.random() < 0.2 else Q.to_raw(rng.uniform(lo, hi)) for _ in r] for r in a]
-    a.append([Q.lo, Q.hi, Q.hi, 0, Q.lo])
-    b.append([Q.to_raw(-1.0), Q.to_raw(0.5), Q.to_raw(-0.25), 0, 0])
+def _pair(rng: random.Random, lo: float, hi: float, zeros: bool, num: Numerics = Q) -> dict:
+    a = [[num.to_raw(rng.uniform(lo, hi)) for _ in range(rng.randint(0, 5))] for _ in range(rng.randint(1, 4))]
+    b = [[0 if zeros and rng.random() < 0.2 else num.to_raw(rng.uniform(lo, hi)) for _ in r] for r in a]
+    a.append([num.lo, num.hi, num.hi, 0, num.lo])
+    b.append([num.to_raw(-1.0), num.to_raw(0.5), num.to_raw(-0.25), 0, 0])
     return {"a": fiber_stream(a, 2), "b": fiber_stream(b, 2)}
 
 
@@ -93,6 +93,13 @@ def _pair(rng: random.Random, lo: float, hi: float, zeros: bool) -> dict:
 def test_binary_fixed(op):
     rng = random.Random(op)
     _check("alu", {"op": op}, [_pair(rng, -300, 300, op == "div") for _ in range(6)])
+
+
+def test_mul_q8_8():
+    """The iCE40 format: one 16x16 product (the DSP block), saturation at +-128."""
+    num = Numerics.parse("q8.8")
+    rng = random.Random(88)
+    _check("alu", {"op": "mul"}, [_pair(rng, -40, 40, False, num) for _ in range(6)], HwConfig.for_numerics(num))
 
 
 def test_div_int():
