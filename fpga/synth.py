@@ -212,6 +212,16 @@ def resolve_tools(tools: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
+# Every synchronous (block-RAM) read port of the design has one write port, and no primitive
+# uses a word read in the cycle its address is written: ``RamFIFO`` and the block-RAM ``SpAcc1``
+# forward that word from a register (``hw.fifo.forwarded_read``), and the host writes tensors
+# and reads results while the accelerator is idle.  Without this, yosys keeps Amaranth's
+# "read the old word" semantics by delaying every write a cycle behind a register and a bypass
+# (on the iCE40UP5K GCN layer: about 400 LUTs and 490 flip-flops); with it, a collision's read
+# word is undefined, as the RAM blocks give it.
+COLLISION_DONT_CARE = "setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 r:CLK_ENABLE=1 %i"
+
+
 def synthesize(
     top: GraphTop,
     board: str | Board,
@@ -247,10 +257,14 @@ def synthesize(
     opts: dict[str, str] = {
         "nextpnr_opts": f"--report {report_json} --seed {seed} --timing-allow-fail"
     }
+    opts["script_after_read"] = COLLISION_DONT_CARE
     if b.family == "ice40":
-        opts["synth_opts"] = (
-            "-dsp"  # map multipliers to SB_MAC16 (yosys leaves them in LUTs otherwise)
-        )
+        # -dsp: map multipliers to SB_MAC16 (yosys leaves them in LUTs otherwise).
+        # -dffe_min_ce_use 4: a clock enable shared by fewer than 4 flip-flops goes into their
+        # LUTs.  The flip-flops of an iCE40 logic block share one clock enable, so every small
+        # enable group (a FIFO's level, a stage's valid bit) would take a block of its own: on
+        # the GCN layer this halves the control sets (287 -> 138) and lets nextpnr place it.
+        opts["synth_opts"] = "-dsp -dffe_min_ce_use 4"
     plan: BuildPlan = platform.prepare(BoardTop(top, baud, board_hz), name, **opts)
     plan.extract(out)
     t1 = time.perf_counter()
@@ -310,6 +324,15 @@ def _raise_failure(b: Board, out: Path, name: str, output: str) -> None:
             b.device,
             {f"{names.get(c, c)} ({c})": ua for c, ua in over.items()},
             str(log_path),
+        )
+    if "Unable to find legal placement" in log or "Placing design failed" in log:
+        util = {cell: (int(u), int(a)) for cell, u, a in _UTIL_LINE.findall(log)}
+        full = ", ".join(f"{c} {u}/{a} ({100 * u // a} %)" for c, (u, a) in util.items()
+                         if a and u * 100 >= 80 * a)
+        raise SynthError(
+            f"nextpnr could not place the design on the {b.name} ({b.device}): it is at the "
+            f"utilisation limit ({full or 'see the log'}); log: {log_path}.  Try another --seed, "
+            "narrower values (--vw, or --numerics q8.8 for a model) or smaller --max-nnz capacities"
         )
     tail = "\n".join((log + output).strip().splitlines()[-25:])
     raise SynthError(f"synthesis for {b.name} failed (logs in {out}):\n{tail}")
