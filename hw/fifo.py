@@ -30,15 +30,27 @@ from amaranth.lib import memory
 __all__ = ["HeadFIFO", "RamFIFO", "forwarded_read"]
 
 
-def forwarded_read(m: Module, mem: memory.Memory, wp, addr: Value, name: str) -> Value:
+def forwarded_read(m: Module, mem: memory.Memory, wp, addr: Value, name: str,
+                   addr_q: Value | None = None) -> Value:
     """A synchronous read of ``mem[addr]`` (the word arrives next cycle) that sees the word
     ``wp`` writes in the cycle of the read: that word comes from a register, never from the
     RAM, so a read-during-write collision's RAM output is not used (``fpga.synth`` lets yosys
-    leave it undefined, as the block RAMs do)."""
+    leave it undefined, as the block RAMs do).
+
+    ``addr_q``: a register that holds ``addr`` one cycle later.  The address compare then
+    happens after the clock edge, between registers, instead of at the end of whatever logic
+    computes ``addr``."""
     rp = mem.read_port(domain="sync")
-    hit, word = Signal(name=f"{name}_fwd_hit"), Signal(len(wp.data), name=f"{name}_fwd")
+    word = Signal(len(wp.data), name=f"{name}_fwd")
     m.d.comb += [rp.addr.eq(addr), rp.en.eq(1)]
-    m.d.sync += [hit.eq(wp.en & (wp.addr == addr)), word.eq(wp.data)]
+    m.d.sync += word.eq(wp.data)
+    if addr_q is None:
+        hit = Signal(name=f"{name}_fwd_hit")
+        m.d.sync += hit.eq(wp.en & (wp.addr == addr))
+    else:
+        wen, waddr = Signal(name=f"{name}_fwd_wen"), Signal(len(wp.addr), name=f"{name}_fwd_waddr")
+        m.d.sync += [wen.eq(wp.en), waddr.eq(wp.addr)]
+        hit = wen & (waddr == addr_q)
     return Mux(hit, word, rp.data)
 
 

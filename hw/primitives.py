@@ -660,6 +660,35 @@ def _lowest_bit(m: Module, bits: Value, n: int, name: str) -> tuple[Signal, Sign
     return index, without
 
 
+def _lowest_bit_grouped(m: Module, bits: Value, n: int, name: str) -> tuple[Signal, Signal]:
+    """:func:`_lowest_bit` without a carry chain, for 4-input LUT fabrics: the bits in groups
+    of four, the first non-empty group found from the groups' any-bits, the index as (that
+    group, the first bit inside it)."""
+    g_n = (n + 3) // 4
+    groups = [bits[4 * g:min(4 * g + 4, n)] for g in range(g_n)]
+    ga = Signal(g_n, name=f"{name}_ga")
+    m.d.comb += ga.eq(Cat(*[grp.any() for grp in groups]))
+    first_g = Signal(g_n, name=f"{name}_fg")  # one-hot: the first non-empty group
+    for g in range(g_n):
+        m.d.comb += first_g[g].eq(ga[g] & ~(ga[:g].any() if g else 0))
+    index = Signal(range(max(n, 2)), name=f"{name}_index")
+    low = Signal(n, name=f"{name}_low")
+    for g, grp in enumerate(groups):
+        for j in range(len(grp)):
+            m.d.comb += low[4 * g + j].eq(first_g[g] & grp[j] & ~(grp[:j].any() if j else 0))
+    for b in range(len(index)):
+        if b < 2:  # the bit inside the group
+            terms = [first_g[g] & Cat(*[grp[j] & ~(grp[:j].any() if j else 0)
+                                        for j in range(len(grp)) if (j >> b) & 1]).any()
+                     for g, grp in enumerate(groups) if any((j >> b) & 1 for j in range(len(grp)))]
+        else:  # the group
+            terms = [first_g[g] for g in range(g_n) if (g >> (b - 2)) & 1]
+        m.d.comb += index[b].eq(Cat(*terms).any() if terms else 0)
+    without = Signal(n, name=f"{name}_rest")
+    m.d.comb += without.eq(bits & ~low)
+    return index, without
+
+
 class SpAcc1(StreamPrimitive):
     """Sparse accumulator, order 1, over an inner dimension ``dim``: accumulator memory plus a
     valid bit per coordinate; the flush walks the valid bits with a priority encoder.
@@ -712,7 +741,7 @@ class SpAcc1(StreamPrimitive):
             src = Signal(dim)
             hold = Signal()
             m.d.comb += [src.eq(Mux(flushing, rest, valid)), hold.eq(flushing & ~clear)]
-            src_first, src_rest = _lowest_bit(m, src, dim, "low")
+            src_first, src_rest = _lowest_bit_grouped(m, src, dim, "low")
             m.d.comb += first_next.eq(Mux(hold, first, src_first))
             with m.If(~hold):
                 m.d.sync += [any_valid.eq(src.any()), rest.eq(src_rest)]
@@ -741,7 +770,7 @@ class SpAcc1(StreamPrimitive):
         m.d.comb += [wp.addr.eq(pend_c), wp.en.eq(pend)]
         if self.block_ram:
             acc_word = forwarded_read(m, acc, wp, ci, "acc")  # = acc[pend_c] next cycle
-            flush_word = forwarded_read(m, acc, wp, first_next, "flush")  # = acc[first] next cycle
+            flush_word = forwarded_read(m, acc, wp, first_next, "flush", addr_q=first)  # = acc[first] next cycle
         else:
             rp = acc.read_port(domain="comb")  # read-add-write
             fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
