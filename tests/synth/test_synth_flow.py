@@ -65,3 +65,24 @@ def test_oversized_design_names_the_resource(ice40_tools, tmp_path):
     assert m, msg
     # at least the 4096 x 32-bit values of B alone need 4096 * 32 / 4096 = 32 EBRs of 4 kbit
     assert int(m.group(1)) >= 32
+
+
+def test_placement_failure_says_utilisation_limit(tmp_path):
+    """nextpnr's "Unable to find legal placement" (a design near the limit that still packs)
+    becomes a message with the utilisation figures, not a log tail."""
+    from fpga.boards import get_board
+    from fpga.synth import SynthError, _raise_failure
+
+    (tmp_path / "top.tim").write_text(
+        "Info: Device utilisation:\n"
+        "Info: \t         ICESTORM_LC:    5067/   5280    95%\n"
+        "Info: \t        ICESTORM_RAM:      28/     30    93%\n"
+        "Info: \t               SB_IO:       5/     39    12%\n"
+        "ERROR: Unable to find legal placement for all cells, design is probably at utilisation limit.\n"
+    )
+    with pytest.raises(SynthError) as info:
+        _raise_failure(get_board("icebreaker"), tmp_path, "top", "")
+    msg = str(info.value)
+    assert "could not place the design on the icebreaker (iCE40UP5K)" in msg
+    assert "ICESTORM_LC 5067/5280 (95 %)" in msg and "ICESTORM_RAM 28/30 (93 %)" in msg
+    assert "SB_IO" not in msg  # only the resources at 80 % or more
