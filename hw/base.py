@@ -2,9 +2,11 @@
 
 Every primitive is a ``wiring.Component``.  Input ports are ``i_<port>``, output ports are
 ``o_<port>``, both ``amaranth.lib.stream`` interfaces carrying SAMML words.  Each output is the
-read side of a FIFO with ``SyncFIFO`` timing inside the primitive (:mod:`hw.fifo`), so an output's ``valid`` and ``payload`` come
-from registers (never from ``ready``) and stay stable until taken — the channel FIFO of the
-timing contract.  A primitive's input ``ready`` is its decision to pop this cycle.
+read side of a FIFO with ``SyncFIFO`` timing inside the primitive (:mod:`hw.fifo`), so an
+output's ``valid`` and ``payload`` come from registers (never from ``ready``) and stay stable
+until taken — the channel FIFO of the timing contract.  (``Root`` offers its two tokens from its
+state register instead, which its consumer cannot tell apart.)  A primitive's input ``ready``
+is its decision to pop this cycle.
 """
 
 from __future__ import annotations

@@ -38,9 +38,9 @@ __all__ = [
     "HOST_DW",
     "GraphTop",
     "HwConfig",
-    "crd_width_needed",
     "MemoryMap",
     "PrimitiveHarness",
+    "crd_width_needed",
     "make_primitive",
     "tensor_capacities",
 ]
