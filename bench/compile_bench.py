@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compiler
 from compiler_programs import SUITE, random_inputs
 
 from fuseflow.compiler import Fusion, compile_program, reference, run_program
+from sw_sim import run_graph
 
 
 def compile_times(repeats: int = 5) -> None:
@@ -53,7 +54,7 @@ def cycles(names: list[str], seeds: int = 3) -> None:
             row, graphs = [], []
             for fusion, factored in MODES:
                 compiled = compile_program(program, fusion, factored=factored)
-                result = run_program(compiled, data)
+                result = run_program(compiled, data, simulate=run_graph)
                 for k, v in want.items():
                     assert (result.dense(k) == v).all(), (name, fusion, k)
                 row.append(result.total_cycles)
@@ -88,7 +89,7 @@ def larger(n: int = 48, seed: int = 0) -> None:
         want = reference(program, data)
         row = []
         for fusion, factored in MODES:
-            result = run_program(compile_program(program, fusion, factored=factored), data)
+            result = run_program(compile_program(program, fusion, factored=factored), data, simulate=run_graph)
             assert all((result.dense(k) == v).all() for k, v in want.items())
             row.append(result.total_cycles)
         print(f"{program.name:30s} " + " ".join(f"{c:9d}" for c in row))

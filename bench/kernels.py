@@ -13,7 +13,7 @@ import statistics
 import sys
 import time
 
-from fuseflow.cmd_common import table
+from fuseflow_cli.cmd_common import table
 from fuseflow.kernels import KERNELS, example
 from sw_sim import run_graph
 

@@ -25,6 +25,7 @@ from fuseflow.models.datasets import cora_like, karate
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import FUSIONS, compile_model, run_model
 from fuseflow.models.zoo import make_case
+from sw_sim import run_graph
 
 MAX_CYCLES: int | None = None  # --max-cycles
 
@@ -38,7 +39,7 @@ def bench_case(label: str, case, fusions=FUSIONS) -> list[list[str]]:
     for f in fusions:
         cm = compile_model(ir, f)
         t0 = time.perf_counter()
-        res = run_model(cm, max_cycles=MAX_CYCLES)
+        res = run_model(cm, max_cycles=MAX_CYCLES, simulate=run_graph)
         wall = time.perf_counter() - t0
         out = res.outputs[ir.outputs[0]]
         err = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))

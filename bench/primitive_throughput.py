@@ -68,7 +68,7 @@ def main() -> int:
                     "yes" if rtl.cycles == sw.cycles else "NO"]
         rows.append(row)
         print(f"  {label}: done", file=sys.stderr, flush=True)
-    from fuseflow.cmd_common import table
+    from fuseflow_cli.cmd_common import table
 
     header = ["primitive", "tokens", "sw cycles", "sw tok/cyc", "sw overhead"]
     if not args.no_rtl:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fpga.synth import FMAX_GOAL_MHZ, SynthError, SynthReport, synthesize
+from fpga.boards import get_board
+from fpga.synth import SynthError, SynthReport, synthesize
 from fuseflow.kernels import KERNELS
 from hw.elaborate import GraphTop, HwConfig, crd_width_needed
 
@@ -33,7 +34,7 @@ def _one(kernel: str, size: int, cfg: HwConfig, board: str, seed: int, outdir: s
             top,
             board,
             Path(outdir) / f"{kernel}{size}-{board}-s{seed}",
-            clock_mhz=FMAX_GOAL_MHZ[BOARDS[board]],
+            clock_mhz=get_board(board).family.fmax_goal_mhz,
             seed=seed,
         )
     except SynthError as exc:

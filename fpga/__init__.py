@@ -2,14 +2,18 @@
 
 * :func:`synthesize` — any :class:`hw.elaborate.GraphTop` on a board (:data:`BOARDS`) ->
   bitstream + :class:`SynthReport` (LUT / FF / BRAM / DSP, Fmax, critical path);
+* :data:`FAMILIES` — one :class:`Family` record per FPGA family (tools, resources, programmer,
+  clock goal, family-dependent defaults), which boards point at;
 * :class:`BoardTop` / :class:`BoardCore` — the accelerator behind a UART host bridge with LEDs;
 * :func:`run_on_board` over a :class:`ByteTransport` (:class:`SerialTransport` on hardware, the
   cocotb UART model in :func:`simulate_board`) — the one host driver for both;
 * :func:`flash_command` / :func:`flash` — iceprog / openFPGALoader / dfu-util.
 """
 
+from .board_sim import simulate_board
 from .board_top import DEFAULT_BAUD, BoardCore, BoardTop, design_ident, host_view
 from .boards import BOARDS, Board, get_board
+from .families import FAMILIES, Family
 from .flash import FlashError, flash, flash_command
 from .host import BoardLink, BoardResult, ByteTransport, LinkError, SerialTransport, run_on_board
 from .synth import DoesNotFit, ResourceUse, SynthError, SynthReport, ToolMissing, synthesize
@@ -18,6 +22,7 @@ from .uart import HostBridge, UARTRx, UARTTx
 __all__ = [
     "BOARDS",
     "DEFAULT_BAUD",
+    "FAMILIES",
     "Board",
     "BoardCore",
     "BoardLink",
@@ -25,6 +30,7 @@ __all__ = [
     "BoardTop",
     "ByteTransport",
     "DoesNotFit",
+    "Family",
     "FlashError",
     "HostBridge",
     "LinkError",
@@ -45,11 +51,3 @@ __all__ = [
     "synthesize",
 ]
 
-
-def __getattr__(name: str):
-    # the simulation runner pulls in cocotb's runner: import it only when asked for
-    if name == "simulate_board":
-        from .board_sim import simulate_board
-
-        return simulate_board
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

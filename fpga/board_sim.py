@@ -1,7 +1,7 @@
 """The board top in simulation: Verilator + cocotb with a UART model in place of the board.
 
 :func:`simulate_board` builds (cached) :class:`fpga.board_top.BoardCore` for a graph and runs
-:mod:`rtl_sim.tb_board`, whose host side is :func:`fpga.host.run_on_board` — the driver of
+:mod:`fpga.tb_board`, whose host side is :func:`fpga.host.run_on_board` — the driver of
 ``fuseflow-hw run``.
 """
 
@@ -66,7 +66,7 @@ def simulate_board(
     bdir = verilator_build(key, make, _TOP)
     meta = json.loads((bdir / "meta.json").read_text())
     runs = [{"inputs": {t: data[t].arrays() for t in graph.input_tensors()}} for data in datasets]
-    res = run_cocotb(bdir, _TOP, "rtl_sim.tb_board", {"meta": meta, "runs": runs})
+    res = run_cocotb(bdir, _TOP, "fpga.tb_board", {"meta": meta, "runs": runs})
     out = []
     for r in res["results"]:
         outputs = {

@@ -1,4 +1,4 @@
-"""Boards the flow knows: amaranth-boards platform, FPGA family and programmer.
+"""Boards the flow knows: amaranth-boards platform, FPGA family record and programmer.
 
 Every board needs a UART to the host.  Boards whose amaranth-boards platform has no ``uart``
 resource get one on header pins named here (a USB-serial adapter goes there).
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from amaranth.build import Attrs, Clock, Resource
 from amaranth_boards.resources import UARTResource
 
+from .families import ECP5, ICE40, Family, Programmer
+
 __all__ = ["BOARDS", "Board", "get_board"]
 
 
@@ -19,15 +21,24 @@ __all__ = ["BOARDS", "Board", "get_board"]
 class Board:
     name: str
     platform: str  # "module:Class" in amaranth_boards
-    family: str  # "ice40" | "ecp5" (nextpnr architecture)
+    family: Family
     device: str  # for reports, e.g. "iCE40UP5K", "LFE5U-85F"
-    programmer: tuple[str, ...]  # argv before the bitstream path; argv[0] may be overridden by env
-    programmer_env: str  # env var naming the programmer executable (as amaranth-boards reads it)
-    bitstream: str  # file name suffix of the bitstream in the build dir
+    programmer: Programmer | None = None  # None: the family's
     uart_pins: tuple[str, str, str, int] | None = (
         None  # (rx, tx, connector, number) when not in the platform
     )
+    # tools the board's build script runs besides the family's: (tool, how to install it)
+    extra_tools: tuple[tuple[str, str], ...] = ()
     note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.programmer is None:
+            object.__setattr__(self, "programmer", self.family.programmer)
+
+    @property
+    def bitstream(self) -> str:
+        """File name suffix of the bitstream in the build dir."""
+        return self.family.bitstream
 
     def platform_class(self) -> type:
         mod, cls = self.platform.split(":")
@@ -57,39 +68,27 @@ class Board:
             )
         return platform
 
-    def program_argv(self, bitstream: str, executable: str | None = None) -> list[str]:
-        argv = list(self.programmer)
-        if executable:
-            argv[0] = executable
-        return [*argv, bitstream]
-
 
 _ULX3S = {
-    "family": "ecp5",
-    "programmer": ("openFPGALoader", "-b", "ulx3s", "-m"),
-    "programmer_env": "OPENFPGALOADER",
-    "bitstream": "bit",
+    "family": ECP5,
+    "programmer": Programmer(("openFPGALoader", "-b", "ulx3s", "-m"), "OPENFPGALOADER"),
 }
 _ORANGECRAB = {
-    "family": "ecp5",
-    "programmer": ("dfu-util", "-a", "0", "-D"),
-    "programmer_env": "DFU_UTIL",
-    "bitstream": "bit",
+    "family": ECP5,
+    "programmer": Programmer(("dfu-util", "-a", "0", "-D"), "DFU_UTIL"),
     "uart_pins": ("0", "1", "io", 0),
+    "extra_tools": (
+        ("dfu-suffix", "install dfu-util (Debian: apt-get install dfu-util), which ships dfu-suffix"),
+    ),
     "note": "UART on feather pins 0 (RX) / 1 (TX): attach a 3.3 V USB-serial adapter",
 }
-_ICEPROG = {
-    "family": "ice40",
-    "programmer": ("iceprog",),
-    "programmer_env": "ICEPROG",
-    "bitstream": "bin",
-}
+_ICE40 = {"family": ICE40}
 
 BOARDS: dict[str, Board] = {
     b.name: b
     for b in [
-        Board("icebreaker", "icebreaker:ICEBreakerPlatform", device="iCE40UP5K", **_ICEPROG),
-        Board("icestick", "icestick:ICEStickPlatform", device="iCE40HX1K", **_ICEPROG),
+        Board("icebreaker", "icebreaker:ICEBreakerPlatform", device="iCE40UP5K", **_ICE40),
+        Board("icestick", "icestick:ICEStickPlatform", device="iCE40HX1K", **_ICE40),
         Board("ulx3s-12f", "ulx3s:ULX3S_12F_Platform", device="LFE5U-12F", **_ULX3S),
         Board("ulx3s-25f", "ulx3s:ULX3S_25F_Platform", device="LFE5U-25F", **_ULX3S),
         Board("ulx3s-45f", "ulx3s:ULX3S_45F_Platform", device="LFE5U-45F", **_ULX3S),

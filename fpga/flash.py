@@ -40,8 +40,9 @@ def _bitstream(board: Board, build_dir: Path) -> Path:
 def flash_command(board: Board, build_dir: str | Path) -> list[str]:
     """The programmer command line for ``board`` (its env variable, e.g. ``ICEPROG``, overrides
     the executable, as amaranth-boards' own ``toolchain_program`` does)."""
-    return board.program_argv(
-        str(_bitstream(board, Path(build_dir))), os.environ.get(board.programmer_env)
+    programmer = board.programmer
+    return programmer.command(
+        str(_bitstream(board, Path(build_dir))), os.environ.get(programmer.env)
     )
 
 
@@ -50,6 +51,6 @@ def flash(board: Board, build_dir: str | Path) -> int:
     argv = flash_command(board, build_dir)
     if shutil.which(argv[0]) is None:
         raise FlashError(
-            f"programmer {argv[0]!r} not found: install it or set {board.programmer_env}=/path/to/it"
+            f"programmer {argv[0]!r} not found: install it or set {board.programmer.env}=/path/to/it"
         )
     return subprocess.run(argv, check=False).returncode

@@ -3,7 +3,7 @@
 The driver is written once, as coroutines over :class:`ByteTransport`:
 
 * :class:`SerialTransport` — a real serial port (pyserial, imported on first use);
-* the cocotb UART model in :mod:`rtl_sim.tb_board` — the simulated board top.
+* the cocotb UART model in :mod:`fpga.tb_board` — the simulated board top.
 
 ``fuseflow-hw run`` and the board-top simulation both call :func:`run_on_board`, so the code
 tested in simulation is the code that talks to the FPGA.

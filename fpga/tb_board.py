@@ -16,9 +16,10 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge
 
-from fpga.host import BoardLink, LinkError, run_on_board, tensor_from_arrays
 from fuseflow.samml import Graph
 from hw.elaborate import MemoryMap
+
+from .host import BoardLink, LinkError, run_on_board, tensor_from_arrays
 
 __all__ = ["UartModel"]
 

@@ -9,16 +9,20 @@ from pathlib import Path
 
 import numpy as np
 
-from fuseflow.cli import UserError
+from fpga.board_top import DEFAULT_BAUD
+from fpga.boards import BOARDS, Board, get_board
 from fuseflow.kernels import KERNELS
 from fuseflow.samml import Graph
 from fuseflow.tensor import Format, TensorData
 from hw.elaborate import HwConfig, crd_width_needed
 
-from .boards import BOARDS, Board, get_board
+from .cmd_common import parse_max_nnz
+from .errors import UserError
 
 __all__ = [
+    "add_baud_arg",
     "add_board_arg",
+    "add_board_parser",
     "add_graph_args",
     "board_from_args",
     "config_from_args",
@@ -54,6 +58,25 @@ def add_board_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_board_parser(subparsers, name: str, help: str, doc: str, *, graph: bool
+                     ) -> argparse.ArgumentParser:
+    """The parser of a board subcommand: ``doc`` as its description, the graph options when
+    ``graph``, then ``--board``."""
+    p = subparsers.add_parser(
+        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    if graph:
+        add_graph_args(p)
+    add_board_arg(p)
+    return p
+
+
+def add_baud_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--baud", type=int, default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})"
+    )
+
+
 def board_from_args(args: argparse.Namespace) -> Board:
     try:
         return get_board(args.board)
@@ -78,23 +101,10 @@ def graph_from_args(args: argparse.Namespace) -> Graph:
 
 
 def config_from_args(args: argparse.Namespace, graph: Graph) -> HwConfig:
-    caps: dict[str, int] = {}
-    for item in args.max_nnz:
-        tensor, sep, value = item.partition("=")
-        if not sep or not value.strip().isdigit():
-            raise UserError(f"--max-nnz {item!r}: expected TENSOR=N, e.g. B=512")
-        if tensor not in graph.tensors:
-            raise UserError(
-                f"--max-nnz {item!r}: graph {graph.name!r} has no tensor {tensor!r}; "
-                f"tensors: {', '.join(graph.tensors)}"
-            )
-        if int(value) < 1:
-            raise UserError(f"--max-nnz {item!r}: the capacity must be at least 1")
-        caps[tensor] = int(value)
+    max_nnz = parse_max_nnz(args.max_nnz, graph)
     vw = getattr(args, "vw", 32)
     if vw < 10:
         raise UserError(f"--vw {vw}: values need at least 10 bits (control words use bits 9..0)")
-    max_nnz = tuple(sorted(caps.items()))
     need, tensor, top = crd_width_needed(graph, max_nnz)
     cw_arg = str(getattr(args, "cw", "auto"))
     if cw_arg == "auto":

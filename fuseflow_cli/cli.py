@@ -1,45 +1,51 @@
-"""``fuseflow-hw`` command line.  Each subcommand lives in a module that registers itself."""
+"""``fuseflow-hw`` command line.  Each subcommand lives in a module that registers itself.
+
+A subcommand module has ``add_parser(subparsers)`` and ``run(args) -> int``; :data:`SUBCOMMANDS`
+lists them.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from . import (
+    cmd_build,
+    cmd_compile,
+    cmd_correlate,
+    cmd_demo,
+    cmd_flash,
+    cmd_rtl,
+    cmd_run,
+    cmd_sim,
+    cmd_synth,
+)
 from .errors import UserError
 
 __all__ = ["UserError", "main"]
 
-# subcommand name -> module defining ``add_parser(subparsers)`` and ``run(args) -> int``
+# subcommand name -> its module, in the order of ``fuseflow-hw --help``
 SUBCOMMANDS = {
-    "demo": "fuseflow.cmd_demo",
-    "sim": "fuseflow.cmd_sim",
-    "build": "fuseflow.cmd_build",
-    "rtl": "fuseflow.cmd_rtl",
-    "compile": "fuseflow.cmd_compile",
-    "correlate": "fuseflow.cmd_correlate",
-    "synth": "fuseflow.cmd_synth",
-    "run": "fuseflow.cmd_run",
-    "flash": "fuseflow.cmd_flash",
+    "demo": cmd_demo,
+    "sim": cmd_sim,
+    "build": cmd_build,
+    "rtl": cmd_rtl,
+    "compile": cmd_compile,
+    "correlate": cmd_correlate,
+    "synth": cmd_synth,
+    "run": cmd_run,
+    "flash": cmd_flash,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fuseflow-hw", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    modules = {}
-    for name, modname in SUBCOMMANDS.items():
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name != modname:
-                raise
-            continue
+    for mod in SUBCOMMANDS.values():
         mod.add_parser(sub)
-        modules[name] = mod
     args = parser.parse_args(argv)
     try:
-        return int(modules[args.command].run(args) or 0)
+        return int(SUBCOMMANDS[args.command].run(args) or 0)
     except UserError as exc:
         print(f"fuseflow-hw {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hw import HwConfig, build_graph
+from rtl_sim.toolchain import lint
+
 from .cmd_common import (
     add_graph_args,
     add_numerics_arg,
@@ -12,6 +15,8 @@ from .cmd_common import (
     table,
     with_numerics,
 )
+from .errors import UserError
+from .models import add_model_args, build_model
 
 
 def add_parser(sub) -> None:
@@ -25,25 +30,17 @@ def add_parser(sub) -> None:
                    help="capacity (stored values) of a tensor's memories; default: its dense size")
     p.add_argument("--lint", action="store_true", help="also run verilator --lint-only on the result")
     add_numerics_arg(p)
-    from .models.cli import add_model_args
-
     add_model_args(p, build=True)
 
 
 def run(args) -> int:
-    from hw import HwConfig, build_graph
-
-    from .cli import UserError
-
     if args.model:
-        from .models.cli import build_model
-
         return build_model(args)
     job = load_graph_job(args)
     if args.cw < 10 or args.vw < 10:
         raise UserError("--cw and --vw must be at least 10 bits (control words use bits 9..0)")
     cfg = with_numerics(HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth,
-                                 max_nnz=parse_max_nnz(args.max_nnz)), args.numerics, False)
+                                 max_nnz=parse_max_nnz(args.max_nnz, job.graph)), args.numerics, False)
     out = Path(args.out)
     try:
         summary = build_graph(job.graph, out, cfg)
@@ -59,8 +56,6 @@ def run(args) -> int:
     print(f"host port: {mm['addr_width']}-bit word address; CTRL=0 (write 1: start), CYCLES=1, "
           f"output lengths at 2..{1 + len(mm['lengths'])}")
     if args.lint:
-        from rtl_sim.toolchain import lint
-
         res = lint(out / summary["verilog"], summary["top"])
         print("verilator --lint-only:", "clean" if res.returncode == 0 else "FAILED")
         if res.returncode:

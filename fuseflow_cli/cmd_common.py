@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from .cli import UserError
-from .kernels import KERNELS, example, random_operands
-from .samml import Graph, GraphError
-from .tensor import TensorData
+from fuseflow.kernels import KERNELS, example, random_operands
+from fuseflow.numerics import Mode, Numerics
+from fuseflow.samml import Graph, GraphError
+from fuseflow.tensor import TensorData
+from hw.elaborate import HwConfig
+
+from .errors import UserError
 
 __all__ = ["GraphJob", "add_graph_args", "add_numerics_arg", "load_graph_job", "parse_max_nnz", "table",
            "with_numerics"]
@@ -68,14 +71,23 @@ def load_graph_job(args: argparse.Namespace) -> GraphJob:
     return GraphJob(g, data, None, f"graph {args.graph}")
 
 
-def parse_max_nnz(items: list[str] | None) -> tuple[tuple[str, int], ...]:
-    out = []
+def parse_max_nnz(items: list[str] | None, graph: Graph) -> tuple[tuple[str, int], ...]:
+    """The ``--max-nnz TENSOR=N`` options as ``HwConfig.max_nnz``: (tensor, capacity) pairs
+    sorted by tensor; a tensor given twice keeps its last capacity."""
+    caps: dict[str, int] = {}
     for item in items or []:
-        name, eq, num = item.partition("=")
-        if not eq or not num.isdigit():
-            raise UserError(f"--max-nnz {item!r}: expected TENSOR=N")
-        out.append((name, int(num)))
-    return tuple(out)
+        tensor, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise UserError(f"--max-nnz {item!r}: expected TENSOR=N, e.g. B=512")
+        if tensor not in graph.tensors:
+            raise UserError(
+                f"--max-nnz {item!r}: graph {graph.name!r} has no tensor {tensor!r}; "
+                f"tensors: {', '.join(graph.tensors)}"
+            )
+        if int(value) < 1:
+            raise UserError(f"--max-nnz {item!r}: the capacity must be at least 1")
+        caps[tensor] = int(value)
+    return tuple(sorted(caps.items()))
 
 
 def table(rows: list[list], header: list[str]) -> str:
@@ -92,13 +104,9 @@ def add_numerics_arg(p: argparse.ArgumentParser) -> None:
                    "the value width")
 
 
-def with_numerics(cfg, text: str | None, model: bool):
-    """``cfg`` (an ``hw.HwConfig``) with the ``--numerics`` of the command line (Q16.16 for a
-    model-zoo graph when none is given; unchanged for a graph or kernel without one)."""
-    from dataclasses import replace
-
-    from .numerics import Mode, Numerics
-
+def with_numerics(cfg: HwConfig, text: str | None, model: bool) -> HwConfig:
+    """``cfg`` with the ``--numerics`` of the command line (Q16.16 for a model-zoo graph when
+    none is given; unchanged for a graph or kernel without one)."""
     text = text or ("q16.16" if model else None)
     if text is None:
         return cfg

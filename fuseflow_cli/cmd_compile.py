@@ -14,7 +14,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .cli import UserError
+import numpy as np
+
+from fuseflow.compiler import Program, ProgramError, compile_program, reference, run_program
+from fuseflow.samml import GraphError
+from sw_sim import run_graph
+
+from .errors import UserError
 
 __all__ = ["add_parser", "load_program_module", "run"]
 
@@ -75,9 +81,6 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .compiler import Program, ProgramError, compile_program, reference, run_program
-    from .samml import GraphError
-
     module = load_program_module(args.program)
     try:
         program = module.program()
@@ -128,12 +131,10 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--run needs {args.program} to define example_data(seed)")
         data = make(args.seed)
         try:
-            result = run_program(compiled, data)
+            result = run_program(compiled, data, simulate=run_graph)
         except ProgramError as exc:
             raise UserError(str(exc)) from None
         want = reference(program, data)
-        import numpy as np
-
         bad = [n for n in want if not np.array_equal(result.dense(n), want[n])]
         print(f"sw_sim: {result.total_cycles} cycles ({', '.join(map(str, result.cycles))}); "
               + ("outputs match numpy" if not bad else f"MISMATCH in {', '.join(bad)}"))

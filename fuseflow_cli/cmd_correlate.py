@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import os
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from fuseflow.suites import suite
+from rtl_sim.correlate import run_suite, write_report
+
+from .errors import UserError
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("correlate", help="run a kernel suite in sw_sim and RTL; write JSON, Markdown and a PNG")
@@ -15,12 +22,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from rtl_sim.correlate import run_suite, suite, write_report
-
-    from .cli import UserError
-
     try:
         entries = suite(args.suite)
     except ValueError as exc:

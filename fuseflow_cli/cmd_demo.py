@@ -7,6 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
+from fuseflow.kernels import example
+from hw import build_graph
+from rtl_sim import run_graph as rtl_run
+from sw_sim import run_graph
+
 from .cmd_common import table
 
 
@@ -18,11 +23,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from hw import build_graph
-    from sw_sim import run_graph
-
-    from .kernels import example
-
     rows, ok = [], True
     for kernel in ("spmv", "spmm_csr"):
         g, data, _, expected = example(kernel, args.size, seed=0)
@@ -33,8 +33,6 @@ def run(args) -> int:
         row = [kernel, "PASS" if sw_ok else "FAIL", sw.cycles, f"{summary['verilog_lines']} lines"]
         ok &= sw_ok
         if not args.no_rtl:
-            from rtl_sim import run_graph as rtl_run
-
             t0 = time.time()
             rtl = rtl_run(g, data)
             rtl_ok = np.array_equal(rtl.outputs[name].to_dense(), expected)

@@ -6,21 +6,17 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from .cli import UserError
+from fpga.flash import FlashError, flash, flash_command
+
+from .board_args import add_board_parser, board_from_args
+from .errors import UserError
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers) -> None:
-    from fpga.cli_args import add_board_arg
-
-    p = subparsers.add_parser(
-        "flash",
-        help="program a board with a synthesised bitstream",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_board_arg(p)
+    p = add_board_parser(subparsers, "flash", "program a board with a synthesised bitstream",
+                         __doc__, graph=False)
     p.add_argument("builddir", metavar="BUILDDIR", help="build directory of fuseflow-hw synth")
     p.add_argument(
         "--dry-run", action="store_true", help="print the programmer command, do not run it"
@@ -28,9 +24,6 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fpga.cli_args import board_from_args
-    from fpga.flash import FlashError, flash, flash_command
-
     board = board_from_args(args)
     try:
         if args.dry_run:

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rtl_sim import ToolchainError
+from rtl_sim import run_graph as rtl_run
+from sw_sim import run_graph
+
 from .cmd_common import add_graph_args, load_graph_job
+from .errors import UserError
 
 
 def add_parser(sub) -> None:
@@ -16,12 +21,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from rtl_sim import ToolchainError
-    from rtl_sim import run_graph as rtl_run
-    from sw_sim import run_graph
-
-    from .cli import UserError
-
     job = load_graph_job(args)
     sw = run_graph(job.graph, job.data)
     try:

@@ -12,31 +12,36 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cli import UserError
+import sw_sim
+from fpga.board_sim import simulate_board
+from fpga.board_top import config_from_json, host_view
+from fpga.host import BoardLink, BoardResult, LinkError, SerialTransport, run_on_board
+from fuseflow.samml import Graph
+from fuseflow.tensor import TensorData
+from hw.elaborate import HwConfig
 
-if TYPE_CHECKING:
-    from fuseflow.samml import Graph
-    from hw.elaborate import HwConfig
+from .board_args import (
+    add_baud_arg,
+    add_board_parser,
+    board_from_args,
+    config_from_args,
+    graph_from_args,
+    load_inputs,
+    random_inputs,
+)
+from .errors import UserError
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers) -> None:
-    from fpga.board_top import DEFAULT_BAUD
-    from fpga.cli_args import add_board_arg, add_graph_args
-
-    p = subparsers.add_parser(
-        "run",
-        help="run a graph on an FPGA board (or its simulation) and check it",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_board_parser(
+        subparsers, "run", "run a graph on an FPGA board (or its simulation) and check it",
+        __doc__, graph=True,
     )
-    add_graph_args(p)
-    add_board_arg(p)
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--port", help="serial port of the board's UART, e.g. /dev/ttyUSB1")
     where.add_argument(
@@ -47,9 +52,7 @@ def add_parser(subparsers) -> None:
         metavar="BUILDDIR",
         help="take graph, hardware config and baud rate from a fuseflow-hw synth build",
     )
-    p.add_argument(
-        "--baud", type=int, default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})"
-    )
+    add_baud_arg(p)
     p.add_argument(
         "--data",
         help="inputs: .npz or .json of dense arrays named by input tensor "
@@ -65,9 +68,6 @@ def add_parser(subparsers) -> None:
 
 
 def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
-    from fpga.board_top import config_from_json
-    from fuseflow.samml import Graph
-
     d = Path(args.build)
     files = {n: d / n for n in ("graph.json", "design.json", "synth_report.json")}
     missing = [n for n, f in files.items() if not f.exists()]
@@ -85,29 +85,36 @@ def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
     return graph, cfg, int(report["baud"])
 
 
-def run(args: argparse.Namespace) -> int:
-    import sw_sim
-    from fpga.board_top import host_view
-    from fpga.cli_args import (
-        board_from_args,
-        config_from_args,
-        graph_from_args,
-        load_inputs,
-        random_inputs,
-    )
-    from fpga.host import BoardLink, LinkError, SerialTransport, run_on_board
-
-    board_from_args(args)
-    if args.build:
-        if args.graph or args.kernel:
-            raise UserError(
-                "--build takes the graph from the build directory: drop GRAPH.json / --kernel"
-            )
-        graph, cfg, baud = _from_build(args)
-    else:
+def _design(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
+    """The graph, hardware config and baud rate: from ``--build`` or from the graph options."""
+    if not args.build:
         graph = graph_from_args(args)
-        cfg = config_from_args(args, graph)
-        baud = args.baud
+        return graph, config_from_args(args, graph), args.baud
+    if args.graph or args.kernel:
+        raise UserError("--build takes the graph from the build directory: drop GRAPH.json / --kernel")
+    return _from_build(args)
+
+
+def _run_hardware(args: argparse.Namespace, graph: Graph, cfg: HwConfig, baud: int,
+                  data: dict[str, TensorData]) -> BoardResult:
+    """One run on the simulated board top (``--sim``) or on the board behind ``--port``."""
+    try:
+        if args.sim:
+            [result] = simulate_board(graph, [data], cfg=cfg)
+            return result
+        mmap, ident = host_view(graph, cfg)
+        transport = SerialTransport(args.port, baud, timeout=args.timeout)
+        try:
+            return asyncio.run(run_on_board(BoardLink(transport), graph, data, mmap, ident))
+        finally:
+            transport.close()
+    except (LinkError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    board_from_args(args)
+    graph, cfg, baud = _design(args)
     if not 0 < args.density <= 1:
         raise UserError(f"--density {args.density}: must be in (0, 1]")
     data = (
@@ -115,20 +122,7 @@ def run(args: argparse.Namespace) -> int:
         if args.data
         else random_inputs(graph, cfg, args.density, args.seed)
     )
-    try:
-        if args.sim:
-            from fpga.board_sim import simulate_board
-
-            [hw] = simulate_board(graph, [data], cfg=cfg)
-        else:
-            mmap, ident = host_view(graph, cfg)
-            transport = SerialTransport(args.port, baud, timeout=args.timeout)
-            try:
-                hw = asyncio.run(run_on_board(BoardLink(transport), graph, data, mmap, ident))
-            finally:
-                transport.close()
-    except (LinkError, ValueError) as exc:
-        raise UserError(str(exc)) from None
+    hw = _run_hardware(args, graph, cfg, baud, data)
     sw = sw_sim.run_graph(graph, data, val_width=cfg.vw, numerics=cfg.numerics)
     ok = True
     where = "simulated board" if args.sim else f"{args.board} on {args.port}"

@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from sw_sim import SimError, run_graph
+
 from .cmd_common import add_graph_args, load_graph_job, table
+from .errors import UserError
+from .models import add_model_args, run_model
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("sim", help="run a graph in sw_sim (values + cycles)")
     add_graph_args(p)
     p.add_argument("--stats", action="store_true", help="print per-node statistics")
-    from .models.cli import add_model_args
-
     add_model_args(p)
 
 
 def run(args) -> int:
-    from sw_sim import SimError, run_graph
-
-    from .cli import UserError
-
     if args.model:
-        from .models.cli import run_model
-
         return run_model(args)
     job = load_graph_job(args)
     try:

@@ -11,33 +11,34 @@ import argparse
 import json
 from dataclasses import replace
 
-from .cli import UserError
+from fpga.boards import Board
+from fpga.families import FAMILIES
+from fpga.synth import SynthError, synthesize
+from fuseflow.samml import Graph
+from hw.elaborate import GraphTop, HwConfig
 
-__all__ = ["RAM_FIFO_DEPTH", "SPACC_BLOCK_RAM", "add_parser", "run"]
+from .board_args import (
+    add_baud_arg,
+    add_board_parser,
+    board_from_args,
+    config_from_args,
+    graph_from_args,
+)
+from .cmd_common import add_numerics_arg, with_numerics
+from .errors import UserError
+from .models import add_model_args, load_compiled
 
-# FIFOs at least this deep go to block RAM by default, per FPGA family: the iCE40 has no
-# distributed RAM, so a deep FIFO would otherwise be flip-flops and multiplexers
-RAM_FIFO_DEPTH = {"ice40": 16}
-# ... and so do the sparse accumulators' sums (the families where that is the default)
-SPACC_BLOCK_RAM = {"ice40"}
+__all__ = ["add_parser", "run"]
+
+
+def _family_defaults(what) -> str:
+    """``what(family)`` of every family, for the help texts of the family-dependent options."""
+    return ", ".join(f"{what(f)} for {f.title}" for f in FAMILIES.values())
 
 
 def add_parser(subparsers) -> None:
-    from fpga.board_top import DEFAULT_BAUD
-    from fpga.cli_args import add_board_arg, add_graph_args
-
-    p = subparsers.add_parser(
-        "synth",
-        help="synthesise a graph's board top for an FPGA board",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    from fuseflow.models.cli import add_model_args
-
-    from .cmd_common import add_numerics_arg
-
-    add_graph_args(p)
-    add_board_arg(p)
+    p = add_board_parser(subparsers, "synth", "synthesise a graph's board top for an FPGA board",
+                         __doc__, graph=True)
     add_numerics_arg(p)
     p.add_argument("-o", "--outdir", required=True, metavar="BUILDDIR", help="build directory")
     p.add_argument(
@@ -46,9 +47,7 @@ def add_parser(subparsers) -> None:
         help="timing constraint for place and route (default: the board's oscillator, "
         "which the bitstream runs at); use it to measure Fmax against a goal",
     )
-    p.add_argument(
-        "--baud", type=int, default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})"
-    )
+    add_baud_arg(p)
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     p.add_argument(
         "--json", action="store_true", help="print the report as JSON instead of a table"
@@ -58,48 +57,52 @@ def add_parser(subparsers) -> None:
         type=int,
         metavar="N",
         help="build output FIFOs of N or more slots in block RAM (same timing); default: "
-        f"{RAM_FIFO_DEPTH['ice40']} on iCE40 (no distributed RAM there), never on ECP5; 0: never",
+        + _family_defaults(lambda f: f.ram_fifo_depth or "never")
+        + " (block RAM where there is no distributed RAM); 0: never",
     )
     p.add_argument(
         "--spacc-block-ram",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="keep sparse-accumulator sums in block RAM (same timing); default: on for iCE40, "
-        "off for ECP5 (its distributed RAM is faster)",
+        help="keep sparse-accumulator sums in block RAM (same timing); default: "
+        + _family_defaults(lambda f: "on" if f.spacc_block_ram else "off"),
     )
     add_model_args(p, build=True)
 
 
-def run(args: argparse.Namespace) -> int:
-    from fpga.cli_args import board_from_args, config_from_args, graph_from_args
-    from fpga.synth import SynthError, synthesize
-    from hw.elaborate import GraphTop
-
-    from .cmd_common import with_numerics
-
-    board = board_from_args(args)
+def _graph(args: argparse.Namespace) -> Graph:
+    """The graph to build: GRAPH.json, --kernel, or the largest graph of --model."""
     if args.graph is None and args.kernel is None and args.model is None:
         raise UserError("give GRAPH.json, --kernel NAME or --model NAME")
-    if args.model is not None:
-        if args.graph is not None or args.kernel is not None:
-            raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")
-        from fuseflow.models.cli import load_compiled
+    if args.model is None:
+        return graph_from_args(args)
+    if args.graph is not None or args.kernel is not None:
+        raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")
+    _, _, cm = load_compiled(args)
+    graph = cm.largest_graph()
+    print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs; synthesising the largest, "
+          f"{graph.name!r} ({len(graph.nodes)} nodes)")
+    return graph
 
-        _, _, cm = load_compiled(args)
-        graph = cm.largest_graph()
-        print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs; synthesising the largest, "
-              f"{graph.name!r} ({len(graph.nodes)} nodes)")
-    else:
-        graph = graph_from_args(args)
+
+def _config(args: argparse.Namespace, graph: Graph, board: Board) -> HwConfig:
+    """The hardware config of the options, with the board family's block-RAM defaults."""
     cfg = config_from_args(args, graph)
-    ram = args.ram_fifo_depth if args.ram_fifo_depth is not None else RAM_FIFO_DEPTH.get(board.family)
+    family = board.family
+    ram = args.ram_fifo_depth if args.ram_fifo_depth is not None else family.ram_fifo_depth
     if ram is not None and ram != 0 and ram < 2:
         raise UserError(f"--ram-fifo-depth {ram}: use 0 (never) or a depth of at least 2")
     spacc_bram = args.spacc_block_ram
     if spacc_bram is None:
-        spacc_bram = board.family in SPACC_BLOCK_RAM
+        spacc_bram = family.spacc_block_ram
     cfg = replace(cfg, ram_fifo_depth=ram or None, spacc_block_ram=spacc_bram)
-    cfg = with_numerics(cfg, args.numerics, args.model is not None)
+    return with_numerics(cfg, args.numerics, args.model is not None)
+
+
+def run(args: argparse.Namespace) -> int:
+    board = board_from_args(args)
+    graph = _graph(args)
+    cfg = _config(args, graph, board)
     if args.clock_mhz is not None and args.clock_mhz <= 0:
         raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")
     if args.baud <= 0:

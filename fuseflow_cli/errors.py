@@ -1,4 +1,4 @@
-"""Exceptions shared by the command line and the library."""
+"""The command line's error for bad input."""
 
 
 class UserError(Exception):

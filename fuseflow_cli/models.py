@@ -1,11 +1,24 @@
-"""``fuseflow-hw sim --model …`` and ``fuseflow-hw build --model …``: model-zoo paths of the CLI."""
+"""``fuseflow-hw sim --model …``, ``build --model …`` and ``synth --model …``: model-zoo paths of the
+CLI."""
 
 from __future__ import annotations
 
 import argparse
 import warnings
+from pathlib import Path
 
 import numpy as np
+
+from fuseflow.models.datasets import DATASETS, load_dataset
+from fuseflow.models.frontend import FrontendError, trace
+from fuseflow.models.plan import compile_model
+from fuseflow.models.plan import run_model as simulate_model
+from fuseflow.numerics import Mode, Numerics
+from hw import HwConfig, build_graph
+from sw_sim import run_graph
+
+from .cmd_common import with_numerics
+from .errors import UserError
 
 __all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "run_model"]
 
@@ -14,8 +27,6 @@ FIXED_ATOL = 1e-3  # fixed-point check: max |sim - torch| <= FIXED_ATOL * max(1,
 
 
 def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
-    from .datasets import DATASETS
-
     g = p.add_argument_group("model zoo (needs torch: pip install -e '.[torch]')")
     g.add_argument("--model", choices=("gcn", "graphsage", "sae", "gpt"),
                    help="compile a model-zoo PyTorch module instead of a graph / kernel")
@@ -38,17 +49,13 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
 
 def load_compiled(args: argparse.Namespace):
     """Build the model case, trace it and compile it: ``(case, ir, compiled_model)``."""
-    from fuseflow.cli import UserError
-
-    try:
+    try:  # PyTorch is an optional dependency: only --model needs it
         import torch  # noqa: F401
     except ImportError:
         raise UserError("--model needs PyTorch: pip install -e '.[torch]' (CPU build: "
                         "pip install torch==2.13.0)") from None
-    from .datasets import load_dataset
-    from .frontend import FrontendError, trace
-    from .plan import compile_model
-    from .zoo import make_case
+    # the zoo imports torch when it is imported: load it only for --model
+    from fuseflow.models.zoo import make_case
 
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
     try:
@@ -66,15 +73,10 @@ def load_compiled(args: argparse.Namespace):
 
 def run_model(args: argparse.Namespace) -> int:
     """Compile the model, run it in sw_sim (float numerics), check against PyTorch."""
-    from .plan import run_model as sim
-
     case, ir, cm = load_compiled(args)
     print(case.description)
     if getattr(args, "explain", False):
         print(cm.explain())
-    from fuseflow.cli import UserError
-    from fuseflow.numerics import Mode, Numerics
-
     try:
         num = Numerics.parse(args.numerics)
     except ValueError as exc:
@@ -83,7 +85,7 @@ def run_model(args: argparse.Namespace) -> int:
         raise UserError(f"--numerics {args.numerics}: models need float or fixed point (e.g. q16.16)")
     for note in cm.notes:
         print(f"note: {note.splitlines()[0]}")
-    res = sim(cm, numerics=str(num))
+    res = simulate_model(cm, numerics=str(num), simulate=run_graph)
     ref = case.reference()
     out = res.outputs[ir.outputs[0]]
     scale = float(np.max(np.abs(ref))) or 1.0
@@ -102,17 +104,11 @@ def run_model(args: argparse.Namespace) -> int:
 
 def build_model(args: argparse.Namespace) -> int:
     """Elaborate the model's largest graph (most nodes) to Verilog; say which one it is."""
-    from pathlib import Path
-
-    from hw import HwConfig, build_graph
-
     _, _, cm = load_compiled(args)
     g = cm.largest_graph()
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs; building the largest one, "
           f"{g.name!r} ({len(g.nodes)} nodes). The other graphs are not built.")
     out = Path(args.out)
-    from fuseflow.cmd_common import with_numerics
-
     cfg = with_numerics(HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth),
                         getattr(args, "numerics", None), True)
     summary = build_graph(g, out, cfg)

@@ -1,6 +1,7 @@
 """sw_sim vs RTL cycle correlation over a suite of kernels: JSON, Markdown and a PNG plot.
 
-A *suite entry* is a graph plus one dataset.  Entries that share a graph share one Verilator
+A *suite entry* (:class:`fuseflow.simulation.SuiteEntry`, suites named in :mod:`fuseflow.suites`)
+is a graph plus one dataset.  Entries that share a graph share one Verilator
 build and one simulator process; graphs are spread over worker processes.
 """
 
@@ -12,22 +13,17 @@ import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from fuseflow.samml import Graph
-from fuseflow.tensor import TensorData
+from fuseflow.simulation import SuiteEntry
+from fuseflow.suites import suite
+from sw_sim import run_graph
 
-__all__ = ["SUITES", "KernelResult", "SuiteEntry", "r_squared", "run_suite", "suite", "write_report"]
+from .api import run_graph_batch
 
-
-@dataclass
-class SuiteEntry:
-    name: str
-    model: str  # colour group in the plot
-    make: Callable[[], tuple[Graph, dict[str, TensorData], np.ndarray | None]]
+__all__ = ["KernelResult", "r_squared", "run_suite", "write_report"]
 
 
 @dataclass
@@ -44,67 +40,13 @@ class KernelResult:
     note: str = ""
 
 
-def _spine_make(kernel: str, n: int, density: float, seed: int):
-    from fuseflow.kernels import example
-
-    g, data, _, expected = example(kernel, n, seed, density)
-    return g, data, expected
-
-
-def _spine(kernel: str, n: int, density: float, seed: int):
-    return partial(_spine_make, kernel, n, density, seed)
-
-
-def _spine_suite() -> list[SuiteEntry]:
-    groups = {"spmv": "SpMV", "spmm_dense": "SpMM", "spmm_csr": "SpMM", "add": "elementwise", "mul": "elementwise"}
-    out = []
-    for kernel, group in groups.items():
-        for n in (32, 64):
-            for density in (0.05, 0.2):
-                out.append(SuiteEntry(f"{kernel}_{n}_d{int(density * 100)}", group, _spine(kernel, n, density, 11)))
-    return out
-
-
-def _extra_suites() -> dict[str, Callable[[], list[SuiteEntry]]]:
-    """Suites contributed by other packages (compiler programs, ML model pieces)."""
-    extra = {}
-    try:
-        from fuseflow.compiler.suite import correlation_suite  # type: ignore[import-not-found]
-
-        extra["compiler"] = correlation_suite
-    except ImportError:
-        pass
-    try:
-        from fuseflow.models.suite import correlation_suite as ml_suite  # type: ignore[import-not-found]
-
-        extra["ml"] = ml_suite
-    except ImportError:
-        pass
-    return extra
-
-
-def suite(name: str = "all") -> list[SuiteEntry]:
-    suites: dict[str, Callable[[], list[SuiteEntry]]] = {"spine": _spine_suite, **_extra_suites()}
-    if name == "all":
-        return [e for f in suites.values() for e in f()]
-    if name not in suites:
-        raise ValueError(f"unknown suite {name!r}; suites: {sorted(suites) + ['all']}")
-    return suites[name]()
-
-
-SUITES = ("spine", "compiler", "ml", "all")
-
-
 def _run_named(suite_name: str, names: list[str], waves_dir: str | None) -> list[KernelResult]:
     by_name = {e.name: e for e in suite(suite_name)}
     return _run_group([by_name[n] for n in names], waves_dir)
 
 
 def _run_group(entries: list[SuiteEntry], waves_dir: str | None) -> list[KernelResult]:
-    from rtl_sim.api import run_graph_batch
-    from sw_sim import run_graph
-
-    made = [e.make() for e in entries]
+    made = [e.make(run_graph) for e in entries]
     graph = made[0][0]
     wave_file = Path(waves_dir) / f"{entries[0].name}.vcd" if waves_dir else None
     rtl = run_graph_batch(graph, [d for _, d, _ in made], waves=bool(waves_dir), wave_file=wave_file)
@@ -133,7 +75,7 @@ def run_suite(entries: Iterable[SuiteEntry] | str, *, jobs: int | None = None, w
     entries = suite(suite_name) if suite_name else list(entries)
     groups: dict[str, list[SuiteEntry]] = {}
     for e in entries:
-        g = e.make()[0]
+        g = e.make(run_graph)[0]
         groups.setdefault(g.structure_hash(), []).append(e)
     jobs = jobs or os.cpu_count() or 1
     results: list[KernelResult] = []

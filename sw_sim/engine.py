@@ -1,6 +1,6 @@
 """Cycle engine: FIFO channels with registered handshakes and an event-driven scheduler.
 
-Timing contract (DESIGN §5), shared with the RTL:
+Timing contract, shared with the RTL:
 
 * A channel is the producer's output FIFO of ``depth`` entries (Amaranth ``SyncFIFO``): a token
   pushed in cycle ``t`` is visible to the consumer in cycle ``t + 1``; a slot freed by a pop in
@@ -129,6 +129,7 @@ class Primitive:
         self.outs = outs
         self.done = False
         self.stats = NodeStats()
+        self.engine: Engine | None = None  # the engine running this primitive (its clock)
         self._sleep_since = -1
         self._fires = 0
         for c in ins.values():
@@ -145,12 +146,17 @@ class Primitive:
                 return False
         return True
 
+    @property
+    def cycle(self) -> int:
+        """The current cycle of the engine running this primitive (0 before it runs)."""
+        return self.engine.cycle if self.engine is not None else 0
+
     def finish(self) -> None:
         self.done = True
-        self.stats.done_cycle = Engine.current.cycle
+        self.stats.done_cycle = self.cycle
 
     def error(self, msg: str) -> ProtocolError:
-        return ProtocolError(f"node {self.name!r} ({type(self).__name__}): {msg} at cycle {Engine.current.cycle}")
+        return ProtocolError(f"node {self.name!r} ({type(self).__name__}): {msg} at cycle {self.cycle}")
 
     def waiting_on(self) -> str:
         full = [n for n, c in self.outs.items() if c.isfull]
@@ -167,9 +173,8 @@ class Primitive:
 
 
 class Engine:
-    """Runs primitives cycle by cycle until nothing can move."""
-
-    current: Engine
+    """Runs primitives cycle by cycle until nothing can move.  Each primitive reads the cycle
+    from the engine it is given to (``Primitive.engine``)."""
 
     def __init__(self, prims: list[Primitive], channels: list[Channel], sinks: list[Primitive]) -> None:
         self.prims = prims
@@ -178,9 +183,10 @@ class Engine:
         self.cycle = 0
         self.dirty: list[Channel] = []
         self.node_cycles_active = 0
+        for p in prims:
+            p.engine = self
 
     def run(self, max_cycles: int = 50_000_000) -> int:
-        Engine.current = self
         dirty: list[Channel] = []
         for ch in self.channels:
             ch._dirty_list = dirty
@@ -207,41 +213,56 @@ class Engine:
                     p._sleep_since = cycle + 1
             self.node_cycles_active += len(awake)
             cycle += 1
-            for ch in dirty:
-                ch.dirty = False
-                if ch.inc is not None:
-                    ch.q.append(ch.inc)
-                    ch.inc = None
-                    w = ch.consumer
-                    if w is not None and w not in nxt and not w.done:
-                        if w._sleep_since >= 0:
-                            w.stats.starve_cycles += cycle - w._sleep_since
-                            w._sleep_since = -1
-                        nxt[w] = None
-                if ch.freed:
-                    ch.freed = 0
-                    w = ch.producer
-                    if w is not None and w not in nxt and not w.done:
-                        if w._sleep_since >= 0:
-                            w.stats.stall_cycles += cycle - w._sleep_since
-                            w._sleep_since = -1
-                        nxt[w] = None
-                ch.isfull = len(ch.q) >= ch.depth
-            dirty.clear()
+            _commit(dirty, nxt, cycle)
             if sinks_left == 0:
                 break
             awake = nxt
         self.cycle = cycle
+        self._finish_stats()
+        if sinks_left:
+            self._deadlock()
+        self.cycle = end_cycle
+        return end_cycle
+
+    def _finish_stats(self) -> None:
         for p in self.prims:
             p.stats.fire_cycles = p._fires
             p.stats.tokens_in = sum(c.count for c in p.ins.values())
             p.stats.tokens_out = sum(c.count for c in p.outs.values())
-        if sinks_left:
-            blocked = [p for p in self.prims if not p.done]
-            lines = [f"{p.name}: {p.waiting_on()}" for p in blocked]
-            raise DeadlockError(
-                f"deadlock at cycle {self.cycle}: {len(blocked)} node(s) cannot finish:\n  "
-                + "\n  ".join(lines)
-            )
-        self.cycle = end_cycle
-        return end_cycle
+
+    def _deadlock(self) -> None:
+        blocked = [p for p in self.prims if not p.done]
+        lines = [f"{p.name}: {p.waiting_on()}" for p in blocked]
+        raise DeadlockError(
+            f"deadlock at cycle {self.cycle}: {len(blocked)} node(s) cannot finish:\n  "
+            + "\n  ".join(lines)
+        )
+
+
+def _wake(w: Primitive | None, nxt: dict[Primitive, None], cycle: int, starved: bool) -> None:
+    """Wake ``w`` for the next cycle, booking the cycles it slept as starved or stalled."""
+    if w is None or w in nxt or w.done:
+        return
+    if w._sleep_since >= 0:
+        if starved:
+            w.stats.starve_cycles += cycle - w._sleep_since
+        else:
+            w.stats.stall_cycles += cycle - w._sleep_since
+        w._sleep_since = -1
+    nxt[w] = None
+
+
+def _commit(dirty: list[Channel], nxt: dict[Primitive, None], cycle: int) -> None:
+    """End of a cycle: pushed tokens become visible, popped slots free; the consumers and
+    producers of the changed channels wake in ``nxt``."""
+    for ch in dirty:
+        ch.dirty = False
+        if ch.inc is not None:
+            ch.q.append(ch.inc)
+            ch.inc = None
+            _wake(ch.consumer, nxt, cycle, True)
+        if ch.freed:
+            ch.freed = 0
+            _wake(ch.producer, nxt, cycle, False)
+        ch.isfull = len(ch.q) >= ch.depth
+    dirty.clear()

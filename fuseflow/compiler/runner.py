@@ -1,23 +1,20 @@
-"""Run a compiled program in sw_sim: every graph in order, intermediates handed from the graph
-that writes them to the graphs that read them, permuted copies made on the host."""
+"""Run a compiled program in a simulator (``sw_sim.run_graph``, passed in): every graph in order,
+intermediates handed from the graph that writes them to the graphs that read them, permuted
+copies made on the host."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..samml import Graph
+from ..simulation import SimRun, Simulator
 from ..tensor import TensorData, TensorFormat
 from .codegen import CompiledProgram
-from .program import ProgramError
-
-if TYPE_CHECKING:
-    from sw_sim.run import SimResult
-
-    from ..samml import Graph
+from .program import Access, BinOp, Op, Program, ProgramError, Sum, Unary, UnOp
 
 __all__ = ["ProgramResult", "graph_runs", "reference", "reference_all", "run_program"]
 
@@ -63,17 +60,16 @@ def _initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | 
     return tensors
 
 
-def graph_runs(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData],
-               **sim_args) -> Iterator[tuple[Graph, dict[str, TensorData], SimResult]]:
-    """Simulate the graphs in order, yielding each graph, the tensors it read and its sw_sim
-    result (intermediates are handed on, permuted copies made on the host)."""
-    from sw_sim import run_graph
-
+def graph_runs(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData], *,
+               simulate: Simulator, **sim_args) -> Iterator[tuple[Graph, dict[str, TensorData], SimRun]]:
+    """Simulate the graphs in order with ``simulate`` (e.g. ``sw_sim.run_graph``), yielding each
+    graph, the tensors it read and its result (intermediates are handed on, permuted copies made
+    on the host)."""
     tensors = _initial_tensors(compiled, data)
     for cg in compiled.groups:
         g = cg.graph
         inputs = {t: tensors[t] for t in g.input_tensors()}
-        res = run_graph(g, inputs, **sim_args)
+        res = simulate(g, inputs, **sim_args)
         yield g, inputs, res
         tensors.update(res.outputs)
         for p in compiled.permuted:
@@ -81,13 +77,14 @@ def graph_runs(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tensor
                 tensors[p.name] = TensorData.from_dense(res.outputs[p.source].to_dense(), p.fmt)
 
 
-def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData],
-                **sim_args) -> ProgramResult:
-    """Simulate every graph; ``data`` maps input names to dense arrays (or TensorData);
-    ``sim_args`` go to ``sw_sim.run_graph`` (e.g. ``numerics="float"``)."""
+def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData], *,
+                simulate: Simulator, **sim_args) -> ProgramResult:
+    """Simulate every graph with ``simulate`` (e.g. ``sw_sim.run_graph``); ``data`` maps input
+    names to dense arrays (or TensorData); ``sim_args`` go to ``simulate`` (e.g.
+    ``numerics="float"``)."""
     cycles: list[int] = []
     written: dict[str, TensorData] = {}
-    for _, _, res in graph_runs(compiled, data, **sim_args):
+    for _, _, res in graph_runs(compiled, data, simulate=simulate, **sim_args):
         cycles.append(res.cycles)
         written.update(res.outputs)
     outs = {n: written[n] for n in compiled.program.result_names()}
@@ -116,8 +113,6 @@ _NUMPY_UNARY = {
 def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
                   dtype: type = np.int64) -> dict[str, np.ndarray]:
     """numpy evaluation of every statement: inputs and every computed tensor by name."""
-    from .program import Access, BinOp, Op, Program, Sum, Unary, UnOp
-
     assert isinstance(program, Program)
     env = {n: np.asarray(v.to_dense() if isinstance(v, TensorData) else v, dtype=dtype)
            for n, v in data.items()}

@@ -1,12 +1,14 @@
 """Compiled programs for ``fuseflow-hw correlate --suite compiler``: every graph of a few
-programs × fusion modes × datasets, run in sw_sim and RTL (``rtl_sim/correlate.py``).
+programs × fusion modes × datasets, run in sw_sim and RTL (``rtl_sim/correlate.py``,
+registered in :mod:`fuseflow.suites`).
 
 An entry is one graph of a compiled program with one dataset.  Its inputs are the program's
-inputs plus the intermediates earlier graphs of the same program wrote (simulated in sw_sim, as
-:func:`fuseflow.compiler.run_program` hands them on); its expected result is the numpy value of
-the tensor it writes when that tensor is a statement of the program (hoisted temporaries and
-graphs writing several tensors have none).  Entries of one program and mode share a graph
-structure and so one Verilator build.  Matrices are 8-16 wide so builds stay cheap.
+inputs plus the intermediates earlier graphs of the same program wrote (simulated by the
+simulator the correlator passes in, as :func:`fuseflow.compiler.run_program` hands them on);
+its expected result is the numpy value of the tensor it writes when that tensor is a statement
+of the program (hoisted temporaries and graphs writing several tensors have none).  Entries of
+one program and mode share a graph structure and so one Verilator build.  Matrices are 8-16
+wide so builds stay cheap.
 """
 
 from __future__ import annotations
@@ -14,20 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..samml import Graph
-from ..tensor import TensorData
+from ..simulation import Case, Simulator, SuiteEntry
 from .catalog import gcn_layer, gcn_relu, gcn_two_layer, nested_matmul
 from .codegen import CompiledProgram, compile_program
 from .fusion import Fusion
 from .program import Program, einsum
 from .runner import graph_runs, reference_all
-
-if TYPE_CHECKING:
-    from rtl_sim.correlate import SuiteEntry
 
 __all__ = ["MODES", "PROGRAMS", "SuiteProgram", "compiled", "correlation_suite", "graph_case"]
 
@@ -131,13 +128,13 @@ def compiled(program: str, mode: str) -> CompiledProgram:
     return compile_program(PROGRAMS[program].build(), fusion, factored=factored)
 
 
-def graph_case(program: str, mode: str, graph: int, seed: int
-               ) -> tuple[Graph, dict[str, TensorData], np.ndarray | None]:
-    """Graph number ``graph`` of ``program`` in ``mode``, its inputs for dataset ``seed`` and
-    the numpy value of the tensor it writes (``None`` if that is not a program statement)."""
+def graph_case(program: str, mode: str, graph: int, seed: int, simulate: Simulator) -> Case:
+    """Graph number ``graph`` of ``program`` in ``mode``, its inputs for dataset ``seed`` (the
+    intermediates among them computed by ``simulate``) and the numpy value of the tensor it
+    writes (``None`` if that is not a program statement)."""
     comp = compiled(program, mode)
     data = PROGRAMS[program].data(seed)
-    for k, (g, inputs, _) in enumerate(graph_runs(comp, data)):
+    for k, (g, inputs, _) in enumerate(graph_runs(comp, data, simulate=simulate)):
         if k == graph:
             outs = g.output_tensors()
             ref = reference_all(comp.program, data)
@@ -147,8 +144,6 @@ def graph_case(program: str, mode: str, graph: int, seed: int
 
 
 def correlation_suite() -> list[SuiteEntry]:
-    from rtl_sim.correlate import SuiteEntry
-
     out = []
     for name, prog in PROGRAMS.items():
         for mode in prog.modes:

@@ -40,6 +40,7 @@ from fuseflow.compiler import CompiledProgram, Program, compile_program, einsum
 from fuseflow.kernels import GraphBuilder
 from fuseflow.lowering import reduce_rows, row_layernorm, row_softmax, unary
 from fuseflow.samml import AluOp, Graph, ReduceOp, Role
+from fuseflow.simulation import Simulator
 from fuseflow.tensor import Format, TensorData, TensorFormat
 
 from .frontend import MKind, MNode, ModelIR
@@ -465,16 +466,16 @@ def _to_fmt(td: TensorData, fmt: TensorFormat) -> TensorData:
 
 
 def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
-              numerics: str = "float", max_cycles: int | None = None) -> ModelRun:
-    """Run every step in sw_sim; ``data`` overrides the traced input values; ``max_cycles``
-    raises sw_sim's per-graph cycle limit (default: sw_sim's).
+              numerics: str = "float", max_cycles: int | None = None, *,
+              simulate: Simulator) -> ModelRun:
+    """Run every step with ``simulate`` (``sw_sim.run_graph``); ``data`` overrides the traced
+    input values; ``max_cycles`` raises the simulator's per-graph cycle limit (default: its own).
 
     ``numerics``: ``"float"`` (default), or a fixed-point format such as ``"q16.16"`` — inputs
     are quantised (``Numerics.quantize``), host steps move raw values, and the outputs are
     dequantised back to floats."""
     from fuseflow.compiler import run_program
     from fuseflow.numerics import Numerics
-    from sw_sim import run_graph
 
     t0 = time.perf_counter()
     num = Numerics.parse(numerics)
@@ -492,13 +493,14 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     cycles: list[tuple[str, int]] = []
     for s in cm.steps:
         if isinstance(s, CompilerStep):
-            res = run_program(s.compiled, {a: tensors[a] for a in s.inputs}, numerics=numerics, **limit)
+            res = run_program(s.compiled, {a: tensors[a] for a in s.inputs}, simulate=simulate,
+                              numerics=numerics, **limit)
             for g, c in zip(s.graphs, res.cycles):
                 cycles.append((g.name, c))
             tensors.update(res.outputs)
         elif isinstance(s, MLStep):
-            r = run_graph(s.graph, {s.input: _to_fmt(tensors[s.input], s.in_fmt)}, numerics=numerics,
-                          **limit)
+            r = simulate(s.graph, {s.input: _to_fmt(tensors[s.input], s.in_fmt)}, numerics=numerics,
+                         **limit)
             cycles.append((s.graph.name, r.cycles))
             tensors.update(r.outputs)
         else:

@@ -9,7 +9,8 @@ data (the RTL runs integer numerics, so the expected values are exact numpy resu
 * BigBird attention pieces at sequence 16, head size 8, block 4: the masked score SDDMM
   ``M ⊙ (Q·Kᵀ)`` and the sparse-probabilities times values ``P·V``.
 
-No torch needed.  Each entry's ``make()`` returns ``(graph, data, expected)``; ``expected`` is
+No torch needed.  Each entry's ``make(simulate)`` returns ``(graph, data, expected)`` (every
+input has a numpy value, so ``simulate`` is not used); ``expected`` is
 the numpy value of the graph's output (``None`` only for compiler temporaries without a
 statement of their own).  Graphs writing several outputs are left out (the report compares one
 output per kernel).
@@ -18,21 +19,28 @@ output per kernel).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from fuseflow.compiler import Program, compile_program, einsum
-from fuseflow.samml import Graph
+from fuseflow.simulation import Case, Simulator, SuiteEntry
 from fuseflow.tensor import TensorData
 
 from .datasets import bigbird_mask, karate
 
 __all__ = ["correlation_suite"]
 
-Make = Callable[[], tuple[Graph, dict[str, TensorData], np.ndarray | None]]
+# a program, its input arrays and the numpy value of every tensor it names
+Built = tuple[Program, dict[str, np.ndarray], dict[str, np.ndarray]]
 
 
-def _gcn_layer() -> tuple[Program, dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _declare(p: Program, env: dict[str, np.ndarray], formats: dict[str, str]) -> list:
+    """Declare the inputs named in ``formats`` (name -> format) with their shapes in ``env``."""
+    return [p.tensor(name, env[name].shape, fmt) for name, fmt in formats.items()]
+
+
+def _gcn_layer() -> Built:
     ds = karate()
     rng = np.random.default_rng(5)
     a = ds.adjacency + np.eye(ds.num_nodes)
@@ -40,47 +48,41 @@ def _gcn_layer() -> tuple[Program, dict[str, np.ndarray], dict[str, np.ndarray]]
     w = rng.integers(-2, 3, size=(ds.num_features, 4)).astype(np.float64)
     b = rng.integers(-2, 3, size=4).astype(np.float64)
     p = Program("gcn_layer_karate")
-    A = p.tensor("A", a.shape, "csr")
-    X = p.tensor("X", x.shape, "csr")
-    W = p.tensor("W", w.shape, "dense")
-    B = p.tensor("b", b.shape, "dense")
+    env = {"A": a, "X": x, "W": w, "b": b}
+    A, X, W, B = _declare(p, env, {"A": "csr", "X": "csr", "W": "dense", "b": "dense"})
     T1 = p.let("T1", einsum("ik,kj->ij", A, X))
     T2 = p.let("T2", einsum("ij,jl->il", T1, W))
     Y = p.let("Y", T2 + B)
     p.region(T1, T2, Y)
     p.output(Y)
-    env = {"A": a, "X": x, "W": w, "b": b}
     env |= {"T1": a @ x}
     env |= {"T2": env["T1"] @ w}
     env |= {"Y": env["T2"] + b}
     return p, {k: env[k] for k in ("A", "X", "W", "b")}, env
 
 
-def _sage_layer() -> tuple[Program, dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _sage_layer() -> Built:
     ds = karate(features=8, seed=3)
     rng = np.random.default_rng(6)
     a, x = ds.adjacency, ds.features
     wn = rng.integers(-2, 3, size=(8, 4)).astype(np.float64)
     ws = rng.integers(-2, 3, size=(8, 4)).astype(np.float64)
     p = Program("sage_layer_karate")
-    A = p.tensor("A", a.shape, "csr")
-    X = p.tensor("X", x.shape, "dense")
-    Wn = p.tensor("Wn", wn.shape, "dense")
-    Ws = p.tensor("Ws", ws.shape, "dense")
+    env = {"A": a, "X": x, "Wn": wn, "Ws": ws}
+    A, X, Wn, Ws = _declare(p, env, {"A": "csr", "X": "dense", "Wn": "dense", "Ws": "dense"})
     T1 = p.let("T1", einsum("ik,kj->ij", A, X))
     T2 = p.let("T2", einsum("ij,jl->il", T1, Wn))
     T3 = p.let("T3", einsum("ij,jl->il", X, Ws))
     Y = p.let("Y", T2 + T3)
     p.region(T1, T2, T3, Y)
     p.output(Y)
-    env = {"A": a, "X": x, "Wn": wn, "Ws": ws}
     env |= {"T1": a @ x, "T3": x @ ws}
     env |= {"T2": env["T1"] @ wn}
     env |= {"Y": env["T2"] + env["T3"]}
     return p, {k: env[k] for k in ("A", "X", "Wn", "Ws")}, env
 
 
-def _bigbird(piece: str) -> tuple[Program, dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _bigbird(piece: str) -> Built:
     seq, dh = 16, 8
     rng = np.random.default_rng(7)
     m = bigbird_mask(seq, 4, seed=1).astype(np.float64)
@@ -104,39 +106,37 @@ def _bigbird(piece: str) -> tuple[Program, dict[str, np.ndarray], dict[str, np.n
     return p, {"P": pm, "V": v}, {"P": pm, "V": v, "O": pm @ v}
 
 
-def _entries(label: str, model: str, build, fusions: tuple[str, ...]) -> list:
-    from rtl_sim.correlate import SuiteEntry
-
+def _entries(label: str, model: str, build: Callable[[], Built], fusions: tuple[str, ...]
+             ) -> list[SuiteEntry]:
     out = []
     for fusion in fusions:
         cp = compile_program(build()[0], fusion)
         for gi, g in enumerate(cp.graphs):
             if len(set(g.tensors) - set(g.input_tensors())) != 1:
                 continue  # the report compares one output per kernel
-            out.append(SuiteEntry(f"{label}_{fusion}_{gi}_{g.name}", model, _maker(build, fusion, gi)))
+            out.append(SuiteEntry(f"{label}_{fusion}_{gi}_{g.name}", model,
+                                  partial(_case, build, fusion, gi)))
     return out
 
 
-def _maker(build, fusion: str, gi: int) -> Make:
-    def make() -> tuple[Graph, dict[str, TensorData], np.ndarray | None]:
-        p, _, env = build()
-        cp = compile_program(p, fusion)
-        g = cp.graphs[gi]
-        data = {}
-        for t in g.input_tensors():
-            if t not in env:
-                raise ValueError(f"{g.name}: input {t!r} is a compiler temporary without a numpy value")
-            data[t] = TensorData.from_dense(env[t].astype(np.int64), cp.formats[t])
-        [out] = [n for n in g.tensors if n not in g.input_tensors()]
-        exp = env.get(out)
-        return g, data, None if exp is None else exp.astype(np.int64)
-
-    return make
+def _case(build: Callable[[], Built], fusion: str, gi: int, simulate: Simulator) -> Case:
+    """Graph ``gi`` of the compiled program with numpy inputs (``simulate`` is not needed)."""
+    p, _, env = build()
+    cp = compile_program(p, fusion)
+    g = cp.graphs[gi]
+    data = {}
+    for t in g.input_tensors():
+        if t not in env:
+            raise ValueError(f"{g.name}: input {t!r} is a compiler temporary without a numpy value")
+        data[t] = TensorData.from_dense(env[t].astype(np.int64), cp.formats[t])
+    [out] = [n for n in g.tensors if n not in g.input_tensors()]
+    exp = env.get(out)
+    return g, data, None if exp is None else exp.astype(np.int64)
 
 
-def correlation_suite() -> list:
+def correlation_suite() -> list[SuiteEntry]:
     """GCN / GraphSAGE layer kernels on KarateClub and BigBird attention pieces."""
     return (_entries("gcn1_karate", "gcn", _gcn_layer, ("unfused", "partial"))
             + _entries("sage1_karate", "graphsage", _sage_layer, ("unfused", "partial"))
-            + _entries("bigbird_sddmm", "gpt3_bigbird", lambda: _bigbird("sddmm"), ("full",))
-            + _entries("bigbird_pv", "gpt3_bigbird", lambda: _bigbird("pv"), ("full",)))
+            + _entries("bigbird_sddmm", "gpt3_bigbird", partial(_bigbird, "sddmm"), ("full",))
+            + _entries("bigbird_pv", "gpt3_bigbird", partial(_bigbird, "pv"), ("full",)))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fuseflow.cli import main
+from fuseflow_cli.cli import main
 from fuseflow.samml import Graph
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "programs"

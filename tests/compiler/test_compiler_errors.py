@@ -12,6 +12,7 @@ from fuseflow.compiler import (
     compile_program,
     einsum,
 )
+from sw_sim import run_graph
 
 
 def matmul_program(**let_args) -> Program:
@@ -154,7 +155,7 @@ def test_broadcast_add_fused_under_a_product_needs_full_rows_locally() -> None:
     b = rng.random(4) - 0.3
     ref = a @ np.maximum(c + b, 0.0)
     res = run_program(compile_program(_fused_broadcast_add("csr"), "full"),
-                      {"A": a, "C": c, "b": b}, numerics="float")
+                      {"A": a, "C": c, "b": b}, numerics="float", simulate=run_graph)
     assert np.allclose(res.outputs["Y"].to_dense(), ref, rtol=1e-12, atol=1e-12)
     with pytest.raises(LoweringError, match=r"output Y: b_\{.*\} lacks index .* but is added"):
         compile_program(_fused_broadcast_add("dcsr"), "full")

@@ -10,6 +10,7 @@ from compiler_programs import SUITE, random_inputs
 
 from fuseflow.compiler import Fusion, Program, compile_program, einsum, reference, run_program
 from fuseflow.samml import Graph, GraphError, NodeKind, StreamKind
+from sw_sim import run_graph
 
 JOINERS = (NodeKind.INTERSECT, NodeKind.UNION)
 
@@ -35,7 +36,7 @@ def test_global_iteration_matches_numpy(name: str) -> None:
     compiled = compile_program(program, Fusion.FULL, factored=False)
     for seed in (1, 2):
         data = random_inputs(program, case.density, seed)
-        result = run_program(compiled, data)
+        result = run_program(compiled, data, simulate=run_graph)
         for k, want in reference(program, data).items():
             np.testing.assert_array_equal(result.dense(k), want, err_msg=k)
 
@@ -85,8 +86,8 @@ def test_factored_gcn_layer_is_one_graph_and_beats_unfused() -> None:
     unions = [n for n in factored.graphs[0].nodes.values() if n.kind is NodeKind.UNION]
     assert unions
     data = random_inputs(program, case.density, 3)
-    unfused = run_program(compile_program(program, Fusion.UNFUSED), data).total_cycles
-    fused = run_program(factored, data).total_cycles
+    unfused = run_program(compile_program(program, Fusion.UNFUSED), data, simulate=run_graph).total_cycles
+    fused = run_program(factored, data, simulate=run_graph).total_cycles
     assert fused < unfused
 
 
@@ -111,5 +112,5 @@ def test_unfactorable_reduction_under_addition_falls_back_to_a_split() -> None:
     assert len(compiled.graphs) == 2
     assert all(not cg.factored for cg in compiled.groups)
     data = random_inputs(p, {"A": 0.3, "B": 0.3}, 1)
-    result = run_program(compiled, data)
+    result = run_program(compiled, data, simulate=run_graph)
     np.testing.assert_array_equal(result.dense("Y"), reference(p, data)["Y"])

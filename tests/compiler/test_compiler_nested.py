@@ -16,6 +16,7 @@ from compiler_programs import assert_canonical
 
 from fuseflow.compiler import Fusion, Program, catalog, compile_program, einsum, relu, run_program
 from fuseflow.samml import NodeKind
+from sw_sim import run_graph
 
 N, F, H, C = 8, 5, 4, 3
 
@@ -44,7 +45,7 @@ def gcn_numpy(d: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def run_y(compiled, data: dict[str, np.ndarray]) -> np.ndarray:
-    res = run_program(compiled, data)
+    res = run_program(compiled, data, simulate=run_graph)
     assert_canonical("Y", res.outputs["Y"])
     return res.dense("Y")
 
@@ -229,7 +230,7 @@ def test_gcn_and_graphsage_models_full_fusion_is_one_graph() -> None:
         ir = trace(case.module, case.inputs, case.formats, name=model)
         cm = compile_model(ir, "full")
         assert len(cm.graphs) == 1, model
-        res = run_model(cm)
+        res = run_model(cm, simulate=run_graph)
         with torch.no_grad():
             ref = case.module(**case.inputs).numpy()
         out = res.outputs[ir.outputs[0]]

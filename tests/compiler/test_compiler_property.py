@@ -18,6 +18,7 @@ from fuseflow.compiler import (
     reference,
     run_program,
 )
+from sw_sim import run_graph
 
 SIZES = {"i": 3, "j": 4, "k": 3, "l": 2, "m": 2}
 
@@ -101,7 +102,7 @@ def test_random_programs_match_numpy(spec, fusion: Fusion, factored: bool) -> No
         assume(False)  # legitimately rejected (order-2 accumulator, broadcast over compressed)
         return
     expected = reference(program, data)
-    result = run_program(compiled, data)
+    result = run_program(compiled, data, simulate=run_graph)
     for name, want in expected.items():
         assert_canonical(name, result.outputs[name])
         np.testing.assert_array_equal(result.dense(name), want)

@@ -31,7 +31,7 @@ def assert_same(name: str, rtl: TensorData, sw: TensorData) -> None:
 
 
 def run_both(program: str, mode: str = "full", graph: int = 0, cfg: HwConfig | None = None):
-    cases = [graph_case(program, mode, graph, s) for s in SEEDS]
+    cases = [graph_case(program, mode, graph, s, run_graph) for s in SEEDS]
     g = cases[0][0]
     rtl = run_graph_batch(g, [d for _, d, _ in cases], cfg=cfg or HwConfig())
     for (_, data, expected), r in zip(cases, rtl):

@@ -9,12 +9,13 @@ from compiler_programs import SUITE, assert_canonical, random_inputs
 
 from fuseflow.compiler import Fusion, all_orders, compile_program, reference, run_program
 from fuseflow.samml import NodeKind
+from sw_sim import run_graph
 
 FUSIONS = [Fusion.UNFUSED, Fusion.PARTIAL, Fusion.FULL]
 
 
 def check(compiled, data) -> None:
-    result = run_program(compiled, data)
+    result = run_program(compiled, data, simulate=run_graph)
     expected = reference(compiled.program, data)
     assert set(result.outputs) == set(expected)
     for name, want in expected.items():
@@ -69,7 +70,7 @@ def test_empty_middle_fibers_are_dropped(name: str) -> None:
     data = {"A": a, "B": b}
     compiled = compile_program(program)
     check(compiled, data)
-    out = run_program(compiled, data).outputs["C"]
+    out = run_program(compiled, data, simulate=run_graph).outputs["C"]
     if name == "mul3":  # only the surviving coordinate path is stored
         assert [list(c) for c in out.crd] == [[1], [2], [3]]
     else:  # a dense top level keeps one (possibly empty) j fiber per i

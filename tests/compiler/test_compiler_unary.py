@@ -25,6 +25,7 @@ from fuseflow.compiler import (
 )
 from fuseflow.numerics import Numerics
 from fuseflow.samml import AluOp, NodeKind
+from sw_sim import run_graph
 
 
 def alu_ops(compiled) -> list[AluOp]:
@@ -41,7 +42,7 @@ def sparse(rng: np.random.Generator, shape: tuple[int, ...], density: float) -> 
 def check_int(program: Program, data: dict[str, np.ndarray], fusion: Fusion = Fusion.FULL,
               factored: bool = True):
     compiled = compile_program(program, fusion, factored=factored)
-    result = run_program(compiled, data)
+    result = run_program(compiled, data, simulate=run_graph)
     for name, want in reference(program, data).items():
         assert_canonical(name, result.outputs[name])
         np.testing.assert_array_equal(result.dense(name), want, err_msg=name)
@@ -132,7 +133,7 @@ def test_transcendental_functions_need_fixed_or_float_numerics() -> None:
     X = p.tensor("X", (3,), "dense")
     p.output(p.let("y", exp(X)))
     with pytest.raises(ValueError, match="exp needs fixed-point or float numerics"):
-        run_program(compile_program(p), {"X": np.arange(3)})
+        run_program(compile_program(p), {"X": np.arange(3)}, simulate=run_graph)
 
 
 def float_program() -> Program:
@@ -162,7 +163,7 @@ def test_float_mode_matches_numpy(fusion: Fusion) -> None:
     assert {AluOp.EXP, AluOp.SIGMOID, AluOp.GELU, AluOp.RSQRT} <= set(alu_ops(compiled))
     for seed in (1, 2):
         data = float_data(seed)
-        result = run_program(compiled, data, numerics="float")
+        result = run_program(compiled, data, numerics="float", simulate=run_graph)
         for name, want in reference(program, data, dtype=np.float64).items():
             np.testing.assert_allclose(result.dense(name), want, rtol=1e-9, atol=1e-12,
                                        err_msg=name)
@@ -180,7 +181,7 @@ def test_fixed_point_mode_within_table_error() -> None:
     x = rng.uniform(-3, 3, (6, 5))
     s = rng.uniform(-2, 2, (6, 5)) * (rng.random((6, 5)) < 0.5)
     xq, sq = num.quantize(x), num.quantize(s)
-    result = run_program(compile_program(p), {"X": xq, "S": sq}, numerics=num)
+    result = run_program(compile_program(p), {"X": xq, "S": sq}, numerics=num, simulate=run_graph)
     got = num.dequantize(result.dense("Y"))
     want = reference(p, {"X": xq / 2**16, "S": sq / 2**16}, dtype=np.float64)["Y"]
     np.testing.assert_allclose(got, want, atol=8 / 2**16)

@@ -100,6 +100,6 @@ def test_front_end_imports_without_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, fuseflow.cli, fuseflow.models, fuseflow.models.plan, fuseflow.models.suite, "
-            "fuseflow.models.cli; assert 'torch' not in sys.modules, 'torch imported'")
+    code = ("import sys, fuseflow_cli.cli, fuseflow.models, fuseflow.models.plan, fuseflow.models.suite, "
+            "fuseflow_cli.models; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -35,7 +35,7 @@ def test_gcn_two_layers_fixed_point_rtl_equals_sw_sim_and_pytorch():
     import warnings
 
     from fuseflow.compiler import graph_runs
-    from fuseflow.models.cli import FIXED_ATOL
+    from fuseflow_cli.models import FIXED_ATOL
     from fuseflow.models.frontend import trace
     from fuseflow.models.plan import CompilerStep, _input_format, compile_model
     from fuseflow.models.zoo import make_case
@@ -54,7 +54,7 @@ def test_gcn_two_layers_fixed_point_rtl_equals_sw_sim_and_pytorch():
                                        _input_format(ir, n))
             for n in ir.nodes if n.name in step.inputs}
     last = None
-    for g, inputs, sw in graph_runs(step.compiled, data, numerics=num):
+    for g, inputs, sw in graph_runs(step.compiled, data, numerics=num, simulate=run_graph):
         [rtl] = run_graph_batch(g, [inputs], cfg=HwConfig.for_numerics(num))
         for t, out in sw.outputs.items():
             assert np.array_equal(rtl.outputs[t].vals, out.vals), (g.name, t)

@@ -16,6 +16,7 @@ from fuseflow.models.datasets import karate
 from fuseflow.models.frontend import MKind, trace
 from fuseflow.models.plan import CompilerStep, HostStep, MLStep, compile_model, run_model
 from fuseflow.models.zoo import make_case
+from sw_sim import run_graph
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 RTOL = 1e-6
@@ -38,7 +39,7 @@ def traced(request):
 def test_model_matches_pytorch(traced, fusion: str) -> None:
     case, ir = traced
     cm = compile_model(ir, fusion)
-    res = run_model(cm)
+    res = run_model(cm, simulate=run_graph)
     with torch.no_grad():
         ref = case.module(**case.inputs).numpy()
     out = res.outputs[ir.outputs[0]]
@@ -93,7 +94,7 @@ def test_gpt_structure_reshape_barriers_and_masked_sddmm() -> None:
     assert sddmm and any(n.kind is MKind.EINSUM and len(n.args) == 2 for n in sddmm[0].nodes)
     assert len(sddmm[0].graphs) == 1
     # the scores the softmax reads store exactly the mask's entries per head
-    res = run_model(cm)
+    res = run_model(cm, simulate=run_graph)
     softmax = next(s for s in cm.steps if isinstance(s, MLStep) and s.nodes[0].kind is MKind.SOFTMAX)
     assert softmax.input in sddmm[0].outputs
     nnz = res.tensors[softmax.input].nnz
@@ -107,7 +108,7 @@ def test_ml_subgraph_path_for_elementwise(fusion: str) -> None:
     ir = trace(case.module, case.inputs, case.formats)
     cm = compile_model(ir, fusion, elementwise_in_compiler=False)
     assert any(isinstance(s, MLStep) and s.nodes[0].attrs.get("op") == "relu" for s in cm.steps)
-    out = run_model(cm).outputs[ir.outputs[0]]
+    out = run_model(cm, simulate=run_graph).outputs[ir.outputs[0]]
     ref = case.reference()
     assert np.max(np.abs(out - ref)) <= RTOL * np.max(np.abs(ref))
 
@@ -117,7 +118,7 @@ def test_layernorm_as_einsum_statements() -> None:
     ir = trace(case.module, case.inputs, case.formats)
     cm = compile_model(ir, "partial", layernorm_in_compiler=True)
     assert not any(isinstance(s, MLStep) and s.nodes[0].kind is MKind.LAYERNORM for s in cm.steps)
-    out = run_model(cm).outputs[ir.outputs[0]]
+    out = run_model(cm, simulate=run_graph).outputs[ir.outputs[0]]
     ref = case.reference()
     assert np.max(np.abs(out - ref)) <= RTOL * np.max(np.abs(ref))
 
@@ -129,6 +130,6 @@ FIXED_ABS = {"gcn": 1e-4, "graphsage": 1e-4, "sae": 1e-4, "gpt": 5e-4}
 
 def test_model_fixed_point_q16_16(traced) -> None:
     case, ir = traced
-    res = run_model(compile_model(ir, "partial"), numerics="q16.16")
+    res = run_model(compile_model(ir, "partial"), numerics="q16.16", simulate=run_graph)
     ref = case.reference()
     assert np.max(np.abs(res.outputs[ir.outputs[0]] - ref)) <= FIXED_ABS[ir.name]

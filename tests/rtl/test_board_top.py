@@ -63,7 +63,7 @@ def test_board_top_refuses_data_beyond_capacity():
 
 
 def test_cli_run_sim(capsys):
-    from fuseflow.cli import main
+    from fuseflow_cli.cli import main
 
     # same graph and capacity as above: reuses the cached Verilator build
     code = main(

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from rtl_sim.correlate import SuiteEntry, _spine, r_squared, run_suite, suite, write_report
+from fuseflow.suites import spine_entry, suite
+from rtl_sim.correlate import r_squared, run_suite, write_report
 
 
 def test_r_squared_hand_computed():
@@ -18,9 +19,9 @@ def test_spine_suite_has_twenty_kernels():
 
 @pytest.mark.rtl
 def test_small_suite_report(tmp_path):
-    entries = [SuiteEntry("spmv_8_a", "SpMV", _spine("spmv", 8, 0.3, 1)),
-               SuiteEntry("spmv_8_b", "SpMV", _spine("spmv", 8, 0.5, 2)),
-               SuiteEntry("add_8", "elementwise", _spine("add", 8, 0.3, 3))]
+    entries = [spine_entry("spmv_8_a", "SpMV", "spmv", 8, 0.3, 1),
+               spine_entry("spmv_8_b", "SpMV", "spmv", 8, 0.5, 2),
+               spine_entry("add_8", "elementwise", "add", 8, 0.3, 3)]
     results = run_suite(entries, jobs=2)
     summary = write_report(results, tmp_path)
     data = json.loads((tmp_path / "correlation.json").read_text())

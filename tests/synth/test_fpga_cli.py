@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from fuseflow.cli import main
+from fuseflow_cli.cli import main
 
 
 def _run(argv, capsys):
@@ -186,11 +186,13 @@ def test_yosys_stat_parser_both_formats():
 
 def test_every_board_has_a_uart_and_a_platform():
     from fpga.boards import BOARDS
+    from fpga.families import FAMILIES
 
     for name, board in BOARDS.items():
         platform = board.make_platform()
         assert platform.request("uart", 0, dir="-") is not None, name
-        assert board.family in ("ice40", "ecp5")
+        assert board.family is FAMILIES[board.family.name], name
+        assert board.bitstream == board.family.bitstream and board.programmer is not None
 
 
 class _SwSimBoard:
@@ -277,60 +279,31 @@ class _SwSimBoard:
         self.mem[0] = 2  # done
 
 
-def test_run_over_a_serial_port(capsys):
-    pytest.importorskip("serial")
+def _spmv8_board():
     from fuseflow.kernels import KERNELS
     from hw.elaborate import HwConfig
 
     # synth and run size the crd width the same way (--cw auto: 10 bits here)
-    board = _SwSimBoard(KERNELS["spmv"](8), HwConfig(cw=10, max_nnz=(("B", 32),)))
-    code, out, err = _run(
-        [
-            "run",
-            "--board",
-            "icebreaker",
-            "--port",
-            board.path,
-            "--kernel",
-            "spmv",
-            "--size",
-            "8",
-            "--max-nnz",
-            "B=32",
-            "--density",
-            "0.3",
-            "--seed",
-            "4",
-        ],
-        capsys,
-    )
+    return _SwSimBoard(KERNELS["spmv"](8), HwConfig(cw=10, max_nnz=(("B", 32),)))
+
+
+def _run_spmv8(board, capsys, max_nnz: str, *more: str):
+    """``fuseflow-hw run`` of SpMV 8 against ``board`` over its pseudo-terminal."""
+    argv = ["run", "--board", "icebreaker", "--port", board.path, "--kernel", "spmv", "--size", "8",
+            "--max-nnz", max_nnz, *more]
+    return _run(argv, capsys)
+
+
+def test_run_over_a_serial_port(capsys):
+    pytest.importorskip("serial")
+    code, out, err = _run_spmv8(_spmv8_board(), capsys, "B=32", "--density", "0.3", "--seed", "4")
     assert code == 0, out + err
     assert "y: equal to sw_sim" in out
 
 
 def test_run_refuses_a_board_with_another_design(capsys):
     pytest.importorskip("serial")
-    from fuseflow.kernels import KERNELS
-    from hw.elaborate import HwConfig
-
-    # synth and run size the crd width the same way (--cw auto: 10 bits here)
-    board = _SwSimBoard(KERNELS["spmv"](8), HwConfig(cw=10, max_nnz=(("B", 32),)))
-    code, _, err = _run(
-        [
-            "run",
-            "--board",
-            "icebreaker",
-            "--port",
-            board.path,
-            "--kernel",
-            "spmv",
-            "--size",
-            "8",
-            "--max-nnz",
-            "B=16",
-        ],
-        capsys,
-    )
+    code, _, err = _run_spmv8(_spmv8_board(), capsys, "B=16")
     assert code == 2 and "flash the matching bitstream" in err
 
 
@@ -409,8 +382,8 @@ def test_crd_width_auto_fits_the_graph_and_too_narrow_is_refused(tmp_path, capsy
     narrower explicit width (or a build --cw) is refused naming the tensor and the bits."""
     import argparse
 
-    from fpga.cli_args import config_from_args
     from fuseflow.kernels import KERNELS
+    from fuseflow_cli.board_args import config_from_args
 
     g = KERNELS["spmv"](64)
     # B is 64x64: with its dense capacity its seg array counts up to 4096 (13 bits); capped at
@@ -419,7 +392,7 @@ def test_crd_width_auto_fits_the_graph_and_too_narrow_is_refused(tmp_path, capsy
         ns = argparse.Namespace(max_nnz=caps, vw=32, cw="auto")
         assert config_from_args(ns, g).cw == want
     ns = argparse.Namespace(max_nnz=[], vw=32, cw="12")
-    from fuseflow.cli import UserError
+    from fuseflow_cli.errors import UserError
 
     with pytest.raises(UserError, match="--cw 12: too narrow .* tensor 'B' .* up to 4096, which need 13 bits"):
         config_from_args(ns, g)

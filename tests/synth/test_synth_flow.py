@@ -18,10 +18,11 @@ UP5K = {"LC": 5280, "BRAM": 30, "DSP": 8}  # iCE40UP5K datasheet: logic cells, E
 
 @pytest.fixture(scope="module")
 def ice40_tools():
-    from fpga.synth import FAMILY_TOOLS, ToolMissing, resolve_tools
+    from fpga.families import ICE40
+    from fpga.synth import ToolMissing, resolve_tools
 
     try:
-        resolve_tools(FAMILY_TOOLS["ice40"])
+        resolve_tools(ICE40.tools)
     except ToolMissing as exc:
         pytest.skip(str(exc))
 

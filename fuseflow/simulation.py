@@ -1,0 +1,54 @@
+"""What the core asks of a simulator, and correlation cases as plain data.
+
+The core never imports a simulator: code that runs graphs (:func:`fuseflow.compiler.run_program`,
+:func:`fuseflow.models.plan.run_model`, the suite cases that need intermediates) takes one as an
+argument.  ``sw_sim.run_graph`` is one; the CLI, tests and benchmarks pass it in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from .samml import Graph
+from .tensor import TensorData
+
+__all__ = ["Case", "SimRun", "Simulator", "SuiteEntry"]
+
+
+class SimRun(Protocol):
+    """The part of a simulation result the core reads (``sw_sim.SimResult`` has more)."""
+
+    @property
+    def outputs(self) -> Mapping[str, TensorData]: ...
+
+    @property
+    def cycles(self) -> int: ...
+
+
+class Simulator(Protocol):
+    """Runs ``graph`` on ``data`` (input tensor name -> data); ``options`` are the simulator's
+    own (for ``sw_sim.run_graph``: ``numerics``, ``val_width``, ``max_cycles``, …)."""
+
+    def __call__(self, graph: Graph, data: Mapping[str, TensorData], /, **options: Any) -> SimRun: ...
+
+
+# a graph, its input tensors and the numpy value of its output (None: no independent reference)
+Case = tuple[Graph, dict[str, TensorData], np.ndarray | None]
+
+
+@dataclass
+class SuiteEntry:
+    """One case of a correlation suite (:mod:`fuseflow.suites`).
+
+    ``make(simulate)`` builds the case; ``simulate`` computes the intermediates a case of a
+    multi-graph program reads (cases of one graph ignore it).  Entries whose ``make`` is a
+    module-level function or a :func:`functools.partial` of one can go to worker processes.
+    """
+
+    name: str
+    model: str  # colour group in the correlation plot
+    make: Callable[[Simulator], Case]
