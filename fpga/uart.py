@@ -173,10 +173,7 @@ class HostBridge(wiring.Component):
                     m.d.sync += nbyte.eq(0)
                     m.next = "COUNT"
             with m.State("COUNT"), m.If(got):
-                m.d.sync += [count.eq(Cat(count[8:], byte_in)), nbyte.eq(nbyte + 1)]
-                with m.If(nbyte == 1):
-                    m.d.sync += nbyte.eq(0)
-                    m.next = "DISPATCH"
+                _shift_in(m, count, byte_in, nbyte, 2, "DISPATCH")
             with m.State("DISPATCH"):
                 with m.If(cmd == CMD_WRITE):
                     m.next = "WDATA"
@@ -187,10 +184,7 @@ class HostBridge(wiring.Component):
                     with m.If(count == 0):
                         m.next = "CMD"
             with m.State("WDATA"), m.If(got):
-                m.d.sync += [word.eq(Cat(word[8:], byte_in)), nbyte.eq(nbyte + 1)]
-                with m.If(nbyte == 3):
-                    m.d.sync += nbyte.eq(0)
-                    m.next = "WRITE"
+                _shift_in(m, word, byte_in, nbyte, 4, "WRITE")
             with m.State("WRITE"):
                 m.d.comb += self.host_we.eq(1)
                 m.d.sync += [addr.eq(addr + 1), count.eq(count - 1)]
@@ -223,3 +217,12 @@ class HostBridge(wiring.Component):
                         with m.If((cmd == CMD_READ) & (count != 0)):
                             m.next = "RADDR"
         return m
+
+
+def _shift_in(m: Module, reg: Signal, byte: Signal, nbyte: Signal, n: int, then: str) -> None:
+    """Take ``byte`` as the next of the ``n`` little-endian bytes of ``reg`` (shifted in from the
+    top); after the last one, go to state ``then``."""
+    m.d.sync += [reg.eq(Cat(reg[8:], byte)), nbyte.eq(nbyte + 1)]
+    with m.If(nbyte == n - 1):
+        m.d.sync += nbyte.eq(0)
+        m.next = then

@@ -17,13 +17,7 @@ from fpga.synth import SynthError, synthesize
 from fuseflow.samml import Graph
 from hw.elaborate import GraphTop, HwConfig
 
-from .board_args import (
-    add_baud_arg,
-    add_board_parser,
-    board_from_args,
-    config_from_args,
-    graph_from_args,
-)
+from . import board_args
 from .cmd_common import add_numerics_arg, with_numerics
 from .errors import UserError
 from .models import add_model_args, load_compiled
@@ -37,8 +31,9 @@ def _family_defaults(what) -> str:
 
 
 def add_parser(subparsers) -> None:
-    p = add_board_parser(subparsers, "synth", "synthesise a graph's board top for an FPGA board",
-                         __doc__, graph=True)
+    p = board_args.add_board_parser(
+        subparsers, "synth", "synthesise a graph's board top for an FPGA board", __doc__, graph=True
+    )
     add_numerics_arg(p)
     p.add_argument("-o", "--outdir", required=True, metavar="BUILDDIR", help="build directory")
     p.add_argument(
@@ -47,7 +42,7 @@ def add_parser(subparsers) -> None:
         help="timing constraint for place and route (default: the board's oscillator, "
         "which the bitstream runs at); use it to measure Fmax against a goal",
     )
-    add_baud_arg(p)
+    board_args.add_baud_arg(p)
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     p.add_argument(
         "--json", action="store_true", help="print the report as JSON instead of a table"
@@ -75,7 +70,7 @@ def _graph(args: argparse.Namespace) -> Graph:
     if args.graph is None and args.kernel is None and args.model is None:
         raise UserError("give GRAPH.json, --kernel NAME or --model NAME")
     if args.model is None:
-        return graph_from_args(args)
+        return board_args.graph_from_args(args)
     if args.graph is not None or args.kernel is not None:
         raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")
     _, _, cm = load_compiled(args)
@@ -87,7 +82,7 @@ def _graph(args: argparse.Namespace) -> Graph:
 
 def _config(args: argparse.Namespace, graph: Graph, board: Board) -> HwConfig:
     """The hardware config of the options, with the board family's block-RAM defaults."""
-    cfg = config_from_args(args, graph)
+    cfg = board_args.config_from_args(args, graph)
     family = board.family
     ram = args.ram_fifo_depth if args.ram_fifo_depth is not None else family.ram_fifo_depth
     if ram is not None and ram != 0 and ram < 2:
@@ -100,7 +95,7 @@ def _config(args: argparse.Namespace, graph: Graph, board: Board) -> HwConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    board = board_from_args(args)
+    board = board_args.board_from_args(args)
     graph = _graph(args)
     cfg = _config(args, graph, board)
     if args.clock_mhz is not None and args.clock_mhz <= 0:

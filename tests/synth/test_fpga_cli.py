@@ -1,14 +1,32 @@
 """``fuseflow-hw synth / run / flash`` argument handling, the board table, the report parsers and
 the host protocol framing (no FPGA tools needed)."""
 
+import argparse
 import asyncio
+import gc
 import json
+import os
 import shlex
 import struct
+import threading
+import warnings
 
 import pytest
+from amaranth.hdl import UnusedElaboratable
 
+from fpga import host
+from fpga.board_top import BoardTop, config_from_json, config_to_json, host_view
+from fpga.boards import BOARDS, get_board
+from fpga.families import FAMILIES
+from fpga.host import tensor_from_arrays
+from fpga.synth import _yosys_cells
+from fuseflow.kernels import KERNELS
+from fuseflow.numerics import Numerics
+from fuseflow_cli.board_args import config_from_args
 from fuseflow_cli.cli import main
+from fuseflow_cli.errors import UserError
+from hw.elaborate import HwConfig
+from sw_sim import run_graph
 
 
 def _run(argv, capsys):
@@ -79,36 +97,11 @@ def test_synth_unknown_board_and_bad_arguments(tmp_path, capsys):
     code, _, err = _run(["synth", "--kernel", "spmv", "--numerics", "float", "--board", "icebreaker",
                          "-o", str(tmp_path)], capsys)
     assert code == 2 and "--numerics float: float is sw_sim only" in err
-    code, _, err = _run(
-        [
-            "synth",
-            "--kernel",
-            "spmv",
-            "--max-nnz",
-            "Q=3",
-            "--board",
-            "icebreaker",
-            "-o",
-            str(tmp_path),
-        ],
-        capsys,
-    )
-    assert code == 2 and "no tensor 'Q'" in err
-    code, _, err = _run(
-        [
-            "synth",
-            "--kernel",
-            "spmv",
-            "--max-nnz",
-            "B:3",
-            "--board",
-            "icebreaker",
-            "-o",
-            str(tmp_path),
-        ],
-        capsys,
-    )
-    assert code == 2 and "'B:3'" in err
+    for item, want in (("Q=3", "no tensor 'Q'"), ("B:3", "'B:3': expected TENSOR=N"),
+                       ("B=0", "'B=0': the capacity must be at least 1")):
+        code, _, err = _run(["synth", "--kernel", "spmv", "--max-nnz", item, "--board", "icebreaker",
+                             "-o", str(tmp_path)], capsys)
+        assert code == 2 and want in err, (item, err)
     code, _, err = _run(
         ["synth", str(tmp_path / "g.json"), "--board", "icebreaker", "-o", str(tmp_path)], capsys
     )
@@ -163,8 +156,6 @@ class _LoopbackBoard:
 
 
 def test_link_framing_and_bursts(monkeypatch):
-    from fpga import host
-
     monkeypatch.setattr(host, "MAX_BURST", 5)  # force splitting into several commands
     board = _LoopbackBoard()
     link = host.BoardLink(board)
@@ -176,8 +167,6 @@ def test_link_framing_and_bursts(monkeypatch):
 
 
 def test_yosys_stat_parser_both_formats():
-    from fpga.synth import _yosys_cells
-
     new = "Printing statistics.\n=== top ===\n     291   SB_CARRY\n      96   SB_DFF\n    3155   SB_LUT4\n"
     old = "Printing statistics.\n=== top ===\n     SB_CARRY                      291\n     SB_LUT4  3155\n"
     assert _yosys_cells(new) == {"SB_CARRY": 291, "SB_DFF": 96, "SB_LUT4": 3155}
@@ -185,9 +174,6 @@ def test_yosys_stat_parser_both_formats():
 
 
 def test_every_board_has_a_uart_and_a_platform():
-    from fpga.boards import BOARDS
-    from fpga.families import FAMILIES
-
     for name, board in BOARDS.items():
         platform = board.make_platform()
         assert platform.request("uart", 0, dir="-") is not None, name
@@ -201,11 +187,6 @@ class _SwSimBoard:
     ``fuseflow-hw run``: framing, pty I/O, memory map, decoding)."""
 
     def __init__(self, graph, cfg) -> None:
-        import os
-        import threading
-
-        from fpga.board_top import host_view
-
         self.graph, self.cfg = graph, cfg
         self.mmap, self.ident = host_view(graph, cfg)
         self.mem: dict[int, int] = {}
@@ -216,16 +197,12 @@ class _SwSimBoard:
         self._thread.start()
 
     def _recv(self, n: int) -> bytes:
-        import os
-
         data = b""
         while len(data) < n:
             data += os.read(self.master, n - len(data))
         return data
 
     def _serve(self) -> None:
-        import os
-
         while True:
             try:
                 cmd = self._recv(1)[0]
@@ -249,9 +226,6 @@ class _SwSimBoard:
                 )
 
     def _start(self) -> None:
-        from fpga.host import tensor_from_arrays
-        from sw_sim import run_graph
-
         data = {}
         for t in self.graph.input_tensors():
             spec = self.graph.tensors[t]
@@ -280,9 +254,6 @@ class _SwSimBoard:
 
 
 def _spmv8_board():
-    from fuseflow.kernels import KERNELS
-    from hw.elaborate import HwConfig
-
     # synth and run size the crd width the same way (--cw auto: 10 bits here)
     return _SwSimBoard(KERNELS["spmv"](8), HwConfig(cw=10, max_nnz=(("B", 32),)))
 
@@ -308,14 +279,6 @@ def test_run_refuses_a_board_with_another_design(capsys):
 
 
 def test_uart_divisor_follows_the_oscillator_not_the_constraint():
-    import gc
-    import warnings
-
-    from amaranth.hdl import UnusedElaboratable
-
-    from fpga.board_top import BoardTop
-    from fpga.boards import get_board
-
     platform = get_board("icebreaker").make_platform(clock_hz=30e6)  # P&R target 30 MHz
     assert platform.default_clk_frequency == 30e6
     with warnings.catch_warnings():
@@ -329,10 +292,6 @@ def test_uart_divisor_follows_the_oscillator_not_the_constraint():
 
 
 def test_hw_config_json_round_trip():
-    from fpga.board_top import config_from_json, config_to_json
-    from fuseflow.numerics import Numerics
-    from hw.elaborate import HwConfig
-
     for cfg in (
         HwConfig(),
         HwConfig(max_nnz=(("A", 7), ("B", 512))),
@@ -344,9 +303,6 @@ def test_hw_config_json_round_trip():
 
 def test_run_with_build_dir_takes_graph_config_and_baud(tmp_path, capsys):
     pytest.importorskip("serial")
-    from fpga.board_top import config_to_json
-    from fuseflow.kernels import KERNELS
-    from hw.elaborate import HwConfig
 
     graph, cfg = KERNELS["spmv"](8), HwConfig(max_nnz=(("B", 24),))
     graph.save(tmp_path / "graph.json")
@@ -380,11 +336,6 @@ def test_run_with_build_dir_takes_graph_config_and_baud(tmp_path, capsys):
 def test_crd_width_auto_fits_the_graph_and_too_narrow_is_refused(tmp_path, capsys):
     """--cw auto is the narrowest width holding every coordinate / position / reference; a
     narrower explicit width (or a build --cw) is refused naming the tensor and the bits."""
-    import argparse
-
-    from fuseflow.kernels import KERNELS
-    from fuseflow_cli.board_args import config_from_args
-
     g = KERNELS["spmv"](64)
     # B is 64x64: with its dense capacity its seg array counts up to 4096 (13 bits); capped at
     # 512 stored values every coordinate, position and reference is below 2**10 (the control floor)
@@ -392,7 +343,6 @@ def test_crd_width_auto_fits_the_graph_and_too_narrow_is_refused(tmp_path, capsy
         ns = argparse.Namespace(max_nnz=caps, vw=32, cw="auto")
         assert config_from_args(ns, g).cw == want
     ns = argparse.Namespace(max_nnz=[], vw=32, cw="12")
-    from fuseflow_cli.errors import UserError
 
     with pytest.raises(UserError, match="--cw 12: too narrow .* tensor 'B' .* up to 4096, which need 13 bits"):
         config_from_args(ns, g)
