@@ -59,7 +59,7 @@ class SerialTransport:
 
     def __init__(self, port: str, baud: int, timeout: float = 2.0) -> None:
         try:
-            import serial  # pyserial
+            import serial  # pyserial, optional (the [fpga] extra): only a real board needs it
         except ImportError as exc:
             raise LinkError(
                 "talking to a board needs pyserial: pip install pyserial "

@@ -133,7 +133,7 @@ def write_report(results: list[KernelResult], outdir: str | Path, title: str = "
 
 
 def _plot(results: list[KernelResult], summary: dict, path: Path, title: str) -> None:
-    import matplotlib
+    import matplotlib  # heavy: loaded only to draw the report's plot
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

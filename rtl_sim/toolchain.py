@@ -104,7 +104,7 @@ def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], topl
     build.  Concurrent builders of the same key wait for each other (file lock).
     """
     ensure_verilator()
-    from cocotb_tools.runner import get_runner
+    from cocotb_tools.runner import get_runner  # cocotb's runner: loaded only to build or simulate
 
     d = cache_root() / "verilator" / f"{key}-{source_digest()}{'-waves' if waves else ''}"
     d.mkdir(parents=True, exist_ok=True)
@@ -140,7 +140,7 @@ def run_cocotb(build_dir: Path, toplevel: str, test_module: str, job: dict[str, 
                *, waves: bool = False, wave_file: Path | None = None) -> dict[str, Any]:
     """Run ``test_module`` on a cached build with ``job`` (JSON); return the result JSON."""
     ensure_verilator()
-    from cocotb_tools.runner import get_runner
+    from cocotb_tools.runner import get_runner  # cocotb's runner: loaded only to build or simulate
 
     runner = get_runner("verilator")
     with tempfile.TemporaryDirectory(prefix="fuseflow-cocotb-") as tmp:
