@@ -16,7 +16,7 @@ PIECES = ["gcn1_karate_partial_0_gcn_layer_karate_g0", "bigbird_sddmm_full_0_big
 @pytest.mark.parametrize("name", PIECES)
 def test_model_piece_rtl_equals_sw_sim(name):
     [entry] = [e for e in correlation_suite() if e.name == name]
-    graph, data, expected = entry.make()
+    graph, data, expected = entry.make(run_graph)
     [rtl] = run_graph_batch(graph, [data])
     sw = run_graph(graph, data)
     for t, out in sw.outputs.items():
