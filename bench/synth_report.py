@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fpga.boards import get_board
 from fpga.synth import SynthError, SynthReport, synthesize
 from fuseflow.kernels import KERNELS
+from fuseflow_cli.cmd_common import parse_max_nnz
 from hw.elaborate import GraphTop, HwConfig, crd_width_needed
 
 BOARDS = {"icebreaker": "ice40", "ulx3s-85f": "ecp5"}
@@ -60,8 +61,8 @@ def main() -> int:
     p.add_argument("--json", help="also write the reports to this JSON file")
     args = p.parse_args()
     items = args.max_nnz or (["B=512"] if args.kernel == "spmv" else [])
-    max_nnz = tuple(sorted((t, int(n)) for t, n in (i.split("=") for i in items)))
     graph = KERNELS[args.kernel](args.size)
+    max_nnz = parse_max_nnz(items, graph)
     cw = crd_width_needed(graph, max_nnz)[0]  # as `fuseflow-hw synth --cw auto`
     cfg = HwConfig(cw=cw, vw=args.val_width, max_nnz=max_nnz)
     with tempfile.TemporaryDirectory(prefix="fuseflow-synth-") as tmp:
