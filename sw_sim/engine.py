@@ -239,30 +239,28 @@ class Engine:
         )
 
 
-def _wake(w: Primitive | None, nxt: dict[Primitive, None], cycle: int, starved: bool) -> None:
-    """Wake ``w`` for the next cycle, booking the cycles it slept as starved or stalled."""
-    if w is None or w in nxt or w.done:
-        return
-    if w._sleep_since >= 0:
-        if starved:
-            w.stats.starve_cycles += cycle - w._sleep_since
-        else:
-            w.stats.stall_cycles += cycle - w._sleep_since
-        w._sleep_since = -1
-    nxt[w] = None
-
-
 def _commit(dirty: list[Channel], nxt: dict[Primitive, None], cycle: int) -> None:
     """End of a cycle: pushed tokens become visible, popped slots free; the consumers and
     producers of the changed channels wake in ``nxt``."""
+    # the two wake-ups are written out (not a helper): this loop runs for every token moved
     for ch in dirty:
         ch.dirty = False
         if ch.inc is not None:
             ch.q.append(ch.inc)
             ch.inc = None
-            _wake(ch.consumer, nxt, cycle, True)
+            w = ch.consumer
+            if w is not None and w not in nxt and not w.done:
+                if w._sleep_since >= 0:
+                    w.stats.starve_cycles += cycle - w._sleep_since
+                    w._sleep_since = -1
+                nxt[w] = None
         if ch.freed:
             ch.freed = 0
-            _wake(ch.producer, nxt, cycle, False)
+            w = ch.producer
+            if w is not None and w not in nxt and not w.done:
+                if w._sleep_since >= 0:
+                    w.stats.stall_cycles += cycle - w._sleep_since
+                    w._sleep_since = -1
+                nxt[w] = None
         ch.isfull = len(ch.q) >= ch.depth
     dirty.clear()
