@@ -1,198 +1,107 @@
-"""Cycle models of the ML primitives: unary ALU, coordinate mask, stop-token drop, spacc2.
-
-Each class mirrors the RTL primitive of the same name in ``hw/ml_primitives.py`` decision for
-decision.  Common rule (as in :mod:`sw_sim.primitives`): a primitive acts in a cycle only when
-every one of its output FIFOs has room.  Value arithmetic comes from :mod:`fuseflow.numerics`.
-"""
+"""Cycle models of the sparse accumulators of order 1 and 2."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fuseflow.masks import mask_keep, mask_params
 from fuseflow.numerics import INT32, Numerics
-from fuseflow.samml import AluOp, MaskPred, ReduceOp
+from fuseflow.samml import (
+    ReduceOp,
+)
 from fuseflow.tokens import DONE, EMPTY, Control, Stop, stop
 
 from .engine import Primitive
-
-__all__ = ["CrdMask", "SpAcc2", "StknDrop", "UnaryAlu", "mask_keep", "mask_params"]
-
-
-class UnaryAlu(Primitive):
-    """Unary ALU (relu, neg, add/mul by ``scalar``, exp, rsqrt, sigmoid, gelu); latency 2, II 1,
-    pipelined like the binary ALU.
-
-    Two pipeline registers, operand then result; each stage advances when the next one is free
-    or is being emptied this cycle.  Back: a full result register whose output has room emits.
-    Middle: the operand moves into the result register as ``f(x)`` (``N`` counts as 0) or the
-    control token.  Front: when the input has a token, pop it into the operand register.  In RTL
-    the function's datapath sits between the two registers."""
-
-    def __init__(self, name, ins, outs, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32):
-        super().__init__(name, ins, outs)
-        self.inp = ins["a"]
-        self.out = outs["val"]
-        self.fn = numerics.unop(op, scalar, where=f"node {name!r} ({op.value})")
-        self.opnd: Any = None
-        self.res: Any = None
-
-    def step(self) -> bool:
-        progressed = False
-        res = self.res
-        if res is not None and not self.out.full():
-            self.out.push(res)
-            self.res = None
-            if res is DONE:
-                self.finish()
-                return True
-            progressed = True
-        if self.opnd is not None and self.res is None:
-            x = self.opnd
-            self.res = x if isinstance(x, Control) else self.fn(x)
-            self.opnd = None
-            progressed = True
-        inp = self.inp
-        if self.opnd is None and inp.q:
-            tok = inp.pop()
-            self.opnd = 0 if tok is EMPTY else tok
-            progressed = True
-        return progressed
+from .registry import Build, model
 
 
-class CrdMask(Primitive):
-    """Coordinate mask: in outer ``crd`` + inner ``crd`` + ``ref`` -> inner ``crd`` + ``ref``.
+class SpAcc1(Primitive):
+    """Sparse accumulator, order 1 (inner dimension ``dim``).
 
-    ``cur`` holds the outer coordinate whose inner fiber is being read.  Fires when both outputs
-    have room and the inner crd and ref heads are present.  Inner data: load ``cur`` from the
-    outer input if empty (same cycle); emit crd and ref if :func:`mask_keep` holds; pop both.
-    ``S0``: end of ``cur``'s fiber (an outer coordinate with an empty fiber is popped now); emit
-    ``S0``.  ``Sk`` (k>=1): if no ``cur`` and the outer head is data, pop it and wait a cycle;
-    then the outer head must be ``S(k-1)``: pop the three, emit ``Sk``.  ``D``: all three ``D``.
-    A fiber the mask empties keeps its stop (use :class:`StknDrop` / crd_drop to prune it).
-    Latency 0, II 1.
+    Fires when both outputs have room.  ACC mode, by the inner head: data (with its value) ->
+    ``acc[crd] op= val``, pop both; ``S0`` -> pop inner, val and the outer coordinate; ``S(k+1)``
+    -> if the outer head is data pop it (wait), else it must be ``Sk``: enter FLUSH.  FLUSH:
+    emit the accumulated entries in coordinate order, one per cycle, then ``Sk`` on both outputs,
+    popping the three stop tokens.  ``D`` on all three -> ``D``.  Accumulation wraps /
+    saturates by the ``numerics``.
     """
 
-    def __init__(self, name, ins, outs, *, pred: MaskPred, before: int = 0, after: int = 0, block: int = 1,
-                 pattern: tuple[tuple[int, ...], ...] = ()):
+    def __init__(self, name, ins, outs, *, dim: int, op: ReduceOp = ReduceOp.ADD, numerics: Numerics = INT32):
         super().__init__(name, ins, outs)
-        self.iouter, self.iinner, self.iref = ins["outer"], ins["inner"], ins["ref"]
-        self.ocrd, self.oref = outs["crd"], outs["ref"]
-        self.kw = {"before": before, "after": after, "block": block, "pattern": pattern}
-        self.pred = pred
-        self.cur: int | None = None
+        self.iouter, self.iinner, self.ival = ins["outer"], ins["inner"], ins["val"]
+        self.ocrd, self.oval = outs["crd"], outs["val"]
+        self.dim = dim
+        self.fn = numerics.reduce_fn(op)
+        self.acc: dict[int, int] = {}
+        self.flush: list[int] | None = None
+        self.flush_pos = 0
 
     def step(self) -> bool:
-        inner, ref, outer = self.iinner, self.iref, self.iouter
-        if not inner.q or not ref.q or self.ocrd.full() or self.oref.full():
+        if self.ocrd.isfull or self.oval.isfull:
             return False
-        tok, r = inner.q[0], ref.q[0]
-        if not isinstance(tok, Control):
-            if isinstance(r, Control) and r is not EMPTY:
-                raise self.error(f"inner coordinate {tok} but the ref stream is at {r}")
-            if self.cur is None:
-                if not outer.q:
-                    return False
-                if isinstance(outer.q[0], Control):
-                    raise self.error(f"inner data {tok} but the outer stream is at {outer.q[0]}")
-                self.cur = outer.pop()
-            if mask_keep(self.pred, self.cur, tok, **self.kw):
-                self.ocrd.push(tok)
-                self.oref.push(r)
-            inner.pop()
-            ref.pop()
+        if self.flush is not None:
+            if self.flush_pos < len(self.flush):
+                c = self.flush[self.flush_pos]
+                self.flush_pos += 1
+                self.ocrd.push(c)
+                self.oval.push(self.acc[c])
+                return True
+            s = self.iouter.pop()
+            self.iinner.pop()
+            self.ival.pop()
+            self.ocrd.push(s)
+            self.oval.push(s)
+            self.acc.clear()
+            self.flush = None
             return True
-        if r is not tok:
-            raise self.error(f"inner {tok} but the ref stream is at {r}")
+        inner, val, outer = self.iinner, self.ival, self.iouter
+        if not inner.q or not val.q:
+            return False
+        tok = inner.q[0]
+        if not isinstance(tok, Control):
+            v = val.q[0]
+            if isinstance(v, Control) and v is not EMPTY:
+                raise self.error(f"inner coordinate {tok} but the value stream is at {v}")
+            if not 0 <= tok < self.dim:
+                raise self.error(f"inner coordinate {tok} outside dimension {self.dim}")
+            v = 0 if v is EMPTY else v
+            acc = self.acc
+            acc[tok] = self.fn(acc[tok], v) if tok in acc else v
+            inner.pop()
+            val.pop()
+            return True
+        if val.q[0] is not tok:
+            raise self.error(f"inner {tok} but the value stream is at {val.q[0]}")
         if not outer.q:
             return False
         oh = outer.q[0]
         if tok is DONE:
             if oh is not DONE:
-                raise self.error(f"inner stream ended but the outer stream is at {oh}")
+                raise self.error(f"inner D but the outer stream is at {oh}")
             outer.pop()
             inner.pop()
-            ref.pop()
+            val.pop()
             self.ocrd.push(DONE)
-            self.oref.push(DONE)
+            self.oval.push(DONE)
             self.finish()
             return True
         if type(tok) is not Stop:
             raise self.error(f"unexpected token {tok} in the inner stream")
         if tok.level == 0:
-            if self.cur is None:
-                if isinstance(oh, Control):
-                    raise self.error(f"inner S0 but the outer stream is at {oh}")
-                outer.pop()
-            self.cur = None
-        elif self.cur is None and not isinstance(oh, Control):
+            if isinstance(oh, Control):
+                raise self.error(f"inner S0 but the outer stream is at {oh}")
+            outer.pop()
+            inner.pop()
+            val.pop()
+            return True
+        if not isinstance(oh, Control):
             outer.pop()
             return True
-        elif type(oh) is not Stop or oh.level != tok.level - 1:
+        if type(oh) is not Stop or oh.level != tok.level - 1:
             raise self.error(f"inner {tok} needs outer S{tok.level - 1}, but the outer stream is at {oh}")
-        else:
-            outer.pop()
-            self.cur = None
-        inner.pop()
-        ref.pop()
-        self.ocrd.push(tok)
-        self.oref.push(tok)
+        self.flush = sorted(self.acc)
+        self.flush_pos = 0
         return True
 
-
-class StknDrop(Primitive):
-    """Stop-token drop: prunes empty fibers from one stream (any kind).
-
-    Definition: a run of consecutive stop tokens becomes one stop of the run's highest level; a
-    run at the start of the stream is dropped, unless ``D`` follows it directly (then the whole
-    stream is one empty fiber and the run's highest stop is kept).  Data and ``N`` pass.  This is
-    the stream of the same fibertree with every empty fiber removed, at every level.
-
-    One-token register ``held``.  Fires when the input has a token and the output has room:
-    data -> emit ``held`` (unless it is a leading stop), hold the data; stop -> merge into a
-    held stop (no output), or emit held data and hold the stop, or hold it; ``D`` -> emit
-    ``held`` if any (``D`` stays), else emit ``D``.  Latency: a token leaves when its successor
-    arrives; II 1.
-    """
-
-    def __init__(self, name, ins, outs):
-        super().__init__(name, ins, outs)
-        self.inp = ins["in"]
-        self.out = outs["out"]
-        self.held: Any = None
-        self.lead = True  # no data token seen yet
-
-    def step(self) -> bool:
-        inp = self.inp
-        if not inp.q or self.out.full():
-            return False
-        tok = inp.q[0]
-        held = self.held
-        if tok is DONE:
-            if held is not None:
-                self.out.push(held)
-                self.held = None
-                return True
-            self.out.push(DONE)
-            inp.pop()
-            self.finish()
-            return True
-        inp.pop()
-        if type(tok) is Stop:
-            if type(held) is Stop:
-                self.held = stop(max(held.level, tok.level))
-                return True
-            if held is not None:
-                self.out.push(held)
-            self.held = tok
-            return True
-        if isinstance(tok, Control) and tok is not EMPTY:
-            raise self.error(f"unexpected token {tok}")
-        if held is not None and not self.lead:
-            self.out.push(held)
-        self.held = tok
-        self.lead = False
-        return True
 
 
 class SpAcc2(Primitive):
@@ -336,3 +245,15 @@ class SpAcc2(Primitive):
         self.pos = 0
         self.flush_level = tok.level - 2
         return True
+
+
+
+@model("spacc1")
+def _spacc1(b: Build) -> Primitive:
+    return SpAcc1(b.name, b.ins, b.outs, dim=b.params["dim"], op=b.params["op"], numerics=b.numerics)
+
+
+@model("spacc2")
+def _spacc2(b: Build) -> Primitive:
+    p = b.params
+    return SpAcc2(b.name, b.ins, b.outs, dim0=p["dim0"], dim1=p["dim1"], op=p["op"], numerics=b.numerics)
