@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from fuseflow.samml import (
     PRIMITIVES,
-    NodeKind,
 )
 from fuseflow.tokens import EMPTY, Control
 
 from .alu import Staged
 from .engine import Primitive
 from .registry import Build, model
+
+LATENCY = next(s.latency for s in PRIMITIVES.values() if s.name == "array_load")
 
 
 class ArrayLoad(Staged):
@@ -26,7 +27,7 @@ class ArrayLoad(Staged):
         self.inp = ins["ref"]
         self.out = outs["val"]
         self.vals = list(vals)
-        self.stages: list = [None] * PRIMITIVES[NodeKind.ARRAY_LOAD].latency
+        self.stages: list = [None] * LATENCY
 
     def step(self) -> bool:
         progressed = self.advance()
