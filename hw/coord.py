@@ -7,7 +7,7 @@ from amaranth.hdl import Signal
 from fuseflow.tokens import CRD_WIDTH
 
 from .base import StreamPrimitive
-from .registry import HwBuild, rtl
+from .registry import plain
 from .word import (
     done_word,
     is_data,
@@ -80,11 +80,5 @@ class CrdHold(_OuterInner):
 
 
 
-@rtl("crd_drop")
-def _crd_drop(b: HwBuild):
-    return CrdDrop(cw=b.cfg.cw, depths=b.depths), {}
-
-
-@rtl("crd_hold")
-def _crd_hold(b: HwBuild):
-    return CrdHold(cw=b.cfg.cw, depths=b.depths), {}
+plain("crd_drop", CrdDrop)
+plain("crd_hold", CrdHold)

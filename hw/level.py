@@ -10,7 +10,7 @@ from fuseflow.tensor import Format
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import MemRead, MemWrite, StreamPrimitive, bits_for
-from .registry import HwBuild, rtl
+from .registry import HwBuild, plain, rtl
 from .word import (
     data_word,
     done_word,
@@ -235,11 +235,6 @@ class ValsWrite(StreamPrimitive):
 
 
 
-@rtl("root")
-def _root(b: HwBuild):
-    return Root(cw=b.cfg.cw, depths=b.depths), {}
-
-
 @rtl("scan")
 def _scan(b: HwBuild):
     p, cw = b.params, b.cfg.cw
@@ -266,3 +261,6 @@ def _write(b: HwBuild):
 def _vals_write(b: HwBuild):
     c = ValsWrite(depth=b.params.get("vals_depth", 1), vw=b.cfg.vw)
     return c, {"vals": ("vals_rd", c.depth, b.cfg.vw, "r", "vals_len")}
+
+
+plain("root", Root)

@@ -11,18 +11,18 @@ nothing else in hw dispatches on kind names.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from amaranth.lib import wiring
 
-from fuseflow.primitives import FAMILIES, PRIMITIVES, NodeKind, StreamKind
+from fuseflow.primitives import NodeKind, StreamKind
+from fuseflow.primitives.registry import ModelRegistry
 
 from .config import HwConfig
 
-__all__ = ["HwBuild", "Memories", "build", "models", "rtl", "stream_width"]
+__all__ = ["MODELS", "HwBuild", "Memories", "build", "models", "plain", "rtl", "stream_width"]
 
 Memories = dict[str, tuple[str, int, int, str, str | None]]
 
@@ -47,32 +47,22 @@ def stream_width(kind: StreamKind, cfg: HwConfig) -> int:
 
 
 Builder = Callable[[HwBuild], tuple[wiring.Component, Memories]]
-_MODELS: dict[NodeKind, Builder] = {}
+MODELS: ModelRegistry[Builder] = ModelRegistry(__package__, "RTL model")
+rtl = MODELS.register
 
 
-def rtl(kind: str) -> Callable[[Builder], Builder]:
-    """Register the decorated builder as the RTL model of primitive ``kind``."""
-    k = NodeKind(kind)
+def plain(kind: str, cls: type[wiring.Component]) -> None:
+    """Register ``cls(cw=, depths=)``, a model with no parameters and no memories, for ``kind``."""
+    def build_plain(b: HwBuild) -> tuple[wiring.Component, Memories]:
+        return cls(cw=b.cfg.cw, depths=b.depths), {}
 
-    def register(fn: Builder) -> Builder:
-        if k in _MODELS:
-            raise RuntimeError(f"hw: two RTL models for {kind!r}")
-        _MODELS[k] = fn
-        return fn
-
-    return register
+    build_plain.__module__ = cls.__module__
+    rtl(kind)(build_plain)
 
 
 def models() -> dict[NodeKind, Builder]:
-    """Every registered model (importing each family file once)."""
-    if len(_MODELS) < len(PRIMITIVES):
-        for family in FAMILIES:
-            importlib.import_module(f"{__package__}.{family}")
-    return dict(_MODELS)
+    return MODELS.models()
 
 
 def build(kind: NodeKind, b: HwBuild) -> tuple[wiring.Component, Memories]:
-    fn = models().get(kind)
-    if fn is None:
-        raise ValueError(f"no RTL primitive for node kind {kind.value}")
-    return fn(b)
+    return MODELS.lookup(kind)(b)

@@ -23,48 +23,26 @@ from .word import (
 
 
 class RepSig(StreamPrimitive):
-    """Repeat-signal generator: data/N -> R (data 1), stop -> S0, D -> D."""
+    """Repeat-signal generator: data/N -> R (data 1), stop -> S0, D -> D.  The input is read
+    at width ``iw`` (default ``cw``; the value width when it repeats a value stream's shape),
+    the repsig is ``cw`` wide."""
 
-    def __init__(self, *, cw: int = CRD_WIDTH, depths=None):
-        self.cw = cw
-        super().__init__({"in": cw}, {"repsig": cw}, depths)
+    def __init__(self, *, cw: int = CRD_WIDTH, iw: int | None = None, depths=None):
+        self.cw, self.iw = cw, cw if iw is None else iw
+        super().__init__({"in": self.iw}, {"repsig": cw}, depths)
 
     def logic(self, m):
-        w = self.cw
+        iw, cw = self.iw, self.cw
         inp = self.i_in
         tok = inp.payload
         with m.If(inp.valid & self.room()):
             self.pop(m, "in")
-            with m.If(is_data(tok, w) | is_empty(tok, w)):
-                self.push(m, "repsig", data_word(1, w))
-            with m.Elif(is_done(tok, w)):
-                self.push(m, "repsig", done_word(w))
+            with m.If(is_data(tok, iw) | is_empty(tok, iw)):
+                self.push(m, "repsig", data_word(1, cw))
+            with m.Elif(is_done(tok, iw)):
+                self.push(m, "repsig", done_word(cw))
             with m.Else():
-                self.push(m, "repsig", stop_word(0, w))
-
-
-
-class ValRepSig(StreamPrimitive):
-    """Repeat-signal generator reading a value stream (``vw`` wide) and writing a ``cw``-wide
-    repsig: the same decisions as :class:`RepSig` (data / ``N`` -> ``R``, stop ->
-    ``S``, ``D`` -> ``D``), with the input word read at the value width."""
-
-    def __init__(self, *, vw: int, cw: int = CRD_WIDTH, depths=None):
-        self.vw, self.cw = vw, cw
-        super().__init__({"in": vw}, {"repsig": cw}, depths)
-
-    def logic(self, m):
-        inp = self.i_in
-        tok = inp.payload
-        with m.If(inp.valid & self.room()):
-            self.pop(m, "in")
-            with m.If(is_data(tok, self.vw) | is_empty(tok, self.vw)):
-                self.push(m, "repsig", data_word(1, self.cw))
-            with m.Elif(is_done(tok, self.vw)):
-                self.push(m, "repsig", done_word(self.cw))
-            with m.Else():
-                self.push(m, "repsig", stop_word(0, self.cw))
-
+                self.push(m, "repsig", stop_word(0, cw))
 
 
 class Repeat(StreamPrimitive):
@@ -116,9 +94,8 @@ class Repeat(StreamPrimitive):
 
 @rtl("repsig")
 def _repsig(b: HwBuild):
-    if stream_kind(b.params.get("stream"), StreamKind.CRD) is StreamKind.VAL:
-        return ValRepSig(vw=b.cfg.vw, cw=b.cfg.cw, depths=b.depths), {}
-    return RepSig(cw=b.cfg.cw, depths=b.depths), {}
+    iw = b.width(stream_kind(b.params.get("stream"), StreamKind.CRD))
+    return RepSig(cw=b.cfg.cw, iw=iw, depths=b.depths), {}
 
 
 @rtl("repeat")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fuseflow.tokens import DONE, EMPTY, Control, Stop
 
 from .engine import Primitive
-from .registry import Build, model
+from .registry import plain
 
 
 class _OuterInner(Primitive):
@@ -128,12 +128,5 @@ class CrdHold(_OuterInner):
         return inner_stop
 
 
-
-@model("crd_drop")
-def _crd_drop(b: Build) -> Primitive:
-    return CrdDrop(b.name, b.ins, b.outs)
-
-
-@model("crd_hold")
-def _crd_hold(b: Build) -> Primitive:
-    return CrdHold(b.name, b.ins, b.outs)
+plain("crd_drop", CrdDrop)
+plain("crd_hold", CrdHold)

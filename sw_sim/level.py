@@ -6,7 +6,7 @@ from fuseflow.tensor import Format
 from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
 from .engine import Primitive
-from .registry import Build, model
+from .registry import Build, model, plain
 
 S0 = stop(0)
 
@@ -186,12 +186,6 @@ class ValsWrite(Primitive):
         return True
 
 
-
-@model("root")
-def _root(b: Build) -> Primitive:
-    return Root(b.name, b.ins, b.outs)
-
-
 @model("scan")
 def _scan(b: Build) -> Primitive:
     if Format.parse(b.params.get("format", "compressed")) is Format.DENSE:
@@ -205,6 +199,5 @@ def _write(b: Build) -> Primitive:
     return LevelWrite(b.name, b.ins, b.outs, compressed=compressed, skip_empty=bool(b.params["skip_empty"]))
 
 
-@model("vals_write")
-def _vals_write(b: Build) -> Primitive:
-    return ValsWrite(b.name, b.ins, b.outs)
+plain("root", Root)
+plain("vals_write", ValsWrite)

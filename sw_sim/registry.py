@@ -9,17 +9,17 @@ nothing else in sw_sim dispatches on kind names.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fuseflow.numerics import Numerics
-from fuseflow.primitives import FAMILIES, PRIMITIVES, NodeKind
+from fuseflow.primitives import NodeKind
+from fuseflow.primitives.registry import ModelRegistry
 
 from .engine import Channel, Primitive
 
-__all__ = ["Build", "build", "model", "models"]
+__all__ = ["MODELS", "Build", "build", "model", "models", "plain"]
 
 
 @dataclass(frozen=True)
@@ -35,32 +35,22 @@ class Build:
 
 
 Builder = Callable[[Build], Primitive]
-_MODELS: dict[NodeKind, Builder] = {}
+MODELS: ModelRegistry[Builder] = ModelRegistry(__package__, "cycle model")
+model = MODELS.register
 
 
-def model(kind: str) -> Callable[[Builder], Builder]:
-    """Register the decorated builder as the cycle model of primitive ``kind``."""
-    k = NodeKind(kind)
+def plain(kind: str, cls: type[Primitive]) -> None:
+    """Register ``cls(name, ins, outs)``, a model that takes no parameters, for ``kind``."""
+    def build_plain(b: Build) -> Primitive:
+        return cls(b.name, b.ins, b.outs)
 
-    def register(fn: Builder) -> Builder:
-        if k in _MODELS:
-            raise RuntimeError(f"sw_sim: two cycle models for {kind!r}")
-        _MODELS[k] = fn
-        return fn
-
-    return register
+    build_plain.__module__ = cls.__module__
+    model(kind)(build_plain)
 
 
 def models() -> dict[NodeKind, Builder]:
-    """Every registered model (importing each family file once)."""
-    if len(_MODELS) < len(PRIMITIVES):
-        for family in FAMILIES:
-            importlib.import_module(f"{__package__}.{family}")
-    return dict(_MODELS)
+    return MODELS.models()
 
 
 def build(kind: NodeKind, b: Build) -> Primitive:
-    fn = models().get(kind)
-    if fn is None:
-        raise ValueError(f"no cycle model for node kind {kind.value}")
-    return fn(b)
+    return MODELS.lookup(kind)(b)

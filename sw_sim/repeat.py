@@ -5,7 +5,7 @@ from __future__ import annotations
 from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
 from .engine import Primitive
-from .registry import Build, model
+from .registry import plain
 
 S0 = stop(0)
 
@@ -103,12 +103,5 @@ class Repeat(Primitive):
         return True
 
 
-
-@model("repsig")
-def _repsig(b: Build) -> Primitive:
-    return RepSig(b.name, b.ins, b.outs)
-
-
-@model("repeat")
-def _repeat(b: Build) -> Primitive:
-    return Repeat(b.name, b.ins, b.outs)
+plain("repsig", RepSig)
+plain("repeat", Repeat)

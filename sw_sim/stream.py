@@ -8,7 +8,7 @@ from typing import Any
 from fuseflow.tokens import DONE, EMPTY, Control, Stop, stop
 
 from .engine import Channel, Primitive
-from .registry import Build, model
+from .registry import plain
 
 
 class Broadcast(Primitive):
@@ -128,12 +128,5 @@ class Sink(Primitive):
         return True
 
 
-
-@model("broadcast")
-def _broadcast(b: Build) -> Primitive:
-    return Broadcast(b.name, b.ins, b.outs)
-
-
-@model("stkn_drop")
-def _stkn_drop(b: Build) -> Primitive:
-    return StknDrop(b.name, b.ins, b.outs)
+plain("broadcast", Broadcast)
+plain("stkn_drop", StknDrop)

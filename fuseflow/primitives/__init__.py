@@ -14,41 +14,17 @@ import enum
 import importlib
 import pkgutil
 
-from .base import (
-    UNARY_ALU_OPS,
-    AluOp,
-    MaskPred,
-    ParamError,
-    Ports,
-    PrimitiveSpec,
-    ReduceOp,
-    StreamKind,
-    TensorUse,
-    alu_latency,
-)
+from . import base
+from .base import *
+from .base import Ports, PrimitiveSpec
 
-__all__ = [
-    "FAMILIES",
-    "PRIMITIVES",
-    "UNARY_ALU_OPS",
-    "AluOp",
-    "MaskPred",
-    "NodeKind",
-    "ParamError",
-    "Ports",
-    "PrimitiveSpec",
-    "ReduceOp",
-    "StreamKind",
-    "TensorUse",
-    "alu_latency",
-    "primitives_table",
-]
+__all__ = [*base.__all__, "FAMILIES", "PRIMITIVES", "NodeKind", "primitives_table"]  # noqa: PLE0604
 
 
 def _declarations() -> list[PrimitiveSpec]:
     specs: list[PrimitiveSpec] = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name == "base":
+        if info.name in ("base", "registry"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         specs += list(module.DECLARATIONS)

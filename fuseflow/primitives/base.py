@@ -130,7 +130,7 @@ def _type_name(t: Any) -> str:
     return getattr(t, "__name__", str(t))
 
 
-def _coerce(value: Any, t: Any) -> Any:  # noqa: C901 - one branch per declared type
+def _coerce(value: Any, t: Any) -> Any:
     """``value`` as type ``t`` (enums from their text, tuples from lists); TypeError otherwise.
     Numbers are not converted (an int where a float is declared stays an int), so a graph
     saved after loading is byte-identical to its file."""

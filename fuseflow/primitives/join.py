@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import PrimitiveSpec, Ports, StreamKind, doc
+from .base import Ports, PrimitiveSpec, StreamKind, doc
 
 
 @dataclass(frozen=True)
