@@ -85,3 +85,16 @@ def test_docs_primitive_table_is_the_declarations():
     text = (ROOT / "docs" / "architecture.md").read_text()
     assert primitives_table() in text, "regenerate with: python -c 'from fuseflow.primitives import " \
                                        "primitives_table; print(primitives_table())'"
+
+
+def test_architecture_doc_code_is_the_code():
+    """Every code block of docs/architecture.md that names a file (``# file: path``) is a
+    verbatim excerpt of that file, so the worked examples stay real."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    blocks = [b.split("```")[0] for b in text.split("```python\n")[1:]]
+    named = [b for b in blocks if b.startswith("# file: ")]
+    assert named
+    for b in named:
+        head, _, body = b.partition("\n")
+        path = ROOT / head.removeprefix("# file: ").strip()
+        assert body.strip("\n") in path.read_text(), f"docs/architecture.md quotes {path} out of date"

@@ -70,11 +70,17 @@ def primitives_table(markdown: bool = True) -> str:
                      _latency_text(spec), str(spec.ii), spec.summary))
     head = ("family", "kind", "inputs", "outputs", "parameters", "latency", "II", "summary")
     if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-        return "\n".join(lines) + "\n"
+        return _markdown(head, rows) + "\n" + _markdown(("kind", "parameter", "meaning"), [
+            (spec.name, f.name, f.metadata.get("doc", "")) for spec in PRIMITIVES.values()
+            for f in spec.fields()])
     return "\n".join(f"{r[1]:<11} [{r[0]}] in({r[2]}) out({r[3]}) params({r[4]}) latency {r[5]}: {r[7]}"
                      for r in rows) + "\n"
+
+
+def _markdown(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 def _example_value(spec: PrimitiveSpec, key: str):
