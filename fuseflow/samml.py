@@ -10,8 +10,8 @@ and DOT labels here are derived from those declarations.
 from __future__ import annotations
 
 import enum
-import json
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +37,6 @@ from .tensor import Format, TensorData, TensorFormat
 
 __all__ = [
     "PRIMITIVES",
-    "ParamError",
-    "TensorUse",
     "UNARY_ALU_OPS",
     "AluOp",
     "Edge",
@@ -47,12 +45,14 @@ __all__ = [
     "MaskPred",
     "Node",
     "NodeKind",
+    "ParamError",
     "PortRef",
     "PrimitiveSpec",
     "ReduceOp",
     "Role",
     "StreamKind",
     "TensorSpec",
+    "TensorUse",
     "alu_latency",
     "node_latency",
 ]
@@ -211,68 +211,65 @@ class Graph:
     # ---------------------------------------------------------------- verification
     def verify(self, data: Mapping[str, TensorData] | None = None) -> None:
         """Raise :class:`GraphError` listing every problem; ``data`` also checks tensor data."""
-        problems: list[str] = []
-        for node in self.nodes.values():
-            problems += _check_params(self, node)
+        problems = [p for node in self.nodes.values() for p in _check_params(self, node)]
         driven: dict[PortRef, Edge] = {}
         used: dict[PortRef, Edge] = {}
         for e in self.edges:
-            ok = True
-            for end, side in ((e.src, "outputs"), (e.dst, "inputs")):
-                n = self.nodes.get(end.node)
-                if n is None:
-                    problems.append(f"edge {e}: no node named {end.node!r}")
-                    ok = False
-                    continue
-                try:
-                    ports = getattr(n, side)()
-                except (KeyError, TypeError, ValueError):
-                    ok = False
-                    continue
-                if end.port not in ports:
-                    kindword = "output" if side == "outputs" else "input"
-                    problems.append(
-                        f"edge {e}: node {end.node!r} ({n.kind.value}) has no {kindword} port "
-                        f"{end.port!r}; it has {sorted(ports)}"
-                    )
-                    ok = False
-            if not ok:
-                continue
-            if e.dst in driven:
-                problems.append(f"input port {e.dst} is driven twice: by {driven[e.dst].src} and {e.src}")
-            driven[e.dst] = e
-            if e.src in used:
-                problems.append(
-                    f"output port {e.src} feeds both {used[e.src].dst} and {e.dst}: "
-                    "fan-out needs a broadcast node"
-                )
-            used[e.src] = e
-            sk = self.nodes[e.src.node].outputs()[e.src.port]
-            dk = self.nodes[e.dst.node].inputs()[e.dst.port]
-            if sk is not dk:
-                problems.append(f"edge {e}: a {sk.value} stream drives a {dk.value} port")
-            if e.depth is not None and e.depth < 1:
-                problems.append(f"edge {e}: FIFO depth {e.depth} must be at least 1")
-        for node in self.nodes.values():
-            try:
-                ins, outs = node.inputs(), node.outputs()
-            except (KeyError, TypeError, ValueError):
-                continue
-            for p in ins:
-                if node[p] not in driven:
-                    problems.append(f"input port {node[p]} is not driven (dangling)")
-            for p in outs:
-                if node[p] not in used and node[p] not in self.discards:
-                    problems.append(
-                        f"output port {node[p]} is not connected (dangling); connect it or discard it"
-                    )
-        for d in self.discards:
-            if d in used:
-                problems.append(f"output port {d} is both discarded and connected")
+            problems += self._check_edge(e, driven, used)
+        problems += self._check_dangling(driven, used)
         if data is not None:
             problems += _check_data(self, data)
         if problems:
             raise GraphError(f"graph {self.name!r} is invalid:\n  - " + "\n  - ".join(problems))
+
+    def _end_problems(self, e: Edge) -> list[str] | None:
+        """Problems with the nodes and ports at the two ends of ``e``; ``None`` when a node's
+        ports cannot be computed (its parameters are reported by :func:`_check_params`)."""
+        out: list[str] = []
+        for end, outputs in ((e.src, True), (e.dst, False)):
+            n = self.nodes.get(end.node)
+            if n is None:
+                out.append(f"edge {e}: no node named {end.node!r}")
+                continue
+            ports = _ports_or_none(n, outputs)
+            if ports is None:
+                return None
+            if end.port not in ports:
+                out.append(f"edge {e}: node {end.node!r} ({n.kind.value}) has no "
+                           f"{'output' if outputs else 'input'} port {end.port!r}; it has {sorted(ports)}")
+        return out
+
+    def _check_edge(self, e: Edge, driven: dict[PortRef, Edge], used: dict[PortRef, Edge]) -> list[str]:
+        """One edge's problems; records the ports it drives and uses."""
+        out = self._end_problems(e)
+        if out is None or out:
+            return out or []
+        if e.dst in driven:
+            out.append(f"input port {e.dst} is driven twice: by {driven[e.dst].src} and {e.src}")
+        driven[e.dst] = e
+        if e.src in used:
+            out.append(f"output port {e.src} feeds both {used[e.src].dst} and {e.dst}: "
+                       "fan-out needs a broadcast node")
+        used[e.src] = e
+        sk = self.nodes[e.src.node].outputs()[e.src.port]
+        dk = self.nodes[e.dst.node].inputs()[e.dst.port]
+        if sk is not dk:
+            out.append(f"edge {e}: a {sk.value} stream drives a {dk.value} port")
+        if e.depth is not None and e.depth < 1:
+            out.append(f"edge {e}: FIFO depth {e.depth} must be at least 1")
+        return out
+
+    def _check_dangling(self, driven: dict[PortRef, Edge], used: dict[PortRef, Edge]) -> list[str]:
+        out: list[str] = []
+        for node in self.nodes.values():
+            ins, outs = _ports_or_none(node, False), _ports_or_none(node, True)
+            if ins is None or outs is None:
+                continue
+            out += [f"input port {node[p]} is not driven (dangling)" for p in ins if node[p] not in driven]
+            out += [f"output port {node[p]} is not connected (dangling); connect it or discard it"
+                    for p in outs if node[p] not in used and node[p] not in self.discards]
+        out += [f"output port {d} is both discarded and connected" for d in self.discards if d in used]
+        return out
 
     # ---------------------------------------------------------------- serialisation
     def to_json(self) -> dict:
@@ -376,6 +373,13 @@ def _checked_params(name: str, kind: NodeKind, params: Mapping[str, Any]) -> dic
         where = _where(name, kind)
         raise GraphError("; ".join(f"{where}: {p}" for p in problems))
     return values
+
+
+def _ports_or_none(node: Node, outputs: bool) -> Ports | None:
+    try:
+        return node.outputs() if outputs else node.inputs()
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _param_json(v: Any) -> Any:

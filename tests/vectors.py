@@ -82,7 +82,8 @@ class Vector:
 
 
 def design_vectors() -> list[tuple[Vector, dict[str, str]]]:
-    """The worked examples of DESIGN §4 with their expected outputs (the spec's own numbers)."""
+    """Worked examples of each primitive with outputs written by hand from the stream rules
+    (README "Tokens and streams", the docstrings of the sw_sim models)."""
     V = Vector
     return [
         (V("scan", {"ref": "0,1,2,S0,D"}, {"format": "compressed"}, {"seg": [0, 2, 2, 5], "crd": [1, 3, 0, 2, 4]}),
