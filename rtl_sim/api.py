@@ -17,6 +17,7 @@ from fuseflow.tokens import Token, decode, encode, parse_stream
 from hw.build import to_verilog
 from hw.elaborate import DEFAULT_HW, GraphTop, HwConfig, PrimitiveHarness
 from hw.registry import stream_width
+from sw_sim.run import PrimitiveResult
 
 from .toolchain import run_cocotb, verilator_build
 
@@ -112,8 +113,6 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
 def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Token]], *, cfg: HwConfig = DEFAULT_HW,
                        depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0, **params: Any):
     """Same signature and result as :func:`sw_sim.simulate_primitive`, run in RTL."""
-    from sw_sim.run import PrimitiveResult
-
     mem = {m: params.pop(m) for m in _MEM_PARAMS if m in params}
     [r] = run_primitive_batch(kind, [{"inputs": inputs, **mem}], cfg=cfg, depth=depth, gap=gap, stall=stall,
                               seed=seed, **params)
