@@ -2,8 +2,9 @@
 
 sw_sim speed is reported as simulated node-cycles per second (graph nodes x cycles / wall
 seconds), the figure SAM's Python simulator is quoted in (about 0.5 M block-cycles/s on the
-same machine class, DESIGN §9), computed from the process's CPU time (median of
-``--repeat`` runs) so that other load on a shared machine does not distort it.  Run: python bench/kernels.py [--no-rtl] [--size N]
+same machine class: a 64x64 SpMM of about 56 k cycles in 1.8 s, README.md "Results"), computed
+from the process's CPU time (median of ``--repeat`` runs) so that other load on a shared
+machine does not distort it.  Run: python bench/kernels.py [--no-rtl] [--size N]
 """
 
 from __future__ import annotations
