@@ -16,6 +16,7 @@ import time
 
 from fuseflow.cmd_common import table
 from fuseflow.kernels import KERNELS, example
+from rtl_sim import run_graph as rtl_run
 from sw_sim import run_graph
 
 
@@ -38,8 +39,6 @@ def main() -> int:
         speed = len(g.nodes) * res.cycles / cpu
         row = [k, len(g.nodes), res.cycles, f"{wall * 1e3:.1f}", f"{cpu * 1e3:.1f}", f"{speed / 1e6:.2f}"]
         if not args.no_rtl:
-            from rtl_sim import run_graph as rtl_run
-
             rtl = rtl_run(g, data)
             row += [rtl.cycles, f"{rtl.cycles / res.cycles:.4f}"]
         rows.append(row)
