@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compiler"))
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(TESTS / "compiler"), str(TESTS)]  # compiler_programs and its example_programs
 
 import numpy as np
 from compiler_programs import SUITE, random_inputs
