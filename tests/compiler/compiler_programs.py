@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from example_programs import load_example
 
 from fuseflow.compiler import Program, catalog, einsum
 from fuseflow.tensor import Format, TensorData
@@ -55,12 +56,7 @@ def spmm_inner() -> Program:
 
 
 def sddmm() -> Program:
-    p = Program("sddmm")
-    S = p.tensor("S", (6, 5), "csr")
-    C = p.tensor("C", (6, 4), "dense")
-    D = p.tensor("D", (4, 5), "dense")
-    p.output(p.let("Y", S * einsum("ik,kj->ij", C, D)))
-    return p
+    return load_example("sddmm").program(rows=6, cols=5, inner=4)
 
 
 def add() -> Program:
@@ -108,12 +104,8 @@ def gcn_two_layer() -> Program:
 
 
 def graphsage_nbor() -> Program:
-    p = Program("graphsage_nbor")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 5), "csr")
-    W = p.tensor("Omega", (5, 4), "dense")
-    T0 = p.let("T0", einsum("il,lm->im", A, X))
-    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W)))
+    p = load_example("graphsage").program(8, 5, 4, ordered=False)
+    p.name = "graphsage_nbor"
     return p
 
 

@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
+from example_programs import load_example
 
-from fuseflow.compiler import Program, compile_program, einsum
+from fuseflow.compiler import Program, compile_program
 from fuseflow.samml import Graph
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -20,22 +21,12 @@ REGEN = os.environ.get("FUSEFLOW_REGEN_GOLDEN") == "1"
 
 def spmm() -> Program:
     """Paper Fig. 'fusion table construction': T_ij = A_ik X_kj, order i -> k -> j."""
-    p = Program("spmm")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 4), "dense")
-    p.output(p.let("T", einsum("ik,kj->ij", A, X), order="ikj"))
-    return p
+    return load_example("spmm").program(8, 4)
 
 
 def graphsage() -> Program:
     """Paper appendix: T^nbor_ij = A_il X_lm Omega_mj, order i -> l -> m -> j."""
-    p = Program("graphsage")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 6), "csr")
-    W = p.tensor("Omega", (6, 4), "dense")
-    T0 = p.let("T0", einsum("il,lm->im", A, X), order="ilm")
-    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W), order="imj"))
-    return p
+    return load_example("graphsage").program(8, 6, 4)
 
 
 def graph_text(g: Graph) -> str:
