@@ -191,7 +191,7 @@ def test_crd_mask_protocol_errors_name_node():
         simulate_primitive("crd_mask", {"outer": "0,S0,D", "inner": "1,2,S1,D", "ref": "0,S0,D"}, pred="causal")
     with pytest.raises(ProtocolError, match="needs outer S0"):
         simulate_primitive("crd_mask", {"outer": "0,D", "inner": "1,S1,D", "ref": "0,S1,D"}, pred="causal")
-    with pytest.raises(ValueError, match="node 'crd_mask' \\(crd_mask block\\): block=3 must be a power of two"):
+    with pytest.raises(ValueError, match="node 'crd_mask' \\(crd_mask\\): block=3 must be a power of two"):
         simulate_primitive("crd_mask", {"outer": "0,S0,D", "inner": "1,S1,D", "ref": "0,S1,D"}, pred="block",
                            block=3, pattern=[[1]])
 
