@@ -35,40 +35,49 @@ class SpAcc1(Primitive):
         self.flush: list[int] | None = None
         self.flush_pos = 0
 
+    def _flush_step(self) -> bool:
+        """FLUSH: one accumulated entry per cycle, then the stops (popping the three stop tokens)."""
+        if self.flush_pos < len(self.flush):
+            c = self.flush[self.flush_pos]
+            self.flush_pos += 1
+            self.ocrd.push(c)
+            self.oval.push(self.acc[c])
+            return True
+        s = self.iouter.pop()
+        self.iinner.pop()
+        self.ival.pop()
+        self.ocrd.push(s)
+        self.oval.push(s)
+        self.acc.clear()
+        self.flush = None
+        return True
+
+    def _data_step(self, tok) -> bool:
+        """ACC mode, inner data head ``tok``: ``acc[tok] op= val``, pop inner and val."""
+        inner, val = self.iinner, self.ival
+        v = val.q[0]
+        if isinstance(v, Control) and v is not EMPTY:
+            raise self.error(f"inner coordinate {tok} but the value stream is at {v}")
+        if not 0 <= tok < self.dim:
+            raise self.error(f"inner coordinate {tok} outside dimension {self.dim}")
+        v = 0 if v is EMPTY else v
+        acc = self.acc
+        acc[tok] = self.fn(acc[tok], v) if tok in acc else v
+        inner.pop()
+        val.pop()
+        return True
+
     def step(self) -> bool:
         if self.ocrd.isfull or self.oval.isfull:
             return False
         if self.flush is not None:
-            if self.flush_pos < len(self.flush):
-                c = self.flush[self.flush_pos]
-                self.flush_pos += 1
-                self.ocrd.push(c)
-                self.oval.push(self.acc[c])
-                return True
-            s = self.iouter.pop()
-            self.iinner.pop()
-            self.ival.pop()
-            self.ocrd.push(s)
-            self.oval.push(s)
-            self.acc.clear()
-            self.flush = None
-            return True
+            return self._flush_step()
         inner, val, outer = self.iinner, self.ival, self.iouter
         if not inner.q or not val.q:
             return False
         tok = inner.q[0]
         if not isinstance(tok, Control):
-            v = val.q[0]
-            if isinstance(v, Control) and v is not EMPTY:
-                raise self.error(f"inner coordinate {tok} but the value stream is at {v}")
-            if not 0 <= tok < self.dim:
-                raise self.error(f"inner coordinate {tok} outside dimension {self.dim}")
-            v = 0 if v is EMPTY else v
-            acc = self.acc
-            acc[tok] = self.fn(acc[tok], v) if tok in acc else v
-            inner.pop()
-            val.pop()
-            return True
+            return self._data_step(tok)
         if val.q[0] is not tok:
             raise self.error(f"inner {tok} but the value stream is at {val.q[0]}")
         if not outer.q:
@@ -164,53 +173,48 @@ class SpAcc2(Primitive):
         self.open = False
         return True
 
-    def step(self) -> bool:
-        if self.o0.full() or self.o1.full() or self.ov.full():
-            return False
-        if self.flush is not None:
-            return self._flush_step()
-        ij, val, ii, outer = self.ij, self.ival, self.ii, self.iouter
-        if not ij.q or not val.q:
-            return False
-        tok, v = ij.q[0], val.q[0]
-        if not isinstance(tok, Control):
-            if isinstance(v, Control) and v is not EMPTY:
-                raise self.error(f"inner1 coordinate {tok} but the value stream is at {v}")
-            if self.cur_i is None:
-                if not ii.q:
-                    return False
-                if isinstance(ii.q[0], Control):
-                    raise self.error(f"inner1 data {tok} but inner0 is at {ii.q[0]}")
-                self.cur_i = ii.pop()
-                if not 0 <= self.cur_i < self.dim0:
-                    raise self.error(f"inner0 coordinate {self.cur_i} outside dimension {self.dim0}")
-            if not 0 <= tok < self.dim1:
-                raise self.error(f"inner1 coordinate {tok} outside dimension {self.dim1}")
-            v = 0 if v is EMPTY else v
-            key = (self.cur_i, tok)
-            self.acc[key] = self.fn(self.acc[key], v) if key in self.acc else v
-            ij.pop()
-            val.pop()
-            return True
-        if v is not tok:
-            raise self.error(f"inner1 {tok} but the value stream is at {v}")
-        if not ii.q:
-            return False
-        ih = ii.q[0]
-        if tok is DONE:
-            if not outer.q:
+    def _data_step(self, tok, v) -> bool:
+        """ACC mode, ``inner1`` data head ``tok`` with value head ``v``: load ``i`` from
+        ``inner0`` if none is held (same cycle), ``acc[i, j] op= val``, pop both."""
+        ij, val, ii = self.ij, self.ival, self.ii
+        if isinstance(v, Control) and v is not EMPTY:
+            raise self.error(f"inner1 coordinate {tok} but the value stream is at {v}")
+        if self.cur_i is None:
+            if not ii.q:
                 return False
-            if ih is not DONE or outer.q[0] is not DONE:
-                raise self.error(f"inner1 D but inner0 is at {ih} and outer at {outer.q[0]}")
-            for c in (outer, ii, ij, val):
-                c.pop()
-            self.o0.push(DONE)
-            self.o1.push(DONE)
-            self.ov.push(DONE)
-            self.finish()
-            return True
-        if type(tok) is not Stop:
-            raise self.error(f"unexpected token {tok} in inner1")
+            if isinstance(ii.q[0], Control):
+                raise self.error(f"inner1 data {tok} but inner0 is at {ii.q[0]}")
+            self.cur_i = ii.pop()
+            if not 0 <= self.cur_i < self.dim0:
+                raise self.error(f"inner0 coordinate {self.cur_i} outside dimension {self.dim0}")
+        if not 0 <= tok < self.dim1:
+            raise self.error(f"inner1 coordinate {tok} outside dimension {self.dim1}")
+        v = 0 if v is EMPTY else v
+        key = (self.cur_i, tok)
+        self.acc[key] = self.fn(self.acc[key], v) if key in self.acc else v
+        ij.pop()
+        val.pop()
+        return True
+
+    def _done_step(self, ih) -> bool:
+        """``inner1`` at ``D`` (``inner0`` head ``ih``): ``D`` on all inputs -> ``D`` on all outputs."""
+        ij, val, ii, outer = self.ij, self.ival, self.ii, self.iouter
+        if not outer.q:
+            return False
+        if ih is not DONE or outer.q[0] is not DONE:
+            raise self.error(f"inner1 D but inner0 is at {ih} and outer at {outer.q[0]}")
+        for c in (outer, ii, ij, val):
+            c.pop()
+        self.o0.push(DONE)
+        self.o1.push(DONE)
+        self.ov.push(DONE)
+        self.finish()
+        return True
+
+    def _stop_step(self, tok: Stop, ih) -> bool:
+        """``inner1`` at stop ``tok`` (``inner0`` head ``ih``): end of an ``i`` fiber (``S0``), of
+        ``k``'s ``i`` fiber (``S1``) or of the outer fiber (``S(m+2)``: enter FLUSH)."""
+        ij, val, ii, outer = self.ij, self.ival, self.ii, self.iouter
         if self.cur_i is None and not isinstance(ih, Control):
             ii.pop()  # an i with an empty j fiber
             if tok.level == 0:
@@ -245,6 +249,28 @@ class SpAcc2(Primitive):
         self.pos = 0
         self.flush_level = tok.level - 2
         return True
+
+    def step(self) -> bool:
+        if self.o0.full() or self.o1.full() or self.ov.full():
+            return False
+        if self.flush is not None:
+            return self._flush_step()
+        ij, val, ii = self.ij, self.ival, self.ii
+        if not ij.q or not val.q:
+            return False
+        tok, v = ij.q[0], val.q[0]
+        if not isinstance(tok, Control):
+            return self._data_step(tok, v)
+        if v is not tok:
+            raise self.error(f"inner1 {tok} but the value stream is at {v}")
+        if not ii.q:
+            return False
+        ih = ii.q[0]
+        if tok is DONE:
+            return self._done_step(ih)
+        if type(tok) is not Stop:
+            raise self.error(f"unexpected token {tok} in inner1")
+        return self._stop_step(tok, ih)
 
 
 

@@ -34,36 +34,39 @@ class _OuterInner(Primitive):
     def on_fiber_end(self, tok) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def step(self) -> bool:
+    def _data_step(self, tok) -> bool:
+        """Inner data (or ``EMPTY``) head ``tok``: load ``cur`` from the outer input if empty
+        (same cycle), pop the inner token, ``on_data``."""
         inner, outer = self.iinner, self.iouter
-        if not inner.q or self.oouter.isfull or self.oinner.isfull:
-            return False
-        tok = inner.q[0]
-        if not isinstance(tok, Control) or tok is EMPTY:
-            loaded = False
-            if self.cur is None:
-                if not outer.q:
-                    return False
-                if isinstance(outer.q[0], Control):
-                    raise self.error(f"inner data {tok} but the outer stream is at {outer.q[0]}")
-                self.cur = outer.pop()
-                loaded = True
-            inner.pop()
-            self.on_data(tok, loaded)
-            return True
-        if tok is DONE:
+        loaded = False
+        if self.cur is None:
             if not outer.q:
                 return False
-            if outer.q[0] is not DONE:
-                raise self.error(f"inner stream ended but the outer stream is at {outer.q[0]}")
-            outer.pop()
-            inner.pop()
-            self.oouter.push(DONE)
-            self.oinner.push(DONE)
-            self.finish()
-            return True
-        if type(tok) is not Stop:
-            raise self.error(f"unexpected token {tok} in the inner stream")
+            if isinstance(outer.q[0], Control):
+                raise self.error(f"inner data {tok} but the outer stream is at {outer.q[0]}")
+            self.cur = outer.pop()
+            loaded = True
+        inner.pop()
+        self.on_data(tok, loaded)
+        return True
+
+    def _done_step(self) -> bool:
+        """Inner head ``D``: the outer head must be ``D``; pop both, emit ``D`` on both outputs."""
+        inner, outer = self.iinner, self.iouter
+        if not outer.q:
+            return False
+        if outer.q[0] is not DONE:
+            raise self.error(f"inner stream ended but the outer stream is at {outer.q[0]}")
+        outer.pop()
+        inner.pop()
+        self.oouter.push(DONE)
+        self.oinner.push(DONE)
+        self.finish()
+        return True
+
+    def _stop_step(self, tok: Stop) -> bool:
+        """Inner head stop ``tok``: ``S0`` ends ``cur``'s fiber; ``Sk`` (k>=1) ends the outer fiber."""
+        inner, outer = self.iinner, self.iouter
         if tok.level == 0:
             if self.cur is None:
                 if not outer.q:
@@ -89,6 +92,19 @@ class _OuterInner(Primitive):
         self.oouter.push(self.held_stop(oh, tok))
         self.oinner.push(tok)
         return True
+
+    def step(self) -> bool:
+        inner = self.iinner
+        if not inner.q or self.oouter.isfull or self.oinner.isfull:
+            return False
+        tok = inner.q[0]
+        if not isinstance(tok, Control) or tok is EMPTY:
+            return self._data_step(tok)
+        if tok is DONE:
+            return self._done_step()
+        if type(tok) is not Stop:
+            raise self.error(f"unexpected token {tok} in the inner stream")
+        return self._stop_step(tok)
 
     def held_stop(self, outer_stop: Stop, inner_stop: Stop) -> Stop:  # pragma: no cover
         raise NotImplementedError

@@ -34,43 +34,42 @@ class CrdMask(Primitive):
         self.pred = pred
         self.cur: int | None = None
 
-    def step(self) -> bool:
+    def _data_step(self, tok, r) -> bool:
+        """Inner data head ``tok`` (ref head ``r``): load ``cur`` from the outer input if empty
+        (same cycle); emit crd and ref if :func:`mask_keep` holds; pop both."""
         inner, ref, outer = self.iinner, self.iref, self.iouter
-        if not inner.q or not ref.q or self.ocrd.full() or self.oref.full():
-            return False
-        tok, r = inner.q[0], ref.q[0]
-        if not isinstance(tok, Control):
-            if isinstance(r, Control) and r is not EMPTY:
-                raise self.error(f"inner coordinate {tok} but the ref stream is at {r}")
-            if self.cur is None:
-                if not outer.q:
-                    return False
-                if isinstance(outer.q[0], Control):
-                    raise self.error(f"inner data {tok} but the outer stream is at {outer.q[0]}")
-                self.cur = outer.pop()
-            if mask_keep(self.pred, self.cur, tok, **self.kw):
-                self.ocrd.push(tok)
-                self.oref.push(r)
-            inner.pop()
-            ref.pop()
-            return True
-        if r is not tok:
-            raise self.error(f"inner {tok} but the ref stream is at {r}")
-        if not outer.q:
-            return False
-        oh = outer.q[0]
-        if tok is DONE:
-            if oh is not DONE:
-                raise self.error(f"inner stream ended but the outer stream is at {oh}")
-            outer.pop()
-            inner.pop()
-            ref.pop()
-            self.ocrd.push(DONE)
-            self.oref.push(DONE)
-            self.finish()
-            return True
-        if type(tok) is not Stop:
-            raise self.error(f"unexpected token {tok} in the inner stream")
+        if isinstance(r, Control) and r is not EMPTY:
+            raise self.error(f"inner coordinate {tok} but the ref stream is at {r}")
+        if self.cur is None:
+            if not outer.q:
+                return False
+            if isinstance(outer.q[0], Control):
+                raise self.error(f"inner data {tok} but the outer stream is at {outer.q[0]}")
+            self.cur = outer.pop()
+        if mask_keep(self.pred, self.cur, tok, **self.kw):
+            self.ocrd.push(tok)
+            self.oref.push(r)
+        inner.pop()
+        ref.pop()
+        return True
+
+    def _done_step(self, oh) -> bool:
+        """Inner and ref heads ``D`` (outer head ``oh``): all three ``D``; pop them, emit ``D``."""
+        inner, ref, outer = self.iinner, self.iref, self.iouter
+        if oh is not DONE:
+            raise self.error(f"inner stream ended but the outer stream is at {oh}")
+        outer.pop()
+        inner.pop()
+        ref.pop()
+        self.ocrd.push(DONE)
+        self.oref.push(DONE)
+        self.finish()
+        return True
+
+    def _stop_step(self, tok: Stop, oh) -> bool:
+        """Inner and ref heads stop ``tok`` (outer head ``oh``): ``S0`` ends ``cur``'s fiber;
+        ``Sk`` (k>=1) ends the outer fiber."""
+        inner, ref, outer = self.iinner, self.iref, self.iouter
         if tok.level == 0:
             if self.cur is None:
                 if isinstance(oh, Control):
@@ -90,6 +89,24 @@ class CrdMask(Primitive):
         self.ocrd.push(tok)
         self.oref.push(tok)
         return True
+
+    def step(self) -> bool:
+        inner, ref, outer = self.iinner, self.iref, self.iouter
+        if not inner.q or not ref.q or self.ocrd.full() or self.oref.full():
+            return False
+        tok, r = inner.q[0], ref.q[0]
+        if not isinstance(tok, Control):
+            return self._data_step(tok, r)
+        if r is not tok:
+            raise self.error(f"inner {tok} but the ref stream is at {r}")
+        if not outer.q:
+            return False
+        oh = outer.q[0]
+        if tok is DONE:
+            return self._done_step(oh)
+        if type(tok) is not Stop:
+            raise self.error(f"unexpected token {tok} in the inner stream")
+        return self._stop_step(tok, oh)
 
 
 
