@@ -129,7 +129,34 @@ class Scan(Primitive):
 
 
 
-class LevelWrite(Primitive):
+class _Writer(Primitive):
+    """A writer pops one token per cycle from its one input and finishes on ``D``; data goes to
+    ``on_data``, other control tokens to ``on_control``."""
+
+    def __init__(self, name, ins, outs):
+        super().__init__(name, ins, outs)
+        self.inp = next(iter(ins.values()))
+
+    def step(self) -> bool:
+        if not self.inp.q:
+            return False
+        tok = self.inp.pop()
+        if tok is DONE:
+            self.finish()
+        elif isinstance(tok, Control):
+            self.on_control(tok)
+        else:
+            self.on_data(tok)
+        return True
+
+    def on_data(self, tok) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def on_control(self, tok) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class LevelWrite(_Writer):
     """Level writer: compressed appends ``crd`` and closes one ``seg`` fiber per stop (with
     ``skip_empty``, only per stop that follows a coordinate: under a compressed parent, empty
     fibers were dropped and their stops only close outer levels); dense counts coordinates.
@@ -137,53 +164,38 @@ class LevelWrite(Primitive):
 
     def __init__(self, name, ins, outs, *, compressed: bool, skip_empty: bool = False):
         super().__init__(name, ins, outs)
-        self.inp = ins["crd"]
         self.compressed = compressed
         self.skip_empty = skip_empty
         self.seg = [0]
         self.crd: list[int] = []
         self.open = False  # a coordinate arrived since the last stop
 
-    def step(self) -> bool:
-        if not self.inp.q:
-            return False
-        tok = self.inp.pop()
-        if isinstance(tok, Control):
-            if tok is DONE:
-                self.finish()
-            elif type(tok) is Stop:
-                if self.open or not self.skip_empty:
-                    self.seg.append(len(self.crd))
-                self.open = False
-            else:
-                raise self.error(f"unexpected token {tok} in a crd stream")
-        else:
-            self.crd.append(tok)
-            self.open = True
-        return True
+    def on_control(self, tok) -> None:
+        if type(tok) is not Stop:
+            raise self.error(f"unexpected token {tok} in a crd stream")
+        if self.open or not self.skip_empty:
+            self.seg.append(len(self.crd))
+        self.open = False
+
+    def on_data(self, tok) -> None:
+        self.crd.append(tok)
+        self.open = True
 
 
-
-class ValsWrite(Primitive):
-    """Values writer: appends each data token to ``vals``; ignores stops; finishes on ``D``."""
+class ValsWrite(_Writer):
+    """Values writer: appends each data token to ``vals`` (``N`` as 0); ignores stops; finishes
+    on ``D``."""
 
     def __init__(self, name, ins, outs):
         super().__init__(name, ins, outs)
-        self.inp = ins["val"]
         self.vals: list = []
 
-    def step(self) -> bool:
-        if not self.inp.q:
-            return False
-        tok = self.inp.pop()
-        if isinstance(tok, Control):
-            if tok is DONE:
-                self.finish()
-            elif tok is EMPTY:
-                self.vals.append(0)
-        else:
-            self.vals.append(tok)
-        return True
+    def on_control(self, tok) -> None:
+        if tok is EMPTY:
+            self.vals.append(0)
+
+    def on_data(self, tok) -> None:
+        self.vals.append(tok)
 
 
 @model("scan")

@@ -19,6 +19,13 @@ def test_kernels_verify_and_round_trip(name, tmp_path):
     assert dot.startswith("digraph") and all(f'"{n}"' in dot for n in g.nodes)
 
 
+def _problems(g: Graph) -> str:
+    """The verifier's message for ``g``, which must be invalid."""
+    with pytest.raises(GraphError) as exc:
+        g.verify()
+    return str(exc.value)
+
+
 def _tiny() -> Graph:
     g = Graph("tiny")
     g.tensor("A", (4, 4), CSR)
@@ -33,9 +40,7 @@ def test_dangling_and_double_driven_ports_are_named():
     g.add(NodeKind.SCAN, "scan2", tensor="A", level=1)
     g.connect(r["ref"], s["ref"])
     g.connect(r["ref"], "scan2.ref")
-    with pytest.raises(GraphError) as exc:
-        g.verify()
-    msg = str(exc.value)
+    msg = _problems(g)
     assert "root.ref feeds both scan.ref and scan2.ref: fan-out needs a broadcast" in msg
     assert "output port scan.crd is not connected" in msg
     assert "output port scan2.ref is not connected" in msg
@@ -47,10 +52,9 @@ def test_kind_mismatch_and_unknown_port():
     a = g.add(NodeKind.ALU, "alu", op="add")
     g.connect(r["ref"], a["a"])
     g.connect(r["nope"], a["b"])
-    with pytest.raises(GraphError) as exc:
-        g.verify()
-    assert "edge root.ref -> alu.a: a ref stream drives a val port" in str(exc.value)
-    assert "node 'root' (root) has no output port 'nope'" in str(exc.value)
+    msg = _problems(g)
+    assert "edge root.ref -> alu.a: a ref stream drives a val port" in msg
+    assert "node 'root' (root) has no output port 'nope'" in msg
 
 
 def test_bad_tensor_uses_are_named():
@@ -58,9 +62,7 @@ def test_bad_tensor_uses_are_named():
     g.add(NodeKind.SCAN, "s1", tensor="Q", level=0)
     g.add(NodeKind.SCAN, "s2", tensor="A", level=5)
     g.add(NodeKind.VALS_WRITE, "w", tensor="A")
-    with pytest.raises(GraphError) as exc:
-        g.verify()
-    msg = str(exc.value)
+    msg = _problems(g)
     assert "node 's1' (scan): tensor 'Q' is not declared" in msg
     assert "node 's2' (scan): level 5 out of range for tensor 'A'" in msg
     assert "node 'w' (vals_write): writes tensor 'A', which is not an output" in msg
