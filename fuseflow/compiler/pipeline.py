@@ -150,8 +150,8 @@ def _split_check(state: ProgramIR) -> Rejected | None:
 
 def _plan_text(state: ProgramIR, _: GroupIR) -> str:
     split = f"yes ({state.split_reason})" if state.split_adds else "no"
-    lines = [f"program {state.program.name}: fusion {state.options.fusion.value}, "
-             f"{'factored iteration' if state.options.factored else 'one iteration space'}",
+    lowering = "factored iteration" if state.options.factored else "one iteration space"
+    lines = [f"program {state.program.name}: fusion {state.options.fusion.value}, {lowering}",
              f"region split under additions: {split}"]
     for g in state.groups:
         lines.append(f"graph {g.plan.name}: " + "; ".join(s.text for s in g.plan.part))
