@@ -346,12 +346,12 @@ def run_pipeline(program: Program, options: Options | None = None, dump_after: s
 
 def dump_ir(program: Program, pass_name: str, options: Options | None = None) -> str:
     """The IR after pass ``pass_name`` as text: for a group pass one section per graph, each
-    headed ``== <graph> after <pass>``."""
+    headed ``== <graph> after <pass>`` (a blank line between sections)."""
     _lookup(pass_name)
     parts: list[str] = []
     run_pipeline(program, options, pass_name,
                  lambda p, name, text: parts.append(f"== {name} after {p}\n{text}"))
-    return "".join(parts)
+    return "\n".join(parts)
 
 
 def check_program(program: Program, options: Options | None = None) -> str | None:

@@ -1,0 +1,142 @@
+"""The pass pipeline: its description, IR dumps after any pass, the unknown-pass error, FIFO
+sizing run once per graph, and region splits decided up front by a check (no retries)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import fuseflow.compiler.pipeline as pipeline
+from fuseflow.compiler import (
+    PIPELINE,
+    FusionError,
+    LoweringError,
+    Options,
+    Program,
+    UnknownPass,
+    check_program,
+    compile_program,
+    describe_pipeline,
+    dump_ir,
+    einsum,
+    exp,
+    lower_group,
+    pass_names,
+    run_pipeline,
+)
+from fuseflow.compiler.fusion import fuse_group, plan_groups
+
+from test_compiler_golden import REGEN, graphsage, split_sum, spmm
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def test_pipeline_order_and_ir_types_chain() -> None:
+    assert pass_names() == ["plan", "fuse", "table", "lower", "fifo", "verify"]
+    assert PIPELINE[0].input_ir == "Program" and PIPELINE[-1].output_ir == "samml.Graph"
+    assert PIPELINE[0].output_ir == f"list[{PIPELINE[1].input_ir}]"  # one group plan per graph
+    for a, b in zip(PIPELINE[1:], PIPELINE[2:]):
+        assert a.output_ir == b.input_ir, (a.name, b.name)
+    assert all(p.description and "\n" not in p.description for p in PIPELINE)
+
+
+def test_describe_pipeline_lists_every_pass_in_order() -> None:
+    text = describe_pipeline()
+    lines = text.splitlines()
+    assert lines[0].split()[:2] == ["#", "pass"]
+    for k, p in enumerate(PIPELINE, 1):
+        row = lines[k]
+        assert row.split()[:2] == [str(k), p.name]
+        assert f"{p.input_ir} -> {p.output_ir}" in row and row.endswith(p.description)
+
+
+def test_dump_after_calls_back_once_per_graph_with_the_pass_text() -> None:
+    seen: list[tuple[str, str, str]] = []
+    compiled = run_pipeline(split_sum(), dump_after="table", on_dump=lambda *a: seen.append(a))
+    assert [(p, g) for p, g, _ in seen] == [("table", "split_sum_g0"), ("table", "split_sum_g1")]
+    assert seen[1][2].startswith("fusion table for Y")
+    assert len(compiled.graphs) == 2
+    plan: list[tuple[str, str, str]] = []
+    run_pipeline(spmm(), dump_after="plan", on_dump=lambda *a: plan.append(a))
+    assert [(p, g) for p, g, _ in plan] == [("plan", "spmm")]
+
+
+def test_dump_ir_is_the_golden_text_and_the_compiled_graph() -> None:
+    text = dump_ir(spmm(), "fuse", Options(factored=False))
+    assert text == (GOLDEN / "spmm.fuse.txt").read_text()
+    assert text.startswith("== spmm_g0 after fuse\nfused einsum:\n  T_{i,j} = ")
+    (graph,) = compile_program(spmm()).graphs
+    assert dump_ir(spmm(), "verify").split("\n", 1)[1] == pipeline.graph_text(graph)
+
+
+@pytest.mark.parametrize("call", [lambda: dump_ir(spmm(), "codegen"),
+                                  lambda: run_pipeline(spmm(), dump_after="codegen")])
+def test_unknown_pass_is_an_error_listing_the_passes(call) -> None:
+    with pytest.raises(UnknownPass, match=r"unknown pass 'codegen'; the passes are plan, fuse, "
+                                          r"table, lower, fifo, verify"):
+        call()
+
+
+def test_fifo_sizing_runs_once_per_graph(monkeypatch) -> None:
+    calls: list[str] = []
+    real = pipeline.size_fifos
+    monkeypatch.setattr(pipeline, "size_fifos", lambda g: (calls.append(g.name), real(g)))
+    compiled = compile_program(split_sum())
+    assert calls == [g.name for g in compiled.graphs] == ["split_sum_g0", "split_sum_g1"]
+
+
+def test_region_split_is_decided_up_front_and_nothing_is_generated_twice(monkeypatch) -> None:
+    emitted: list[str] = []
+    real = pipeline.emit_graph
+    monkeypatch.setattr(pipeline, "emit_graph", lambda g, t: (emitted.append(g.name), real(g, t))[1])
+    compiled = compile_program(split_sum())
+    assert emitted == ["split_sum_g0", "split_sum_g1"]
+    assert "region split here" in compiled.groups[1].group.notes[0]
+    plan = dump_ir(split_sum(), "plan")
+    assert ("region split under additions: yes (output Y: the reduction inside T is added to "
+            "other terms but cannot be lowered as a factored intermediate)") in plan
+    assert "region split under additions: no" in dump_ir(graphsage(), "plan")
+
+
+def _bad_order() -> Program:
+    p = Program("bad")
+    A = p.tensor("A", (3, 4), "csr")
+    X = p.tensor("X", (4, 5), "dense")
+    p.output(p.let("T", einsum("ik,kj->ij", A, X), order="kij"))
+    return p
+
+
+def _bad_function() -> Program:
+    p = Program("badf")
+    A = p.tensor("A", (3, 4), "csr")
+    p.output(p.let("Y", exp(A)))
+    return p
+
+
+@pytest.mark.parametrize(("build", "error"), [(_bad_order, FusionError), (_bad_function, LoweringError)])
+def test_check_program_says_why_and_compile_raises_the_same(build, error) -> None:
+    why = check_program(build())
+    assert why
+    with pytest.raises(error) as exc:
+        compile_program(build())
+    assert str(exc.value) == why
+    assert check_program(spmm()) is None and check_program(split_sum()) is None
+
+
+def test_lower_group_runs_the_group_passes_after_fuse() -> None:
+    p = spmm()
+    (plan,) = plan_groups(p)
+    group = fuse_group(p, plan, {n: d.fmt for n, d in p.decls.items() if d.fmt is not None})
+    tables, graph = lower_group(group, factored=False)
+    (expected,) = compile_program(spmm(), factored=False).graphs
+    assert pipeline.graph_text(graph).replace("spmm_g0", "G") == \
+        pipeline.graph_text(expected).replace("spmm_g0", "G")
+    assert [t.output.tensor for t in tables] == ["T"]
+
+
+def test_describe_pipeline_golden() -> None:
+    path = GOLDEN / "pipeline.txt"
+    if REGEN:
+        path.write_text(describe_pipeline())
+    assert describe_pipeline() == path.read_text()
