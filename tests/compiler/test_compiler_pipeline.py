@@ -3,11 +3,12 @@ sizing run once per graph, and region splits decided up front by a check (no ret
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
+from test_compiler_golden import REGEN, graphsage, split_sum, spmm
 
-import fuseflow.compiler.pipeline as pipeline
 from fuseflow.compiler import (
     PIPELINE,
     FusionError,
@@ -23,11 +24,10 @@ from fuseflow.compiler import (
     exp,
     lower_group,
     pass_names,
+    pipeline,
     run_pipeline,
 )
 from fuseflow.compiler.fusion import fuse_group, plan_groups
-
-from test_compiler_golden import REGEN, graphsage, split_sum, spmm
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -36,7 +36,7 @@ def test_pipeline_order_and_ir_types_chain() -> None:
     assert pass_names() == ["plan", "fuse", "table", "lower", "fifo", "verify"]
     assert PIPELINE[0].input_ir == "Program" and PIPELINE[-1].output_ir == "samml.Graph"
     assert PIPELINE[0].output_ir == f"list[{PIPELINE[1].input_ir}]"  # one group plan per graph
-    for a, b in zip(PIPELINE[1:], PIPELINE[2:]):
+    for a, b in itertools.pairwise(PIPELINE[1:]):
         assert a.output_ir == b.input_ir, (a.name, b.name)
     assert all(p.description and "\n" not in p.description for p in PIPELINE)
 
