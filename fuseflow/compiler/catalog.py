@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .program import Program, einsum, relu
+from .program import Program, Tensor, einsum, relu
 
 __all__ = ["gcn_layer", "gcn_relu", "gcn_two_layer", "nested_matmul"]
 
@@ -19,13 +19,16 @@ def nested_matmul(m: int, k: int, n: int, l: int, c_format: str = "csr",
     return p
 
 
+def _gcn_inputs(p: Program, nodes: int, features: int, hidden: int) -> tuple[Tensor, ...]:
+    """A GCN layer's inputs: adjacency A (CSR), features X, weights W and bias b (dense)."""
+    return (p.tensor("A", (nodes, nodes), "csr"), p.tensor("X", (nodes, features), "dense"),
+            p.tensor("W", (features, hidden), "dense"), p.tensor("b", (hidden,), "dense"))
+
+
 def gcn_layer(nodes: int, features: int, hidden: int) -> Program:
     """``Y = A·X·W + b`` with fusion regions {A·X·W} and {+ b} for partial fusion."""
     p = Program("gcn_layer")
-    A = p.tensor("A", (nodes, nodes), "csr")
-    X = p.tensor("X", (nodes, features), "dense")
-    W = p.tensor("W", (features, hidden), "dense")
-    b = p.tensor("b", (hidden,), "dense")
+    A, X, W, b = _gcn_inputs(p, nodes, features, hidden)
     T1 = p.let("T1", einsum("ik,kj->ij", A, X))
     T2 = p.let("T2", einsum("ij,jl->il", T1, W))
     Y = p.let("Y", T2 + b)
@@ -38,10 +41,7 @@ def gcn_layer(nodes: int, features: int, hidden: int) -> Program:
 def gcn_relu(nodes: int, features: int, hidden: int) -> Program:
     """``Y = relu(A·X·W + b)``: one graph with factored iteration."""
     p = Program("gcn_relu")
-    A = p.tensor("A", (nodes, nodes), "csr")
-    X = p.tensor("X", (nodes, features), "dense")
-    W = p.tensor("W", (features, hidden), "dense")
-    b = p.tensor("b", (hidden,), "dense")
+    A, X, W, b = _gcn_inputs(p, nodes, features, hidden)
     T = p.let("T", einsum("ik,kj->ij", A, X))
     p.output(p.let("Y", relu(einsum("ij,jl->il", T, W) + b)))
     return p

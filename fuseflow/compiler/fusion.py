@@ -60,12 +60,6 @@ __all__ = [
 MAX_ORDERS = 2000  # cap on enumerated dataflow orders per group
 
 
-class Fusion(enum.Enum):
-    UNFUSED = "unfused"
-    PARTIAL = "partial"
-    FULL = "full"
-
-
 # ----------------------------------------------------------------------------- fused expressions
 @dataclass(frozen=True)
 class View:
@@ -337,6 +331,15 @@ def _accesses_under_add(e: IExpr, under: bool = False) -> list[tuple[str, bool]]
 
 
 # ----------------------------------------------------------------------------- grouping
+class Fusion(enum.Enum):
+    """How statements are grouped into graphs: one per statement, one per fusion region, one
+    per program (each further split where :func:`plan_groups` must)."""
+
+    UNFUSED = "unfused"
+    PARTIAL = "partial"
+    FULL = "full"
+
+
 def plan_regions(program: Program, fusion: Fusion) -> list[list[int]]:
     """Statement indices of each fusion region, in program order."""
     n = len(program.statements)

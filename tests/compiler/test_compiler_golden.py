@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from compiler_programs import one_statement
 
 from fuseflow.compiler import PIPELINE, Options, Program, compile_program, dump_ir, einsum
 from fuseflow.kernels import spmm as hand_spmm
@@ -29,11 +30,8 @@ REGEN = os.environ.get("FUSEFLOW_REGEN_GOLDEN") == "1"
 
 def spmm() -> Program:
     """Paper Fig. 'fusion table construction': T_ij = A_ik X_kj, order i -> k -> j."""
-    p = Program("spmm")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 4), "dense")
-    p.output(p.let("T", einsum("ik,kj->ij", A, X), order="ikj"))
-    return p
+    return one_statement("spmm", [("A", (8, 8), "csr"), ("X", (8, 4), "dense")], "T",
+                         lambda A, X: einsum("ik,kj->ij", A, X), order="ikj")
 
 
 def graphsage() -> Program:

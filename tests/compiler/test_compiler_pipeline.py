@@ -7,6 +7,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+from compiler_programs import one_statement
 from test_compiler_golden import REGEN, graphsage, split_sum, spmm
 
 from fuseflow.compiler import (
@@ -100,18 +101,12 @@ def test_region_split_is_decided_up_front_and_nothing_is_generated_twice(monkeyp
 
 
 def _bad_order() -> Program:
-    p = Program("bad")
-    A = p.tensor("A", (3, 4), "csr")
-    X = p.tensor("X", (4, 5), "dense")
-    p.output(p.let("T", einsum("ik,kj->ij", A, X), order="kij"))
-    return p
+    return one_statement("bad", [("A", (3, 4), "csr"), ("X", (4, 5), "dense")], "T",
+                         lambda A, X: einsum("ik,kj->ij", A, X), order="kij")
 
 
 def _bad_function() -> Program:
-    p = Program("badf")
-    A = p.tensor("A", (3, 4), "csr")
-    p.output(p.let("Y", exp(A)))
-    return p
+    return one_statement("badf", [("A", (3, 4), "csr")], "Y", exp)
 
 
 @pytest.mark.parametrize(("build", "error"), [(_bad_order, FusionError), (_bad_function, LoweringError)])
