@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .program import Program, Tensor, einsum, relu
 
-__all__ = ["gcn_layer", "gcn_relu", "gcn_two_layer", "nested_matmul"]
+__all__ = ["gcn_layer", "gcn_relu", "gcn_two_layer", "graphsage", "nested_matmul"]
 
 
 def nested_matmul(m: int, k: int, n: int, l: int, c_format: str = "csr",
@@ -16,6 +16,20 @@ def nested_matmul(m: int, k: int, n: int, l: int, c_format: str = "csr",
     C = p.tensor("C", (n, l), c_format, mode_order=c_mode_order)
     E = p.let("E", einsum("ik,kj->ij", A, B))
     p.output(p.let("D", einsum("ij,jl->il", E, C)))
+    return p
+
+
+def graphsage(nodes: int, features: int, out: int, ordered: bool = True,
+              name: str = "graphsage") -> Program:
+    """GraphSAGE's neighbour term ``T^nbor_ij = A_il X_lm Ω_mj`` (A, X CSR, Ω dense), with the
+    dataflow orders ``i -> l -> m`` and ``i -> m -> j`` (the paper's appendix) when
+    ``ordered``."""
+    p = Program(name)
+    A = p.tensor("A", (nodes, nodes), "csr")
+    X = p.tensor("X", (nodes, features), "csr")
+    W = p.tensor("Omega", (features, out), "dense")
+    T0 = p.let("T0", einsum("il,lm->im", A, X), order="ilm" if ordered else None)
+    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W), order="imj" if ordered else None))
     return p
 
 

@@ -97,13 +97,7 @@ def gcn_two_layer() -> Program:
 
 
 def graphsage_nbor() -> Program:
-    p = Program("graphsage_nbor")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 5), "csr")
-    W = p.tensor("Omega", (5, 4), "dense")
-    T0 = p.let("T0", einsum("il,lm->im", A, X))
-    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W)))
-    return p
+    return catalog.graphsage(8, 5, 4, ordered=False, name="graphsage_nbor")
 
 
 def permuted_view() -> Program:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from compiler_programs import one_statement
 
-from fuseflow.compiler import PIPELINE, Options, Program, compile_program, dump_ir, einsum
+from fuseflow.compiler import PIPELINE, Options, Program, catalog, compile_program, dump_ir, einsum
 from fuseflow.kernels import spmm as hand_spmm
 from fuseflow.samml import Graph
 from fuseflow.tensor import DENSE2
@@ -36,13 +36,7 @@ def spmm() -> Program:
 
 def graphsage() -> Program:
     """Paper appendix: T^nbor_ij = A_il X_lm Omega_mj, order i -> l -> m -> j."""
-    p = Program("graphsage")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 6), "csr")
-    W = p.tensor("Omega", (6, 4), "dense")
-    T0 = p.let("T0", einsum("il,lm->im", A, X), order="ilm")
-    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W), order="imj"))
-    return p
+    return catalog.graphsage(8, 6, 4)
 
 
 def graphsage_factored() -> Program:
