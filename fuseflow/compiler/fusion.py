@@ -1,4 +1,4 @@
-"""Cross-expression fusion (FuseFlow Alg. 1): fresh reduction indices, producer inlining, tensor
+"""Cross-expression fusion (the ``fuse`` pass, docs/compiler.md): fresh reduction indices, producer inlining, tensor
 views, the partial order graph (POG), cycle resolution by permuted copies and dataflow orders.
 
 The default lowering joins operands level by level over one iteration space per output, so a

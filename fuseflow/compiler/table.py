@@ -1,4 +1,4 @@
-"""Fusion tables (FuseFlow §5.1): rows are the index variables of one output in fused order plus
+"""Fusion tables (the ``table`` pass, docs/compiler.md): rows are the index variables of one output in fused order plus
 ``val``; columns are tensor views, inlined intermediates and the output.  A cell is a primitive
 cell (it will create a SAMML node) or a reference cell (it names another cell's stream, which
 may not exist yet).  :mod:`fuseflow.compiler.codegen` builds the graph by evaluating the output
