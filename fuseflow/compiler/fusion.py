@@ -682,10 +682,12 @@ def _resolve_cycles(g: Group) -> str | None:
         if not edges:
             return None
         # a view of a tensor that is used through several views can be given a permuted copy
-        multi = {v.source for v in g.views.values() if v.indices} 
+        # (once: a view read from a permuted copy already is not permuted again)
+        multi = {v.source for v in g.views.values() if v.indices}
         counts = {s: sum(1 for v in g.views.values() if v.source == s) for s in multi}
         candidates = [v for v in reversed(list(g.views.values()))
-                      if counts.get(v.source, 0) > 1 and any(e in edges for e in _view_edges(v))]
+                      if counts.get(v.source, 0) > 1 and v.tensor == v.source
+                      and any(e in edges for e in _view_edges(v))]
         if not candidates:
             why = []
             for a, b in edges:

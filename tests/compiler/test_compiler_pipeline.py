@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import numpy as np
 import pytest
 from compiler_programs import one_statement
 from test_compiler_golden import REGEN, graphsage, split_sum, spmm
@@ -26,9 +27,13 @@ from fuseflow.compiler import (
     lower_group,
     pass_names,
     pipeline,
+    reference,
     run_pipeline,
+    run_program,
 )
 from fuseflow.compiler.fusion import fuse_group, plan_groups
+from fuseflow.models.frontend import MKind, MNode, ModelIR
+from fuseflow.models.plan import compile_model
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -135,3 +140,36 @@ def test_describe_pipeline_golden() -> None:
     if REGEN:
         path.write_text(describe_pipeline())
     assert describe_pipeline() == path.read_text()
+
+
+def test_a_cycle_through_two_tensors_gets_two_permuted_copies() -> None:
+    """``(A + B) ⊙ (A + B)ᵀ``: both tensors' transposed views conflict; each is permuted once
+    (the cycle check used to pick the already permuted view again and crash)."""
+    p = Program("sym")
+    A, B = p.tensor("A", (6, 6), "csr"), p.tensor("B", (6, 6), "dcsr")
+    T = p.let("T", A + B)
+    p.output(p.let("Y", T * einsum("ij->ji", T)))
+    compiled = compile_program(p)
+    assert [c.name for c in compiled.permuted] == ["B_p10", "A_p10"]
+    rng = np.random.default_rng(0)
+    data = {n: rng.integers(-3, 4, (6, 6)) * (rng.random((6, 6)) < 0.4) for n in "AB"}
+    np.testing.assert_array_equal(run_program(compiled, data).dense("Y"), reference(p, data)["Y"])
+
+
+def test_model_planner_decides_by_the_check_and_lists_every_rejected_candidate() -> None:
+    """``exp`` of a sparse product cannot be compiled at any granularity: the planner asks
+    :func:`check_program` for each candidate (fusion x intermediate layout) and reports all."""
+    def node(name, kind, args, shape, region="r0", **attrs):
+        return MNode(name, kind, args, shape, region, "", attrs)
+
+    nodes = [node("A", MKind.INPUT, (), (6, 6)), node("X", MKind.INPUT, (), (6, 4)),
+             node("T", MKind.EINSUM, ("A", "X"), (6, 4), spec="ik,kj->ij"),
+             node("Y", MKind.UNARY, ("T",), (6, 4), region="r1", op="exp")]
+    ir = ModelIR("m", nodes, {}, {"A": "csr"}, ["Y"], {})
+    with pytest.raises(LoweringError) as exc:
+        compile_model(ir, "full")
+    lines = str(exc.value).splitlines()
+    assert lines[0] == "model m: cannot compile [T .. Y]:"
+    assert [ln.split(":")[0].strip() for ln in lines[1:]] == [
+        f"{m}{r}" for m in ("full", "partial", "unfused") for r in ("", " (row-major intermediates)")]
+    assert all("is not 0 where its operand is 0" in ln for ln in lines[1:])
