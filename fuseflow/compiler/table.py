@@ -722,26 +722,18 @@ def _place_output_cells(c: _Construction) -> Rejected | None:
     return None
 
 
-def _done(step: Callable[[_Construction], None]) -> Callable[[_Construction], Rejected | None]:
-    """A step that always succeeds, in the shape of the checked ones."""
-    def run(c: _Construction) -> Rejected | None:
-        step(c)
-        return None
-    run.__name__ = step.__name__
-    return run
-
-
 # The construction of one table, in order (docs/compiler.md, "Fusion table"): each step fills
-# cells and returns None, or the reason the schedule cannot be realised.
+# cells and returns None, or the reason the schedule cannot be realised (the steps that always
+# succeed return None).
 _STEPS: tuple[Callable[[_Construction], Rejected | None], ...] = (
     _build_children,
-    _done(_add_driver_columns),
+    _add_driver_columns,
     _check_outputs_iterated,
-    _done(_place_child_cells),
+    _place_child_cells,
     _place_view_cells,
     _merge_streams,
     _merge_drivers,
-    _done(_resolve_row_references),
+    _resolve_row_references,
     _place_reducers,
     _place_output_cells,
 )
