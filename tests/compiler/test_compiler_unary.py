@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from compiler_programs import assert_canonical
-from example_programs import load_example
 
 from fuseflow.compiler import (
     Fusion,
     LoweringError,
     Program,
+    catalog,
     compile_program,
     einsum,
     exp,
@@ -50,7 +50,7 @@ def check_int(program: Program, data: dict[str, np.ndarray], fusion: Fusion = Fu
 
 
 def gcn_relu() -> Program:
-    return load_example("gcn_relu").program(nodes=9, features=5, hidden=4)
+    return catalog.gcn_relu(9, 5, 4)
 
 
 @pytest.mark.parametrize(("fusion", "factored", "graphs"), [
