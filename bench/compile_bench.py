@@ -13,11 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compiler"))
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(TESTS / "compiler"), str(TESTS)]  # compiler_programs and its example_programs
 
+import numpy as np
 from compiler_programs import SUITE, random_inputs
 
 from fuseflow.compiler import Fusion, compile_program, reference, run_program
+from fuseflow.compiler.catalog import gcn_layer, nested_matmul
 from sw_sim import run_graph
 
 
@@ -65,10 +68,6 @@ def cycles(names: list[str], seeds: int = 3) -> None:
 
 def larger(n: int = 48, seed: int = 0) -> None:
     """Nested matmul and the GCN layer on n×n graphs (10% dense) with 16 features."""
-    import numpy as np
-
-    from fuseflow.compiler.catalog import gcn_layer, nested_matmul
-
     def nested():
         return nested_matmul(n, n, n, n)
 

@@ -2,8 +2,9 @@
 
 sw_sim speed is reported as simulated node-cycles per second (graph nodes x cycles / wall
 seconds), the figure SAM's Python simulator is quoted in (about 0.5 M block-cycles/s on the
-same machine class, DESIGN §9), computed from the process's CPU time (median of
-``--repeat`` runs) so that other load on a shared machine does not distort it.  Run: python bench/kernels.py [--no-rtl] [--size N]
+same machine class: a 64x64 SpMM of about 56 k cycles in 1.8 s, README.md "Results"), computed
+from the process's CPU time (median of ``--repeat`` runs) so that other load on a shared
+machine does not distort it.  Run: python bench/kernels.py [--no-rtl] [--size N]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 
 from fuseflow_cli.cmd_common import table
 from fuseflow.kernels import KERNELS, example
+from rtl_sim import run_graph as rtl_run
 from sw_sim import run_graph
 
 
@@ -37,8 +39,6 @@ def main() -> int:
         speed = len(g.nodes) * res.cycles / cpu
         row = [k, len(g.nodes), res.cycles, f"{wall * 1e3:.1f}", f"{cpu * 1e3:.1f}", f"{speed / 1e6:.2f}"]
         if not args.no_rtl:
-            from rtl_sim import run_graph as rtl_run
-
             rtl = rtl_run(g, data)
             row += [rtl.cycles, f"{rtl.cycles / res.cycles:.4f}"]
         rows.append(row)

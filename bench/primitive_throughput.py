@@ -11,6 +11,8 @@ import argparse
 import sys
 
 from fuseflow.tokens import DONE, REPEAT, stop
+from fuseflow_cli.cmd_common import table
+from rtl_sim import simulate_primitive as rtl_prim
 from sw_sim import simulate_primitive
 
 N = 1000
@@ -61,15 +63,11 @@ def main() -> int:
         tokens = max([len(v) for v in inputs.values()] + [len(v) for v in sw.values()])
         row = [label, tokens, sw.cycles, f"{tokens / sw.cycles:.3f}", sw.cycles - tokens]
         if not args.no_rtl:
-            from rtl_sim import simulate_primitive as rtl_prim
-
             rtl = rtl_prim(kind, inputs, **dict(params))
             row += [rtl.cycles, f"{tokens / rtl.cycles:.3f}", rtl.cycles - tokens,
                     "yes" if rtl.cycles == sw.cycles else "NO"]
         rows.append(row)
         print(f"  {label}: done", file=sys.stderr, flush=True)
-    from fuseflow_cli.cmd_common import table
-
     header = ["primitive", "tokens", "sw cycles", "sw tok/cyc", "sw overhead"]
     if not args.no_rtl:
         header += ["RTL cycles", "RTL tok/cyc", "RTL overhead", "equal"]

@@ -1,8 +1,8 @@
 """Fmax and utilisation of kernel board tops on the iCE40UP5K (iCEBreaker) and ECP5-85F (ULX3S).
 
-Each design is placed and routed against the project's Fmax goal (30 MHz iCE40, 100 MHz ECP5,
-DESIGN.md §9) so nextpnr works for it; the table says whether it met the goal and which path
-limits it.  Not a test: it prints what it measures.
+Each design is placed and routed against the project's Fmax goal (30 MHz iCE40, 100 MHz ECP5;
+docs/fpga.md, "Synthesis") so nextpnr works for it; the table says whether it met the goal and
+which path limits it.  Not a test: it prints what it measures.
 
     python bench/synth_report.py                       # SpMV 64, max_nnz B=512, both boards
     python bench/synth_report.py --kernel add --max-nnz A=512 --max-nnz B=512 --max-nnz C=1024

@@ -14,7 +14,7 @@ import numpy as np
 
 from .passes import size_fifos
 from .samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
-from .tensor import CSR, DENSE2, TensorFormat
+from .tensor import CSR, DENSE2, TensorData, TensorFormat
 
 __all__ = ["KERNELS", "GraphBuilder", "elementwise", "example", "random_operands", "spmm", "spmv"]
 
@@ -72,6 +72,20 @@ class GraphBuilder:
         self.node(NodeKind.VALS_WRITE, f"write_{tensor}_vals", {"val": val}, tensor=tensor)
 
 
+def _rows_then_intersect(b: GraphBuilder, a: str, other: str, out: str) -> tuple[PortRef, ...]:
+    """The loop head shared by SpMV and SpMM: scan the rows ``i`` of matrix ``a`` (written as
+    level 0 of ``out``), then intersect ``a``'s fiber under each row with the top level of
+    ``other``, whose root is repeated once per row.  Returns the intersected coordinate and the
+    references into ``a`` and ``other``."""
+    crd_i, ref_i = b.scan(a, 0, b.root(a))
+    crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
+    b.write(out, 0, crd_i_w)
+    crd_a, ref_a = b.scan(a, 1, ref_i)
+    crd_o, ref_o = b.scan(other, 0, b.repeat(b.root(other), crd_i_r))
+    crd, (ra, ro) = b.join(NodeKind.INTERSECT, [(crd_a, ref_a), (crd_o, ref_o)])
+    return crd, ra, ro
+
+
 def spmv(n: int = 64, m: int = 64) -> Graph:
     """``y_i = B_ij c_j``: B CSR (n×m), c dense (m), y dense (n)."""
     b = GraphBuilder("spmv")
@@ -79,12 +93,7 @@ def spmv(n: int = 64, m: int = 64) -> Graph:
     g.tensor("B", (n, m), CSR)
     g.tensor("c", (m,), TensorFormat(("dense",)))
     g.tensor("y", (n,), TensorFormat(("dense",)), Role.OUTPUT)
-    crd_i, ref_i = b.scan("B", 0, b.root("B"))
-    crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
-    b.write("y", 0, crd_i_w)
-    crd_jb, ref_jb = b.scan("B", 1, ref_i)
-    crd_jc, ref_jc = b.scan("c", 0, b.repeat(b.root("c"), crd_i_r))
-    crd_j, (rb, rc) = b.join(NodeKind.INTERSECT, [(crd_jb, ref_jb), (crd_jc, ref_jc)])
+    crd_j, rb, rc = _rows_then_intersect(b, "B", "c", "y")
     g.discard(crd_j)
     prod = b.alu(AluOp.MUL, b.load("B", rb), b.load("c", rc))
     red = b.node(NodeKind.REDUCE, "reduce", {"val": prod}, op=ReduceOp.ADD.value)
@@ -100,12 +109,7 @@ def spmm(n: int = 64, k: int = 64, m: int = 64, b_format: TensorFormat = DENSE2)
     g.tensor("A", (n, k), CSR)
     g.tensor("B", (k, m), b_format)
     g.tensor("C", (n, m), CSR, Role.OUTPUT)
-    crd_i, ref_i = b.scan("A", 0, b.root("A"))
-    crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
-    b.write("C", 0, crd_i_w)
-    crd_ka, ref_ka = b.scan("A", 1, ref_i)
-    crd_kb, ref_kb = b.scan("B", 0, b.repeat(b.root("B"), crd_i_r))
-    crd_k, (ra, rb) = b.join(NodeKind.INTERSECT, [(crd_ka, ref_ka), (crd_kb, ref_kb)])
+    crd_k, ra, rb = _rows_then_intersect(b, "A", "B", "C")
     crd_j, ref_jb = b.scan("B", 1, rb)
     crd_j_acc, crd_j_rep = b.bcast(crd_j, 2, StreamKind.CRD)
     va = b.load("A", b.repeat(ra, crd_j_rep))
@@ -174,8 +178,6 @@ def example(kernel: str, n: int = 64, seed: int = 0, density: float = 0.1):
     Returns ``(graph, data, operands, expected)``: ``data`` maps tensor names to
     :class:`TensorData` in the graph's formats, ``operands`` to the dense arrays.
     """
-    from .tensor import TensorData
-
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; built-in kernels: {sorted(KERNELS)}")
     g = KERNELS[kernel](n)

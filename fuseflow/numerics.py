@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import numpy as np
+
 from .samml import UNARY_ALU_OPS, AluOp, ReduceOp
 
 __all__ = [
@@ -220,8 +222,6 @@ class Numerics:
 
     def quantize(self, values: Any) -> Any:
         """``to_raw`` over a numpy array (int64 result unless float mode)."""
-        import numpy as np
-
         a = np.asarray(values, dtype=np.float64)
         if self.mode is Mode.FLOAT:
             return a
@@ -230,8 +230,6 @@ class Numerics:
         return np.clip(np.floor(a * (1 << self.frac) + 0.5), self.lo, self.hi).astype(np.int64)
 
     def dequantize(self, values: Any) -> Any:
-        import numpy as np
-
         a = np.asarray(values)
         return a / (1 << self.frac) if self.mode is Mode.FIXED else a.astype(np.float64)
 

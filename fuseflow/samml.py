@@ -1,19 +1,38 @@
 """SAMML graph IR: typed nodes, ports and edges, a verifier, JSON and DOT.
 
 This module is the contract shared by the compiler (which emits graphs), sw_sim and hw (which
-run them from the graph data alone) and the tests.  The primitive table (:data:`PRIMITIVES`)
-gives every node kind's ports, stream kinds, parameters, latency and initiation interval.
+run them from the graph data alone) and the tests.  What a node kind is — its ports, stream
+kinds, typed parameters, tensor use, latency and initiation interval — comes from its
+declaration in :mod:`fuseflow.primitives` (:data:`PRIMITIVES`); the verifier, JSON load/save
+and DOT labels here are derived from those declarations.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
+
+from .primitives import (
+    PRIMITIVES,
+    UNARY_ALU_OPS,
+    AluOp,
+    MaskPred,
+    NodeKind,
+    ParamError,
+    Ports,
+    PrimitiveSpec,
+    ReduceOp,
+    StreamKind,
+    TensorUse,
+    alu_latency,
+)
 from .tensor import Format, TensorData, TensorFormat
 
 __all__ = [
@@ -26,85 +45,17 @@ __all__ = [
     "MaskPred",
     "Node",
     "NodeKind",
+    "ParamError",
     "PortRef",
     "PrimitiveSpec",
     "ReduceOp",
     "Role",
     "StreamKind",
     "TensorSpec",
+    "TensorUse",
     "alu_latency",
     "node_latency",
 ]
-
-
-class StreamKind(enum.Enum):
-    CRD = "crd"
-    REF = "ref"
-    VAL = "val"
-    REPSIG = "repsig"
-
-
-class NodeKind(enum.Enum):
-    ROOT = "root"
-    SCAN = "scan"
-    WRITE = "write"
-    VALS_WRITE = "vals_write"
-    REPSIG = "repsig"
-    REPEAT = "repeat"
-    INTERSECT = "intersect"
-    UNION = "union"
-    CRD_DROP = "crd_drop"
-    CRD_HOLD = "crd_hold"
-    ARRAY_LOAD = "array_load"
-    ALU = "alu"
-    REDUCE = "reduce"
-    SPACC1 = "spacc1"
-    SPACC2 = "spacc2"
-    BROADCAST = "broadcast"
-    CRD_MASK = "crd_mask"
-    STKN_DROP = "stkn_drop"
-
-
-class AluOp(enum.Enum):
-    ADD = "add"
-    SUB = "sub"
-    MUL = "mul"
-    MAX = "max"
-    MIN = "min"
-    DIV = "div"
-    # unary (port ``a`` only); ``add_scalar`` / ``mul_scalar`` use the node's ``scalar``
-    RELU = "relu"
-    NEG = "neg"
-    ADD_SCALAR = "add_scalar"
-    MUL_SCALAR = "mul_scalar"
-    EXP = "exp"
-    RSQRT = "rsqrt"
-    SIGMOID = "sigmoid"
-    GELU = "gelu"
-
-
-UNARY_ALU_OPS = frozenset({AluOp.RELU, AluOp.NEG, AluOp.ADD_SCALAR, AluOp.MUL_SCALAR, AluOp.EXP,
-                           AluOp.RSQRT, AluOp.SIGMOID, AluOp.GELU})
-
-
-def alu_latency(op: AluOp) -> int:
-    """Pipeline stages of the binary ALU (its latency): 2 (operand and result registers), 4
-    for ``mul`` (operands -> partial products -> summed product -> rounded / saturated result),
-    so that a 32-bit multiply built from 18x18 DSP blocks is not one long path."""
-    return 4 if op is AluOp.MUL else 2
-
-
-class MaskPred(enum.Enum):
-    """Coordinate-mask predicates: which (outer i, inner j) entries are *kept*."""
-
-    CAUSAL = "causal"  # j <= i
-    BAND = "band"  # i - before <= j <= i + after
-    BLOCK = "block"  # pattern[i // block][j // block] != 0
-
-
-class ReduceOp(enum.Enum):
-    ADD = "add"
-    MAX = "max"
 
 
 class Role(enum.Enum):
@@ -114,122 +65,6 @@ class Role(enum.Enum):
 
 class GraphError(ValueError):
     """A graph that breaks the SAMML rules; the message lists every problem found."""
-
-
-# ----------------------------------------------------------------------------- primitive table
-Ports = dict[str, StreamKind]
-C, R, V, RS = StreamKind.CRD, StreamKind.REF, StreamKind.VAL, StreamKind.REPSIG
-
-
-@dataclass(frozen=True)
-class PrimitiveSpec:
-    """One row of the primitive table.
-
-    ``latency``: cycles from popping an input token to pushing the first output it causes
-    (0 = the same cycle).  Every output then takes one more cycle through its output FIFO
-    before the consumer sees it.  ``ii``: initiation interval in steady state.
-    """
-
-    kind: NodeKind
-    inputs: Callable[[Mapping[str, Any]], Ports]
-    outputs: Callable[[Mapping[str, Any]], Ports]
-    params: Mapping[str, type]  # required parameters and their types
-    optional: Mapping[str, Any] = field(default_factory=dict)  # optional parameters: default
-    latency: int = 0
-    ii: int = 1
-    summary: str = ""
-
-
-def _fixed(ports: Ports) -> Callable[[Mapping[str, Any]], Ports]:
-    return lambda params: dict(ports)
-
-
-def _ref_kind(p, i: int) -> StreamKind:
-    """Joiner ``ref<i>`` ports carry values for the inputs listed in ``val_refs`` (factored
-    iteration joins a reducer's coordinates with its values riding along as references)."""
-    return V if i in tuple(p.get("val_refs", ())) else R
-
-
-def _nary_in(p):
-    n = p["n"]
-    return {**{f"crd{i}": C for i in range(n)}, **{f"ref{i}": _ref_kind(p, i) for i in range(n)}}
-
-
-def _nary_out(p):
-    return {"crd": C, **{f"ref{i}": _ref_kind(p, i) for i in range(p["n"])}}
-
-
-def _alu_in(p) -> Ports:
-    return {"a": V} if p.get("op") in UNARY_ALU_OPS else {"a": V, "b": V}
-
-
-def _stream_kind_of(p, default: str) -> StreamKind:
-    v = p.get("stream", default)
-    return StreamKind(v) if isinstance(v, str) else v
-
-
-def _stream_kind(p) -> StreamKind:
-    return _stream_kind_of(p, "crd")
-
-
-PRIMITIVES: dict[NodeKind, PrimitiveSpec] = {
-    s.kind: s
-    for s in [
-        PrimitiveSpec(NodeKind.ROOT, _fixed({}), _fixed({"ref": R}), {},
-                      summary="emits the root reference stream 0,D after start"),
-        PrimitiveSpec(NodeKind.SCAN, _fixed({"ref": R}), _fixed({"crd": C, "ref": R}),
-                      {"tensor": str, "level": int}, latency=2,
-                      summary="level scanner (format from the tensor): ref -> fiber crd/ref"),
-        PrimitiveSpec(NodeKind.WRITE, _fixed({"crd": C}), _fixed({}), {"tensor": str, "level": int},
-                      {"skip_empty": False},
-                      summary="level writer: fills seg/crd of a compressed level; skip_empty: a stop "
-                              "closes a fiber only if a coordinate came since the last stop (use "
-                              "under a compressed parent whose empty fibers were dropped)"),
-        PrimitiveSpec(NodeKind.VALS_WRITE, _fixed({"val": V}), _fixed({}), {"tensor": str},
-                      summary="values writer: fills vals"),
-        PrimitiveSpec(NodeKind.REPSIG, lambda p: {"in": _stream_kind(p)}, _fixed({"repsig": RS}), {},
-                      {"stream": "crd"}, summary="data -> R, stop -> S, D -> D"),
-        PrimitiveSpec(NodeKind.REPEAT, lambda p: {"ref": _stream_kind_of(p, "ref"), "repsig": RS},
-                      lambda p: {"ref": _stream_kind_of(p, "ref")}, {}, {"stream": "ref"},
-                      summary="repeats each reference (or value, stream=val) once per R"),
-        PrimitiveSpec(NodeKind.INTERSECT, _nary_in, _nary_out, {"n": int}, {"val_refs": ()},
-                      summary="n-ary coordinate intersection (multiplication)"),
-        PrimitiveSpec(NodeKind.UNION, _nary_in, _nary_out, {"n": int}, {"val_refs": ()},
-                      summary="n-ary coordinate union (addition); missing refs become N"),
-        PrimitiveSpec(NodeKind.CRD_DROP, _fixed({"outer": C, "inner": C}),
-                      _fixed({"outer": C, "inner": C}), {},
-                      summary="drops outer coordinates whose inner fiber is empty"),
-        PrimitiveSpec(NodeKind.CRD_HOLD, _fixed({"outer": C, "inner": C}),
-                      _fixed({"outer": C, "inner": C}), {},
-                      summary="repeats each outer coordinate once per inner element"),
-        PrimitiveSpec(NodeKind.ARRAY_LOAD, _fixed({"ref": R}), _fixed({"val": V}), {"tensor": str},
-                      latency=2, summary="value load vals[ref] (block-RAM read, then a register); N -> 0"),
-        PrimitiveSpec(NodeKind.ALU, _alu_in, _fixed({"val": V}), {"op": AluOp}, {"scalar": 0.0}, latency=2,
-                      summary="ALU: binary over two aligned value streams (a, b) or unary (a); "
-                              "latency by op (alu_latency)"),
-        PrimitiveSpec(NodeKind.REDUCE, _fixed({"val": V}), _fixed({"val": V}), {"op": ReduceOp},
-                      summary="reduces each innermost fiber to one value"),
-        PrimitiveSpec(NodeKind.SPACC1, _fixed({"outer": C, "inner": C, "val": V}),
-                      _fixed({"crd": C, "val": V}), {"dim": int}, {"op": ReduceOp.ADD},
-                      summary="sparse accumulator, order 1 (inner dimension dim)"),
-        PrimitiveSpec(NodeKind.BROADCAST, lambda p: {"in": _stream_kind(p)},
-                      lambda p: {f"out{i}": _stream_kind(p) for i in range(p["n"])}, {"n": int},
-                      {"stream": "crd"}, summary="fan-out of one stream to n consumers"),
-        PrimitiveSpec(NodeKind.SPACC2, _fixed({"outer": C, "inner0": C, "inner1": C, "val": V}),
-                      _fixed({"crd0": C, "crd1": C, "val": V}), {"dim0": int, "dim1": int}, {"op": ReduceOp.ADD},
-                      summary="sparse accumulator, order 2 (inner dimensions dim0 x dim1)"),
-        PrimitiveSpec(NodeKind.CRD_MASK, _fixed({"outer": C, "inner": C, "ref": R}),
-                      _fixed({"crd": C, "ref": R}), {"pred": MaskPred},
-                      {"before": 0, "after": 0, "block": 1, "pattern": ()},
-                      summary="drops inner entries (crd + ref) whose (outer, inner) fails the predicate"),
-        PrimitiveSpec(NodeKind.STKN_DROP, lambda p: {"in": _stream_kind(p)}, lambda p: {"out": _stream_kind(p)},
-                      {}, {"stream": "crd"}, latency=1,
-                      summary="prunes empty fibers: merges runs of stops into the highest, drops a leading run"),
-    ]
-}
-
-# enum-typed parameters by name, for JSON round-trips and for validation
-_ENUM_PARAMS: dict[str, type[enum.Enum]] = {"op": AluOp, "stream": StreamKind, "pred": MaskPred}
 
 
 # ----------------------------------------------------------------------------- graph objects
@@ -264,27 +99,28 @@ class Node:
     def param(self, key: str) -> Any:
         if key in self.params:
             return self.params[key]
-        return self.spec.optional[key]
+        return self.spec.defaults[key]
 
     def all_params(self) -> dict[str, Any]:
-        return {**self.spec.optional, **self.params}
+        return {**self.spec.defaults, **self.params}
+
+    def typed(self) -> Any:
+        """The parameters as the kind's declared dataclass (:class:`ParamError` if invalid)."""
+        return self.spec.typed(self.params)
 
     def inputs(self) -> Ports:
-        return self.spec.inputs(self.all_params())
+        return self.spec.ports(self.params)[0]
 
     def outputs(self) -> Ports:
-        return self.spec.outputs(self.all_params())
+        return self.spec.ports(self.params)[1]
 
     def __getitem__(self, port: str) -> PortRef:
         return PortRef(self.name, port)
 
 
 def node_latency(node: Node) -> int:
-    """Latency of ``node`` (the primitive table's, refined by the ALU op)."""
-    op = node.params.get("op")
-    if node.kind is NodeKind.ALU and op in set(AluOp) - UNARY_ALU_OPS:
-        return alu_latency(op)
-    return PRIMITIVES[node.kind].latency
+    """Latency of ``node`` (its declaration's, which may depend on the parameters)."""
+    return node.spec.node_latency(node.params)
 
 
 @dataclass(frozen=True)
@@ -334,8 +170,7 @@ class Graph:
             raise GraphError(f"node {name!r} already exists")
         if "." in name:
             raise GraphError(f"node name {name!r} must not contain '.'")
-        params = {k: _coerce_param(kind, k, v) for k, v in params.items()}
-        node = Node(name, kind, params)
+        node = Node(name, kind, _checked_params(name, kind, params))
         self.nodes[name] = node
         return node
 
@@ -368,8 +203,6 @@ class Graph:
         return [t for t, s in self.tensors.items() if s.role is Role.OUTPUT]
 
     def topo_order(self) -> list[str]:
-        import networkx as nx
-
         g = nx.DiGraph()
         g.add_nodes_from(self.nodes)
         g.add_edges_from((e.src.node, e.dst.node) for e in self.edges)
@@ -378,68 +211,65 @@ class Graph:
     # ---------------------------------------------------------------- verification
     def verify(self, data: Mapping[str, TensorData] | None = None) -> None:
         """Raise :class:`GraphError` listing every problem; ``data`` also checks tensor data."""
-        problems: list[str] = []
-        for node in self.nodes.values():
-            problems += _check_params(self, node)
+        problems = [p for node in self.nodes.values() for p in _check_params(self, node)]
         driven: dict[PortRef, Edge] = {}
         used: dict[PortRef, Edge] = {}
         for e in self.edges:
-            ok = True
-            for end, side in ((e.src, "outputs"), (e.dst, "inputs")):
-                n = self.nodes.get(end.node)
-                if n is None:
-                    problems.append(f"edge {e}: no node named {end.node!r}")
-                    ok = False
-                    continue
-                try:
-                    ports = getattr(n, side)()
-                except (KeyError, TypeError, ValueError):
-                    ok = False
-                    continue
-                if end.port not in ports:
-                    kindword = "output" if side == "outputs" else "input"
-                    problems.append(
-                        f"edge {e}: node {end.node!r} ({n.kind.value}) has no {kindword} port "
-                        f"{end.port!r}; it has {sorted(ports)}"
-                    )
-                    ok = False
-            if not ok:
-                continue
-            if e.dst in driven:
-                problems.append(f"input port {e.dst} is driven twice: by {driven[e.dst].src} and {e.src}")
-            driven[e.dst] = e
-            if e.src in used:
-                problems.append(
-                    f"output port {e.src} feeds both {used[e.src].dst} and {e.dst}: "
-                    "fan-out needs a broadcast node"
-                )
-            used[e.src] = e
-            sk = self.nodes[e.src.node].outputs()[e.src.port]
-            dk = self.nodes[e.dst.node].inputs()[e.dst.port]
-            if sk is not dk:
-                problems.append(f"edge {e}: a {sk.value} stream drives a {dk.value} port")
-            if e.depth is not None and e.depth < 1:
-                problems.append(f"edge {e}: FIFO depth {e.depth} must be at least 1")
-        for node in self.nodes.values():
-            try:
-                ins, outs = node.inputs(), node.outputs()
-            except (KeyError, TypeError, ValueError):
-                continue
-            for p in ins:
-                if node[p] not in driven:
-                    problems.append(f"input port {node[p]} is not driven (dangling)")
-            for p in outs:
-                if node[p] not in used and node[p] not in self.discards:
-                    problems.append(
-                        f"output port {node[p]} is not connected (dangling); connect it or discard it"
-                    )
-        for d in self.discards:
-            if d in used:
-                problems.append(f"output port {d} is both discarded and connected")
+            problems += self._check_edge(e, driven, used)
+        problems += self._check_dangling(driven, used)
         if data is not None:
             problems += _check_data(self, data)
         if problems:
             raise GraphError(f"graph {self.name!r} is invalid:\n  - " + "\n  - ".join(problems))
+
+    def _end_problems(self, e: Edge) -> list[str] | None:
+        """Problems with the nodes and ports at the two ends of ``e``; ``None`` when a node's
+        ports cannot be computed (its parameters are reported by :func:`_check_params`)."""
+        out: list[str] = []
+        for end, outputs in ((e.src, True), (e.dst, False)):
+            n = self.nodes.get(end.node)
+            if n is None:
+                out.append(f"edge {e}: no node named {end.node!r}")
+                continue
+            ports = _ports_or_none(n, outputs)
+            if ports is None:
+                return None
+            if end.port not in ports:
+                out.append(f"edge {e}: node {end.node!r} ({n.kind.value}) has no "
+                           f"{'output' if outputs else 'input'} port {end.port!r}; it has {sorted(ports)}")
+        return out
+
+    def _check_edge(self, e: Edge, driven: dict[PortRef, Edge], used: dict[PortRef, Edge]) -> list[str]:
+        """One edge's problems; records the ports it drives and uses."""
+        out = self._end_problems(e)
+        if out is None or out:
+            return out or []
+        if e.dst in driven:
+            out.append(f"input port {e.dst} is driven twice: by {driven[e.dst].src} and {e.src}")
+        driven[e.dst] = e
+        if e.src in used:
+            out.append(f"output port {e.src} feeds both {used[e.src].dst} and {e.dst}: "
+                       "fan-out needs a broadcast node")
+        used[e.src] = e
+        sk = self.nodes[e.src.node].outputs()[e.src.port]
+        dk = self.nodes[e.dst.node].inputs()[e.dst.port]
+        if sk is not dk:
+            out.append(f"edge {e}: a {sk.value} stream drives a {dk.value} port")
+        if e.depth is not None and e.depth < 1:
+            out.append(f"edge {e}: FIFO depth {e.depth} must be at least 1")
+        return out
+
+    def _check_dangling(self, driven: dict[PortRef, Edge], used: dict[PortRef, Edge]) -> list[str]:
+        out: list[str] = []
+        for node in self.nodes.values():
+            ins, outs = _ports_or_none(node, False), _ports_or_none(node, True)
+            if ins is None or outs is None:
+                continue
+            out += [f"input port {node[p]} is not driven (dangling)" for p in ins if node[p] not in driven]
+            out += [f"output port {node[p]} is not connected (dangling); connect it or discard it"
+                    for p in outs if node[p] not in used and node[p] not in self.discards]
+        out += [f"output port {d} is both discarded and connected" for d in self.discards if d in used]
+        return out
 
     # ---------------------------------------------------------------- serialisation
     def to_json(self) -> dict:
@@ -467,6 +297,7 @@ class Graph:
             g = cls(d.get("name", "graph"), int(d.get("fifo_depth", 2)))
             for name, t in d.get("tensors", {}).items():
                 g.tensor(name, t["shape"], TensorFormat.from_json(t["format"]), Role(t.get("role", "input")))
+            problems: list[str] = []
             for n in d["nodes"]:
                 try:
                     kind = NodeKind(n["kind"])
@@ -475,7 +306,12 @@ class Graph:
                         f"{source}: node {n.get('name')!r} has unknown kind {n['kind']!r}; "
                         f"known kinds: {[k.value for k in NodeKind]}"
                     ) from None
-                g.add(kind, n["name"], **n.get("params", {}))
+                try:
+                    g.add(kind, n["name"], **n.get("params", {}))
+                except GraphError as exc:
+                    problems.append(str(exc))
+            if problems:
+                raise GraphError(f"{source}: " + "\n  ".join(problems))
             for e in d.get("edges", []):
                 g.connect(e["src"], e["dst"], e.get("depth"))
             for p in d.get("discard", []):
@@ -516,73 +352,63 @@ class Graph:
 
     def structure_hash(self) -> str:
         """A hash of everything that changes the hardware (not the tensor contents)."""
-        import hashlib
-
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _coerce_param(kind: NodeKind, key: str, value: Any) -> Any:
-    if key == "val_refs" and isinstance(value, list | tuple):
-        return tuple(int(v) for v in value)
-    if key in _ENUM_PARAMS and isinstance(value, str):
-        enum_cls = _ENUM_PARAMS[key]
-        if key == "op" and kind in (NodeKind.REDUCE, NodeKind.SPACC1, NodeKind.SPACC2):
-            enum_cls = ReduceOp
+def _where(name: str, kind: NodeKind) -> str:
+    return f"node {name!r} ({kind.value})"
+
+
+def _checked_params(name: str, kind: NodeKind, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` in their declared types; :class:`GraphError` names the node and every unknown,
+    ill-typed or missing parameter and every broken value rule of the declaration."""
+    spec = PRIMITIVES[kind]
+    values, problems = spec.coerce(params)
+    if not problems:
         try:
-            return enum_cls(value)
-        except ValueError:
-            return value  # left for verify() to report with the node's name
-    return value
+            spec.typed(values)
+        except ParamError as exc:
+            problems = exc.problems
+    if problems:
+        where = _where(name, kind)
+        raise GraphError("; ".join(f"{where}: {p}" for p in problems))
+    return values
+
+
+def _ports_or_none(node: Node, outputs: bool) -> Ports | None:
+    try:
+        return node.outputs() if outputs else node.inputs()
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _param_json(v: Any) -> Any:
     if isinstance(v, tuple):
-        return list(v)
+        return [_param_json(x) for x in v]
     return v.value if isinstance(v, enum.Enum) else v
 
 
 def _check_params(g: Graph, node: Node) -> list[str]:
-    spec = node.spec
-    out: list[str] = []
-    where = f"node {node.name!r} ({node.kind.value})"
-    for key, typ in spec.params.items():
-        if key not in node.params:
-            out.append(f"{where}: missing parameter {key!r}")
-            continue
-        v = node.params[key]
-        if key == "op":
-            want = ReduceOp if node.kind in (NodeKind.REDUCE, NodeKind.SPACC1, NodeKind.SPACC2) else AluOp
-            if not isinstance(v, want):
-                out.append(f"{where}: op {_param_json(v)!r} is not one of {[o.value for o in want]}")
-        elif not isinstance(v, typ):
-            out.append(f"{where}: parameter {key!r} must be {typ.__name__}, got {v!r}")
-    for key in node.params:
-        if key not in spec.params and key not in spec.optional:
-            out.append(f"{where}: unknown parameter {key!r}")
-    if "stream" in node.params and not isinstance(node.params["stream"], StreamKind):
-        out.append(f"{where}: stream {node.params['stream']!r} is not one of {[s.value for s in StreamKind]}")
-    elif node.kind is NodeKind.REPEAT and node.param("stream") not in ("ref", StreamKind.REF, StreamKind.VAL):
-        out.append(f"{where}: a repeat carries a ref or val stream, not {_param_json(node.param('stream'))!r}")
-    if "val_refs" in node.params:
-        bad = [i for i in node.params["val_refs"] if not 0 <= i < node.params.get("n", 0)]
-        if bad:
-            out.append(f"{where}: val_refs {list(node.params['val_refs'])} names inputs outside 0..n-1")
-    if out:
-        return out
-    if "n" in spec.params and node.params["n"] < (2 if node.kind in (NodeKind.INTERSECT, NodeKind.UNION) else 1):
-        out.append(f"{where}: n={node.params['n']} is too small")
-    if "tensor" in spec.params:
-        t = g.tensors.get(node.params["tensor"])
-        if t is None:
-            out.append(f"{where}: tensor {node.params['tensor']!r} is not declared in the graph")
-            return out
-        writes = node.kind in (NodeKind.WRITE, NodeKind.VALS_WRITE)
-        if writes and t.role is not Role.OUTPUT:
-            out.append(f"{where}: writes tensor {t.name!r}, which is not an output")
-        if not writes and t.role is not Role.INPUT:
-            out.append(f"{where}: reads tensor {t.name!r}, which is an output")
-        if "level" in spec.params and not 0 <= node.params["level"] < t.fmt.order:
-            out.append(f"{where}: level {node.params['level']} out of range for tensor {t.name!r} {t.fmt}")
+    """The declaration's parameter rules (again: params may have been edited since ``add``)
+    and the rules of the tensor the node names."""
+    where = _where(node.name, node.kind)
+    try:
+        node.typed()
+    except ParamError as exc:
+        return [f"{where}: {p}" for p in exc.problems]
+    use = node.spec.tensor
+    if use is None:
+        return []
+    t = g.tensors.get(node.params["tensor"])
+    if t is None:
+        return [f"{where}: tensor {node.params['tensor']!r} is not declared in the graph"]
+    out = []
+    if use.writes and t.role is not Role.OUTPUT:
+        out.append(f"{where}: writes tensor {t.name!r}, which is not an output")
+    if not use.writes and t.role is not Role.INPUT:
+        out.append(f"{where}: reads tensor {t.name!r}, which is an output")
+    if use.level and not 0 <= node.params["level"] < t.fmt.order:
+        out.append(f"{where}: level {node.params['level']} out of range for tensor {t.name!r} {t.fmt}")
     return out
 
 

@@ -5,7 +5,8 @@ value) or ``float`` (value in float mode) — or a *control* token, an instance 
 :class:`Control`: ``Stop(k)``, ``DONE``, ``EMPTY`` or ``REPEAT``.  Control tokens are interned,
 so ``tok is DONE`` and ``stop(1) is stop(1)`` hold and the simulators compare by identity.
 
-Text form (DESIGN §3): ``0,2,S0,5,S1,D``; ``N`` is empty, ``R`` is a repeat signal.
+Text form (README.md, "Tokens and streams"): ``0,2,S0,5,S1,D``; ``Sk`` closes ``k + 1`` fibers,
+``D`` is done, ``N`` is empty, ``R`` is a repeat signal.
 
 Hardware word (``width + 1`` bits): bit ``width`` is the control flag.  Data tokens have flag 0
 and two's-complement data in bits ``width-1..0``.  Control tokens have flag 1, an opcode in bits

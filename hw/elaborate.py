@@ -22,19 +22,18 @@ from amaranth.hdl import Elaboratable, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fuseflow.masks import mask_params
-from fuseflow.numerics import Mode, Numerics
-from fuseflow.samml import UNARY_ALU_OPS, Graph, NodeKind, ReduceOp, StreamKind, TensorSpec
+from fuseflow.samml import PRIMITIVES, Graph, NodeKind, TensorSpec
 from fuseflow.tensor import Format
-from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
-from . import ml_primitives as ML
-from . import primitives as P
+from . import registry
 from .base import bits_for
+from .config import DEFAULT_HW, HwConfig
+from .registry import HwBuild, Memories, stream_width
 from .word import CTL_WIDTH
 
 __all__ = [
     "CTL_WIDTH",
+    "DEFAULT_HW",
     "HOST_DW",
     "GraphTop",
     "HwConfig",
@@ -47,43 +46,6 @@ __all__ = [
 
 HOST_DW = 32
 REG_CTRL, REG_CYCLES, REG_LEN0 = 0, 1, 2
-
-
-@dataclass(frozen=True)
-class HwConfig:
-    cw: int = CRD_WIDTH  # crd / ref / repsig data width
-    vw: int = VAL_WIDTH  # val data width
-    fifo_depth: int | None = None  # None: the graph's default
-    max_nnz: tuple[tuple[str, int], ...] = ()  # per-tensor capacity (stored values); default dense size
-    numerics: Numerics | None = None  # value arithmetic (fuseflow.numerics); None: int<vw>
-    # output FIFOs at least this deep are hw.fifo.RamFIFO (block RAM, same timing); None: never
-    ram_fifo_depth: int | None = None
-    # sparse accumulators keep their sums in block RAM (synchronous reads, same timing)
-    spacc_block_ram: bool = False
-
-    def __post_init__(self) -> None:
-        num = self.numerics
-        if num is None:
-            return
-        if num.mode is Mode.FLOAT:
-            raise ValueError("HwConfig: float numerics are sw_sim only; use Numerics.fixed(m, n) or integer")
-        if num.width != self.vw:
-            raise ValueError(f"HwConfig: numerics {num} are {num.width} bits wide but vw={self.vw}; "
-                             f"pass vw={num.width} (or HwConfig.for_numerics)")
-
-    @classmethod
-    def for_numerics(cls, numerics: Numerics | str, **kw: Any) -> HwConfig:
-        """A config whose value width follows ``numerics`` (``"q16.16"``, ``Numerics.fixed(8, 8)``)."""
-        num = Numerics.parse(numerics)
-        return cls(vw=num.width, numerics=num, **kw)
-
-    @property
-    def num(self) -> Numerics:
-        """The value numerics in force (``int<vw>`` unless set)."""
-        return self.numerics or Numerics.integer(self.vw)
-
-    def nnz_for(self, tensor: str) -> int | None:
-        return dict(self.max_nnz).get(tensor)
 
 
 def tensor_capacities(spec: TensorSpec, max_nnz: int | None = None) -> dict[str, int]:
@@ -120,9 +82,6 @@ def crd_width_needed(graph: Graph, max_nnz: tuple[tuple[str, int], ...] = ()) ->
         if top > best:
             best, who = top, name
     return max(CTL_WIDTH, best.bit_length()), who, best
-
-
-DEFAULT_HW = HwConfig()  # frozen: safe to share as a default argument
 
 
 @dataclass
@@ -168,90 +127,27 @@ class MemoryMap:
 
 
 # --------------------------------------------------------------------------- primitive factory
-def _stream_width(kind: StreamKind, cfg: HwConfig) -> int:
-    return cfg.vw if kind is StreamKind.VAL else cfg.cw
-
-
 def make_primitive(kind: NodeKind, params: dict[str, Any], cfg: HwConfig,
-                   depths: dict[str, int] | None = None) -> tuple[wiring.Component, dict[str, Any]]:
-    """The RTL component of one node plus its host-visible memories.
+                   depths: dict[str, int] | None = None) -> tuple[wiring.Component, Memories]:
+    """The RTL component of one node (the model registered for ``kind``) plus its host-visible
+    memories.
 
     ``params`` are resolved parameters (``format``, ``dim`` and capacities ``seg_depth``,
     ``crd_depth``, ``vals_depth`` for memory primitives).  The second result maps array names
     (``seg``, ``crd``, ``vals``) to ``(port attribute, depth, width, access, length attribute)``.
     """
-    cw, vw = cfg.cw, cfg.vw
-    mems: dict[str, Any] = {}
-    if kind is NodeKind.ROOT:
-        return P.Root(cw=cw, depths=depths), mems
-    if kind is NodeKind.SCAN:
-        compressed = Format.parse(params["format"]) is Format.COMPRESSED
-        c = P.Scan(compressed=compressed, dim=params.get("dim", 0), seg_depth=params.get("seg_depth", 2),
-                   crd_depth=params.get("crd_depth", 1), cw=cw, depths=depths)
-        if compressed:
-            mems = {"seg": ("seg_wr", c.seg_depth, cw, "w", None), "crd": ("crd_wr", c.crd_depth, cw, "w", None)}
-        return c, mems
-    if kind is NodeKind.WRITE:
-        compressed = Format.parse(params["format"]) is Format.COMPRESSED
-        c = P.LevelWrite(compressed=compressed, seg_depth=params.get("seg_depth", 2),
-                         crd_depth=params.get("crd_depth", 1), cw=cw,
-                         skip_empty=bool(params.get("skip_empty", False)))
-        if compressed:
-            mems = {"seg": ("seg_rd", c.seg_depth, cw, "r", "seg_len"),
-                    "crd": ("crd_rd", c.crd_depth, cw, "r", "crd_len")}
-        return c, mems
-    if kind is NodeKind.VALS_WRITE:
-        c = P.ValsWrite(depth=params.get("vals_depth", 1), vw=vw)
-        return c, {"vals": ("vals_rd", c.depth, vw, "r", "vals_len")}
-    if kind is NodeKind.REPSIG:
-        if params.get("stream") in (StreamKind.VAL, StreamKind.VAL.value):
-            return ML.ValRepSig(vw=vw, cw=cw, depths=depths), mems
-        return P.RepSig(cw=cw, depths=depths), mems
-    if kind is NodeKind.REPEAT:
-        sk = params.get("stream", StreamKind.REF)
-        sk = StreamKind(sk) if isinstance(sk, str) else sk
-        return P.Repeat(cw=cw, rw=_stream_width(sk, cfg), depths=depths), mems
-    if kind is NodeKind.INTERSECT:
-        return P.Intersect(n=params["n"], cw=cw, vw=vw, val_refs=params.get("val_refs", ()), depths=depths), mems
-    if kind is NodeKind.UNION:
-        return P.Union(n=params["n"], cw=cw, vw=vw, val_refs=params.get("val_refs", ()), depths=depths), mems
-    if kind is NodeKind.CRD_DROP:
-        return P.CrdDrop(cw=cw, depths=depths), mems
-    if kind is NodeKind.CRD_HOLD:
-        return P.CrdHold(cw=cw, depths=depths), mems
-    if kind is NodeKind.ARRAY_LOAD:
-        c = P.ArrayLoad(depth=params.get("vals_depth", 1), cw=cw, vw=vw, depths=depths)
-        return c, {"vals": ("vals_wr", c.depth, vw, "w", None)}
-    num = cfg.num
-    if kind is NodeKind.ALU:
-        if params["op"] in UNARY_ALU_OPS:
-            return ML.UnaryAlu(op=params["op"], scalar=params.get("scalar", 0.0), numerics=num, depths=depths), mems
-        return P.Alu(op=params["op"], vw=vw, numerics=num, depths=depths), mems
-    if kind is NodeKind.REDUCE:
-        return P.Reduce(op=params["op"], vw=vw, numerics=num, depths=depths), mems
-    if kind is NodeKind.SPACC1:
-        return P.SpAcc1(dim=params["dim"], op=params.get("op", ReduceOp.ADD), cw=cw, vw=vw, numerics=num,
-                        depths=depths, block_ram=cfg.spacc_block_ram), mems
-    if kind is NodeKind.SPACC2:
-        return ML.SpAcc2(dim0=params["dim0"], dim1=params["dim1"], op=params.get("op", ReduceOp.ADD), cw=cw,
-                         numerics=num, depths=depths), mems
-    if kind is NodeKind.CRD_MASK:
-        return ML.CrdMask(**mask_params("crd_mask", params), cw=cw, depths=depths), mems
-    if kind is NodeKind.STKN_DROP:
-        sk = params.get("stream", StreamKind.CRD)
-        sk = StreamKind(sk) if isinstance(sk, str) else sk
-        return ML.StknDrop(width=_stream_width(sk, cfg), depths=depths), mems
-    if kind is NodeKind.BROADCAST:
-        sk = params.get("stream", StreamKind.CRD)
-        sk = StreamKind(sk) if isinstance(sk, str) else sk
-        return P.Broadcast(n=params["n"], width=_stream_width(sk, cfg), depths=depths), mems
-    raise ValueError(f"no RTL primitive for node kind {kind.value}")
+    return registry.build(kind, HwBuild(params, cfg, depths))
 
 
 def _node_hw_params(graph: Graph, node, caps: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Node parameters plus what the tensor it names binds (by its declaration's tensor use):
+    a level's ``format``, ``dim`` and (compressed) array capacities, or the values capacity."""
     params = node.all_params()
-    t = params.get("tensor")
-    if node.kind in (NodeKind.SCAN, NodeKind.WRITE):
+    use = node.spec.tensor
+    if use is None:
+        return params
+    t = params["tensor"]
+    if use.level:
         spec = graph.tensors[t]
         lvl = params["level"]
         params["format"] = spec.fmt.levels[lvl].value
@@ -259,7 +155,7 @@ def _node_hw_params(graph: Graph, node, caps: dict[str, dict[str, int]]) -> dict
         if spec.fmt.levels[lvl] is Format.COMPRESSED:
             params["seg_depth"] = caps[t][f"{lvl}.seg"]
             params["crd_depth"] = caps[t][f"{lvl}.crd"]
-    elif node.kind in (NodeKind.ARRAY_LOAD, NodeKind.VALS_WRITE):
+    else:
         params["vals_depth"] = caps[t]["vals"]
     return params
 
@@ -368,9 +264,9 @@ class GraphTop(wiring.Component):
             comp.ram_fifo_depth = cfg.ram_fifo_depth
             self.components[name] = comp
             self.core.subs[f"n_{name}"] = comp
-            if node.kind in (NodeKind.WRITE, NodeKind.VALS_WRITE):
+            if node.spec.sink:
                 self.writers.append(comp)
-            if node.kind is NodeKind.ROOT:
+            if node.spec.source:
                 self.roots.append(comp)
             for array, (attr, depth, width, access, length) in mems.items():
                 region = _array_name(node, array)
@@ -433,14 +329,12 @@ class PrimitiveHarness(wiring.Component):
     """
 
     def __init__(self, kind: NodeKind, params: dict[str, Any], cfg: HwConfig = DEFAULT_HW, depth: int = 2) -> None:
-        from fuseflow.samml import PRIMITIVES, _coerce_param
-
-        params = {k: _coerce_param(kind, k, v) for k, v in params.items()}
         spec = PRIMITIVES[kind]
-        pv = {**spec.optional, **params}
+        pv = spec.view(params)
         self.kind, self.cfg, self.depth = kind, cfg, depth
-        self.in_ports = {p: _stream_width(k, cfg) for p, k in spec.inputs(pv).items()}
-        self.out_ports = {p: _stream_width(k, cfg) for p, k in spec.outputs(pv).items()}
+        ins, outs = spec.ports(pv)
+        self.in_ports = {p: stream_width(k, cfg) for p, k in ins.items()}
+        self.out_ports = {p: stream_width(k, cfg) for p, k in outs.items()}
         self.prim, mems = make_primitive(kind, pv, cfg, {p: depth for p in self.out_ports})
         self.mmap = MemoryMap()
         self.bus = _HostBus(self.mmap)

@@ -1,4 +1,4 @@
-"""Amaranth helpers for the SAMML hardware word (DESIGN §3, :mod:`fuseflow.tokens`).
+"""Amaranth helpers for the SAMML hardware word (:mod:`fuseflow.tokens`; README "Tokens and streams").
 
 A stream of data width ``w`` carries ``w + 1``-bit words: bit ``w`` is the control flag;
 control words hold an opcode in bits 9..8 (0 stop, 1 done, 2 empty) and the stop level in 7..0.

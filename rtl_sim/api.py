@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind, _coerce_param
+from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import Token, decode, encode, parse_stream
 from hw.build import to_verilog
 from hw.elaborate import DEFAULT_HW, GraphTop, HwConfig, PrimitiveHarness
+from hw.registry import stream_width
+from sw_sim.run import PrimitiveResult
 
 from .toolchain import run_cocotb, verilator_build
 
@@ -44,10 +46,6 @@ def _key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _width(kind: StreamKind, cfg: HwConfig) -> int:
-    return cfg.vw if kind is StreamKind.VAL else cfg.cw
-
-
 def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]], *, cfg: HwConfig = DEFAULT_HW,
                         depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0,
                         **params: Any) -> list[dict]:
@@ -58,15 +56,14 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
     :func:`sw_sim.simulate_primitive` plus ``"cycles"``.
     """
     kind = NodeKind(kind) if isinstance(kind, str) else kind
-    params = {k: _coerce_param(kind, k, v) for k, v in params.items()}
     spec = PRIMITIVES[kind]
-    pv = {**spec.optional, **params}
-    in_kinds, out_kinds = spec.inputs(pv), spec.outputs(pv)
+    pv = spec.view(params)
+    in_kinds, out_kinds = spec.ports(pv)
     # memory capacities: shared by every run of the batch, rounded up so builds are reused
     caps = {}
     for m in _MEM_PARAMS:
         sizes = [len(r[m]) for r in runs if m in r]
-        if sizes or (kind in (NodeKind.WRITE, NodeKind.VALS_WRITE)):
+        if sizes or spec.sink:
             caps[m] = _pow2(max(sizes + [1]))
     hw_params = dict(pv)
     if "seg" in caps:
@@ -75,7 +72,7 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
         hw_params["crd_depth"] = caps["crd"]
     if "vals" in caps:
         hw_params["vals_depth"] = caps["vals"]
-    if kind in (NodeKind.WRITE, NodeKind.VALS_WRITE):
+    if spec.sink:
         cap = _pow2(max(len(parse_stream(r["inputs"][p])) for r in runs for p in r["inputs"]))
         hw_params.update(seg_depth=cap, crd_depth=cap, vals_depth=cap)
     key = _key("prim", kind.value, {k: v for k, v in hw_params.items() if k not in _MEM_PARAMS}, cfg, depth)
@@ -91,7 +88,7 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
         unknown = set(r["inputs"]) - set(in_kinds)
         if unknown or set(in_kinds) - set(r["inputs"]):
             raise ValueError(f"{kind.value}: input ports are {sorted(in_kinds)}, got {sorted(r['inputs'])}")
-        inputs = {p: [encode(t, _width(k, cfg), repsig=k is StreamKind.REPSIG) for t in parse_stream(r["inputs"][p])]
+        inputs = {p: [encode(t, stream_width(k, cfg), repsig=k is StreamKind.REPSIG) for t in parse_stream(r["inputs"][p])]
                   for p, k in in_kinds.items()}
         mem = {}
         for m in _MEM_PARAMS:
@@ -105,7 +102,7 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
         d: dict[str, Any] = {"cycles": r["cycles"]}
         for p, words in r.get("outputs", {}).items():
             k = out_kinds[p]
-            d[p] = [decode(w, _width(k, cfg), signed=k is StreamKind.VAL, repsig=k is StreamKind.REPSIG)
+            d[p] = [decode(w, stream_width(k, cfg), signed=k is StreamKind.VAL, repsig=k is StreamKind.REPSIG)
                     for w in words]
         for name, words in r.get("arrays", {}).items():
             d[name] = [_signed(w, cfg.vw) for w in words] if name == "vals" else list(words)
@@ -116,8 +113,6 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
 def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Token]], *, cfg: HwConfig = DEFAULT_HW,
                        depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0, **params: Any):
     """Same signature and result as :func:`sw_sim.simulate_primitive`, run in RTL."""
-    from sw_sim.run import PrimitiveResult
-
     mem = {m: params.pop(m) for m in _MEM_PARAMS if m in params}
     [r] = run_primitive_batch(kind, [{"inputs": inputs, **mem}], cfg=cfg, depth=depth, gap=gap, stall=stall,
                               seed=seed, **params)

@@ -7,14 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from fuseflow.numerics import FLOAT, Numerics
-from fuseflow.samml import UNARY_ALU_OPS, Graph, NodeKind, ReduceOp, Role
+from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, TensorUse
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import VAL_WIDTH, Token, parse_stream
 
-from . import ml_primitives as M
-from . import primitives as P
+from . import registry
 from .engine import Channel, Engine, NodeStats, NullChannel, Primitive
+from .registry import Build
+from .stream import Sink, Source
 
 __all__ = ["PrimitiveResult", "SimResult", "build_primitive", "run_graph", "simulate_primitive"]
 
@@ -45,74 +48,35 @@ def resolve_numerics(numerics: Numerics | str | None, val_width: int | None) -> 
 def build_primitive(kind: NodeKind, name: str, ins: dict[str, Channel], outs: dict[str, Channel],
                     params: Mapping[str, Any], *, val_width: int | None = VAL_WIDTH,
                     numerics: Numerics | str | None = None) -> Primitive:
-    """Instantiate the cycle model of one primitive from its resolved parameters.
+    """Instantiate the cycle model of one primitive (the one registered for ``kind``).
 
-    Memory contents come in ``params`` (``seg``/``crd``/``dim`` for scanners, ``vals`` for value
-    loads); writers take ``format`` (``compressed``/``dense``).  Value arithmetic follows
-    ``numerics`` (default: ``int<val_width>``, see :func:`resolve_numerics`).
+    ``params``: the node's parameters with defaults; memory contents come here too
+    (``seg``/``crd``/``dim`` for scanners, ``vals`` for value loads); writers take ``format``
+    (``compressed``/``dense``).  Value arithmetic follows ``numerics`` (default:
+    ``int<val_width>``, see :func:`resolve_numerics`).
     """
-    num = resolve_numerics(numerics, val_width)
-    k = kind
-    if k is NodeKind.ROOT:
-        return P.Root(name, ins, outs)
-    if k is NodeKind.SCAN:
-        fmt = Format.parse(params.get("format", "compressed"))
-        if fmt is Format.DENSE:
-            return P.Scan(name, ins, outs, dim=int(params["dim"]))
-        return P.Scan(name, ins, outs, seg=params["seg"], crd=params["crd"])
-    if k is NodeKind.WRITE:
-        return P.LevelWrite(name, ins, outs, compressed=Format.parse(params.get("format", "compressed"))
-                            is Format.COMPRESSED, skip_empty=bool(params.get("skip_empty", False)))
-    if k is NodeKind.VALS_WRITE:
-        return P.ValsWrite(name, ins, outs)
-    if k is NodeKind.REPSIG:
-        return P.RepSig(name, ins, outs)
-    if k is NodeKind.REPEAT:
-        return P.Repeat(name, ins, outs)
-    if k is NodeKind.INTERSECT:
-        return P.Intersect(name, ins, outs, n=params["n"])
-    if k is NodeKind.UNION:
-        return P.Union(name, ins, outs, n=params["n"])
-    if k is NodeKind.CRD_DROP:
-        return P.CrdDrop(name, ins, outs)
-    if k is NodeKind.CRD_HOLD:
-        return P.CrdHold(name, ins, outs)
-    if k is NodeKind.ARRAY_LOAD:
-        return P.ArrayLoad(name, ins, outs, vals=params["vals"])
-    if k is NodeKind.ALU:
-        if params["op"] in UNARY_ALU_OPS:
-            return M.UnaryAlu(name, ins, outs, op=params["op"], scalar=params.get("scalar", 0.0), numerics=num)
-        return P.Alu(name, ins, outs, op=params["op"], numerics=num)
-    if k is NodeKind.REDUCE:
-        return P.Reduce(name, ins, outs, op=params["op"], numerics=num)
-    if k is NodeKind.SPACC1:
-        return P.SpAcc1(name, ins, outs, dim=params["dim"], op=params.get("op", ReduceOp.ADD), numerics=num)
-    if k is NodeKind.BROADCAST:
-        return P.Broadcast(name, ins, outs)
-    if k is NodeKind.SPACC2:
-        return M.SpAcc2(name, ins, outs, dim0=params["dim0"], dim1=params["dim1"], op=params.get("op", ReduceOp.ADD),
-                        numerics=num)
-    if k is NodeKind.CRD_MASK:
-        return M.CrdMask(name, ins, outs, **M.mask_params(name, params))
-    if k is NodeKind.STKN_DROP:
-        return M.StknDrop(name, ins, outs)
-    raise ValueError(f"no cycle model for node kind {k}")
+    return registry.build(kind, Build(name, ins, outs, params, resolve_numerics(numerics, val_width)))
 
 
 def resolve_params(graph: Graph, node, data: Mapping[str, TensorData]) -> dict[str, Any]:
-    """Node parameters plus the memory contents / dimensions it needs from the tensor data."""
+    """Node parameters plus what the tensor it names binds (by its declaration's tensor use):
+    a level's ``format`` and ``dim`` (and ``seg``/``crd`` of a compressed level it reads), or
+    the ``vals`` it reads."""
     params = node.all_params()
-    if node.kind in (NodeKind.SCAN, NodeKind.WRITE):
+    use = node.spec.tensor
+    if use is None:
+        return params
+    if use.level:
         spec = graph.tensors[params["tensor"]]
         lvl = params["level"]
         fmt = spec.fmt.levels[lvl]
         params["format"] = fmt.value
         params["dim"] = spec.level_dim(lvl)
-        if node.kind is NodeKind.SCAN and fmt is Format.COMPRESSED:
+        if not use.writes and fmt is Format.COMPRESSED:
             td = data[params["tensor"]]
             params["seg"] = td.seg[lvl]
             params["crd"] = td.crd[lvl]
-    elif node.kind is NodeKind.ARRAY_LOAD:
+    elif not use.writes:
         params["vals"] = data[params["tensor"]].vals.tolist()
     return params
 
@@ -145,7 +109,7 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
                                numerics=num)
         prims.append(prim)
         by_name[node.name] = prim
-        if node.kind in (NodeKind.WRITE, NodeKind.VALS_WRITE):
+        if node.spec.sink:
             sinks.append(prim)
     if not sinks:
         raise ValueError(f"graph {graph.name!r} has no writer: nothing defines when it is done")
@@ -159,8 +123,6 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
 
 def collect_outputs(graph: Graph, prims: Mapping[str, Any]) -> dict[str, TensorData]:
     """Assemble output tensors from their writers (works for sw_sim primitives and RTL dumps)."""
-    import numpy as np
-
     out: dict[str, TensorData] = {}
     for name, spec in graph.tensors.items():
         if spec.role is not Role.OUTPUT:
@@ -171,11 +133,11 @@ def collect_outputs(graph: Graph, prims: Mapping[str, Any]) -> dict[str, TensorD
         for node in graph.nodes.values():
             if node.params.get("tensor") != name:
                 continue
-            w = prims[node.name]
-            if node.kind is NodeKind.WRITE and spec.fmt.levels[node.params["level"]] is Format.COMPRESSED:
+            w, use = prims[node.name], node.spec.tensor
+            if use is TensorUse.WRITES_LEVEL and spec.fmt.levels[node.params["level"]] is Format.COMPRESSED:
                 segs[node.params["level"]] = np.asarray(w.seg, dtype=np.int64)
                 crds[node.params["level"]] = np.asarray(w.crd, dtype=np.int64)
-            elif node.kind is NodeKind.VALS_WRITE:
+            elif use is TensorUse.WRITES_VALS:
                 vals = np.asarray(w.vals)
         if vals is None:
             raise ValueError(f"output tensor {name!r} has no values writer")
@@ -194,13 +156,10 @@ def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Tok
     is taken (writers: consumed).  Inputs and outputs pass through FIFOs of ``depth``, as in a
     graph, and outputs are never back-pressured.  ``numerics`` as in :func:`run_graph`.
     """
-    from fuseflow.samml import PRIMITIVES, _coerce_param
-
     kind = NodeKind(kind) if isinstance(kind, str) else kind
-    params = {k: _coerce_param(kind, k, v) for k, v in params.items()}
     spec = PRIMITIVES[kind]
-    pv = {**spec.optional, **params}
-    in_ports, out_ports = spec.inputs(pv), spec.outputs(pv)
+    pv = spec.view(params)
+    in_ports, out_ports = spec.ports(pv)
     unknown = set(inputs) - set(in_ports)
     missing = set(in_ports) - set(inputs)
     if unknown or missing:
@@ -208,17 +167,17 @@ def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Tok
                          f"unknown {sorted(unknown)}, missing {sorted(missing)}")
     ins = {p: Channel(f"{kind.value}.{p}", depth) for p in in_ports}
     outs = {p: Channel(f"{kind.value}.{p}", depth) for p in out_ports}
-    sources = [P.Source(f"src_{p}", {p: ins[p]}, parse_stream(inputs[p])) for p in in_ports]
+    sources = [Source(f"src_{p}", {p: ins[p]}, parse_stream(inputs[p])) for p in in_ports]
     prim = build_primitive(kind, kind.value, ins, outs, pv, val_width=val_width, numerics=numerics)
-    sinks = [P.Sink(f"sink_{p}", {p: outs[p]}) for p in out_ports]
+    sinks = [Sink(f"sink_{p}", {p: outs[p]}) for p in out_ports]
     eng = Engine([*sources, prim, *sinks], [*ins.values(), *outs.values()], sinks or [prim])
     cycles = eng.run()
     result = PrimitiveResult()
     for s, p in zip(sinks, out_ports):
         result[p] = s.tokens
-    if kind is NodeKind.WRITE:
+    if spec.tensor is TensorUse.WRITES_LEVEL:
         result.update(seg=prim.seg, crd=prim.crd) if prim.compressed else result.update(crd=prim.crd)
-    elif kind is NodeKind.VALS_WRITE:
+    elif spec.tensor is TensorUse.WRITES_VALS:
         result["vals"] = prim.vals
     result.cycles = cycles
     return result

@@ -1,4 +1,5 @@
-"""Independent reference semantics on streams, written from DESIGN §4 without the simulator."""
+"""Independent reference semantics on streams, written from the stream rules (README "Tokens and
+streams") without the simulator."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from hw.primitives import _lowest_bit, _lowest_bit_grouped
+from hw.accumulate import lowest_bit as _lowest_bit
+from hw.accumulate import lowest_bit_grouped as _lowest_bit_grouped
 
 
 @pytest.mark.parametrize("helper", [_lowest_bit, _lowest_bit_grouped], ids=["carry", "grouped"])

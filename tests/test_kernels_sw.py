@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from kernel_cases import CASES, REFERENCE, dataset
 
-from sw_sim import run_graph
+from fuseflow.samml import Edge
+from sw_sim import DeadlockError, run_graph
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -23,8 +24,6 @@ def test_spmm_formats_agree_on_the_same_product(seed):
 
 
 def test_fifo_depth_changes_cycles_not_values():
-    from fuseflow.samml import Edge
-
     g, data, ref = dataset("spmm_csr", 32, "random", 3)
     g.edges = [Edge(e.src, e.dst) for e in g.edges]  # default depths everywhere
     shallow = run_graph(g, data, fifo_depth=2)
@@ -45,9 +44,6 @@ def test_stats_count_tokens():
 def test_depth_one_fifos_deadlock_spmm_and_say_where():
     # The scanner closes a fiber only after seeing the next reference, while the accumulator
     # holds the current outer coordinate until that stop: one-entry FIFOs cannot hold both.
-    from fuseflow.samml import Edge
-    from sw_sim import DeadlockError
-
     g, data, _ = dataset("spmm_csr", 32, "random", 3)
     g.edges = [Edge(e.src, e.dst) for e in g.edges]  # undo size_fifos: every FIFO one entry
     with pytest.raises(DeadlockError, match=r"intersect: output crd full \(intersect.crd -> spacc.outer\)"):

@@ -43,7 +43,7 @@ def test_compressed_scan_against_seg_crd(vec):
     expect = []
     toks = parse_stream(vec.inputs["ref"])
     i = 0
-    while toks[i] is not DONE:  # DESIGN §4 rule, written out directly
+    while toks[i] is not DONE:  # the scanner rule, written out directly
         t = toks[i]
         if isinstance(t, int) or t is EMPTY:
             lo, hi = (0, 0) if t is EMPTY else (seg[t], seg[t + 1])

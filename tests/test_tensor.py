@@ -13,6 +13,7 @@ def test_round_trip_2d(fmt, rng):
 
 
 def test_csr_arrays_match_scipy(rng):
+    # deferred: scipy is optional (the dev extra) and only this test needs it
     import scipy.sparse as sp
 
     a = random_sparse(rng, (9, 6), 0.3)

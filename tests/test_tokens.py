@@ -34,7 +34,8 @@ def test_bad_token_names_it(bad):
 
 def test_word_encoding_matches_design():
     w = 16
-    # DESIGN §3: flag bit W, opcode bits 9..8 (0 stop, 1 done, 2 empty), level bits 7..0
+    # the word of README.md "Tokens and streams": flag bit W, opcode bits 9..8 (0 stop, 1 done,
+    # 2 empty), level bits 7..0
     assert encode(stop(3), w) == (1 << 16) | 3
     assert encode(DONE, w) == (1 << 16) | (1 << 8)
     assert encode(EMPTY, w) == (1 << 16) | (2 << 8)

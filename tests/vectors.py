@@ -82,7 +82,8 @@ class Vector:
 
 
 def design_vectors() -> list[tuple[Vector, dict[str, str]]]:
-    """The worked examples of DESIGN §4 with their expected outputs (the spec's own numbers)."""
+    """Worked examples of each primitive with outputs written by hand from the stream rules
+    (README "Tokens and streams", the docstrings of the sw_sim models)."""
     V = Vector
     return [
         (V("scan", {"ref": "0,1,2,S0,D"}, {"format": "compressed"}, {"seg": [0, 2, 2, 5], "crd": [1, 3, 0, 2, 4]}),
@@ -177,6 +178,35 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         out.append(Vector("write", {"crd": fiber_stream(wt, depth + 1)}, {"format": "compressed", "skip_empty": True}))
         out.append(Vector("vals_write", {"val": fiber_stream(at, depth)}))
         out.append(Vector("broadcast", {"in": fiber_stream(wt, depth + 1)}, {"n": 3}))
+        out += _attention_vectors(rng, depth)
+    out.append(Vector("root", {}, expected={"ref": [0, DONE]}))
+    return out
+
+
+def _attention_vectors(rng: random.Random, depth: int) -> list[Vector]:
+    """Coordinate mask, stop-token drop and the order-2 accumulator (the primitives the
+    attention and outer-product lowerings use), on random fibertrees."""
+    out = []
+    rows = [[j for j in range(12) if rng.random() < 0.5] for _ in range(rng.randint(0, 5))]
+    outer = sorted(rng.sample(range(12), len(rows)))
+    refs, k = [], 0
+    for r in rows:
+        refs.append(list(range(k, k + len(r))))
+        k += len(r)
+    mask_in = {"outer": fiber_stream(outer, 1), "inner": fiber_stream(rows, 2), "ref": fiber_stream(refs, 2)}
+    out.append(Vector("crd_mask", mask_in, {"pred": "causal"}))
+    out.append(Vector("stkn_drop", {"in": fiber_stream(_rand_tree(rng, depth + 1, lambda r: _sorted_crds(r, 6, 0.2)),
+                                                       depth + 1)}))
+    # spacc2: per outer fiber, k coordinates each holding a sparse (i, j) matrix
+    ks = [sorted(rng.sample(range(5), rng.randint(0, 3))) for _ in range(rng.randint(1, 3))]
+    mats = [[{i: sorted(rng.sample(range(6), rng.randint(0, 3))) for i in sorted(rng.sample(range(4), rng.randint(0, 3)))}
+             for _ in row] for row in ks]
+    out.append(Vector("spacc2", {
+        "outer": fiber_stream(ks, 2),
+        "inner0": fiber_stream([[sorted(m) for m in row] for row in mats], 3),
+        "inner1": fiber_stream([[[m[i] for i in sorted(m)] for m in row] for row in mats], 4),
+        "val": fiber_stream([[[[rng.randint(-50, 50) for _ in m[i]] for i in sorted(m)] for m in row] for row in mats], 4),
+    }, {"dim0": 4, "dim1": 6}))
     return out
 
 

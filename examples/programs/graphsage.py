@@ -5,13 +5,14 @@ import numpy as np
 from fuseflow.compiler import Program, einsum
 
 
-def program() -> Program:
+def program(nodes: int = 16, features: int = 8, hidden: int = 4, ordered: bool = True) -> Program:
+    """``ordered=False`` leaves the order i -> l -> m -> j to the compiler."""
     p = Program("graphsage")
-    A = p.tensor("A", (16, 16), "csr")
-    X = p.tensor("X", (16, 8), "csr")
-    W = p.tensor("Omega", (8, 4), "dense")
-    T0 = p.let("T0", einsum("il,lm->im", A, X), order="ilm")
-    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W), order="imj"))
+    A = p.tensor("A", (nodes, nodes), "csr")
+    X = p.tensor("X", (nodes, features), "csr")
+    W = p.tensor("Omega", (features, hidden), "dense")
+    T0 = p.let("T0", einsum("il,lm->im", A, X), order="ilm" if ordered else None)
+    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W), order="imj" if ordered else None))
     return p
 
 

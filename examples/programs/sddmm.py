@@ -5,11 +5,11 @@ import numpy as np
 from fuseflow.compiler import Program, einsum
 
 
-def program() -> Program:
+def program(rows: int = 16, cols: int = 16, inner: int = 4) -> Program:
     p = Program("sddmm")
-    S = p.tensor("S", (16, 16), "csr")
-    C = p.tensor("C", (16, 4), "dense")
-    D = p.tensor("D", (4, 16), "dense")
+    S = p.tensor("S", (rows, cols), "csr")
+    C = p.tensor("C", (rows, inner), "dense")
+    D = p.tensor("D", (inner, cols), "dense")
     p.output(p.let("Y", S * einsum("ik,kj->ij", C, D)))
     return p
 

@@ -5,10 +5,11 @@ import numpy as np
 from fuseflow.compiler import Program, einsum
 
 
-def program() -> Program:
+def program(n: int = 16, m: int = 8) -> Program:
+    """A n×n, X n×m."""
     p = Program("spmm")
-    A = p.tensor("A", (16, 16), "csr")
-    X = p.tensor("X", (16, 8), "dense")
+    A = p.tensor("A", (n, n), "csr")
+    X = p.tensor("X", (n, m), "dense")
     p.output(p.let("T", einsum("ik,kj->ij", A, X), order="ikj"))
     return p
 

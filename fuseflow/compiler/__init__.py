@@ -1,13 +1,14 @@
 """The FuseFlow compiler: Einsum programs -> cross-expression fusion -> fusion tables -> SAMML.
 
-Pipeline (each stage can be dumped by name, see :meth:`CompiledGroup.explain`)::
+The compiler is a named, ordered pipeline of passes (:mod:`fuseflow.compiler.pipeline`;
+:func:`describe_pipeline` lists them, :func:`dump_ir` gives the IR after any of them)::
 
-    Program --plan_groups--> GroupPlan --fuse_group--> Group (fused einsum, POG, order)
-            --build_table--> FusionTable --lower_group--> verified samml.Graph
+    Program --plan--> list[GroupPlan] --fuse--> Group (fused einsum, POG, order)
+            --table--> list[FusionTable] --lower--> samml.Graph --fifo--> --verify--> samml.Graph
 """
 
 from . import catalog
-from .codegen import CompiledGroup, CompiledProgram, compile_program, lower_group
+from .emit import CompiledGroup, CompiledProgram
 from .fusion import (
                      MAX_ORDERS,
                      Fusion,
@@ -21,26 +22,41 @@ from .fusion import (
                      plan_groups,
                      set_order,
 )
+from .pipeline import (
+                     PIPELINE,
+                     Options,
+                     Pass,
+                     UnknownPass,
+                     check_program,
+                     compile_program,
+                     describe_pipeline,
+                     dump_ir,
+                     graph_text,
+                     lower_group,
+                     pass_names,
+                     run_pipeline,
+)
 from .program import (
-                      Program,
-                      ProgramError,
-                      Tensor,
-                      TensorExpr,
-                      UnOp,
-                      einsum,
-                      exp,
-                      gelu,
-                      neg,
-                      parse_format,
-                      relu,
-                      rsqrt,
-                      sigmoid,
+                     Program,
+                     ProgramError,
+                     Tensor,
+                     TensorExpr,
+                     UnOp,
+                     einsum,
+                     exp,
+                     gelu,
+                     neg,
+                     parse_format,
+                     relu,
+                     rsqrt,
+                     sigmoid,
 )
 from .runner import ProgramResult, graph_runs, reference, reference_all, run_program
-from .table import FusionTable, LoweringError, build_table
+from .table import FusionTable, LoweringError, Rejected, build_table
 
 __all__ = [
                      "MAX_ORDERS",
+                     "PIPELINE",
                      "CompiledGroup",
                      "CompiledProgram",
                      "Fusion",
@@ -49,31 +65,41 @@ __all__ = [
                      "Group",
                      "GroupPlan",
                      "LoweringError",
+                     "Options",
+                     "Pass",
                      "PermutedCopy",
                      "Program",
                      "ProgramError",
                      "ProgramResult",
+                     "Rejected",
                      "Tensor",
                      "TensorExpr",
                      "UnOp",
+                     "UnknownPass",
                      "View",
                      "all_orders",
                      "build_table",
                      "catalog",
+                     "check_program",
                      "compile_program",
+                     "describe_pipeline",
+                     "dump_ir",
                      "einsum",
                      "exp",
                      "fuse_group",
                      "gelu",
                      "graph_runs",
+                     "graph_text",
                      "lower_group",
                      "neg",
                      "parse_format",
+                     "pass_names",
                      "plan_groups",
                      "reference",
                      "reference_all",
                      "relu",
                      "rsqrt",
+                     "run_pipeline",
                      "run_program",
                      "set_order",
                      "sigmoid",

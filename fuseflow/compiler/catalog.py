@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .program import Program, einsum, relu
+from .program import Program, Tensor, einsum, relu
 
-__all__ = ["gcn_layer", "gcn_relu", "gcn_two_layer", "nested_matmul"]
+__all__ = ["gcn_layer", "gcn_relu", "gcn_two_layer", "graphsage", "nested_matmul"]
 
 
 def nested_matmul(m: int, k: int, n: int, l: int, c_format: str = "csr",
@@ -19,13 +19,30 @@ def nested_matmul(m: int, k: int, n: int, l: int, c_format: str = "csr",
     return p
 
 
+def graphsage(nodes: int, features: int, out: int, ordered: bool = True,
+              name: str = "graphsage") -> Program:
+    """GraphSAGE's neighbour term ``T^nbor_ij = A_il X_lm Ω_mj`` (A, X CSR, Ω dense), with the
+    dataflow orders ``i -> l -> m`` and ``i -> m -> j`` (the paper's appendix) when
+    ``ordered``."""
+    p = Program(name)
+    A = p.tensor("A", (nodes, nodes), "csr")
+    X = p.tensor("X", (nodes, features), "csr")
+    W = p.tensor("Omega", (features, out), "dense")
+    T0 = p.let("T0", einsum("il,lm->im", A, X), order="ilm" if ordered else None)
+    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W), order="imj" if ordered else None))
+    return p
+
+
+def _gcn_inputs(p: Program, nodes: int, features: int, hidden: int) -> tuple[Tensor, ...]:
+    """A GCN layer's inputs: adjacency A (CSR), features X, weights W and bias b (dense)."""
+    return (p.tensor("A", (nodes, nodes), "csr"), p.tensor("X", (nodes, features), "dense"),
+            p.tensor("W", (features, hidden), "dense"), p.tensor("b", (hidden,), "dense"))
+
+
 def gcn_layer(nodes: int, features: int, hidden: int) -> Program:
     """``Y = A·X·W + b`` with fusion regions {A·X·W} and {+ b} for partial fusion."""
     p = Program("gcn_layer")
-    A = p.tensor("A", (nodes, nodes), "csr")
-    X = p.tensor("X", (nodes, features), "dense")
-    W = p.tensor("W", (features, hidden), "dense")
-    b = p.tensor("b", (hidden,), "dense")
+    A, X, W, b = _gcn_inputs(p, nodes, features, hidden)
     T1 = p.let("T1", einsum("ik,kj->ij", A, X))
     T2 = p.let("T2", einsum("ij,jl->il", T1, W))
     Y = p.let("Y", T2 + b)
@@ -38,10 +55,7 @@ def gcn_layer(nodes: int, features: int, hidden: int) -> Program:
 def gcn_relu(nodes: int, features: int, hidden: int) -> Program:
     """``Y = relu(A·X·W + b)``: one graph with factored iteration."""
     p = Program("gcn_relu")
-    A = p.tensor("A", (nodes, nodes), "csr")
-    X = p.tensor("X", (nodes, features), "dense")
-    W = p.tensor("W", (features, hidden), "dense")
-    b = p.tensor("b", (hidden,), "dense")
+    A, X, W, b = _gcn_inputs(p, nodes, features, hidden)
     T = p.let("T", einsum("ik,kj->ij", A, X))
     p.output(p.let("Y", relu(einsum("ij,jl->il", T, W) + b)))
     return p

@@ -1,4 +1,4 @@
-"""Cross-expression fusion (FuseFlow Alg. 1): fresh reduction indices, producer inlining, tensor
+"""Cross-expression fusion (the ``fuse`` pass, docs/compiler.md): fresh reduction indices, producer inlining, tensor
 views, the partial order graph (POG), cycle resolution by permuted copies and dataflow orders.
 
 The default lowering joins operands level by level over one iteration space per output, so a
@@ -24,10 +24,12 @@ from ..tensor import TensorFormat
 from .program import (
     Access,
     BinOp,
+    FusionError,
     IExpr,
     Op,
     Program,
     ProgramError,
+    Rejected,
     Statement,
     Sum,
     Unary,
@@ -49,21 +51,13 @@ __all__ = [
     "VNamed",
     "VUn",
     "View",
+    "fuse",
     "order_lowerable",
+    "order_problem",
     "plan_regions",
 ]
 
 MAX_ORDERS = 2000  # cap on enumerated dataflow orders per group
-
-
-class FusionError(ProgramError):
-    """The program cannot be fused as asked (order conflicts, unlowerable orders)."""
-
-
-class Fusion(enum.Enum):
-    UNFUSED = "unfused"
-    PARTIAL = "partial"
-    FULL = "full"
 
 
 # ----------------------------------------------------------------------------- fused expressions
@@ -337,6 +331,15 @@ def _accesses_under_add(e: IExpr, under: bool = False) -> list[tuple[str, bool]]
 
 
 # ----------------------------------------------------------------------------- grouping
+class Fusion(enum.Enum):
+    """How statements are grouped into graphs: one per statement, one per fusion region, one
+    per program (each further split where :func:`plan_groups` must)."""
+
+    UNFUSED = "unfused"
+    PARTIAL = "partial"
+    FULL = "full"
+
+
 def plan_regions(program: Program, fusion: Fusion) -> list[list[int]]:
     """Statement indices of each fusion region, in program order."""
     n = len(program.statements)
@@ -525,78 +528,109 @@ def _normal_named(e) -> tuple[tuple[str, ...], object]:
 
 
 # ----------------------------------------------------------------------------- one group
-def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group:
-    """Cross-expression fusion of one group; ``formats`` gives the stored format of tensors
-    materialised by earlier groups."""
-    name, part, outs = plan.name, plan.part, plan.outs
-    origins: dict[str, str] = {}
-    # a group output read by another output of the same group is inlined there (recomputed)
-    all_producers = {s.out: s for s in part}
-    fresh = itertools.count()
-    views: dict[str, View] = {}
-    view_of: dict[tuple[str, tuple[str, ...], tuple[int, ...]], str] = {}
-    shapes = {n: d.shape for n, d in program.decls.items()} | _temp_shapes(program)
-    user_orders: list[tuple[str, tuple[str, ...]]] = []
-    fused: list[FusedOutput] = []
-    u_count = itertools.count()
-    for o in outs:
-        inner = {k: v for k, v in all_producers.items() if k != o.out}
-        rename = {r: f"_f{next(fresh)}" for r in _all_sums(o.rhs)}
-        for r, u in rename.items():
-            origins[u] = f"index {r} of '{o.text}'"
-        n_orders = len(user_orders)
-        if o.order:
-            user_orders.append((o.text, tuple(rename.get(i, i) for i in o.order)))
-        e = _substitute(o.rhs, inner, fresh, rename, user_orders, origins)
-        # number the fresh indices in order of appearance in the fused expression
+class _ViewMaker:
+    """The tensor views of one group: one per tensor, indices and addition term."""
+
+    def __init__(self, program: Program, group: str, formats: Mapping[str, TensorFormat],
+                 shapes: Mapping[str, tuple[int, ...]]) -> None:
+        self.program, self.group, self.formats, self.shapes = program, group, formats, shapes
+        self.views: dict[str, View] = {}
+        self.view_of: dict[tuple[str, tuple[str, ...], tuple[int, ...]], str] = {}
+
+    def convert(self, x, term: tuple[int, ...] = ()) -> VExpr:
+        """``term``: the path of addition operands leading here.  One access in several
+        terms of a sum gets one view per term (its own scanner and reference), since a
+        reference through one term's intersection is N where another term needs the value;
+        inside one product a repeated access is one view."""
+        if isinstance(x, Access):
+            return self._access(x, term)
+        if isinstance(x, Unary):
+            return VUn(x.op, self.convert(x.arg, term), x.scalar)
+        if isinstance(x, BinOp):
+            if x.op is Op.MUL:
+                return VBin(x.op, self.convert(x.lhs, term), self.convert(x.rhs, term))
+            return VBin(x.op, self.convert(x.lhs, (*term, 0)), self.convert(x.rhs, (*term, 1)))
+        assert isinstance(x, _Named)
+        return VNamed(x.tensor, x.indices, self.convert(x.body, term))
+
+    def _access(self, x: Access, term: tuple[int, ...]) -> VAccess:
+        key = (x.tensor, x.indices, term)
+        if key not in self.view_of:
+            n_prev = sum(1 for v in self.views.values() if v.source == x.tensor)
+            vname = x.tensor + "'" * n_prev
+            decl = self.program.decls.get(x.tensor)
+            fmt = self.formats.get(x.tensor) or (decl.fmt if decl is not None else None)
+            if fmt is None:
+                raise ProgramError(f"group {self.group}: tensor {x.tensor!r} is read before its "
+                                   "format is known (it must be produced by an earlier graph)")
+            self.views[vname] = View(vname, x.tensor, x.tensor, x.indices, self.shapes[x.tensor], fmt)
+            self.view_of[key] = vname
+        return VAccess(self.view_of[key])
+
+
+@dataclass
+class _Fresh:
+    """Fresh index names of one group and what the user wrote for each."""
+
+    fresh: itertools.count = field(default_factory=itertools.count)
+    numbers: itertools.count = field(default_factory=itertools.count)
+    origins: dict[str, str] = field(default_factory=dict)
+    user_orders: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+
+    def number(self, e, since: int):
+        """Number the fresh indices of ``e`` ``u0, u1, ...`` in order of appearance (also in
+        the user orders recorded since ``since``)."""
         numbering: dict[str, str] = {}
         for i in _indices_in_order(e):
             if i.startswith("_f") and i not in numbering:
-                numbering[i] = f"u{next(u_count)}"
-        e = _rename(e, numbering)
-        user_orders[n_orders:] = [(t, tuple(numbering.get(i, i) for i in od))
-                                  for t, od in user_orders[n_orders:]]
+                numbering[i] = f"u{next(self.numbers)}"
+        self.user_orders[since:] = [(t, tuple(numbering.get(i, i) for i in od))
+                                    for t, od in self.user_orders[since:]]
         for old, new in numbering.items():
-            if old in origins:
-                origins[new] = origins.pop(old)
-        red, body = _normal_named(e)
+            if old in self.origins:
+                self.origins[new] = self.origins.pop(old)
+        return _rename(e, numbering)
 
-        def to_v(x, term: tuple[int, ...] = ()) -> VExpr:
-            """``term``: the path of addition operands leading here.  One access in several
-            terms of a sum gets one view per term (its own scanner and reference), since a
-            reference through one term's intersection is N where another term needs the value;
-            inside one product a repeated access is one view."""
-            if isinstance(x, Access):
-                key = (x.tensor, x.indices, term)
-                if key not in view_of:
-                    n_prev = sum(1 for v in views.values() if v.source == x.tensor)
-                    vname = x.tensor + "'" * n_prev
-                    decl = program.decls.get(x.tensor)
-                    fmt = formats.get(x.tensor) or (decl.fmt if decl is not None else None)
-                    if fmt is None:
-                        raise ProgramError(f"group {name}: tensor {x.tensor!r} is read before its "
-                                           "format is known (it must be produced by an earlier graph)")
-                    views[vname] = View(vname, x.tensor, x.tensor, x.indices, shapes[x.tensor], fmt)
-                    view_of[key] = vname
-                return VAccess(view_of[key])
-            if isinstance(x, Unary):
-                return VUn(x.op, to_v(x.arg, term), x.scalar)
-            if isinstance(x, BinOp):
-                if x.op is Op.MUL:
-                    return VBin(x.op, to_v(x.lhs, term), to_v(x.rhs, term))
-                return VBin(x.op, to_v(x.lhs, (*term, 0)), to_v(x.rhs, (*term, 1)))
-            assert isinstance(x, _Named)
-            return VNamed(x.tensor, x.indices, to_v(x.body, term))
 
-        vbody = to_v(body)
-        red = tuple(sorted(dict.fromkeys(red), key=lambda u: int(u[1:])))
-        fused.append(FusedOutput(o.out, o.indices, red, vbody, o.fmt, o.shape))
-    g = Group(name, list(dict.fromkeys(s.source for s in part)), fused, views, nx.DiGraph())
-    g.origins = origins
+def _fuse_output(o: _Stmt, producers: Mapping[str, _Stmt], names: _Fresh,
+                 views: _ViewMaker) -> FusedOutput:
+    """One group output with its in-group producers inlined, in the fused index names."""
+    rename = {r: f"_f{next(names.fresh)}" for r in _all_sums(o.rhs)}
+    for r, u in rename.items():
+        names.origins[u] = f"index {r} of '{o.text}'"
+    since = len(names.user_orders)
+    if o.order:
+        names.user_orders.append((o.text, tuple(rename.get(i, i) for i in o.order)))
+    e = _substitute(o.rhs, producers, names.fresh, rename, names.user_orders, names.origins)
+    red, body = _normal_named(names.number(e, since))
+    red = tuple(sorted(dict.fromkeys(red), key=lambda u: int(u[1:])))
+    return FusedOutput(o.out, o.indices, red, views.convert(body), o.fmt, o.shape)
+
+
+def fuse(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group | Rejected:
+    """Cross-expression fusion of one group, or why its ordering constraints cannot be met;
+    ``formats`` gives the stored format of tensors materialised by earlier groups."""
+    shapes = {n: d.shape for n, d in program.decls.items()} | _temp_shapes(program)
+    views = _ViewMaker(program, plan.name, formats, shapes)
+    names = _Fresh()
+    # a group output read by another output of the same group is inlined there (recomputed)
+    all_producers = {s.out: s for s in plan.part}
+    fused = [_fuse_output(o, {k: v for k, v in all_producers.items() if k != o.out}, names, views)
+             for o in plan.outs]
+    g = Group(plan.name, list(dict.fromkeys(s.source for s in plan.part)), fused, views.views,
+              nx.DiGraph())
+    g.origins = names.origins
     if plan.note:
         g.notes.append(plan.note)
-    _build_pog(g, user_orders)
-    _choose_order(g)
+    why = _build_pog(g, names.user_orders) or _choose_order(g)
+    return Rejected(why, FusionError) if why else g
+
+
+def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group:
+    """:func:`fuse`, raising :class:`FusionError` when the group cannot be fused."""
+    g = fuse(program, plan, formats)
+    if isinstance(g, Rejected):
+        raise g.exception()
     return g
 
 
@@ -613,17 +647,12 @@ def _view_edges(v: View) -> list[tuple[str, str]]:
     return list(itertools.pairwise(li))
 
 
-def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> None:
+def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> str | None:
+    """The partial order graph of ``g``'s indices; None, or why its cycles cannot be broken."""
     pog = g.pog
-    for o in g.outputs:
-        for i in o.indices:
-            pog.add_node(i)
-    for v in g.views.values():
-        for i in v.indices:
-            pog.add_node(i)
-    for o in g.outputs:
-        for r in o.reduced:
-            pog.add_node(r)
+    pog.add_nodes_from(i for o in g.outputs for i in o.indices)
+    pog.add_nodes_from(i for v in g.views.values() for i in v.indices)
+    pog.add_nodes_from(r for o in g.outputs for r in o.reduced)
     for v in g.views.values():
         for a, b in _view_edges(v):
             _add_edge(pog, a, b, f"mode order of {v}")
@@ -635,40 +664,44 @@ def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> None
     for text, order in user_orders:
         for a, b in itertools.pairwise(order):
             _add_edge(pog, a, b, f"dataflow order of '{text}'")
-    _resolve_cycles(g)
+    return _resolve_cycles(g)
 
 
-def _resolve_cycles(g: Group) -> None:
+def _first_cycle(pog: nx.DiGraph) -> list[tuple[str, str]]:
+    """The edges of a cycle of ``pog`` ([] when it has none)."""
+    if nx.is_directed_acyclic_graph(pog):
+        return []
+    return [(a, b) for a, b, *_ in nx.find_cycle(pog)]
+
+
+def _resolve_cycles(g: Group) -> str | None:
+    """Break the POG's cycles with permuted copies of views; None, or why a cycle stays."""
     pog = g.pog
     while True:
-        try:
-            cycle = nx.find_cycle(pog)
-        except nx.NetworkXNoCycle:
-            return
-        edges = [(a, b) for a, b, *_ in cycle]
+        edges = _first_cycle(pog)
+        if not edges:
+            return None
         # a view of a tensor that is used through several views can be given a permuted copy
-        multi = {v.source for v in g.views.values() if v.indices} 
+        # (once: a view read from a permuted copy already is not permuted again)
+        multi = {v.source for v in g.views.values() if v.indices}
         counts = {s: sum(1 for v in g.views.values() if v.source == s) for s in multi}
         candidates = [v for v in reversed(list(g.views.values()))
-                      if counts.get(v.source, 0) > 1 and any(e in edges for e in _view_edges(v))]
+                      if counts.get(v.source, 0) > 1 and v.tensor == v.source
+                      and any(e in edges for e in _view_edges(v))]
         if not candidates:
             why = []
             for a, b in edges:
                 why.append(f"{a} -> {b} ({'; '.join(pog[a][b]['reasons'])})")
-            raise FusionError(f"group {g.name}: the ordering constraints form a cycle: "
-                              + ", ".join(why) + g.where([a for a, _ in edges])
-                              + "; change the dataflow order or the format")
+            return (f"group {g.name}: the ordering constraints form a cycle: "
+                    + ", ".join(why) + g.where([a for a, _ in edges])
+                    + "; change the dataflow order or the format")
         v = candidates[0]
         for a, b in _view_edges(v):
             reasons = pog[a][b]["reasons"]
             reasons.remove(f"mode order of {v}")
             if not reasons:
                 pog.remove_edge(a, b)
-        rest = pog.copy()
-        try:
-            topo = list(nx.topological_sort(rest))
-        except nx.NetworkXUnfeasible:
-            topo = list(dict.fromkeys(list(rest.nodes)))
+        topo = list(nx.topological_sort(pog)) if nx.is_directed_acyclic_graph(pog) else list(pog.nodes)
         rank = {i: k for k, i in enumerate(topo)}
         mode_order = tuple(sorted(range(len(v.indices)), key=lambda m: rank[v.indices[m]]))
         fmt = TensorFormat(v.fmt.levels, mode_order)
@@ -695,7 +728,8 @@ def order_lowerable(order: Sequence[str], out: FusedOutput) -> str | None:
     return None
 
 
-def _choose_order(g: Group) -> None:
+def _choose_order(g: Group) -> str | None:
+    """Pick the first lowerable topological order of the POG; None, or why there is none."""
     pog = g.pog
     first = {i: k for k, i in enumerate(pog.nodes)}
     preferred = tuple(nx.lexicographical_topological_sort(pog, key=lambda i: first[i]))
@@ -715,28 +749,38 @@ def _choose_order(g: Group) -> None:
     g.orders_count, g.lowerable_count = count, lowerable
     if chosen is None:
         reasons = {order_lowerable(preferred, o) for o in g.outputs} - {None}
-        raise FusionError(f"group {g.name}: no valid dataflow order can be lowered: "
-                          + "; ".join(sorted(r for r in reasons if r)) + g.where(g.pog.nodes))
+        return (f"group {g.name}: no valid dataflow order can be lowered: "
+                + "; ".join(sorted(r for r in reasons if r)) + g.where(g.pog.nodes))
     g.order = chosen
+    return None
 
 
-def set_order(g: Group, order: Sequence[str]) -> None:
-    """Use ``order`` (a full fused order) for ``g``; it must be a topological order of the POG."""
+def order_problem(g: Group, order: Sequence[str]) -> str | None:
+    """None if ``order`` (a full fused order) is a lowerable topological order of ``g``'s POG,
+    else why not."""
     order = tuple(order)
     if sorted(order) != sorted(g.pog.nodes):
-        raise FusionError(f"group {g.name}: order {','.join(order)} must name each of the indices "
-                          f"{', '.join(g.pog.nodes)} once")
+        return (f"group {g.name}: order {','.join(order)} must name each of the indices "
+                f"{', '.join(g.pog.nodes)} once")
     pos = {i: k for k, i in enumerate(order)}
     for a, b, d in g.pog.edges(data=True):
         if pos[a] > pos[b]:
-            raise FusionError(f"group {g.name}: order {','.join(order)} puts {b} before {a}, but the "
-                              f"POG requires {a} -> {b} ({'; '.join(d['reasons'])})"
-                              + g.where([a, b]))
+            return (f"group {g.name}: order {','.join(order)} puts {b} before {a}, but the "
+                    f"POG requires {a} -> {b} ({'; '.join(d['reasons'])})" + g.where([a, b]))
     for o in g.outputs:
         why = order_lowerable(order, o)
         if why:
-            raise FusionError(f"group {g.name}: order {','.join(order)} cannot be lowered: {why}")
-    g.order = order
+            return f"group {g.name}: order {','.join(order)} cannot be lowered: {why}"
+    return None
+
+
+def set_order(g: Group, order: Sequence[str]) -> None:
+    """Use ``order`` (a full fused order) for ``g``; :class:`FusionError` if
+    :func:`order_problem` rejects it."""
+    why = order_problem(g, order)
+    if why:
+        raise FusionError(why)
+    g.order = tuple(order)
 
 
 def all_orders(g: Group, cap: int = MAX_ORDERS) -> list[tuple[str, ...]]:

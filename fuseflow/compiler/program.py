@@ -21,10 +21,13 @@ from ..tensor import Format, TensorFormat
 __all__ = [
     "Access",
     "BinOp",
+    "FusionError",
     "IExpr",
+    "LoweringError",
     "Op",
     "Program",
     "ProgramError",
+    "Rejected",
     "Statement",
     "Sum",
     "Tensor",
@@ -45,8 +48,34 @@ __all__ = [
 ]
 
 
+# ----------------------------------------------------------------------------- errors and verdicts
 class ProgramError(ValueError):
     """A mistake in an Einsum program; the message names the expression, tensor and index."""
+
+
+class FusionError(ProgramError):
+    """The program cannot be fused as asked (order conflicts, unlowerable orders)."""
+
+
+class LoweringError(ProgramError):
+    """A fused expression the SAMML primitive set cannot express; names tensor and index."""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A check's verdict that a schedule cannot be realised, and why.
+
+    The compiler's checks return this instead of raising, so that a caller can decide up front
+    between schedules (factoring choices, region splits, fusion granularities); the public entry
+    points raise :meth:`exception`.  ``split``: a region split (materialising a reduced
+    intermediate read under an addition) would realise it."""
+
+    reason: str
+    error: type[ProgramError] = ProgramError
+    split: bool = False
+
+    def exception(self) -> ProgramError:
+        return self.error(self.reason)
 
 
 class Op(enum.Enum):

@@ -1,10 +1,10 @@
-"""Fusion tables (FuseFlow §5.1): rows are the index variables of one output in fused order plus
+"""Fusion tables (the ``table`` pass, docs/compiler.md): rows are the index variables of one output in fused order plus
 ``val``; columns are tensor views, inlined intermediates and the output.  A cell is a primitive
 cell (it will create a SAMML node) or a reference cell (it names another cell's stream, which
 may not exist yet).  :mod:`fuseflow.compiler.codegen` builds the graph by evaluating the output
 column's cells and, recursively, the cells they reference.
 
-Construction (DESIGN §1.3): (1) level scanners and value loads for input views, top-down in the
+Construction (docs/compiler.md, "Fusion table"; the named steps in :data:`_STEPS`): (1) level scanners and value loads for input views, top-down in the
 fused order; (2) repeats for the index variables a view lacks, and the compute cell of every
 intermediate; (3) reducer cells for reduced index variables (``Red0``: innermost reduction,
 ``Red1``: order-1 sparse accumulator whose coordinate output replaces the output's coordinate
@@ -26,12 +26,12 @@ which needs a region split (:func:`_choose_factored`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..tensor import Format, TensorFormat
 from .fusion import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
-from .program import Op, ProgramError, unary_text
+from .program import LoweringError, Op, Rejected, unary_text
 
 __all__ = [
     "Cell",
@@ -43,19 +43,13 @@ __all__ = [
     "LoweringError",
     "Nest",
     "Reducer",
+    "Rejected",
     "build_table",
+    "table_or_rejection",
 ]
 
 VAL = "val"
 ROOT = "root"
-
-
-class LoweringError(ProgramError):
-    """A fused expression the SAMML primitive set cannot express; names tensor and index."""
-
-
-class NeedsSplit(LoweringError):
-    """A reduced intermediate under an addition that factored iteration cannot take over."""
 
 
 class CellKind(enum.Enum):
@@ -374,254 +368,375 @@ def build_table(group: Group, out: FusedOutput, factored: bool = False, nest: Ne
     coordinates lead the consumer's order get their own table (factored iteration, see
     :func:`_choose_factored`); the others are inlined into one iteration space.  ``nest``: the
     output is a factored intermediate nested under rows of its consumer (:class:`Nest`).
-    ``memo`` caches tables (and failures) while factoring choices are tried."""
-    if memo is None:
-        memo = {}
-    key = (out, nest, factored, tuple(group.order))
-    hit = memo.get(key)
-    if isinstance(hit, LoweringError):
-        raise hit
-    if hit is not None:
-        return hit
-    try:
-        t = _build_table(group, out, factored, nest, memo)
-    except LoweringError as e:
-        memo[key] = e
-        raise
-    memo[key] = t
+    ``memo`` caches tables (and rejections) while factoring choices are tried.  Raises
+    :class:`LoweringError` with :func:`table_or_rejection`'s reason if there is no table."""
+    t = table_or_rejection(group, out, factored, nest, memo)
+    if isinstance(t, Rejected):
+        raise t.exception()
     return t
 
 
+def table_or_rejection(group: Group, out: FusedOutput, factored: bool = False,
+                       nest: Nest | None = None, memo: dict | None = None) -> FusionTable | Rejected:
+    """:func:`build_table`, or the reason the output cannot be lowered (the check that the
+    factoring search and the compile pipeline decide by; ``split`` set when a region split
+    would realise it)."""
+    if memo is None:
+        memo = {}
+    key = (out, nest, factored, tuple(group.order))
+    if key not in memo:
+        memo[key] = _build_table(group, out, factored, nest, memo)
+    return memo[key]
+
+
 def _build_table(group: Group, out: FusedOutput, factored: bool, nest: Nest | None,
-                 memo: dict) -> FusionTable:
-    ext = nest.rows if nest is not None else ()
+                 memo: dict) -> FusionTable | Rejected:
     if not factored:
         return _construct(group, out, factored, nest, frozenset(), {}, memo)
-    fac, plan, fallback = _choose_factored(out.body, group, ext, memo)
-    try:
-        return _construct(group, out, factored, nest, fac, plan, memo)
-    except NeedsSplit:
-        raise
-    except LoweringError:
-        if fallback is None:
-            raise
-    # nesting intermediates under outer rows got rid of a region split, but this table cannot
-    # be built with them (e.g. a term added to one needs coordinates it drops): build it without
-    # them, which asks for the split (NeedsSplit) as before
-    return _construct(group, out, factored, nest, *fallback, memo)
+    ext = nest.rows if nest is not None else ()
+    fac, plan, without_recompute = _choose_factored(out.body, group, ext, memo)
+    t = _construct(group, out, factored, nest, fac, plan, memo)
+    if isinstance(t, Rejected) and not t.split and without_recompute is not None:
+        # nesting intermediates under outer rows got rid of a region split, but this table
+        # cannot be built with them (e.g. a term added to one needs coordinates it drops): the
+        # choice without them, which asks for the split
+        return _construct(group, out, factored, nest, *without_recompute, memo)
+    return t
+
+
+@dataclass
+class _Construction:
+    """A fusion table under construction and what its steps share."""
+
+    group: Group
+    out: FusedOutput
+    factored: bool
+    fac: frozenset[str]  # intermediates with their own tables (factored iteration)
+    plan: dict[str, Nest | None]  # how each direct one is iterated
+    memo: dict
+    t: FusionTable
+    order: list[str]  # the rows but val
+    ext: tuple[str, ...]  # rows an enclosing table iterates
+    named: list[VNamed]  # inlined intermediates
+    kids: list[VNamed]  # factored intermediates directly under the output
+    driver_last: dict[str, int] = field(default_factory=dict)  # driver view -> last merged row
+    nref: set[str] = field(default_factory=set)  # views whose references may be N
+
+    @property
+    def views(self) -> dict[str, View]:
+        return self.t.views
+
+    @property
+    def outer(self) -> set[str]:
+        """Rows iterated only for the enclosing tables (neither output nor reduced rows)."""
+        return set(self.ext) - set(self.out.indices)
+
+    def reject(self, reason: str, split: bool = False) -> Rejected:
+        return Rejected(f"output {self.out.tensor}: {reason}", LoweringError, split)
 
 
 def _construct(group: Group, out: FusedOutput, factored: bool, nest: Nest | None,
-               fac: frozenset[str], plan: dict[str, Nest | None], memo: dict) -> FusionTable:
-    ext = nest.rows if nest is not None else ()
-    _check_not_zero_preserving(out, group.views)
+               fac: frozenset[str], plan: dict[str, Nest | None], memo: dict) -> FusionTable | Rejected:
+    """The table with factoring choice ``fac``/``plan``, built by the named steps of
+    :data:`_STEPS` in order, or the first step's reason why it cannot be."""
+    why = _check_functions_of_zero(out, group.views) or _check_no_reduction_under_add(out, group, fac)
+    if why is not None:
+        return why
+    c = _start_table(group, out, factored, nest, fac, plan, memo)
+    for step in _STEPS:
+        why = step(c)
+        if why is not None:
+            return why
+    return c.t
+
+
+def _check_no_reduction_under_add(out: FusedOutput, group: Group, fac: frozenset[str]) -> Rejected | None:
+    """An inlined reduction under an addition needs a region split (the sum of products form)."""
     bad = _reduced_under_add(out.body, group.views, fac)
     if bad:
-        raise NeedsSplit(f"output {out.tensor}: the reduction inside {bad} is added to other terms "
-                         "but cannot be lowered as a factored intermediate")
+        return Rejected(f"output {out.tensor}: the reduction inside {bad} is added to other terms "
+                        "but cannot be lowered as a factored intermediate", LoweringError, split=True)
+    return None
+
+
+def _start_table(group: Group, out: FusedOutput, factored: bool, nest: Nest | None,
+                 fac: frozenset[str], plan: dict[str, Nest | None], memo: dict) -> _Construction:
+    """Rows (the fused order restricted to what the output iterates), input views, inlined and
+    factored intermediates, in first-use order."""
+    ext = nest.rows if nest is not None else ()
     own = _own(out.body, group.views, fac)
     order = [*ext, *(i for i in group.order if i in own and i not in ext)]
-    outer = set(ext) - set(out.indices)  # rows iterated only for the enclosing tables
     cols: list[str] = []
     named: list[VNamed] = []
     kids: list[VNamed] = []
     _view_order(out.body, cols, named, fac, kids)
-    views = {c: group.views[c] for c in cols}
     for k in kids:
         if k.tensor not in plan:
             raise AssertionError(f"no factoring plan for {k.tensor}")
-    t = FusionTable(out, [*order, VAL], [], views)
+    t = FusionTable(out, [*order, VAL], cols, {c: group.views[c] for c in cols})
     t.ext, t.driven = ext, nest.driven if nest is not None else frozenset()
     t.named = {n.tensor: n for n in named}
-    for k in kids:
-        t.children[k.tensor] = build_table(group, _child_output(group, k), factored,
-                                           plan[k.tensor], memo)
-        if plan[k.tensor] is not None:
-            t.nested[k.tensor] = plan[k.tensor]
-    # operand levels of nested children that this table's joiners merge (their "drivers"),
-    # scanned here down to the last row they are merged at
-    driver_last: dict[str, int] = {}
+    return _Construction(group, out, factored, fac, plan, memo, t, order, ext, named, kids)
+
+
+def _build_children(c: _Construction) -> Rejected | None:
+    """The tables of the factored intermediates (nested ones recorded in ``nested``)."""
+    t = c.t
+    for k in c.kids:
+        ct = table_or_rejection(c.group, _child_output(c.group, k), c.factored, c.plan[k.tensor],
+                                c.memo)
+        if isinstance(ct, Rejected):
+            return ct
+        t.children[k.tensor] = ct
+        if c.plan[k.tensor] is not None:
+            t.nested[k.tensor] = c.plan[k.tensor]
+    return None
+
+
+def _add_driver_columns(c: _Construction) -> None:
+    """Operand levels of nested children that this table's joiners merge (their "drivers"),
+    scanned here down to the last row they are merged at; then the column list."""
+    t = c.t
     for name, n in t.nested.items():
         for r in n.driven:
-            if r in ext:
+            if r in c.ext:
                 continue  # merged by an enclosing table (it holds this table's drivers)
             for m in _members(t.children[name].drivers[r]):
-                if m not in views:
-                    driver_last[m] = max(driver_last.get(m, -1), order.index(r))
-    for m in driver_last:
-        views[m] = group.views[m]
-    t.columns = [*cols, *driver_last, *[k.tensor for k in kids], *[n.tensor for n in named],
-                 out.tensor]
-    reduced = [i for i in order if i not in out.indices and i not in outer]
-    for i in out.indices:
-        if not any(i in v.indices for v in views.values()) and not any(
-                i in k.indices for k in kids):
-            raise LoweringError(f"output {out.tensor}: index {i} is not an index of any operand, so "
-                                "nothing iterates it")
-    # factored intermediates: coordinates at their rows, value (repeated) after the innermost;
-    # a nested one's rows but the innermost are merged by this table's joiners (drivers)
-    for k in kids:
+                if m not in t.views:
+                    c.driver_last[m] = max(c.driver_last.get(m, -1), c.order.index(r))
+    for m in c.driver_last:
+        t.views[m] = c.group.views[m]
+    t.columns = [*t.columns, *c.driver_last, *[k.tensor for k in c.kids],
+                 *[n.tensor for n in c.named], c.out.tensor]
+
+
+def _check_outputs_iterated(c: _Construction) -> Rejected | None:
+    """Every output index must be an index of some operand."""
+    for i in c.out.indices:
+        if not any(i in v.indices for v in c.views.values()) and not any(
+                i in k.indices for k in c.kids):
+            return c.reject(f"index {i} is not an index of any operand, so nothing iterates it")
+    return None
+
+
+def _place_child_cells(c: _Construction) -> None:
+    """Factored intermediates: coordinates at their rows, value (repeated) after the
+    innermost; a nested one's rows but the innermost are merged by this table's joiners."""
+    t, order = c.t, c.order
+    for k in c.kids:
         ct = t.children[k.tensor]
-        k_rows = [r for r in order if r in k.indices]
-        last = k_rows[-1]
+        last = [r for r in order if r in k.indices][-1]
         for row in order:
             if row in k.indices:
-                if k.tensor in t.nested and row != last:
-                    first = _members(ct.drivers[row])[0]
-                    t.cells[(row, k.tensor)] = Cell(CellKind.REF, (CellRef(first, row),))
-                    continue
-                src = ct.crd_source[row]
-                what = f"{src}[crd]" if src != row else f"<{k.tensor}_{row}>"
-                t.cells[(row, k.tensor)] = Cell(CellKind.CHILD, text=what)
+                t.cells[(row, k.tensor)] = _child_row_cell(t, ct, k.tensor, row, last)
             elif order.index(row) > order.index(last):
                 t.cells[(row, k.tensor)] = Cell(CellKind.REPEAT, (CellRef(k.tensor, _prev(order, row)),
                                                                   CellRef("?", row)))
         val_src = ct.reducers[-1].name + "[val]" if ct.reducers else f"<{k.tensor}_val>"
         text = val_src if order[-1] == last else str(CellRef(k.tensor, order[-1]))
         t.cells[(VAL, k.tensor)] = Cell(CellKind.CHILD, text=text)
-    # (1) + (2): scanners, repeats and value loads of the input views, top down; levels at rows
-    # an enclosing table iterates are handed down by its joiner (driven cells)
-    nref: set[str] = set()
-    for c, v in views.items():
+
+
+def _child_row_cell(t: FusionTable, ct: FusionTable, name: str, row: str, last: str) -> Cell:
+    if name in t.nested and row != last:
+        return Cell(CellKind.REF, (CellRef(_members(ct.drivers[row])[0], row),))
+    src = ct.crd_source[row]
+    return Cell(CellKind.CHILD, text=f"{src}[crd]" if src != row else f"<{name}_{row}>")
+
+
+def _place_view_cells(c: _Construction) -> Rejected | None:
+    """Steps (1) and (2): scanners, repeats and value loads of the input views, top down;
+    levels at rows an enclosing table iterates are handed down by its joiner (driven cells)."""
+    t = c.t
+    for col, v in t.views.items():
         levels = v.level_indices()
         parent = CellRef(ROOT, "")
         scanned = 0
-        stop = driver_last.get(c)
-        for pos, row in enumerate(order):
+        stop = c.driver_last.get(col)
+        for pos, row in enumerate(c.order):
             if stop is not None and pos > stop:
                 break
             if row in v.indices:
                 if levels[scanned] != row:
-                    if ext or stop is not None:
-                        raise LoweringError(f"output {out.tensor}: {v} is stored with {levels[scanned]} "
-                                            f"before {row}, but a nested iteration visits "
-                                            f"{'->'.join(order)}")
-                    raise AssertionError(f"view {v} is discordant with order {order}")
-                if row in ext:
-                    t.cells[(row, c)] = Cell(CellKind.DRIVEN, (CellRef(c, row),))
+                    if c.ext or stop is not None:
+                        return c.reject(f"{v} is stored with {levels[scanned]} before {row}, but a "
+                                        f"nested iteration visits {'->'.join(c.order)}")
+                    raise AssertionError(f"view {v} is discordant with order {c.order}")
+                if row in c.ext:
+                    t.cells[(row, col)] = Cell(CellKind.DRIVEN, (CellRef(col, row),))
                 else:
-                    t.cells[(row, c)] = Cell(CellKind.SCAN, (parent,), level=scanned)
+                    t.cells[(row, col)] = Cell(CellKind.SCAN, (parent,), level=scanned)
                 scanned += 1
             else:
-                t.cells[(row, c)] = Cell(CellKind.REPEAT, (parent, CellRef("?", row)))
-            parent = CellRef(c, row)
+                t.cells[(row, col)] = Cell(CellKind.REPEAT, (parent, CellRef("?", row)))
+            parent = CellRef(col, row)
         if stop is None:
-            t.cells[(VAL, c)] = Cell(CellKind.LOAD, (parent,))
-    # (4) stream merging, and which rows enumerate their whole dimension
-    for row in order:
-        if row in ext:
-            tree = None  # an enclosing table merges this row
-        else:
-            tree = _subst_drivers(_join_tree(out.body, row, views, set(), fac), row, t)
-            lead_kid = next((k.tensor for k in kids if k.tensor not in t.nested
-                             and row in k.indices
-                             and row != [r for r in order if r in k.indices][-1]), None)
-            if isinstance(tree, Join) and lead_kid is not None:
-                tree = lead_kid  # every member enumerates the dimension: the intermediate drives it
-            if isinstance(tree, Join):
-                t.joins[row] = tree
-        t.full[row] = _full(tree, row, views, nref, t.children)
-        # a term lacking ``row`` added to terms that have it: those terms must enumerate the
-        # whole dimension (locally: an enclosing product may still intersect them with a
-        # compressed operand, e.g. a fused ``A·relu(B·X + b)``, as the product is 0 elsewhere)
-        lacking = [d for d, other in _lacking_in_sum(out.body, row, views, fac)
-                   if not _full(_join_tree(other, row, group.views, set(), fac), row, group.views,
-                                nref, t.children)]
-        if lacking:
-            raise LoweringError(
-                f"output {out.tensor}: {lacking[0]} lacks index {row} but is added to operands "
-                f"that have it; that needs a dense iteration over {row}, but the {row} "
-                "coordinates come from compressed levels (store an operand with a dense "
-                f"level for {row})")
-        if isinstance(tree, Join) and tree.kind is JoinKind.UNION or (
-                isinstance(tree, Join) and any(isinstance(k, Join) for k in tree.children)):
-            nref.update(m for m in tree.members() if not _leaf_full(m, row, views, nref, t.children))
-    # the operand levels an enclosing joiner merges for this (nested) table.  Every reference
-    # it hands down must be a real one (never N: the pipeline here would scan an empty fibre
-    # where it assumes a full one), so operands added at ``r`` must all be dense there
-    for r in sorted(t.driven, key=order.index):
-        tree = _subst_drivers(_join_tree(out.body, r, group.views, set(), fac), r, t)
-        why = _driver_problem(tree, r, group.views)
+            t.cells[(VAL, col)] = Cell(CellKind.LOAD, (parent,))
+    return None
+
+
+def _merge_streams(c: _Construction) -> Rejected | None:
+    """Step (4): scanners of views sharing a row move into one intersect (product) or union
+    (sum) cell; record which rows enumerate their whole dimension."""
+    t = c.t
+    for row in c.order:
+        tree = None if row in c.ext else _row_join(c, row)  # an enclosing table merges ext rows
+        if isinstance(tree, Join):
+            t.joins[row] = tree
+        t.full[row] = _full(tree, row, c.views, c.nref, t.children)
+        why = _check_sum_iterates(c, row)
         if why is not None:
-            raise LoweringError(f"output {out.tensor} cannot be nested under the iteration over "
-                                f"{r}: {why}")
+            return why
+        if isinstance(tree, Join) and (tree.kind is JoinKind.UNION
+                                       or any(isinstance(k, Join) for k in tree.children)):
+            c.nref.update(m for m in tree.members()
+                          if not _leaf_full(m, row, c.views, c.nref, t.children))
+    return None
+
+
+def _row_join(c: _Construction, row: str) -> str | Join | None:
+    """The merge structure at ``row``; a leading factored intermediate drives its rows but the
+    innermost alone (every member enumerates the dimension there)."""
+    tree = _subst_drivers(_join_tree(c.out.body, row, c.views, set(), c.fac), row, c.t)
+    lead_kid = next((k.tensor for k in c.kids if k.tensor not in c.t.nested
+                     and row in k.indices
+                     and row != [r for r in c.order if r in k.indices][-1]), None)
+    return lead_kid if isinstance(tree, Join) and lead_kid is not None else tree
+
+
+def _check_sum_iterates(c: _Construction, row: str) -> Rejected | None:
+    """A term lacking ``row`` added to terms that have it: those terms must enumerate the whole
+    dimension (locally: an enclosing product may still intersect them with a compressed
+    operand, e.g. a fused ``A·relu(B·X + b)``, as the product is 0 elsewhere)."""
+    views = c.group.views
+    lacking = [d for d, other in _lacking_in_sum(c.out.body, row, c.views, c.fac)
+               if not _full(_join_tree(other, row, views, set(), c.fac), row, views, c.nref,
+                            c.t.children)]
+    if lacking:
+        return c.reject(f"{lacking[0]} lacks index {row} but is added to operands that have it; "
+                        f"that needs a dense iteration over {row}, but the {row} coordinates come "
+                        f"from compressed levels (store an operand with a dense level for {row})")
+    return None
+
+
+def _merge_drivers(c: _Construction) -> Rejected | None:
+    """The operand levels an enclosing joiner merges for this (nested) table.  Every reference
+    it hands down must be a real one (never N: the pipeline here would scan an empty fibre
+    where it assumes a full one), so operands added at a driven row must all be dense there."""
+    t = c.t
+    views = c.group.views
+    for r in sorted(t.driven, key=c.order.index):
+        tree = _subst_drivers(_join_tree(c.out.body, r, views, set(), c.fac), r, t)
+        why = _driver_problem(tree, r, views)
+        if why is not None:
+            return c.reject(f"cannot be nested under the iteration over {r}: {why}")
         assert tree is not None
         t.drivers[r] = tree
-        t.driven_full[r] = _full(tree, r, group.views, set())
-    # resolve the repeat cells' "row crd" references to the row's source column
-    for (row, c), cell in list(t.cells.items()):
+        t.driven_full[r] = _full(tree, r, views, set())
+    return None
+
+
+def _resolve_row_references(c: _Construction) -> None:
+    """Repeat cells' "row crd" references become the row's source column; inlined
+    intermediates get references to the row coordinates and a compute cell in ``val``."""
+    t = c.t
+    for (row, col), cell in list(t.cells.items()):
         if cell.kind is CellKind.REPEAT:
-            t.cells[(row, c)] = Cell(CellKind.REPEAT, (cell.args[0], _row_ref(t, row)))
-    # intermediate columns: references to the row coordinates, compute cell in val
-    for n in named:
-        for row in order:
+            t.cells[(row, col)] = Cell(CellKind.REPEAT, (cell.args[0], _row_ref(t, row)))
+    for n in c.named:
+        for row in c.order:
             if row in n.indices:
                 t.cells[(row, n.tensor)] = Cell(CellKind.REF, (_row_ref(t, row),))
         t.cells[(VAL, n.tensor)] = Cell(CellKind.COMPUTE, text=t.compute_text(n.body))
-    # (3) reductions, inner to outer; output coordinate cells.  Red0 (reduce the innermost
-    # fiber) is only correct when no row above it can have an empty fiber: a bare stop from an
-    # empty outer fiber looks like the end of an empty inner fiber.  Otherwise the trailing
-    # reductions are keyed by the innermost output coordinate (held down to the reduced rows)
-    # and folded by Red1 accumulators, which read the outer stream and so tell the two apart.
-    # Rows iterated only for enclosing tables (``outer``) are neither output nor reduced rows:
-    # their stops just nest the streams one level deeper.
-    rorder = [r for r in order if r not in outer]
-    inner: str | None = None
-    closed = False
-    trailing = [r for r in rorder if r in reduced and not any(
+
+
+def _place_reducers(c: _Construction) -> Rejected | None:
+    """Step (3): reductions, inner to outer.  Red0 (reduce the innermost fiber) is only correct
+    when no row above it can have an empty fiber: a bare stop from an empty outer fiber looks
+    like the end of an empty inner fiber.  Otherwise the trailing reductions are keyed by the
+    innermost output coordinate (held down to the reduced rows) and folded by Red1
+    accumulators, which read the outer stream and so tell the two apart.  Rows iterated only
+    for enclosing tables (``outer``) are neither output nor reduced rows: their stops just nest
+    the streams one level deeper."""
+    t, out = c.t, c.out
+    rorder = [r for r in c.order if r not in c.outer]
+    trailing = [r for r in rorder if r not in out.indices and not any(
         i in out.indices for i in rorder[rorder.index(r) + 1:])]
     last_out = next((i for i in reversed(rorder) if i in out.indices), None)
-    safe = all(t.full[r] for r in order[:order.index(trailing[-1])]) if trailing else True
-    if trailing and not safe and last_out is not None:
-        t.hold = [last_out, *trailing]
-        outers = [*reversed(trailing[:-1]), last_out]
-        for k, o_row in enumerate(outers):
-            t.reducers.append(Reducer(1, trailing[len(trailing) - 1 - k], last_out, outer=o_row))
-        t.crd_source[last_out] = t.reducers[-1].name
-        inner = last_out
-        for r in reversed(rorder[:rorder.index(last_out)]):
-            if r in out.indices:
-                closed = True
-                t.crd_source[r] = r
-            elif closed:
-                raise LoweringError(f"output {out.tensor}: reduction over {r} encloses several "
-                                    "output indices; it needs a sparse accumulator of order > 1")
-            else:
-                red = Reducer(1, r, inner)
-                t.reducers.append(red)
-                t.crd_source[inner] = red.name
-    else:
-        for row in reversed(rorder):
-            if row in out.indices:
-                if inner is None:
-                    inner = row
-                else:
-                    closed = True
-                t.crd_source[row] = row
-                continue
-            if inner is None:
-                t.reducers.append(Reducer(0, row))
-            elif closed:
-                raise LoweringError(f"output {out.tensor}: reduction over {row} encloses several "
-                                    "output indices; it needs a sparse accumulator of order > 1")
-            else:
-                red = Reducer(1, row, inner)
-                t.reducers.append(red)
-                t.crd_source[inner] = red.name
-    for row in rorder:
+    safe = all(t.full[r] for r in c.order[:c.order.index(trailing[-1])]) if trailing else True
+    if safe or last_out is None:
+        return _fold_rows(c, rorder, None)
+    t.hold = [last_out, *trailing]
+    outers = [*reversed(trailing[:-1]), last_out]
+    for k, o_row in enumerate(outers):
+        t.reducers.append(Reducer(1, trailing[len(trailing) - 1 - k], last_out, outer=o_row))
+    t.crd_source[last_out] = t.reducers[-1].name
+    return _fold_rows(c, rorder[:rorder.index(last_out)], last_out)
+
+
+def _fold_rows(c: _Construction, rows: list[str], inner: str | None) -> Rejected | None:
+    """Walk ``rows`` inner to outer: output rows are their own coordinate source, a reduced row
+    under the innermost output row is a Red1 keyed by it, one below every output row a Red0.
+    ``inner``: the innermost output row already placed (below ``rows``), if any."""
+    t = c.t
+    closed = False
+    for row in reversed(rows):
+        if row in c.out.indices:
+            closed = inner is not None
+            inner = inner or row
+            t.crd_source[row] = row
+        elif inner is None:
+            t.reducers.append(Reducer(0, row))
+        elif closed:
+            return c.reject(f"reduction over {row} encloses several output indices; it needs a "
+                            "sparse accumulator of order > 1")
+        else:
+            red = Reducer(1, row, inner)
+            t.reducers.append(red)
+            t.crd_source[inner] = red.name
+    return None
+
+
+def _place_output_cells(c: _Construction) -> Rejected | None:
+    """The output column (coordinate sources, reducers, the value) and the stored format."""
+    t, out = c.t, c.out
+    for row in c.order:
+        if row in c.outer:
+            continue
         if row in out.indices:
             src = t.crd_source[row]
-            text = f"{src}[crd]" if src.startswith("Red") else str(_row_ref(t, row))
-            t.cells[(row, out.tensor)] = Cell(CellKind.REF if not src.startswith("Red") else
-                                             CellKind.REDUCE, (_row_ref(t, row),), text=text)
+            reduced = src.startswith("Red")
+            t.cells[(row, out.tensor)] = Cell(CellKind.REDUCE if reduced else CellKind.REF,
+                                              (_row_ref(t, row),),
+                                              text=f"{src}[crd]" if reduced else str(_row_ref(t, row)))
         else:
             red = next(r for r in t.reducers if r.row == row or r.outer == row)
             t.cells[(row, out.tensor)] = Cell(CellKind.REDUCE, text=red.name)
     val_text = f"{t.reducers[-1].name}[val]" if t.reducers else t.compute_text(out.body)
     t.cells[(VAL, out.tensor)] = Cell(CellKind.COMPUTE if not t.reducers else CellKind.REDUCE,
                                       text=val_text)
-    t.out_fmt = _output_format(t, order)
-    return t
+    fmt = _output_format(t, c.order)
+    if isinstance(fmt, Rejected):
+        return fmt
+    t.out_fmt = fmt
+    return None
+
+
+# The construction of one table, in order (docs/compiler.md, "Fusion table"): each step fills
+# cells and returns None, or the reason the schedule cannot be realised (the steps that always
+# succeed return None).
+_STEPS: tuple[Callable[[_Construction], Rejected | None], ...] = (
+    _build_children,
+    _add_driver_columns,
+    _check_outputs_iterated,
+    _place_child_cells,
+    _place_view_cells,
+    _merge_streams,
+    _merge_drivers,
+    _resolve_row_references,
+    _place_reducers,
+    _place_output_cells,
+)
 
 
 def _row_ref(t: FusionTable, row: str) -> CellRef:
@@ -663,28 +778,33 @@ def _views_under(e: VExpr) -> list[str]:
     return _views_under(e.body)
 
 
-def _check_not_zero_preserving(out: FusedOutput, views: dict[str, View]) -> None:
+def _check_functions_of_zero(out: FusedOutput, views: dict[str, View]) -> Rejected | None:
     """A function with ``f(0) != 0`` (exp, sigmoid, rsqrt, a scalar shift) is applied to the
     coordinates the iteration visits, so every coordinate of its operand must be visited: all
     tensors under it must be stored densely."""
-    def walk(e: VExpr) -> None:
-        if isinstance(e, VUn):
-            if not e.op.zero_preserving:
-                for name in _views_under(e.arg):
-                    v = views[name]
-                    if any(f is not Format.DENSE for f in v.fmt.levels):
-                        raise LoweringError(
-                            f"output {out.tensor}: {_describe(e, views)} is not 0 where its "
-                            f"operand is 0, so it needs every coordinate of {v}, but {v.tensor} "
-                            f"is stored {v.fmt} (store it dense, or use a zero-preserving "
-                            "function: relu, neg, gelu, scalar factors)")
-            walk(e.arg)
-        elif isinstance(e, VBin):
-            walk(e.lhs)
-            walk(e.rhs)
-        elif isinstance(e, VNamed):
-            walk(e.body)
-    walk(out.body)
+    for e in _unary_nodes(out.body):
+        if e.op.zero_preserving:
+            continue
+        for name in _views_under(e.arg):
+            v = views[name]
+            if any(f is not Format.DENSE for f in v.fmt.levels):
+                return Rejected(
+                    f"output {out.tensor}: {_describe(e, views)} is not 0 where its operand is 0, "
+                    f"so it needs every coordinate of {v}, but {v.tensor} is stored {v.fmt} (store "
+                    "it dense, or use a zero-preserving function: relu, neg, gelu, scalar factors)",
+                    LoweringError)
+    return None
+
+
+def _unary_nodes(e: VExpr) -> list[VUn]:
+    """The elementwise function applications in ``e``, outer first."""
+    if isinstance(e, VUn):
+        return [e, *_unary_nodes(e.arg)]
+    if isinstance(e, VBin):
+        return _unary_nodes(e.lhs) + _unary_nodes(e.rhs)
+    if isinstance(e, VNamed):
+        return _unary_nodes(e.body)
+    return []
 
 
 def _prev(order: Sequence[str], row: str) -> str:
@@ -782,7 +902,7 @@ def _plan_kids(body: VExpr, group: Group, fac: frozenset[str], ext: tuple[str, .
     rows = {r for name in nested for r in plan[name].driven if r not in ext}  # type: ignore[union-attr]
     for r in rows:
         tree = _join_tree(body, r, views, set(), fac)
-        drivers = {name: build_table(group, _child_output(group, k), True, plan[name], memo).drivers[r]
+        drivers = {name: _nested_table(group, k, plan[name], memo).drivers[r]
                    for name, k in nested.items() if r in plan[name].driven}  # type: ignore[union-attr]
         if _driver_problem(_subst(tree, drivers), r, views) is not None:
             return None
@@ -837,11 +957,16 @@ def _nest_for(body: VExpr, group: Group, fac: frozenset[str], k: VNamed, order: 
         # split); leading rows are normally iterated by the intermediate itself
         return None
     nest = Nest(tuple(pre), frozenset(driven))
-    try:
-        build_table(group, _child_output(group, k), True, nest, memo)
-    except LoweringError:
+    if isinstance(table_or_rejection(group, _child_output(group, k), True, nest, memo), Rejected):
         return None
     return nest
+
+
+def _nested_table(group: Group, k: VNamed, nest: Nest | None, memo: dict) -> FusionTable:
+    """The table of nested intermediate ``k``, which :func:`_nest_for` has checked."""
+    t = table_or_rejection(group, _child_output(group, k), True, nest, memo)
+    assert not isinstance(t, Rejected), t
+    return t
 
 
 def _all_full_at(body: VExpr, row: str, group: Group, fac: frozenset[str], kid: VNamed,
@@ -857,9 +982,8 @@ def _all_full_at(body: VExpr, row: str, group: Group, fac: frozenset[str], kid: 
         levels = v.level_indices()
         if any(f is not Format.DENSE for f in v.fmt.levels[: levels.index(row) + 1]):
             return False
-    try:
-        ct = build_table(group, _child_output(group, kid), factored=True, memo=memo)
-    except LoweringError:
+    ct = table_or_rejection(group, _child_output(group, kid), factored=True, memo=memo)
+    if isinstance(ct, Rejected):
         return False
     return ct.crd_source[row] == row and ct.full[row]
 
@@ -933,7 +1057,7 @@ def _full(tree: str | Join | None, row: str, views: dict[str, View], nref: set[s
     return all(kids) if tree.kind is JoinKind.INTERSECT else any(kids)
 
 
-def _output_format(t: FusionTable, order: Sequence[str]) -> TensorFormat:
+def _output_format(t: FusionTable, order: Sequence[str]) -> TensorFormat | Rejected:
     """The declared format (checked) or dense where the coordinates enumerate the dimension."""
     out = t.output
     pos = {i: k for k, i in enumerate(order)}
@@ -946,8 +1070,8 @@ def _output_format(t: FusionTable, order: Sequence[str]) -> TensorFormat:
         raise AssertionError("output mode order is a POG constraint")
     for lvl, m in enumerate(written):
         if out.fmt.levels[lvl] is Format.DENSE and not dense_ok[m]:
-            raise LoweringError(
+            return Rejected(
                 f"output {out.tensor}: level {lvl} (index {out.indices[m]}) is declared dense but "
                 f"its coordinates do not enumerate the whole dimension in order "
-                f"{'->'.join(order)}; declare that level compressed")
+                f"{'->'.join(order)}; declare that level compressed", LoweringError)
     return out.fmt

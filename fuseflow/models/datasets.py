@@ -13,6 +13,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
+import networkx as nx
 import numpy as np
 
 __all__ = [
@@ -86,8 +87,6 @@ def random_features(n: int, f: int, density: float, seed: int) -> np.ndarray:
 
 
 def _from_nx(g) -> np.ndarray:
-    import networkx as nx
-
     a = nx.to_numpy_array(g, nodelist=sorted(g.nodes()), weight=None, dtype=np.float64)
     np.fill_diagonal(a, 0.0)
     return np.minimum(a + a.T, 1.0)
@@ -97,8 +96,6 @@ def karate(features: int | None = None, density: float = 0.1, seed: int = 0) -> 
     """Zachary's karate club (34 nodes, 78 edges, shipped with networkx).  Features: the
     identity (one-hot node ids, as in Kipf & Welling's karate example) or, with ``features``,
     seeded random binary features of that width."""
-    import networkx as nx
-
     a = _from_nx(nx.karate_club_graph())
     x = np.eye(a.shape[0]) if features is None else random_features(a.shape[0], features, density, seed)
     return GraphDataset("karate", a, x)
@@ -107,8 +104,6 @@ def karate(features: int | None = None, density: float = 0.1, seed: int = 0) -> 
 def uniform_random(n: int, avg_degree: float, features: int, feature_density: float = 0.05,
                    seed: int = 0) -> GraphDataset:
     """Erdős–Rényi graph with the given average degree."""
-    import networkx as nx
-
     if n < 2:
         raise ValueError(f"uniform_random: need at least 2 nodes, got {n}")
     p = min(1.0, avg_degree / (n - 1))
@@ -119,8 +114,6 @@ def uniform_random(n: int, avg_degree: float, features: int, feature_density: fl
 def power_law(n: int, m: int, features: int, feature_density: float = 0.05,
               seed: int = 0) -> GraphDataset:
     """Barabási–Albert preferential attachment (``m`` edges per new node): power-law degrees."""
-    import networkx as nx
-
     if not 1 <= m < n:
         raise ValueError(f"power_law: need 1 <= m < n, got m={m}, n={n}")
     a = _from_nx(nx.barabasi_albert_graph(n, m, seed=seed))
@@ -181,7 +174,7 @@ def _read_mtx(path: Path) -> np.ndarray:
 
 
 def _read_npz(path: Path) -> np.ndarray:
-    try:
+    try:  # deferred: scipy is optional (extras dev / torch) and only .npz files need it
         import scipy.sparse as sp
     except ImportError:
         raise ValueError(f"{path}: reading scipy .npz files needs scipy (pip install scipy)") from None

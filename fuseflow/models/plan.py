@@ -36,7 +36,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fuseflow.compiler import CompiledProgram, Program, compile_program, einsum
+from fuseflow.compiler import (
+    CompiledProgram,
+    Fusion,
+    LoweringError,
+    Options,
+    Program,
+    check_program,
+    einsum,
+    run_pipeline,
+)
+from fuseflow.compiler import program as program_api
 from fuseflow.kernels import GraphBuilder
 from fuseflow.lowering import reduce_rows, row_layernorm, row_softmax, unary
 from fuseflow.samml import AluOp, Graph, ReduceOp, Role
@@ -317,83 +327,78 @@ def _input_format(ir: ModelIR, n: MNode) -> TensorFormat:
 def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
                  shapes: Mapping[str, tuple[int, ...]], fusion: str, factored: bool | None,
                  needed_later, notes: list[str]) -> CompilerStep:
-    """Compile with the compiler's formats for intermediates; if their mode orders conflict (a
-    POG cycle), retry with every intermediate stored row-major (dense outer levels, compressed
-    rows).  If the compiler cannot lower the requested fusion, fall back to the next finer one
-    (full → partial → unfused) and record why in ``notes``."""
-    from fuseflow.compiler import FusionError, LoweringError, ProgramError
-
+    """Compile with the compiler's formats for intermediates, or, where their mode orders
+    conflict (a POG cycle), with every intermediate stored row-major (dense outer levels,
+    compressed rows); at the requested fusion, or, where the compiler cannot lower it, the next
+    finer one (full → partial → unfused), recording why in ``notes``.  Each candidate is
+    decided up front by the compiler's check (:func:`fuseflow.compiler.check_program`), which
+    says why a rejected one cannot be compiled."""
     chain = {"full": ("full", "partial", "unfused"), "partial": ("partial", "unfused"),
              "unfused": ("unfused",)}[fusion]
-    errors: list[str] = []
+    rejected: list[str] = []
     for mode in chain:
         for row_major in (False, True):
-            try:
-                step = _compile_run_once(ir, run, formats, shapes, mode, factored, needed_later, row_major)
-            except (FusionError, LoweringError, ProgramError) as exc:
-                errors.append(f"{mode}{' (row-major intermediates)' if row_major else ''}: {exc}")
+            program, inputs, outputs = _run_program(ir, run, formats, shapes, mode, needed_later,
+                                                    row_major)
+            options = Options(Fusion.PARTIAL if mode != "unfused" else Fusion.UNFUSED,
+                              factored=True if factored is None else factored)
+            why = check_program(program, options)
+            if why is not None:
+                rejected.append(f"{mode}{' (row-major intermediates)' if row_major else ''}: {why}")
                 continue
             if mode != fusion:
                 notes.append(f"[{run[0].name} .. {run[-1].name}] compiled {mode}, not {fusion}: "
-                             + errors[0])
-            return step
+                             + rejected[0])
+            compiled = run_pipeline(program, options)
+            produced = {n.name for n in run}
+            formats.update({k: v for k, v in compiled.formats.items() if k in produced})
+            return CompilerStep(run, compiled, inputs, outputs)
     raise LoweringError(f"model {ir.name}: cannot compile [{run[0].name} .. {run[-1].name}]:\n  "
-                        + "\n  ".join(errors))
+                        + "\n  ".join(rejected))
 
 
-def _compile_run_once(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
-                      shapes: Mapping[str, tuple[int, ...]], fusion: str, factored: bool | None,
-                      needed_later, row_major: bool) -> CompilerStep:
+# Program expressions of the compiler's node kinds: (operand handles, node, shapes) -> expression
+_EXPRESSIONS = {
+    MKind.EINSUM: lambda ops, n, shapes: einsum(n.attrs["spec"], *ops),
+    MKind.ADD: lambda ops, n, shapes: ops[0] + ops[1],
+    MKind.SUB: lambda ops, n, shapes: ops[0] - ops[1],
+    MKind.MUL: lambda ops, n, shapes: ops[0] * ops[1],
+    MKind.MASK: lambda ops, n, shapes: _broadcast_mask(ops[0], ops[1], shapes),
+    MKind.SCALE: lambda ops, n, shapes: ops[0] * float(n.attrs["c"]),
+    MKind.ADD_SCALAR: lambda ops, n, shapes: ops[0] + float(n.attrs["c"]),
+    MKind.UNARY: lambda ops, n, shapes: getattr(program_api, n.attrs["op"])(ops[0]),
+}
+
+
+def _run_program(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
+                 shapes: Mapping[str, tuple[int, ...]], fusion: str, needed_later,
+                 row_major: bool) -> tuple[Program, list[str], list[str]]:
+    """The run as an Einsum program (one region per model region; one region in all for
+    ``full``), with its input and output tensor names."""
     produced = {n.name for n in run}
     p = Program(f"{ir.name}_{run[0].name}")
     handles: dict = {}
     inputs: list[str] = []
-    for n in run:
-        for a in n.args:
-            if a not in produced and a not in handles:
-                handles[a] = p.tensor(a, shapes[a], formats[a])
-                inputs.append(a)
+    for a in (a for n in run for a in n.args):
+        if a not in produced and a not in handles:
+            handles[a] = p.tensor(a, shapes[a], formats[a])
+            inputs.append(a)
     regions: dict[str, list] = {}
     outputs: list[str] = []
     for n in run:
-        ops = [handles[a] for a in n.args]
-        if n.kind is MKind.EINSUM:
-            expr = einsum(n.attrs["spec"], *ops)
-        elif n.kind is MKind.ADD:
-            expr = ops[0] + ops[1]
-        elif n.kind is MKind.SUB:
-            expr = ops[0] - ops[1]
-        elif n.kind is MKind.MASK:
-            expr = _broadcast_mask(ops[0], ops[1], shapes)
-        elif n.kind is MKind.SCALE:
-            expr = ops[0] * float(n.attrs["c"])
-        elif n.kind is MKind.ADD_SCALAR:
-            expr = ops[0] + float(n.attrs["c"])
-        elif n.kind is MKind.UNARY:
-            import fuseflow.compiler as fc
-
-            expr = getattr(fc, n.attrs["op"])(ops[0])
-        else:
-            expr = ops[0] * ops[1]
-        fmt = None
-        if row_major:
-            fmt = "d" * (len(n.shape) - 1) + "c"
-        handles[n.name] = p.let(n.name, expr, fmt=fmt)
+        expr = _EXPRESSIONS[n.kind]([handles[a] for a in n.args], n, shapes)
+        handles[n.name] = p.let(n.name, expr, fmt="d" * (len(n.shape) - 1) + "c" if row_major else None)
         regions.setdefault(n.region, []).append(handles[n.name])
         if needed_later(n.name):
             outputs.append(n.name)
-    if not outputs:
-        outputs = [run[-1].name]
+    outputs = outputs or [run[-1].name]
     p.output(*[handles[o] for o in outputs])
     for members in regions.values():
         p.region(*members)
-    kw = {} if factored is None else {"factored": factored}
     if fusion == "full":
         p.regions.clear()
         p.region(*[handles[n.name] for n in run])
-    compiled = compile_program(p, "partial" if fusion != "unfused" else "unfused", **kw)
-    formats.update({k: v for k, v in compiled.formats.items() if k in produced})
-    return CompilerStep(run, compiled, inputs, outputs)
+    return p, inputs, outputs
 
 
 def _broadcast_mask(mask, x, shapes):

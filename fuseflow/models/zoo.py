@@ -59,18 +59,6 @@ class GCNLayer(nn.Module):
         return torch.relu(h) if self.relu else h
 
 
-class GCN(nn.Module):
-    """Two graph-convolution layers; ``adj`` is the normalised adjacency (sparse CSR)."""
-
-    def __init__(self, fin: int, hidden: int, fout: int) -> None:
-        super().__init__()
-        self.layer1 = GCNLayer(fin, hidden, relu=True)
-        self.layer2 = GCNLayer(hidden, fout, relu=False)
-
-    def forward(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self.layer2(adj, self.layer1(adj, x))
-
-
 class SAGELayer(nn.Module):
     def __init__(self, fin: int, fout: int, relu: bool) -> None:
         super().__init__()
@@ -83,16 +71,31 @@ class SAGELayer(nn.Module):
         return torch.relu(h) if self.relu else h
 
 
-class GraphSAGE(nn.Module):
-    """Two GraphSAGE layers with mean aggregation; ``adj`` is ``D^-1 A`` (sparse CSR)."""
+class _TwoGraphLayers(nn.Module):
+    """``layer2(adj, layer1(adj, x))``: ``layer1`` ``fin → hidden`` with ReLU, ``layer2``
+    ``hidden → fout`` without, both of the subclass's ``layer`` type."""
+
+    layer: ClassVar[type[nn.Module]]
 
     def __init__(self, fin: int, hidden: int, fout: int) -> None:
         super().__init__()
-        self.layer1 = SAGELayer(fin, hidden, relu=True)
-        self.layer2 = SAGELayer(hidden, fout, relu=False)
+        self.layer1 = self.layer(fin, hidden, relu=True)
+        self.layer2 = self.layer(hidden, fout, relu=False)
 
     def forward(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return self.layer2(adj, self.layer1(adj, x))
+
+
+class GCN(_TwoGraphLayers):
+    """Two graph-convolution layers; ``adj`` is the normalised adjacency (sparse CSR)."""
+
+    layer = GCNLayer
+
+
+class GraphSAGE(_TwoGraphLayers):
+    """Two GraphSAGE layers with mean aggregation; ``adj`` is ``D^-1 A`` (sparse CSR)."""
+
+    layer = SAGELayer
 
 
 def prune_magnitude(lin: nn.Linear, fraction: float) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from example_programs import load_example
 
 from fuseflow.compiler import Program, catalog, einsum
 from fuseflow.tensor import Format, TensorData
@@ -21,70 +22,57 @@ class Case:
     density: dict[str, float]  # input -> fraction of nonzeros (1.0: dense data)
 
 
-def spmv() -> Program:
-    p = Program("spmv")
-    A = p.tensor("A", (7, 6), "csr")
-    x = p.tensor("x", (6,), "dense")
-    p.output(p.let("y", einsum("ij,j->i", A, x)))
+Decl = tuple  # (name, shape, format) or (name, shape, format, mode order)
+
+
+def one_statement(name: str, decls: list[Decl], out: str, expr: Callable[..., object],
+                  **let_args) -> Program:
+    """A program with inputs ``decls`` (in order) and one statement ``out = expr(*inputs)``,
+    its output."""
+    p = Program(name)
+    handles = [p.tensor(d[0], d[1], d[2], mode_order=d[3] if len(d) > 3 else None) for d in decls]
+    p.output(p.let(out, expr(*handles), **let_args))
     return p
+
+
+def spmv() -> Program:
+    return one_statement("spmv", [("A", (7, 6), "csr"), ("x", (6,), "dense")], "y",
+                         lambda A, x: einsum("ij,j->i", A, x))
 
 
 def spmm_dense() -> Program:
-    p = Program("spmm_dense")
-    A = p.tensor("A", (7, 6), "csr")
-    X = p.tensor("X", (6, 5), "dense")
-    p.output(p.let("T", einsum("ik,kj->ij", A, X)))
-    return p
+    return one_statement("spmm_dense", [("A", (7, 6), "csr"), ("X", (6, 5), "dense")], "T",
+                         lambda A, X: einsum("ik,kj->ij", A, X))
 
 
 def spmm_csr() -> Program:
-    p = Program("spmm_csr")
-    A = p.tensor("A", (7, 6), "csr")
-    B = p.tensor("B", (6, 5), "csr")
-    p.output(p.let("C", einsum("ik,kj->ij", A, B)))
-    return p
+    return one_statement("spmm_csr", [("A", (7, 6), "csr"), ("B", (6, 5), "csr")], "C",
+                         lambda A, B: einsum("ik,kj->ij", A, B))
 
 
 def spmm_inner() -> Program:
     """Inner-product SpMM: B stored column-major, so both i->j->k and j->i->k are valid."""
-    p = Program("spmm_inner")
-    A = p.tensor("A", (6, 7), "csr")
-    B = p.tensor("B", (7, 5), "dense", mode_order=(1, 0))
-    p.output(p.let("C", einsum("ik,kj->ij", A, B)))
-    return p
+    return one_statement("spmm_inner", [("A", (6, 7), "csr"), ("B", (7, 5), "dense", (1, 0))],
+                         "C", lambda A, B: einsum("ik,kj->ij", A, B))
 
 
 def sddmm() -> Program:
-    p = Program("sddmm")
-    S = p.tensor("S", (6, 5), "csr")
-    C = p.tensor("C", (6, 4), "dense")
-    D = p.tensor("D", (4, 5), "dense")
-    p.output(p.let("Y", S * einsum("ik,kj->ij", C, D)))
-    return p
+    return load_example("sddmm").program(rows=6, cols=5, inner=4)
 
 
 def add() -> Program:
-    p = Program("add")
-    A = p.tensor("A", (6, 7), "dcsr")
-    B = p.tensor("B", (6, 7), "csr")
-    p.output(p.let("C", A + B))
-    return p
+    return one_statement("add", [("A", (6, 7), "dcsr"), ("B", (6, 7), "csr")], "C",
+                         lambda A, B: A + B)
 
 
 def mul() -> Program:
-    p = Program("mul")
-    A = p.tensor("A", (6, 7), "dcsr")
-    B = p.tensor("B", (6, 7), "dcsr")
-    p.output(p.let("C", A * B))
-    return p
+    return one_statement("mul", [("A", (6, 7), "dcsr"), ("B", (6, 7), "dcsr")], "C",
+                         lambda A, B: A * B)
 
 
 def sub_scaled() -> Program:
-    p = Program("sub_scaled")
-    A = p.tensor("A", (5, 6), "csr")
-    B = p.tensor("B", (5, 6), "csr")
-    p.output(p.let("C", 3 * A - B))
-    return p
+    return one_statement("sub_scaled", [("A", (5, 6), "csr"), ("B", (5, 6), "csr")], "C",
+                         lambda A, B: 3 * A - B)
 
 
 def nested_matmul() -> Program:
@@ -108,21 +96,13 @@ def gcn_two_layer() -> Program:
 
 
 def graphsage_nbor() -> Program:
-    p = Program("graphsage_nbor")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 5), "csr")
-    W = p.tensor("Omega", (5, 4), "dense")
-    T0 = p.let("T0", einsum("il,lm->im", A, X))
-    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W)))
-    return p
+    return catalog.graphsage(8, 5, 4, ordered=False, name="graphsage_nbor")
 
 
 def permuted_view() -> Program:
     """A + A^T: the two views of A conflict, one is read from a permuted copy."""
-    p = Program("permuted_view")
-    A = p.tensor("A", (6, 6), "csr")
-    p.output(p.let("S", A + einsum("ji->ij", A)))
-    return p
+    return one_statement("permuted_view", [("A", (6, 6), "csr")], "S",
+                         lambda A: A + einsum("ji->ij", A))
 
 
 def two_outputs() -> Program:
@@ -152,75 +132,52 @@ def elementwise_chain() -> Program:
 
 def residual() -> Program:
     """Y = A·X + X: an addition after a reduction (split into two graphs even when fused)."""
-    p = Program("residual")
-    A = p.tensor("A", (6, 6), "csr")
-    X = p.tensor("X", (6, 4), "dense")
-    p.output(p.let("Y", einsum("ik,kj->ij", A, X) + X))
-    return p
+    return one_statement("residual", [("A", (6, 6), "csr"), ("X", (6, 4), "dense")], "Y",
+                         lambda A, X: einsum("ik,kj->ij", A, X) + X)
 
 
 def spmv_csc() -> Program:
-    p = Program("spmv_csc")
-    A = p.tensor("A", (6, 7), "csc")
-    x = p.tensor("x", (7,), "compressed")
-    p.output(p.let("y", einsum("ij,j->i", A, x)))
-    return p
+    return one_statement("spmv_csc", [("A", (6, 7), "csc"), ("x", (7,), "compressed")], "y",
+                         lambda A, x: einsum("ij,j->i", A, x))
 
 
 def ttv() -> Program:
     """Tensor-times-vector Y_ij = B_ijk c_k, B a 3-D tensor (dense, compressed, compressed)."""
-    p = Program("ttv")
-    B = p.tensor("B", (4, 5, 6), "dcc")
-    c = p.tensor("c", (6,), "dense")
-    p.output(p.let("Y", einsum("ijk,k->ij", B, c)))
-    return p
+    return one_statement("ttv", [("B", (4, 5, 6), "dcc"), ("c", (6,), "dense")], "Y",
+                         lambda B, c: einsum("ijk,k->ij", B, c))
 
 
 def ttv_permuted() -> Program:
     """The same with B stored in mode order (i, k, j): the reduction sits above j (SPACC1)."""
-    p = Program("ttv_permuted")
-    B = p.tensor("B", (4, 5, 6), "dcc", mode_order=(0, 2, 1))
-    c = p.tensor("c", (6,), "compressed")
-    p.output(p.let("Y", einsum("ijk,k->ij", B, c)))
-    return p
+    return one_statement("ttv_permuted", [("B", (4, 5, 6), "dcc", (0, 2, 1)),
+                                          ("c", (6,), "compressed")],
+                         "Y", lambda B, c: einsum("ijk,k->ij", B, c))
 
 
 def spmm_csc_out() -> Program:
     """Outer-loop-over-columns SpMM writing a declared CSC result."""
-    p = Program("spmm_csc_out")
-    A = p.tensor("A", (6, 7), "csr")
-    B = p.tensor("B", (7, 5), "dense", mode_order=(1, 0))
-    p.output(p.let("C", einsum("ik,kj->ij", A, B), fmt="csc"))
-    return p
+    return one_statement("spmm_csc_out", [("A", (6, 7), "csr"), ("B", (7, 5), "dense", (1, 0))],
+                         "C", lambda A, B: einsum("ik,kj->ij", A, B), fmt="csc")
 
 
 def mul3() -> Program:
     """3-D elementwise product, all levels compressed: intersections leave empty fibers at
     every level, which the output must not store (canonical compressed levels)."""
-    p = Program("mul3")
-    A = p.tensor("A", (4, 5, 6), "ccc")
-    B = p.tensor("B", (4, 5, 6), "ccc")
-    p.output(p.let("C", A * B))
-    return p
+    return one_statement("mul3", [("A", (4, 5, 6), "ccc"), ("B", (4, 5, 6), "ccc")], "C",
+                         lambda A, B: A * B)
 
 
 def mul3_dense_top() -> Program:
     """The same under a dense top level: empty j fibers are kept (one per i), empty k fibers
     are not."""
-    p = Program("mul3_dense_top")
-    A = p.tensor("A", (4, 5, 6), "dcc")
-    B = p.tensor("B", (4, 5, 6), "dcc")
-    p.output(p.let("C", A * B))
-    return p
+    return one_statement("mul3_dense_top", [("A", (4, 5, 6), "dcc"), ("B", (4, 5, 6), "dcc")],
+                         "C", lambda A, B: A * B)
 
 
 def repeated_access() -> Program:
     """The same access in several terms of a sum (one view per term) and twice in a product."""
-    p = Program("repeated_access")
-    A = p.tensor("A", (6, 7), "dcsr")
-    B = p.tensor("B", (6, 7), "csr")
-    p.output(p.let("C", A * (A + B) + B * A * A + B))
-    return p
+    return one_statement("repeated_access", [("A", (6, 7), "dcsr"), ("B", (6, 7), "csr")], "C",
+                         lambda A, B: A * (A + B) + B * A * A + B)
 
 
 SUITE: dict[str, Case] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fuseflow.compiler import (
@@ -11,6 +12,8 @@ from fuseflow.compiler import (
     ProgramError,
     compile_program,
     einsum,
+    relu,
+    run_program,
 )
 from sw_sim import run_graph
 
@@ -131,8 +134,6 @@ def test_unknown_tensor_in_order_option() -> None:
 
 def _fused_broadcast_add(c_fmt: str) -> Program:
     """``Y = A · relu(C + b)`` fused: ``b`` lacks ``k`` but is added to ``C``, which has it."""
-    from fuseflow.compiler import relu
-
     p = Program()
     A, C, b = p.tensor("A", (5, 6), "csr"), p.tensor("C", (6, 4), c_fmt), p.tensor("b", (4,))
     H = p.let("H", relu(C + b))
@@ -144,10 +145,6 @@ def test_broadcast_add_fused_under_a_product_needs_full_rows_locally() -> None:
     """Under ``A[i,k] ·`` only A's k coordinates matter, but at each of them the bias must meet
     C's (possibly empty) row: C's k level must enumerate every row (dense) — a compressed k
     level would drop the rows where C is empty and lose ``relu(b)`` there."""
-    import numpy as np
-
-    from fuseflow.compiler import run_program
-
     rng = np.random.default_rng(0)
     a = rng.random((5, 6)) * (rng.random((5, 6)) < 0.5)
     c = rng.random((6, 4)) - 0.5

@@ -1,4 +1,10 @@
-"""Golden text of the paper's running examples: fused einsum, POG, fusion table and graph.
+"""Golden text of every pass's output IR for the paper's running examples.
+
+For each example and each pass of :data:`fuseflow.compiler.PIPELINE` the text that
+``dump_ir(program, pass)`` prints (``fuseflow-hw compile --dump-after PASS``) is kept in
+``golden/<example>.<pass>.txt``: the group plans (``plan``), fused einsum, POG and order
+(``fuse``), fusion tables (``table``), the graph before FIFO sizing (``lower``), after it
+(``fifo``) and verified (``verify``).
 
 Regenerate with ``FUSEFLOW_REGEN_GOLDEN=1 pytest tests/compiler/test_compiler_golden.py`` and review the
 diff against the paper's figures (docs/compiler.md records the comparison).
@@ -7,12 +13,16 @@ diff against the paper's figures (docs/compiler.md records the comparison).
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from compiler_programs import one_statement
 
-from fuseflow.compiler import Program, compile_program, einsum
+from fuseflow.compiler import PIPELINE, Options, Program, catalog, compile_program, dump_ir, einsum
+from fuseflow.kernels import spmm as hand_spmm
 from fuseflow.samml import Graph
+from fuseflow.tensor import DENSE2
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("FUSEFLOW_REGEN_GOLDEN") == "1"
@@ -20,36 +30,13 @@ REGEN = os.environ.get("FUSEFLOW_REGEN_GOLDEN") == "1"
 
 def spmm() -> Program:
     """Paper Fig. 'fusion table construction': T_ij = A_ik X_kj, order i -> k -> j."""
-    p = Program("spmm")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 4), "dense")
-    p.output(p.let("T", einsum("ik,kj->ij", A, X), order="ikj"))
-    return p
+    return one_statement("spmm", [("A", (8, 8), "csr"), ("X", (8, 4), "dense")], "T",
+                         lambda A, X: einsum("ik,kj->ij", A, X), order="ikj")
 
 
 def graphsage() -> Program:
     """Paper appendix: T^nbor_ij = A_il X_lm Omega_mj, order i -> l -> m -> j."""
-    p = Program("graphsage")
-    A = p.tensor("A", (8, 8), "csr")
-    X = p.tensor("X", (8, 6), "csr")
-    W = p.tensor("Omega", (6, 4), "dense")
-    T0 = p.let("T0", einsum("il,lm->im", A, X), order="ilm")
-    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W), order="imj"))
-    return p
-
-
-def graph_text(g: Graph) -> str:
-    lines = [f"graph {g.name}"]
-    for name, t in g.tensors.items():
-        lines.append(f"tensor {name} {t.role.value} {list(t.shape)} {t.fmt}")
-    for n in g.nodes.values():
-        params = " ".join(f"{k}={v.value if hasattr(v, 'value') else v}" for k, v in n.params.items())
-        lines.append(f"node {n.name} {n.kind.value} {params}".rstrip())
-    for e in g.edges:
-        lines.append(f"edge {e}" + (f" depth={e.depth}" if e.depth is not None else ""))
-    for d in sorted(map(str, g.discards)):
-        lines.append(f"discard {d}")
-    return "\n".join(lines) + "\n"
+    return catalog.graphsage(8, 6, 4)
 
 
 def graphsage_factored() -> Program:
@@ -57,23 +44,26 @@ def graphsage_factored() -> Program:
     return graphsage()
 
 
-def render(program: Program, factored: bool = False) -> dict[str, str]:
-    compiled = compile_program(program, factored=factored)
-    (cg,) = compiled.groups
-    g = cg.group
-    return {
-        "fused_einsum": g.fused_einsum() + "\n",
-        "pog": g.pog_text() + f"\norder: {' -> '.join(g.order)}\n",
-        "table": "\n".join(t.render() for t in cg.tables) + "\n",
-        "graph": graph_text(cg.graph),
-    }
+def split_sum() -> Program:
+    """``Y = A·X + B`` with B's rows compressed: factored iteration cannot take the reduction
+    under the addition, so the plan pass splits the region (two graphs)."""
+    p = Program("split_sum")
+    A = p.tensor("A", (8, 8), "csr")
+    X = p.tensor("X", (8, 4), "dense")
+    B = p.tensor("B", (8, 4), "dcsr")
+    T = p.let("T", einsum("ik,kj->ij", A, X))
+    p.output(p.let("Y", T + B))
+    return p
 
 
-@pytest.mark.parametrize("example", [spmm, graphsage, graphsage_factored], ids=lambda f: f.__name__)
-@pytest.mark.parametrize("part", ["fused_einsum", "pog", "table", "graph"])
-def test_golden(example, part: str) -> None:
-    text = render(example(), factored=example is graphsage_factored)[part]
-    path = GOLDEN / f"{example.__name__}.{part}.txt"
+EXAMPLES = {spmm: False, graphsage: False, graphsage_factored: True, split_sum: True}
+
+
+@pytest.mark.parametrize("example", list(EXAMPLES), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("pass_name", [p.name for p in PIPELINE])
+def test_golden(example, pass_name: str) -> None:
+    text = dump_ir(example(), pass_name, Options(factored=EXAMPLES[example]))
+    path = GOLDEN / f"{example.__name__}.{pass_name}.txt"
     if REGEN:
         path.write_text(text)
     assert path.exists(), f"missing golden {path}; run with FUSEFLOW_REGEN_GOLDEN=1"
@@ -88,11 +78,6 @@ def test_graphsage_graph_is_valid_and_fused() -> None:
 
 
 def test_compiled_spmm_has_the_hand_written_kernels_primitives() -> None:
-    from collections import Counter
-
-    from fuseflow.kernels import spmm as hand_spmm
-    from fuseflow.tensor import DENSE2
-
     (graph,) = compile_program(spmm()).graphs
     hand = hand_spmm(8, 8, 4, DENSE2)
 

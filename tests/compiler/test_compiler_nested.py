@@ -9,12 +9,16 @@ columns, and on all-empty inputs."""
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
 from compiler_programs import assert_canonical
 
 from fuseflow.compiler import Fusion, Program, catalog, compile_program, einsum, relu, run_program
+from fuseflow.models.datasets import karate
+from fuseflow.models.frontend import trace
+from fuseflow.models.plan import compile_model, run_model
 from fuseflow.samml import NodeKind
 from sw_sim import run_graph
 
@@ -217,11 +221,7 @@ def test_gcn_and_graphsage_models_full_fusion_is_one_graph() -> None:
     """The model front end's GCN and GraphSAGE (KarateClub): full fusion used to cut the region
     into 3 and 5 graphs; now each is one graph (and matches PyTorch)."""
     torch = pytest.importorskip("torch", reason="the model zoo needs PyTorch")
-    import warnings
-
-    from fuseflow.models.datasets import karate
-    from fuseflow.models.frontend import trace
-    from fuseflow.models.plan import compile_model, run_model
+    # deferred: the model zoo imports PyTorch, an optional dependency (skipped above without it)
     from fuseflow.models.zoo import make_case
 
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")

@@ -13,6 +13,7 @@ from fuseflow.compiler import (
     Fusion,
     LoweringError,
     Program,
+    catalog,
     compile_program,
     einsum,
     exp,
@@ -50,14 +51,7 @@ def check_int(program: Program, data: dict[str, np.ndarray], fusion: Fusion = Fu
 
 
 def gcn_relu() -> Program:
-    p = Program("gcn_relu")
-    A = p.tensor("A", (9, 9), "csr")
-    X = p.tensor("X", (9, 5), "dense")
-    W = p.tensor("W", (5, 4), "dense")
-    b = p.tensor("b", (4,), "dense")
-    T = p.let("T", einsum("ik,kj->ij", A, X))
-    p.output(p.let("Y", relu(einsum("ij,jl->il", T, W) + b)))
-    return p
+    return catalog.gcn_relu(9, 5, 4)
 
 
 @pytest.mark.parametrize(("fusion", "factored", "graphs"), [

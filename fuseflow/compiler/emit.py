@@ -1,0 +1,448 @@
+"""Graph generation from fusion tables (the ``lower`` pass), and the records of a compiled
+program (:class:`CompiledGroup`, :class:`CompiledProgram`).
+
+:func:`emit_graph` evaluates each output's table starting from the output cells: a cell's
+node is created the first time a reference to it is evaluated (memoised), so reference cells
+may name cells that had not been materialised yet.  Then tensor construction is added: level
+writers per output level (with coordinate droppers between compressed levels) and a values
+writer.  Streams used more than once get a broadcast node; unused outputs are discarded.
+
+FIFO depths are the ``fifo`` pass's (:mod:`fuseflow.compiler.pipeline`), which runs next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..samml import (
+    AluOp,
+    Graph,
+    NodeKind,
+    PortRef,
+    ReduceOp,
+    Role,
+    StreamKind,
+)
+from ..tensor import Format, TensorFormat
+from .fusion import (
+    Fusion,
+    Group,
+    PermutedCopy,
+    VAccess,
+    VBin,
+    VExpr,
+    VNamed,
+    VUn,
+)
+from .program import Op, Program, UnOp
+from .table import (
+    ROOT,
+    VAL,
+    CellKind,
+    CellRef,
+    FusionTable,
+    Join,
+    JoinKind,
+    _own,
+)
+
+__all__ = ["CompiledGroup", "CompiledProgram", "emit_graph"]
+
+_ALU = {Op.ADD: AluOp.ADD, Op.SUB: AluOp.SUB, Op.MUL: AluOp.MUL}
+_UNARY_ALU = {UnOp.RELU: AluOp.RELU, UnOp.NEG: AluOp.NEG, UnOp.EXP: AluOp.EXP,
+              UnOp.SIGMOID: AluOp.SIGMOID, UnOp.GELU: AluOp.GELU, UnOp.RSQRT: AluOp.RSQRT,
+              UnOp.SCALE: AluOp.MUL_SCALAR, UnOp.SHIFT: AluOp.ADD_SCALAR}
+
+
+def _ident(name: str) -> str:
+    return name.replace("'", "p")
+
+
+class _Emitter:
+    """Creates nodes with deterministic names and records stream uses (fan-out resolved later)."""
+
+    def __init__(self, graph: Graph, prefix: str) -> None:
+        self.g = graph
+        self.prefix = prefix
+        self.uses: dict[PortRef, list[PortRef]] = {}
+        self.order: list[PortRef] = []
+
+    def node(self, kind: NodeKind, base: str, inputs: Mapping[str, PortRef] | None = None, **params):
+        name = self.prefix + base
+        k = 1
+        while name in self.g.nodes:
+            name = f"{self.prefix}{base}_{k}"
+            k += 1
+        n = self.g.add(kind, name, **params)
+        for port, src in (inputs or {}).items():
+            self.use(src, n[port])
+        for port in n.outputs():
+            self.order.append(n[port])
+        return n
+
+    def kind(self, port: PortRef) -> StreamKind:
+        """The stream kind an output port carries."""
+        return self.g.nodes[port.node].outputs()[port.port]
+
+    def kind_param(self, port: PortRef, key: str) -> dict[str, StreamKind]:
+        """``{key: val}`` when ``port`` carries values (routing primitives default to ref)."""
+        return {key: StreamKind.VAL} if self.kind(port) is StreamKind.VAL else {}
+
+    def use(self, src: PortRef, dst: PortRef) -> None:
+        self.uses.setdefault(src, []).append(dst)
+
+    def finish(self) -> None:
+        for src in self.order:
+            dsts = self.uses.get(src, [])
+            if not dsts:
+                self.g.discard(src)
+            elif len(dsts) == 1:
+                self.g.connect(src, dsts[0])
+            else:
+                kind = self.g.nodes[src.node].outputs()[src.port]
+                b = self.g.add(NodeKind.BROADCAST, f"bc_{src.node}_{src.port}", n=len(dsts),
+                               stream=kind)
+                self.g.connect(src, b["in"])
+                for i, d in enumerate(dsts):
+                    self.g.connect(b[f"out{i}"], d)
+
+
+class _TableLowering:
+    def __init__(self, t: FusionTable, em: _Emitter, parent: _TableLowering | None = None) -> None:
+        self.t = t
+        self.em = em
+        self.memo: dict[tuple, object] = {}
+        self.order = [r for r in t.rows if r != VAL]
+        # a nested factored intermediate: the rows ``t.ext`` (and the references of its operand
+        # levels there) come from the enclosing table's lowering
+        self.parent = parent
+        self.ext = set(t.ext)
+        # factored intermediates: their own pipelines, lowered first (coordinates per output
+        # index, values aligned with the innermost one); nested ones when first used, as they
+        # read this table's streams
+        self.bundles = {name: _TableLowering(ct, em).bundle() for name, ct in t.children.items()
+                        if name not in t.nested}
+
+    def bundle_of(self, name: str) -> tuple[dict[str, PortRef], PortRef]:
+        if name not in self.bundles:
+            self.bundles[name] = _TableLowering(self.t.children[name], self.em, self).bundle()
+        return self.bundles[name]
+
+    # ------------------------------------------------------------------ coordinate / ref streams
+    def prev_row(self, row: str) -> str | None:
+        k = self.order.index(row)
+        return self.order[k - 1] if k else None
+
+    def ref(self, cref: CellRef) -> PortRef:
+        """The reference stream of column ``cref.col`` after row ``cref.row``."""
+        key = ("ref", cref)
+        if key in self.memo:
+            return self.memo[key]
+        if cref.col == ROOT:
+            raise AssertionError("root refs are created per column")
+        cell = self.t.cells.get((cref.row, cref.col))
+        if cref.row in self.ext and (cell is None or cell.kind is CellKind.DRIVEN):
+            assert self.parent is not None
+            out = self.parent.ref(cref)  # handed down by an enclosing joiner
+            self.memo[key] = out
+            return out
+        assert cell is not None, cref
+        if cell.kind is CellKind.CHILD:
+            # the "reference" of a factored intermediate at its innermost row is its value
+            if cref.row in self.t.joins and cref.col in self.t.joins[cref.row].members():
+                out = self.join(cref.row)[1][cref.col]
+            else:
+                out = self.bundle_of(cref.col)[1]
+            self.memo[key] = out
+            return out
+        if cell.kind is CellKind.SCAN:
+            if cref.row in self.t.joins and cref.col in self.t.joins[cref.row].members():
+                out = self.join(cref.row)[1][cref.col]
+            else:
+                out = self.scan(cref.col, cref.row)["ref"]
+        else:
+            parent = self.parent_ref(cref.col, cref.row)
+            rs = self.em.node(NodeKind.REPSIG, f"repsig_{cref.row}", {"in": self.crd(cref.row)},
+                              stream=StreamKind.CRD)
+            # a factored intermediate's value repeated over the consumer's later rows
+            out = self.em.node(NodeKind.REPEAT, f"repeat_{_ident(cref.col)}_{cref.row}",
+                               {"ref": parent, "repsig": rs["repsig"]},
+                               **self.em.kind_param(parent, "stream"))["ref"]
+        self.memo[key] = out
+        return out
+
+    def parent_ref(self, col: str, row: str) -> PortRef:
+        prev = self.prev_row(row)
+        if prev is None:
+            key = ("root", col)
+            if key not in self.memo:
+                self.memo[key] = self.em.node(NodeKind.ROOT, f"root_{_ident(col)}")["ref"]
+            return self.memo[key]
+        return self.ref(CellRef(col, prev))
+
+    def scan(self, col: str, row: str):
+        key = ("scan", col, row)
+        if key not in self.memo:
+            v = self.t.views[col]
+            cell = self.t.cells[(row, col)]
+            self.memo[key] = self.em.node(NodeKind.SCAN, f"scan_{_ident(col)}_{row}",
+                                          {"ref": self.parent_ref(col, row)},
+                                          tensor=v.tensor, level=cell.level)
+        return self.memo[key]
+
+    def crd(self, row: str) -> PortRef:
+        """The coordinate stream of ``row`` (the merge cell's output, or the one scanner's)."""
+        if row in self.ext:
+            assert self.parent is not None
+            return self.parent.crd(row)
+        if row in self.t.joins:
+            return self.join(row)[0]
+        src = self.t.row_source(row)
+        if src in self.t.children:
+            return self.bundle_of(src)[0][row]
+        return self.scan(src, row)["crd"]
+
+    def join(self, row: str) -> tuple[PortRef, dict[str, PortRef]]:
+        key = ("join", row)
+        if key not in self.memo:
+            self.memo[key] = self._join(self.t.joins[row], row)
+        return self.memo[key]
+
+    def _join(self, j: Join, row: str) -> tuple[PortRef, dict[str, PortRef]]:
+        pairs: list[tuple[PortRef, str, PortRef]] = []
+        for child in j.children:
+            if isinstance(child, Join):
+                crd, refs = self._join(child, row)
+                pairs += [(crd, m, r) for m, r in refs.items()]
+            elif child in self.t.children:
+                crds, val = self.bundle_of(child)
+                pairs.append((crds[row], child, val))
+            else:
+                s = self.scan(child, row)
+                pairs.append((s["crd"], child, s["ref"]))
+        kind = NodeKind.INTERSECT if j.kind is JoinKind.INTERSECT else NodeKind.UNION
+        inputs = {}
+        for i, (crd, _, ref) in enumerate(pairs):
+            inputs[f"crd{i}"], inputs[f"ref{i}"] = crd, ref
+        # a factored intermediate's values ride on its reference port (val_refs)
+        vals = tuple(i for i, (_, _, ref) in enumerate(pairs)
+                     if self.em.kind(ref) is StreamKind.VAL)
+        n = self.em.node(kind, f"{kind.value}_{row}", inputs, n=len(pairs),
+                         **({"val_refs": vals} if vals else {}))
+        return n["crd"], {m: n[f"ref{i}"] for i, (_, m, _) in enumerate(pairs)}
+
+    # ------------------------------------------------------------------ values
+    def value(self, e: VExpr) -> PortRef:
+        key = ("val", e)
+        if key in self.memo:
+            return self.memo[key]
+        if isinstance(e, VAccess):
+            v = self.t.views[e.view]
+            last = self.order[-1] if self.order else None
+            ref = self.ref(CellRef(e.view, last)) if last else self.parent_ref(e.view, "")
+            out = self.em.node(NodeKind.ARRAY_LOAD, f"vals_{_ident(e.view)}", {"ref": ref},
+                               tensor=v.tensor)["val"]
+        elif isinstance(e, VNamed) and e.tensor in self.t.children:
+            out = self.ref(CellRef(e.tensor, self.order[-1]))
+        elif isinstance(e, VNamed):
+            out = self.value(e.body)
+        elif isinstance(e, VUn):
+            op = _UNARY_ALU[e.op]
+            scalar = {"scalar": e.scalar} if e.op in (UnOp.SCALE, UnOp.SHIFT) else {}
+            out = self.em.node(NodeKind.ALU, op.value, {"a": self.value(e.arg)}, op=op,
+                               **scalar)["val"]
+        else:
+            assert isinstance(e, VBin)
+            out = self.em.node(NodeKind.ALU, _ALU[e.op].value,
+                               {"a": self.value(e.lhs), "b": self.value(e.rhs)}, op=_ALU[e.op])["val"]
+        self.memo[key] = out
+        return out
+
+    # ------------------------------------------------------------------ output
+    def bundle(self) -> tuple[dict[str, PortRef], PortRef]:
+        """Compute the output: its coordinate stream per index and the value stream."""
+        t = self.t
+        val = self.value(t.output.body)
+        inner_crd: PortRef | None = None
+        if t.hold:
+            inner_crd = self.crd(t.hold[0])
+            for row in t.hold[1:]:
+                h = self.em.node(NodeKind.CRD_HOLD, f"crdhold_{t.hold[0]}_{row}",
+                                 {"outer": inner_crd, "inner": self.crd(row)})
+                inner_crd = h["outer"]
+        for red in t.reducers:
+            if red.order == 0:
+                val = self.em.node(NodeKind.REDUCE, f"reduce_{red.row}", {"val": val},
+                                   op=ReduceOp.ADD)["val"]
+            else:
+                if inner_crd is None:
+                    inner_crd = self.crd(red.inner)
+                pos = t.output.indices.index(red.inner)
+                acc = self.em.node(NodeKind.SPACC1, f"spacc_{red.outer or red.row}",
+                                   {"outer": self.crd(red.outer or red.row), "inner": inner_crd,
+                                    "val": val},
+                                   dim=t.output.shape[pos])
+                inner_crd, val = acc["crd"], acc["val"]
+        crds = {idx: (inner_crd if t.crd_source[idx] != idx else self.crd(idx))
+                for idx in t.output.indices}
+        return crds, val
+
+    def lower(self) -> None:
+        """Compute the output and write it (level writers in storage order, values writer)."""
+        crds, val = self.bundle()
+        out, fmt = self.t.output, self.t.out_fmt
+        assert fmt is not None
+        streams = [crds[out.indices[m]] for m in fmt.mode_order]
+        # Canonical compressed levels: a coordinate of a compressed level whose fiber in the next
+        # compressed level is empty is dropped (inner pairs first, so a coordinate whose fibers
+        # all vanished is dropped one level up too); that level's writer then closes a fiber
+        # only after a coordinate (skip_empty).  Under a dense parent every fiber is recorded.
+        skip = [False] * len(streams)
+        for lvl in range(len(streams) - 1, 0, -1):
+            if fmt.levels[lvl - 1] is Format.COMPRESSED and fmt.levels[lvl] is Format.COMPRESSED:
+                d = self.em.node(NodeKind.CRD_DROP, f"crddrop_{_ident(out.tensor)}{lvl}",
+                                 {"outer": streams[lvl - 1], "inner": streams[lvl]})
+                streams[lvl - 1], streams[lvl] = d["outer"], d["inner"]
+                skip[lvl] = True
+        for lvl, crd in enumerate(streams):
+            self.em.node(NodeKind.WRITE, f"write_{_ident(out.tensor)}{lvl}", {"crd": crd},
+                         tensor=out.tensor, level=lvl, **({"skip_empty": True} if skip[lvl] else {}))
+        self.em.node(NodeKind.VALS_WRITE, f"write_{_ident(out.tensor)}_vals", {"val": val},
+                     tensor=out.tensor)
+
+
+@dataclass
+class CompiledGroup:
+    group: Group
+    tables: list[FusionTable]
+    graph: Graph
+    output_formats: dict[str, TensorFormat]
+    seconds: float = 0.0
+    factored_requested: bool = True
+
+    @property
+    def factored(self) -> list[str]:
+        """Intermediates lowered with factored iteration (their own pipelines), outer first."""
+        out: list[str] = []
+
+        def walk(t: FusionTable) -> None:
+            for name, ct in t.children.items():
+                out.append(name)
+                walk(ct)
+        for t in self.tables:
+            walk(t)
+        return out
+
+    @property
+    def recomputed(self) -> dict[str, list[str]]:
+        """Factored intermediates nested under outer rows of their consumer and recomputed for
+        each of their coordinates (nested factored iteration): name -> those rows."""
+        out: dict[str, list[str]] = {}
+        for t in self._all_tables():
+            out.update(t.recomputed())
+        return out
+
+    @property
+    def inlined_reductions(self) -> list[str]:
+        """Reduced intermediates inlined into a consumer's iteration space."""
+        return [n for t in self._all_tables() for n, v in t.named.items()
+                if _own(v.body, t.views, frozenset(t.children)) - set(v.indices)]
+
+    def _all_tables(self) -> list[FusionTable]:
+        out: list[FusionTable] = []
+
+        def walk(t: FusionTable) -> None:
+            for ct in t.children.values():
+                walk(ct)
+            out.append(t)
+        for t in self.tables:
+            walk(t)
+        return out
+
+    def lowering(self) -> str:
+        """Which lowering the graph used, in words (for ``--explain``)."""
+        fac, inl = list(dict.fromkeys(self.factored)), list(dict.fromkeys(self.inlined_reductions))
+        again = self.recomputed
+        if again:
+            fac[-1] += "; " + ", ".join(f"{n} recomputed per {', '.join(r)}" for n, r in again.items())
+        if fac and not inl:
+            return f"factored iteration (own pipelines for {', '.join(fac)})"
+        if fac:
+            return (f"factored iteration for {', '.join(fac)}; {', '.join(inl)} inlined into "
+                    "one iteration space (not factorable here)")
+        if inl:
+            why = "not factorable here" if self.factored_requested else "factored iteration disabled"
+            return f"single iteration space ({', '.join(inl)} inlined; {why})"
+        return "single iteration space (no reduced intermediate)"
+
+    def explain(self) -> str:
+        g = self.group
+        capped = "+ (capped)" if g.orders_capped else ""
+        lines = [f"== graph {g.name}",
+                 "statements: " + "; ".join(s.text for s in g.statements),
+                 "fused einsum:", _indent(g.fused_einsum()),
+                 "partial order graph:", _indent(g.pog_text()),
+                 (f"valid dataflow orders: {g.orders_count}{capped} "
+                  f"({g.lowerable_count} lowerable)"),
+                 f"chosen order: {' -> '.join(g.order)}"]
+        for p in g.permuted:
+            lines.append(f"permuted copy: {p.name} = {p.source} stored as {p.fmt} ({p.reason})")
+        for n in g.notes:
+            lines.append(f"note: {n}")
+        lines.append(f"lowering: {self.lowering()}")
+        for t in self.tables:
+            lines.append(f"fusion table for {t.output.tensor} (stored as {t.out_fmt}):")
+            lines.append(_indent(t.render()))
+        return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + ln for ln in text.splitlines())
+
+
+@dataclass
+class CompiledProgram:
+    program: Program
+    fusion: Fusion
+    groups: list[CompiledGroup]
+    formats: dict[str, TensorFormat]  # every tensor any graph reads or writes
+    permuted: list[PermutedCopy] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return [g.graph for g in self.groups]
+
+    def explain(self) -> str:
+        return "\n\n".join(g.explain() for g in self.groups)
+
+
+def _all_tables(ts):
+    for t in ts:
+        yield from _all_tables(t.children.values())
+        yield t
+
+
+def emit_graph(group: Group, tables: list[FusionTable]) -> Graph:
+    """The graph of one group from its tables (one per output): tensors, the nodes of every
+    table's cells, level and value writers, broadcasts for streams used more than once.  FIFO
+    depths are left to the ``fifo`` pass and verification to the ``verify`` pass."""
+    graph = Graph(group.name)
+    declared: set[str] = set()
+    for t in _all_tables(tables):
+        for v in t.views.values():
+            if v.tensor not in declared:
+                graph.tensor(v.tensor, v.shape, v.fmt, Role.INPUT)
+                declared.add(v.tensor)
+    for t in tables:
+        graph.tensor(t.output.tensor, t.output.shape, t.out_fmt, Role.OUTPUT)
+    multi = len(tables) > 1
+    emitters = []
+    for t in tables:
+        em = _Emitter(graph, f"{_ident(t.output.tensor)}_" if multi else "")
+        _TableLowering(t, em).lower()
+        emitters.append(em)
+    for em in emitters:
+        em.finish()
+    return graph

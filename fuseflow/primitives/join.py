@@ -1,0 +1,41 @@
+"""Joiners: n-ary coordinate intersection and union."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Ports, PrimitiveSpec, StreamKind, doc
+
+
+@dataclass(frozen=True)
+class JoinParams:
+    n: int = doc("number of joined inputs (at least 2)")
+    val_refs: tuple[int, ...] = doc("inputs whose ref port carries values (factored iteration: a "
+                                    "reducer's values ride along as references)", ())
+
+    def check(self) -> list[str]:
+        if self.n < 2:
+            return [f"n={self.n} is too small"]
+        if any(not 0 <= i < self.n for i in self.val_refs):
+            return [f"val_refs {list(self.val_refs)} names inputs outside 0..n-1"]
+        return []
+
+
+def _ref_kind(p, i: int) -> StreamKind:
+    return StreamKind.VAL if i in tuple(p.val_refs) else StreamKind.REF
+
+
+def _inputs(p) -> Ports:
+    return {**{f"crd{i}": StreamKind.CRD for i in range(p.n)}, **{f"ref{i}": _ref_kind(p, i) for i in range(p.n)}}
+
+
+def _outputs(p) -> Ports:
+    return {"crd": StreamKind.CRD, **{f"ref{i}": _ref_kind(p, i) for i in range(p.n)}}
+
+
+DECLARATIONS = (
+    PrimitiveSpec("intersect", "join", JoinParams, _inputs, _outputs,
+                  "n-ary coordinate intersection (multiplication)"),
+    PrimitiveSpec("union", "join", JoinParams, _inputs, _outputs,
+                  "n-ary coordinate union (addition); missing refs become N"),
+)

@@ -1,0 +1,31 @@
+"""Repeat primitives: repeat-signal generation and reference / value repetition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import PrimitiveSpec, StreamKind, doc
+
+
+@dataclass(frozen=True)
+class RepSigParams:
+    stream: StreamKind = doc("kind of the input stream", StreamKind.CRD)
+
+
+@dataclass(frozen=True)
+class RepeatParams:
+    stream: StreamKind = doc("kind of the repeated stream: ref, or val (factored iteration)",
+                             StreamKind.REF)
+
+    def check(self) -> list[str]:
+        if self.stream not in (StreamKind.REF, StreamKind.VAL):
+            return [f"a repeat carries a ref or val stream, not {self.stream.value!r}"]
+        return []
+
+
+DECLARATIONS = (
+    PrimitiveSpec("repsig", "repeat", RepSigParams, lambda p: {"in": p.stream},
+                  lambda p: {"repsig": StreamKind.REPSIG}, "data -> R, stop -> S, D -> D"),
+    PrimitiveSpec("repeat", "repeat", RepeatParams, lambda p: {"ref": p.stream, "repsig": StreamKind.REPSIG},
+                  lambda p: {"ref": p.stream}, "repeats each reference (or value, stream=val) once per R"),
+)

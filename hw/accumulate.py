@@ -1,0 +1,311 @@
+"""RTL sparse accumulators of order 1 and 2."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.lib import memory
+
+from fuseflow.numerics import (
+    INT32,
+    Numerics,
+)
+from fuseflow.samml import ReduceOp
+from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+
+from .arith import reduce_op
+from .base import StreamPrimitive
+from .fifo import forwarded_read
+from .registry import HwBuild, rtl
+from .word import (
+    data_word,
+    done_word,
+    is_data,
+    is_done,
+    level,
+    recast,
+    stop_word,
+)
+
+
+def lowest_bit(m: Module, bits: Value, n: int, name: str) -> tuple[Signal, Signal]:
+    """The index of the lowest set bit of ``bits`` (``n`` wide; 0 when none) and ``bits``
+    without it: ``x & -x`` isolates the bit on a carry chain, an OR tree encodes it."""
+    low = Signal(n, name=f"{name}_low")
+    m.d.comb += low.eq(bits & (~bits + 1)[:n])
+    index = Signal(range(max(n, 2)), name=f"{name}_index")
+    for b in range(len(index)):
+        m.d.comb += index[b].eq(Cat(*[low[i] for i in range(n) if (i >> b) & 1]).any())
+    without = Signal(n, name=f"{name}_rest")
+    m.d.comb += without.eq(bits & ~low)
+    return index, without
+
+
+
+def lowest_bit_grouped(m: Module, bits: Value, n: int, name: str) -> tuple[Signal, Signal]:
+    """:func:`lowest_bit` without a carry chain, for 4-input LUT fabrics: the bits in groups
+    of four, the first non-empty group found from the groups' any-bits, the index as (that
+    group, the first bit inside it)."""
+    g_n = (n + 3) // 4
+    groups = [bits[4 * g:min(4 * g + 4, n)] for g in range(g_n)]
+    ga = Signal(g_n, name=f"{name}_ga")
+    m.d.comb += ga.eq(Cat(*[grp.any() for grp in groups]))
+    first_g = Signal(g_n, name=f"{name}_fg")  # one-hot: the first non-empty group
+    for g in range(g_n):
+        m.d.comb += first_g[g].eq(ga[g] & ~(ga[:g].any() if g else 0))
+    index = Signal(range(max(n, 2)), name=f"{name}_index")
+    low = Signal(n, name=f"{name}_low")
+    for g, grp in enumerate(groups):
+        for j in range(len(grp)):
+            m.d.comb += low[4 * g + j].eq(first_g[g] & grp[j] & ~(grp[:j].any() if j else 0))
+    for b in range(len(index)):
+        if b < 2:  # the bit inside the group
+            terms = [first_g[g] & Cat(*[grp[j] & ~(grp[:j].any() if j else 0)
+                                        for j in range(len(grp)) if (j >> b) & 1]).any()
+                     for g, grp in enumerate(groups) if any((j >> b) & 1 for j in range(len(grp)))]
+        else:  # the group
+            terms = [first_g[g] for g in range(g_n) if (g >> (b - 2)) & 1]
+        m.d.comb += index[b].eq(Cat(*terms).any() if terms else 0)
+    without = Signal(n, name=f"{name}_rest")
+    m.d.comb += without.eq(bits & ~low)
+    return index, without
+
+
+
+class SpAcc1(StreamPrimitive):
+    """Sparse accumulator, order 1, over an inner dimension ``dim``: accumulator memory plus a
+    valid bit per coordinate; the flush walks the valid bits with a priority encoder.
+
+    ``block_ram``: the small variant, for FPGAs without distributed RAM (the iCE40, where the
+    memory and its two read multiplexers would otherwise be the largest part of a GCN layer).
+    The accumulator memory has synchronous read ports (block RAM): each is addressed a cycle
+    early (the coordinate at the input head, the flush's next index), and a word written in
+    the cycle its address is read is forwarded from a register, so the cycle behaviour is the
+    same as with asynchronous reads.  It also finds the lowest set bit with one encoder (over
+    ``rest`` while flushing, the valid bits otherwise) instead of two whose results are
+    selected at the end: half the logic."""
+
+    def __init__(self, *, dim: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
+                 vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
+                 block_ram: bool = False):
+        self.dim, self.op, self.cw, self.vw = dim, op, cw, vw
+        self.block_ram = block_ram
+        self.num = numerics or Numerics.integer(vw)
+        super().__init__({"outer": cw, "inner": cw, "val": vw}, {"crd": cw, "val": vw}, depths)
+
+    def logic(self, m):
+        cw, vw, dim = self.cw, self.vw, self.dim
+        outer, inner, val = self.i_outer, self.i_inner, self.i_val
+        acc = memory.Memory(shape=unsigned(vw), depth=dim, init=[])
+        m.submodules.acc = acc
+        wp = acc.write_port()
+        valid = Signal(dim)
+        flushing = Signal()
+        # The lowest set valid bit (``first``), whether any is set and the set bits above it
+        # (``rest``), all registered.  Outside a flush they follow the valid bits one cycle late
+        # (the cycle that starts a flush sets none, so they have caught up when used); a flush
+        # that emits ``first`` moves to ``rest``'s lowest bit.  Both candidates come from
+        # registers and are selected by ``clear`` at the end, so the output FIFOs' ready is not
+        # in front of the priority encoder, and the encoder is a carry-chain isolate of the
+        # lowest bit plus an OR tree.
+        #
+        # While flushing, ``valid`` is ``rest`` plus the bit ``first`` (when ``any_valid``), so
+        # emitting ``first`` clears it by loading ``rest``: no decoder of ``first``.
+        first = Signal(range(max(dim, 2)))
+        any_valid = Signal()
+        rest = Signal(dim)
+        clear = Signal()  # the flush emits ``first`` this cycle
+        first_next = Signal(range(max(dim, 2)))
+        if self.block_ram:
+            # One encoder, over ``rest`` while flushing (the candidate for a flush that emits)
+            # and over the valid bits otherwise; a flush cycle that emits nothing holds the
+            # registers, which already describe the unchanged valid bits.  ``clear`` only
+            # selects at the end, so it is not in front of the encoder.
+            src = Signal(dim)
+            hold = Signal()
+            m.d.comb += [src.eq(Mux(flushing, rest, valid)), hold.eq(flushing & ~clear)]
+            src_first, src_rest = lowest_bit_grouped(m, src, dim, "low")
+            m.d.comb += first_next.eq(Mux(hold, first, src_first))
+            with m.If(~hold):
+                m.d.sync += [any_valid.eq(src.any()), rest.eq(src_rest)]
+        else:
+            keep_first, keep_rest = lowest_bit(m, valid, dim, "keep")
+            clear_first, clear_rest = lowest_bit(m, rest, dim, "clear")
+            m.d.comb += first_next.eq(Mux(clear, clear_first, keep_first))
+            m.d.sync += [any_valid.eq(Mux(clear, rest.any(), valid.any())),
+                         rest.eq(Mux(clear, clear_rest, keep_rest))]
+        m.d.sync += first.eq(first_next)
+        tok, vtok, oh = inner.payload, val.payload, outer.payload
+        c = tok[:cw]
+        ci = c[:len(first)]  # coordinates are below ``dim``: the index bits decode the valid bit
+        v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
+        # A popped (crd, val) is accumulated the next cycle from registers (the valid bit is set
+        # at once, and whether it was set is registered with it), so the input FIFOs are not on
+        # the read-add-write path.  Back-to-back tokens need no forwarding: the memory is
+        # written at the end of the cycle, before the next read.  A flush starts at least two
+        # cycles after the last pop (the stop that starts it pops no data), so it reads
+        # up-to-date sums.
+        pend, pend_hit = Signal(), Signal()
+        pend_c = Signal(range(max(dim, 2)))
+        pend_v = Signal(signed(vw))
+        popped = Signal()
+        m.d.sync += [pend.eq(popped), pend_c.eq(ci), pend_v.eq(v), pend_hit.eq(valid.bit_select(ci, 1))]
+        m.d.comb += [wp.addr.eq(pend_c), wp.en.eq(pend)]
+        if self.block_ram:
+            acc_word = forwarded_read(m, acc, wp, ci, "acc")  # = acc[pend_c] next cycle
+            flush_word = forwarded_read(m, acc, wp, first_next, "flush", addr_q=first)  # = acc[first] next cycle
+        else:
+            rp = acc.read_port(domain="comb")  # read-add-write
+            fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
+            m.d.comb += [rp.addr.eq(pend_c), fp.addr.eq(first)]
+            acc_word, flush_word = rp.data, fp.data
+        summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v)
+        m.d.comb += wp.data.eq(Mux(pend_hit, summed[:vw], pend_v[:vw]))
+        with m.If(self.room()):
+            with m.If(flushing):
+                with m.If(any_valid):
+                    self.push(m, "crd", data_word(first, cw))
+                    self.push(m, "val", data_word(flush_word, vw))
+                    m.d.comb += clear.eq(1)
+                    m.d.sync += valid.eq(rest)
+                with m.Else():
+                    self.pop(m, "outer")
+                    self.pop(m, "inner")
+                    self.pop(m, "val")
+                    self.push(m, "crd", oh)
+                    self.push(m, "val", recast(oh, cw, vw))
+                    m.d.sync += flushing.eq(0)
+            with m.Elif(inner.valid & val.valid):
+                with m.If(is_data(tok, cw)):
+                    m.d.comb += popped.eq(1)
+                    m.d.sync += valid.bit_select(ci, 1).eq(1)
+                    self.pop(m, "inner")
+                    self.pop(m, "val")
+                with m.Elif(outer.valid):
+                    with m.If(is_done(tok, cw)):
+                        self.pop(m, "outer")
+                        self.pop(m, "inner")
+                        self.pop(m, "val")
+                        self.push(m, "crd", done_word(cw))
+                        self.push(m, "val", done_word(vw))
+                    with m.Elif(level(tok) == 0):
+                        self.pop(m, "outer")
+                        self.pop(m, "inner")
+                        self.pop(m, "val")
+                    with m.Elif(is_data(oh, cw)):
+                        self.pop(m, "outer")
+                    with m.Else():
+                        m.d.sync += flushing.eq(1)
+
+
+
+class SpAcc2(StreamPrimitive):
+    """Sparse accumulator, order 2 (see sw_sim.accumulate.SpAcc2): an accumulator memory of
+    ``dim0 * dim1`` entries (address ``i * dim1 + j``) with a valid bit each; the flush walks
+    the valid bits in address order with a priority encoder."""
+
+    def __init__(self, *, dim0: int, dim1: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
+                 numerics: Numerics = INT32, depths=None):
+        self.dim0, self.dim1, self.op, self.cw, self.num = dim0, dim1, op, cw, numerics
+        self.vw = numerics.width
+        super().__init__({"outer": cw, "inner0": cw, "inner1": cw, "val": self.vw},
+                         {"crd0": cw, "crd1": cw, "val": self.vw}, depths)
+
+    def logic(self, m):
+        cw, vw, d1 = self.cw, self.vw, self.dim1
+        size = self.dim0 * d1
+        outer, ii, ij, val = self.i_outer, self.i_inner0, self.i_inner1, self.i_val
+        acc = memory.Memory(shape=vw, depth=size, init=[])
+        m.submodules.acc = acc
+        wp = acc.write_port()
+        rp = acc.read_port(domain="comb")
+        valid = Signal(size)
+        flushing, group_open = Signal(), Signal()
+        cur_i, last_i = Signal(cw), Signal(cw)
+        cur_valid = Signal()
+        first = Signal(range(max(size, 2)))
+        for b in reversed(range(size)):
+            with m.If(valid[b]):
+                m.d.comb += first.eq(b)
+        fi, fj = Signal(cw), Signal(cw)
+        m.d.comb += [fi.eq(first // d1), fj.eq(first % d1)]
+        tok, vtok, ih, oh = ij.payload, val.payload, ii.payload, outer.payload
+        i = Mux(cur_valid, cur_i, ih[:cw])
+        addr = Signal(range(max(size, 2)))
+        m.d.comb += addr.eq(i * d1 + tok[:cw])
+        v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
+        hit = valid.bit_select(addr, 1)
+        summed = reduce_op(self.num, self.op, rp.data.as_signed(), v)
+        m.d.comb += [rp.addr.eq(Mux(flushing, first, addr)), wp.addr.eq(addr),
+                     wp.data.eq(Mux(hit, summed, v[:vw]))]
+
+        def pop_all():
+            for n in ("outer", "inner0", "inner1", "val"):
+                self.pop(m, n)
+
+        with m.If(self.room()):
+            with m.If(flushing):
+                with m.If(valid.any()):
+                    with m.If(group_open & (fi != last_i)):
+                        self.push(m, "crd1", stop_word(0, cw))
+                        self.push(m, "val", stop_word(0, vw))
+                        m.d.sync += group_open.eq(0)
+                    with m.Else():
+                        with m.If(~group_open):
+                            self.push(m, "crd0", data_word(fi, cw))
+                            m.d.sync += [group_open.eq(1), last_i.eq(fi)]
+                        self.push(m, "crd1", data_word(fj, cw))
+                        self.push(m, "val", data_word(rp.data, vw))
+                        m.d.sync += valid.bit_select(first, 1).eq(0)
+                with m.Else():
+                    pop_all()
+                    self.push(m, "crd0", oh)
+                    self.push(m, "crd1", stop_word(level(oh) + 1, cw))
+                    self.push(m, "val", stop_word(level(oh) + 1, vw))
+                    m.d.sync += [flushing.eq(0), group_open.eq(0)]
+            with m.Elif(ij.valid & val.valid):
+                with m.If(is_data(tok, cw)), m.If(cur_valid | ii.valid):
+                    with m.If(~cur_valid):
+                        self.pop(m, "inner0")
+                        m.d.sync += [cur_i.eq(ih[:cw]), cur_valid.eq(1)]
+                    m.d.comb += wp.en.eq(1)
+                    m.d.sync += valid.bit_select(addr, 1).eq(1)
+                    self.pop(m, "inner1")
+                    self.pop(m, "val")
+                with m.Elif(ii.valid):
+                    with m.If(is_done(tok, cw)), m.If(outer.valid):
+                        pop_all()
+                        self.push(m, "crd0", done_word(cw))
+                        self.push(m, "crd1", done_word(cw))
+                        self.push(m, "val", done_word(vw))
+                    with m.Elif(~cur_valid & is_data(ih, cw)):
+                        self.pop(m, "inner0")
+                        with m.If(level(tok) == 0):
+                            self.pop(m, "inner1")
+                            self.pop(m, "val")
+                    with m.Elif(level(tok) == 0):
+                        m.d.sync += cur_valid.eq(0)
+                        self.pop(m, "inner1")
+                        self.pop(m, "val")
+                    with m.Elif(outer.valid):
+                        m.d.sync += cur_valid.eq(0)
+                        with m.If(level(tok) == 1):
+                            pop_all()
+                        with m.Elif(is_data(oh, cw)):
+                            self.pop(m, "outer")
+                        with m.Else():
+                            m.d.sync += flushing.eq(1)
+
+
+
+@rtl("spacc1")
+def _spacc1(b: HwBuild):
+    p, cfg = b.params, b.cfg
+    return SpAcc1(dim=p["dim"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, vw=cfg.vw, numerics=cfg.num,
+                  depths=b.depths, block_ram=cfg.spacc_block_ram), {}
+
+
+@rtl("spacc2")
+def _spacc2(b: HwBuild):
+    p, cfg = b.params, b.cfg
+    return SpAcc2(dim0=p["dim0"], dim1=p["dim1"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, numerics=cfg.num,
+                  depths=b.depths), {}

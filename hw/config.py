@@ -1,0 +1,52 @@
+"""The hardware configuration of a build: data widths, FIFO depths, memory capacities,
+numerics and implementation choices (block-RAM FIFOs and accumulators)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fuseflow.numerics import Mode, Numerics
+from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+
+__all__ = ["DEFAULT_HW", "HwConfig"]
+
+
+@dataclass(frozen=True)
+class HwConfig:
+    cw: int = CRD_WIDTH  # crd / ref / repsig data width
+    vw: int = VAL_WIDTH  # val data width
+    fifo_depth: int | None = None  # None: the graph's default
+    max_nnz: tuple[tuple[str, int], ...] = ()  # per-tensor capacity (stored values); default dense size
+    numerics: Numerics | None = None  # value arithmetic (fuseflow.numerics); None: int<vw>
+    # output FIFOs at least this deep are hw.fifo.RamFIFO (block RAM, same timing); None: never
+    ram_fifo_depth: int | None = None
+    # sparse accumulators keep their sums in block RAM (synchronous reads, same timing)
+    spacc_block_ram: bool = False
+
+    def __post_init__(self) -> None:
+        num = self.numerics
+        if num is None:
+            return
+        if num.mode is Mode.FLOAT:
+            raise ValueError("HwConfig: float numerics are sw_sim only; use Numerics.fixed(m, n) or integer")
+        if num.width != self.vw:
+            raise ValueError(f"HwConfig: numerics {num} are {num.width} bits wide but vw={self.vw}; "
+                             f"pass vw={num.width} (or HwConfig.for_numerics)")
+
+    @classmethod
+    def for_numerics(cls, numerics: Numerics | str, **kw: Any) -> HwConfig:
+        """A config whose value width follows ``numerics`` (``"q16.16"``, ``Numerics.fixed(8, 8)``)."""
+        num = Numerics.parse(numerics)
+        return cls(vw=num.width, numerics=num, **kw)
+
+    @property
+    def num(self) -> Numerics:
+        """The value numerics in force (``int<vw>`` unless set)."""
+        return self.numerics or Numerics.integer(self.vw)
+
+    def nnz_for(self, tensor: str) -> int | None:
+        return dict(self.max_nnz).get(tensor)
+
+
+DEFAULT_HW = HwConfig()  # frozen: safe to share as a default argument

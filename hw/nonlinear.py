@@ -1,0 +1,177 @@
+"""The unary ALU and its nonlinear functions (exp, rsqrt, sigmoid, gelu) from the tables of
+:func:`fuseflow.numerics.tables`; table lookups are asynchronous-read ROMs."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth.lib import memory
+
+from fuseflow.numerics import (
+    EXP_INTERP_BITS,
+    EXP_SEG_BITS,
+    INT32,
+    LOG2E_BITS,
+    PWL_FUNCS,
+    PWL_GUARD,
+    RSQRT_SEG_BITS,
+    TABLE_BITS,
+    Numerics,
+    log2e_fixed,
+    tables,
+)
+from fuseflow.samml import AluOp
+
+from .arith import _mul, fix, hw_mode, rhu, sat
+from .base import StreamPrimitive
+from .word import (
+    data_word,
+    is_ctl,
+    is_data,
+    is_empty,
+)
+
+
+def _rom(m: Module, name: str, values: tuple[int, ...], bits: int, addr: Value) -> Value:
+    mem = memory.Memory(shape=signed(bits), depth=len(values), init=list(values))
+    m.submodules[name] = mem
+    rp = mem.read_port(domain="comb")
+    m.d.comb += rp.addr.eq(addr)
+    return rp.data
+
+
+
+def _lookup(m: Module, num: Numerics, name: str, i: Value, rem: Value, rem_bits: int) -> Value:
+    """``base[i] + rhu(delta[i] * rem, rem_bits)`` from the shared table ``name``."""
+    tab = tables(num)[name]
+    bits = tab.bits()
+    base = _rom(m, f"{name}_base", tab.base, bits, i)
+    delta = _rom(m, f"{name}_delta", tab.delta, bits, i)
+    return base + rhu(delta * rem, rem_bits)
+
+
+
+def _scaled(m: Module, y: Value, s: Value, num: Numerics) -> Value:
+    """``num.scale(y, s)``: ``y * 2**s`` rounded half up and saturated, ``s`` clamped first."""
+    w = num.width
+    lo_s = -(TABLE_BITS + 2)
+    sc = Signal(signed(max(len(s), (w + 1).bit_length()) + 1))
+    m.d.comb += sc.eq(Mux(s > w, w, Mux(s < lo_s, lo_s, s)))
+    yu = Signal(TABLE_BITS + 1)
+    left = Signal(range(w + 1))
+    right = Signal(range(TABLE_BITS + 3))
+    out = Signal(w)
+    m.d.comb += yu.eq(y)
+    up = Cat(yu << left, Const(0, 1)).as_signed()
+    down = Cat((yu + ((Const(1, 1) << right) >> 1)) >> right, Const(0, 1)).as_signed()
+    with m.If(sc >= 0):
+        m.d.comb += [left.eq(sc), out.eq(sat(up, num))]
+    with m.Else():
+        m.d.comb += [right.eq(-sc), out.eq(sat(down, num))]
+    return out
+
+
+
+def _exp(m: Module, num: Numerics, x: Value) -> Value:
+    f = num.frac
+    fb = f + LOG2E_BITS
+    t = Signal(signed(num.width + LOG2E_BITS + 2))
+    m.d.comb += t.eq(x * Const(log2e_fixed(), LOG2E_BITS + 1))
+    k = t >> fb
+    i = t[fb - EXP_SEG_BITS: fb]
+    rem = t[fb - EXP_SEG_BITS - EXP_INTERP_BITS: fb - EXP_SEG_BITS]
+    y = _lookup(m, num, "exp", i, rem, EXP_INTERP_BITS)
+    return _scaled(m, y, k + (f - TABLE_BITS), num)
+
+
+
+def _rsqrt(m: Module, num: Numerics, x: Value) -> Value:
+    w, f = num.width, num.frac
+    p = Signal(range(w))
+    for b in range(w - 1):
+        with m.If(x[b]):
+            m.d.comb += p.eq(b)
+    a = Signal(w - 1)
+    lshift = Signal(range(w))
+    m.d.comb += [lshift.eq(w - 2 - p), a.eq(x.as_unsigned() << lshift)]
+    e = Signal(signed(len(p) + 2))
+    m.d.comb += e.eq(p - f)
+    odd = e[0]
+    rb = w - 2 - RSQRT_SEG_BITS
+    i = Cat(a[rb: rb + RSQRT_SEG_BITS], odd)
+    y = _lookup(m, num, "rsqrt", i, a[:rb], rb)
+    half = (e - odd) >> 1
+    res = _scaled(m, y, (f - TABLE_BITS) - half, num)
+    return Mux(x <= 0, Const(num.hi, w), res)[:w]
+
+
+
+def _pwl(m: Module, num: Numerics, op: AluOp, x: Value) -> Value:
+    spec = PWL_FUNCS[op]
+    lo, hi = spec.lo << num.frac, spec.hi << num.frac
+    xc = Mux(x < lo, lo, Mux(x >= hi, hi - 1, x))
+    off = Signal(range(hi - lo))
+    m.d.comb += off.eq(xc - lo)
+    sh = num.pwl_shift(spec)
+    if sh >= 0:
+        i, rem, rb = off >> sh, off[:sh] if sh else Const(0, 1), sh
+    else:
+        i, rem, rb = off << -sh, Const(0, 1), 0
+    y = _lookup(m, num, spec.name, i[: spec.seg_bits], rem, rb)
+    res = sat(rhu(y, PWL_GUARD), num)
+    if spec.identity_above:
+        return Mux(x >= hi, x, res)[: num.width]
+    return res
+
+
+
+def unop(m: Module, num: Numerics, op: AluOp, x: Value, scalar: float = 0.0, where: str = "ALU") -> Value:
+    """``num.unop(op, scalar)(x)`` in logic (tables become ROMs inside ``m``)."""
+    hw_mode(num)
+    num.unop(op, scalar, where)  # same checks as the model (unary op, numerics, scalar)
+    if op is AluOp.RELU:
+        return Mux(x > 0, x, 0)[: num.width]
+    if op is AluOp.NEG:
+        return fix(-x, num)
+    if op is AluOp.ADD_SCALAR:
+        return fix(x + Const(num.scalar_raw(scalar, where), signed(num.width)), num)
+    if op is AluOp.MUL_SCALAR:
+        return _mul(x, Const(num.scalar_raw(scalar, where), signed(num.width)), num)
+    if op is AluOp.EXP:
+        return _exp(m, num, x)
+    if op is AluOp.RSQRT:
+        return _rsqrt(m, num, x)
+    return _pwl(m, num, op, x)
+
+
+
+# ----------------------------------------------------------------------------- primitives
+class UnaryAlu(StreamPrimitive):
+    """Unary ALU over one value stream (see sw_sim.nonlinear.UnaryAlu).  Latency 2, II 1:
+    operand register -> function (tables, multipliers, shifter) -> result register."""
+
+    def __init__(self, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32, depths=None):
+        self.op, self.scalar, self.num, self.vw = op, scalar, numerics, numerics.width
+        hw_mode(numerics)
+        numerics.unop(op, scalar, f"ALU {op.value}")
+        super().__init__({"a": self.vw}, {"val": self.vw}, depths)
+
+    def logic(self, m):
+        w = self.vw
+        a = self.i_a
+        x, res = Signal(w + 1), Signal(w + 1)
+        opnd_valid, res_valid = Signal(), Signal()
+        emit, res_free, advance, opnd_free = Signal(), Signal(), Signal(), Signal()
+        xv = Mux(is_data(x, w), x[:w], 0).as_signed()
+        fx = Signal(w)
+        m.d.comb += [fx.eq(unop(m, self.num, self.op, xv, self.scalar)),
+                     emit.eq(res_valid & self.room()), res_free.eq(~res_valid | emit),
+                     advance.eq(opnd_valid & res_free), opnd_free.eq(~opnd_valid | advance),
+                     a.ready.eq(opnd_free)]
+        with m.If(emit):
+            self.push(m, "val", res)
+        with m.If(res_free):
+            m.d.sync += [res_valid.eq(opnd_valid),
+                         res.eq(Mux(is_ctl(x, w) & ~is_empty(x, w), x, data_word(fx, w)))]
+        with m.If(opnd_free):
+            m.d.sync += [opnd_valid.eq(a.valid), x.eq(a.payload)]
+

@@ -1,0 +1,285 @@
+"""Cycle models of the sparse accumulators of order 1 and 2."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fuseflow.numerics import INT32, Numerics
+from fuseflow.samml import (
+    ReduceOp,
+)
+from fuseflow.tokens import DONE, EMPTY, Control, Stop, stop
+
+from .engine import Primitive
+from .registry import Build, model
+
+
+class SpAcc1(Primitive):
+    """Sparse accumulator, order 1 (inner dimension ``dim``).
+
+    Fires when both outputs have room.  ACC mode, by the inner head: data (with its value) ->
+    ``acc[crd] op= val``, pop both; ``S0`` -> pop inner, val and the outer coordinate; ``S(k+1)``
+    -> if the outer head is data pop it (wait), else it must be ``Sk``: enter FLUSH.  FLUSH:
+    emit the accumulated entries in coordinate order, one per cycle, then ``Sk`` on both outputs,
+    popping the three stop tokens.  ``D`` on all three -> ``D``.  Accumulation wraps /
+    saturates by the ``numerics``.
+    """
+
+    def __init__(self, name, ins, outs, *, dim: int, op: ReduceOp = ReduceOp.ADD, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs)
+        self.iouter, self.iinner, self.ival = ins["outer"], ins["inner"], ins["val"]
+        self.ocrd, self.oval = outs["crd"], outs["val"]
+        self.dim = dim
+        self.fn = numerics.reduce_fn(op)
+        self.acc: dict[int, int] = {}
+        self.flush: list[int] | None = None
+        self.flush_pos = 0
+
+    def _flush_step(self) -> bool:
+        """FLUSH: one accumulated entry per cycle, then the stops (popping the three stop tokens)."""
+        if self.flush_pos < len(self.flush):
+            c = self.flush[self.flush_pos]
+            self.flush_pos += 1
+            self.ocrd.push(c)
+            self.oval.push(self.acc[c])
+            return True
+        s = self.iouter.pop()
+        self.iinner.pop()
+        self.ival.pop()
+        self.ocrd.push(s)
+        self.oval.push(s)
+        self.acc.clear()
+        self.flush = None
+        return True
+
+    def _data_step(self, tok) -> bool:
+        """ACC mode, inner data head ``tok``: ``acc[tok] op= val``, pop inner and val."""
+        inner, val = self.iinner, self.ival
+        v = val.q[0]
+        if isinstance(v, Control) and v is not EMPTY:
+            raise self.error(f"inner coordinate {tok} but the value stream is at {v}")
+        if not 0 <= tok < self.dim:
+            raise self.error(f"inner coordinate {tok} outside dimension {self.dim}")
+        v = 0 if v is EMPTY else v
+        acc = self.acc
+        acc[tok] = self.fn(acc[tok], v) if tok in acc else v
+        inner.pop()
+        val.pop()
+        return True
+
+    def step(self) -> bool:
+        if self.ocrd.isfull or self.oval.isfull:
+            return False
+        if self.flush is not None:
+            return self._flush_step()
+        inner, val, outer = self.iinner, self.ival, self.iouter
+        if not inner.q or not val.q:
+            return False
+        tok = inner.q[0]
+        if not isinstance(tok, Control):
+            return self._data_step(tok)
+        if val.q[0] is not tok:
+            raise self.error(f"inner {tok} but the value stream is at {val.q[0]}")
+        if not outer.q:
+            return False
+        oh = outer.q[0]
+        if tok is DONE:
+            if oh is not DONE:
+                raise self.error(f"inner D but the outer stream is at {oh}")
+            outer.pop()
+            inner.pop()
+            val.pop()
+            self.ocrd.push(DONE)
+            self.oval.push(DONE)
+            self.finish()
+            return True
+        if type(tok) is not Stop:
+            raise self.error(f"unexpected token {tok} in the inner stream")
+        if tok.level == 0:
+            if isinstance(oh, Control):
+                raise self.error(f"inner S0 but the outer stream is at {oh}")
+            outer.pop()
+            inner.pop()
+            val.pop()
+            return True
+        if not isinstance(oh, Control):
+            outer.pop()
+            return True
+        if type(oh) is not Stop or oh.level != tok.level - 1:
+            raise self.error(f"inner {tok} needs outer S{tok.level - 1}, but the outer stream is at {oh}")
+        self.flush = sorted(self.acc)
+        self.flush_pos = 0
+        return True
+
+
+
+class SpAcc2(Primitive):
+    """Sparse accumulator, order 2: in outer ``crd`` (the reduced index ``k``) + ``inner0``
+    (``i``, nested under ``k``) + ``inner1`` (``j``, nested under ``i``) + ``val`` ->
+    ``crd0`` + ``crd1`` + ``val``: accumulates values by ``(i, j)``; the end of an outer fiber
+    (outer ``Sm``) flushes the accumulated 2-level fiber in ``(i, j)`` order, then ``Sm`` on
+    ``crd0`` and ``S(m+1)`` on ``crd1`` / ``val``.
+
+    Fires when every output has room.  ACC mode, by the ``inner1`` head: data (with its value)
+    -> load ``i`` from ``inner0`` if none is held (same cycle), ``acc[i, j] op= val``, pop both;
+    ``S0`` -> end of ``i``'s fiber (an ``i`` with an empty fiber is popped now); ``S1`` -> end of
+    ``k``'s ``i`` fiber: ``inner0`` must be at ``S0`` and outer at ``k``: pop all four;
+    ``S(m+2)``: pop a pending ``i`` (wait), then ``inner0`` must be at ``S(m+1)``; pop a pending
+    ``k`` (wait), then outer must be at ``Sm``: enter FLUSH.  Before any of the stop cases, a
+    held-less ``i`` data head of ``inner0`` is popped first (an empty ``j`` fiber).  FLUSH, one
+    step per cycle: next entry with a new ``i`` while a group is open -> ``S0`` on ``crd1`` /
+    ``val`` (closes the group); otherwise emit (``i`` on ``crd0`` when a group opens) ``j`` and
+    the value; after the last: the stops, popping the four stop tokens.  ``D`` on all -> ``D``.
+    """
+
+    def __init__(self, name, ins, outs, *, dim0: int, dim1: int, op: ReduceOp = ReduceOp.ADD,
+                 numerics: Numerics = INT32):
+        super().__init__(name, ins, outs)
+        self.iouter, self.ii, self.ij, self.ival = ins["outer"], ins["inner0"], ins["inner1"], ins["val"]
+        self.o0, self.o1, self.ov = outs["crd0"], outs["crd1"], outs["val"]
+        self.dim0, self.dim1 = dim0, dim1
+        self.fn = numerics.reduce_fn(op)
+        self.acc: dict[tuple[int, int], Any] = {}
+        self.cur_i: int | None = None
+        self.flush: list[tuple[int, int]] | None = None
+        self.pos = 0
+        self.open = False
+        self.last_i = 0
+        self.flush_level = 0
+
+    def _flush_step(self) -> bool:
+        if self.pos < len(self.flush):
+            i, j = self.flush[self.pos]
+            if self.open and i != self.last_i:
+                self.o1.push(stop(0))
+                self.ov.push(stop(0))
+                self.open = False
+                return True
+            if not self.open:
+                self.o0.push(i)
+                self.open, self.last_i = True, i
+            self.o1.push(j)
+            self.ov.push(self.acc[i, j])
+            self.pos += 1
+            return True
+        for c in (self.iouter, self.ii, self.ij, self.ival):
+            c.pop()
+        m = self.flush_level
+        self.o0.push(stop(m))
+        self.o1.push(stop(m + 1))
+        self.ov.push(stop(m + 1))
+        self.acc.clear()
+        self.flush = None
+        self.open = False
+        return True
+
+    def _data_step(self, tok, v) -> bool:
+        """ACC mode, ``inner1`` data head ``tok`` with value head ``v``: load ``i`` from
+        ``inner0`` if none is held (same cycle), ``acc[i, j] op= val``, pop both."""
+        ij, val, ii = self.ij, self.ival, self.ii
+        if isinstance(v, Control) and v is not EMPTY:
+            raise self.error(f"inner1 coordinate {tok} but the value stream is at {v}")
+        if self.cur_i is None:
+            if not ii.q:
+                return False
+            if isinstance(ii.q[0], Control):
+                raise self.error(f"inner1 data {tok} but inner0 is at {ii.q[0]}")
+            self.cur_i = ii.pop()
+            if not 0 <= self.cur_i < self.dim0:
+                raise self.error(f"inner0 coordinate {self.cur_i} outside dimension {self.dim0}")
+        if not 0 <= tok < self.dim1:
+            raise self.error(f"inner1 coordinate {tok} outside dimension {self.dim1}")
+        v = 0 if v is EMPTY else v
+        key = (self.cur_i, tok)
+        self.acc[key] = self.fn(self.acc[key], v) if key in self.acc else v
+        ij.pop()
+        val.pop()
+        return True
+
+    def _done_step(self, ih) -> bool:
+        """``inner1`` at ``D`` (``inner0`` head ``ih``): ``D`` on all inputs -> ``D`` on all outputs."""
+        ij, val, ii, outer = self.ij, self.ival, self.ii, self.iouter
+        if not outer.q:
+            return False
+        if ih is not DONE or outer.q[0] is not DONE:
+            raise self.error(f"inner1 D but inner0 is at {ih} and outer at {outer.q[0]}")
+        for c in (outer, ii, ij, val):
+            c.pop()
+        self.o0.push(DONE)
+        self.o1.push(DONE)
+        self.ov.push(DONE)
+        self.finish()
+        return True
+
+    def _stop_step(self, tok: Stop, ih) -> bool:
+        """``inner1`` at stop ``tok`` (``inner0`` head ``ih``): end of an ``i`` fiber (``S0``), of
+        ``k``'s ``i`` fiber (``S1``) or of the outer fiber (``S(m+2)``: enter FLUSH)."""
+        ij, val, ii, outer = self.ij, self.ival, self.ii, self.iouter
+        if self.cur_i is None and not isinstance(ih, Control):
+            ii.pop()  # an i with an empty j fiber
+            if tok.level == 0:
+                ij.pop()
+                val.pop()
+            return True
+        if tok.level == 0:
+            if self.cur_i is None:
+                raise self.error(f"inner1 S0 but inner0 is at {ih}")
+            self.cur_i = None
+            ij.pop()
+            val.pop()
+            return True
+        if type(ih) is not Stop or ih.level != tok.level - 1:
+            raise self.error(f"inner1 {tok} needs inner0 S{tok.level - 1}, but inner0 is at {ih}")
+        if not outer.q:
+            return False
+        oh = outer.q[0]
+        self.cur_i = None
+        if tok.level == 1:
+            if isinstance(oh, Control):
+                raise self.error(f"inner1 S1 ends the fiber of an outer coordinate, but outer is at {oh}")
+            for c in (outer, ii, ij, val):
+                c.pop()
+            return True
+        if not isinstance(oh, Control):
+            outer.pop()  # the last k of the outer fiber
+            return True
+        if type(oh) is not Stop or oh.level != tok.level - 2:
+            raise self.error(f"inner1 {tok} needs outer S{tok.level - 2}, but outer is at {oh}")
+        self.flush = sorted(self.acc)
+        self.pos = 0
+        self.flush_level = tok.level - 2
+        return True
+
+    def step(self) -> bool:
+        if self.o0.full() or self.o1.full() or self.ov.full():
+            return False
+        if self.flush is not None:
+            return self._flush_step()
+        ij, val, ii = self.ij, self.ival, self.ii
+        if not ij.q or not val.q:
+            return False
+        tok, v = ij.q[0], val.q[0]
+        if not isinstance(tok, Control):
+            return self._data_step(tok, v)
+        if v is not tok:
+            raise self.error(f"inner1 {tok} but the value stream is at {v}")
+        if not ii.q:
+            return False
+        ih = ii.q[0]
+        if tok is DONE:
+            return self._done_step(ih)
+        if type(tok) is not Stop:
+            raise self.error(f"unexpected token {tok} in inner1")
+        return self._stop_step(tok, ih)
+
+
+
+@model("spacc1")
+def _spacc1(b: Build) -> Primitive:
+    return SpAcc1(b.name, b.ins, b.outs, dim=b.params["dim"], op=b.params["op"], numerics=b.numerics)
+
+
+@model("spacc2")
+def _spacc2(b: Build) -> Primitive:
+    p = b.params
+    return SpAcc2(b.name, b.ins, b.outs, dim0=p["dim0"], dim1=p["dim1"], op=p["op"], numerics=b.numerics)

@@ -1,0 +1,150 @@
+"""Cycle models of value arithmetic: the binary ALU and fiber reduction (the unary ALU is in
+:mod:`sw_sim.nonlinear`)."""
+
+from __future__ import annotations
+
+from fuseflow.numerics import INT32, Numerics
+from fuseflow.samml import (
+    UNARY_ALU_OPS,
+    AluOp,
+    ReduceOp,
+    alu_latency,
+)
+from fuseflow.tokens import DONE, EMPTY, Control, stop
+
+from .engine import Channel, Primitive
+from .nonlinear import UnaryAlu
+from .registry import Build, model
+
+
+class Staged(Primitive):
+    """A chain of pipeline registers ``stages`` (front first) in front of output ``out``."""
+
+    stages: list
+    out: Channel
+
+    def leave_front(self, v):
+        """What the front stage's token becomes when it moves up (default: itself)."""
+        return v
+
+    def advance(self) -> bool | None:
+        """Back: a full last stage whose output has room emits.  Middle: stages move up, back
+        to front, into free (or just emptied) stages.  Returns whether anything moved, or
+        ``None`` once ``D`` has left (the primitive is finished)."""
+        progressed = False
+        st = self.stages
+        last = st[-1]
+        if last is not None and not self.out.isfull:
+            self.out.push(last)
+            st[-1] = None
+            if last is DONE:
+                self.finish()
+                return None
+            progressed = True
+        for k in range(len(st) - 2, -1, -1):
+            if st[k] is not None and st[k + 1] is None:
+                st[k + 1], st[k] = (self.leave_front(st[k]) if k == 0 else st[k]), None
+                progressed = True
+        return progressed
+
+
+
+class Alu(Staged):
+    """Binary ALU over aligned value streams (``N`` counts as 0); II 1, latency
+    :func:`fuseflow.samml.alu_latency` (2, or 4 for ``mul``).
+
+    A chain of pipeline registers, operands first; each stage advances when the next one is
+    free or is being emptied this cycle.  Back: a full last stage whose output has room emits.
+    Middle: stages move up, back to front; leaving the operand stage a data pair becomes
+    data op data (rounding, saturation / wrap by the ``numerics``, :mod:`fuseflow.numerics`),
+    a control token stays itself.  Front: when both inputs have a token, pop both into the
+    operand stage.  In RTL the operation sits in the stages between (the multiplier's partial
+    products, their sum, then rounding and saturation)."""
+
+    def __init__(self, name, ins, outs, *, op: AluOp, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs)
+        self.a, self.b = ins["a"], ins["b"]
+        self.out = outs["val"]
+        self.fn = numerics.binop(op)
+        self.stages: list = [None] * alu_latency(op)
+
+    def leave_front(self, v):
+        x, y = v
+        return x if isinstance(x, Control) else self.fn(x, y)
+
+    def step(self) -> bool:
+        progressed = self.advance()
+        if progressed is None:
+            return True
+        st = self.stages
+        a, b = self.a, self.b
+        if st[0] is None and a.q and b.q:
+            x, y = a.q[0], b.q[0]
+            xc, yc = isinstance(x, Control) and x is not EMPTY, isinstance(y, Control) and y is not EMPTY
+            if xc or yc:
+                if x is not y:
+                    raise self.error(f"operands misaligned: a={x}, b={y}")
+                st[0] = (x, x)
+            else:
+                st[0] = (0 if x is EMPTY else x, 0 if y is EMPTY else y)
+            a.pop()
+            b.pop()
+            progressed = True
+        return progressed
+
+
+
+class Reduce(Primitive):
+    """Reduce each innermost fiber (fires when the input has a token and the output has room):
+    data -> accumulate; ``S0`` -> emit the result, reset; ``Sk`` (k>=1) -> emit the result this
+    cycle and ``S(k-1)`` the next, popping ``Sk`` then; ``D`` -> ``D``.  The initial value is 0
+    for add and the most negative value for max; add wraps / saturates by the ``numerics``."""
+
+    def __init__(self, name, ins, outs, *, op: ReduceOp, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs)
+        self.inp = ins["val"]
+        self.out = outs["val"]
+        self.op = op
+        self.init = numerics.reduce_init(op)
+        self.fn = numerics.reduce_fn(op)
+        self.acc = self.init
+        self.flushed = False  # result of the fiber closed by the head Sk already emitted
+
+    def step(self) -> bool:
+        if not self.inp.q or self.out.isfull:
+            return False
+        tok = self.inp.q[0]
+        if not isinstance(tok, Control):
+            self.acc = self.fn(self.acc, tok)
+        elif tok is EMPTY:
+            self.acc = self.fn(self.acc, 0)
+        elif tok is DONE:
+            self.out.push(DONE)
+            self.finish()
+        elif tok.level == 0:
+            self.out.push(self.acc)
+            self.acc = self.init
+        elif not self.flushed:
+            self.out.push(self.acc)
+            self.acc = self.init
+            self.flushed = True
+            return True
+        else:
+            self.out.push(stop(tok.level - 1))
+            self.flushed = False
+        self.inp.pop()
+        return True
+
+
+
+@model("alu")
+def _alu(b: Build) -> Primitive:
+    op = b.params["op"]
+    if op in UNARY_ALU_OPS:
+        return UnaryAlu(b.name, b.ins, b.outs, op=op, scalar=b.params["scalar"], numerics=b.numerics)
+    return Alu(b.name, b.ins, b.outs, op=op, numerics=b.numerics)
+
+
+@model("reduce")
+def _reduce(b: Build) -> Primitive:
+    return Reduce(b.name, b.ins, b.outs, op=b.params["op"], numerics=b.numerics)

@@ -1,0 +1,148 @@
+"""Cycle models of the outer/inner coordinate walkers: coordinate drop and hold."""
+
+from __future__ import annotations
+
+from fuseflow.tokens import DONE, EMPTY, Control, Stop
+
+from .engine import Primitive
+from .registry import plain
+
+
+class _OuterInner(Primitive):
+    """Shared walk of an outer crd stream against the inner stream nested under it.
+
+    ``cur`` holds the outer coordinate whose inner fiber is being read.  Per inner token (fires
+    when both outputs have room):
+    data: load ``cur`` from the outer input if empty (same cycle); ``on_data``.
+    ``S0``: end of ``cur``'s fiber (an outer data token with an empty fiber is popped now).
+    ``Sk`` (k>=1): end of the outer fiber; if no ``cur`` and the outer head is data (a last
+    coordinate with an empty fiber) pop it and wait a cycle; then the outer head must be
+    ``S(k-1)``: pop both, emit the stops.  ``D``: both ``D``.
+    """
+
+    def __init__(self, name, ins, outs):
+        super().__init__(name, ins, outs)
+        self.iouter = ins["outer"]
+        self.iinner = ins["inner"]
+        self.oouter = outs["outer"]
+        self.oinner = outs["inner"]
+        self.cur = None
+
+    def on_data(self, tok, loaded: bool) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def on_fiber_end(self, tok) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _data_step(self, tok) -> bool:
+        """Inner data (or ``EMPTY``) head ``tok``: load ``cur`` from the outer input if empty
+        (same cycle), pop the inner token, ``on_data``."""
+        inner, outer = self.iinner, self.iouter
+        loaded = False
+        if self.cur is None:
+            if not outer.q:
+                return False
+            if isinstance(outer.q[0], Control):
+                raise self.error(f"inner data {tok} but the outer stream is at {outer.q[0]}")
+            self.cur = outer.pop()
+            loaded = True
+        inner.pop()
+        self.on_data(tok, loaded)
+        return True
+
+    def _done_step(self) -> bool:
+        """Inner head ``D``: the outer head must be ``D``; pop both, emit ``D`` on both outputs."""
+        inner, outer = self.iinner, self.iouter
+        if not outer.q:
+            return False
+        if outer.q[0] is not DONE:
+            raise self.error(f"inner stream ended but the outer stream is at {outer.q[0]}")
+        outer.pop()
+        inner.pop()
+        self.oouter.push(DONE)
+        self.oinner.push(DONE)
+        self.finish()
+        return True
+
+    def _stop_step(self, tok: Stop) -> bool:
+        """Inner head stop ``tok``: ``S0`` ends ``cur``'s fiber; ``Sk`` (k>=1) ends the outer fiber."""
+        inner, outer = self.iinner, self.iouter
+        if tok.level == 0:
+            if self.cur is None:
+                if not outer.q:
+                    return False
+                if isinstance(outer.q[0], Control):
+                    raise self.error(f"inner S0 but the outer stream is at {outer.q[0]}")
+                outer.pop()
+            self.cur = None
+            inner.pop()
+            self.on_fiber_end(tok)
+            return True
+        if not outer.q:
+            return False
+        oh = outer.q[0]
+        if self.cur is None and not isinstance(oh, Control):
+            outer.pop()
+            return True
+        if type(oh) is not Stop or oh.level != tok.level - 1:
+            raise self.error(f"inner {tok} needs outer S{tok.level - 1}, but the outer stream is at {oh}")
+        outer.pop()
+        inner.pop()
+        self.cur = None
+        self.oouter.push(self.held_stop(oh, tok))
+        self.oinner.push(tok)
+        return True
+
+    def step(self) -> bool:
+        inner = self.iinner
+        if not inner.q or self.oouter.isfull or self.oinner.isfull:
+            return False
+        tok = inner.q[0]
+        if not isinstance(tok, Control) or tok is EMPTY:
+            return self._data_step(tok)
+        if tok is DONE:
+            return self._done_step()
+        if type(tok) is not Stop:
+            raise self.error(f"unexpected token {tok} in the inner stream")
+        return self._stop_step(tok)
+
+    def held_stop(self, outer_stop: Stop, inner_stop: Stop) -> Stop:  # pragma: no cover
+        raise NotImplementedError
+
+
+
+class CrdDrop(_OuterInner):
+    """Coordinate drop: outer coordinates whose inner fiber is empty are dropped; the inner
+    stream passes through.  An outer coordinate is emitted with its fiber's first element."""
+
+    def on_data(self, tok, loaded):
+        if loaded:
+            self.oouter.push(self.cur)
+        self.oinner.push(tok)
+
+    def on_fiber_end(self, tok):
+        self.oinner.push(tok)
+
+    def held_stop(self, outer_stop, inner_stop):
+        return outer_stop
+
+
+
+class CrdHold(_OuterInner):
+    """Coordinate hold: emits the current outer coordinate once per inner element; the held
+    stream follows the inner stream's stops."""
+
+    def on_data(self, tok, loaded):
+        self.oouter.push(self.cur)
+        self.oinner.push(tok)
+
+    def on_fiber_end(self, tok):
+        self.oouter.push(tok)
+        self.oinner.push(tok)
+
+    def held_stop(self, outer_stop, inner_stop):
+        return inner_stop
+
+
+plain("crd_drop", CrdDrop)
+plain("crd_hold", CrdHold)

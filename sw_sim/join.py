@@ -1,0 +1,116 @@
+"""Cycle models of the joiners: n-ary intersection and union."""
+
+from __future__ import annotations
+
+from fuseflow.tokens import DONE, EMPTY, Control
+
+from .engine import Primitive
+from .registry import Build, model
+
+
+class _Joiner(Primitive):
+    def __init__(self, name, ins, outs, *, n: int):
+        super().__init__(name, ins, outs)
+        self.n = n
+        self.icrd = [ins[f"crd{i}"] for i in range(n)]
+        self.iref = [ins[f"ref{i}"] for i in range(n)]
+        self.ocrd = outs["crd"]
+        self.oref = [outs[f"ref{i}"] for i in range(n)]
+        self.all_in = self.icrd + self.iref
+
+    def _heads(self):
+        for c in self.all_in:
+            if not c.q:
+                return None
+        if not self.outs_ready():
+            return None
+        return [c.q[0] for c in self.icrd]
+
+    def _all_control(self, heads):
+        """Handle the all-stop / all-done cases; returns True if it acted."""
+        first = heads[0]
+        for h in heads:
+            if h is not first:
+                raise self.error(
+                    "inputs disagree on control tokens: " + ", ".join(str(x) for x in heads)
+                )
+        for i in range(self.n):
+            self.icrd[i].pop()
+            self.iref[i].pop()
+            self.oref[i].push(first)
+        self.ocrd.push(first)
+        if first is DONE:
+            self.finish()
+        return True
+
+
+
+class Intersect(_Joiner):
+    """n-ary intersection.  Fires when every input (crd and ref) has a token and every output
+    has room.  All data, equal: emit the coordinate and each ref, pop all.  All data, unequal:
+    pop the inputs below the maximum.  Some data, some stops: pop the data inputs.  All control:
+    they must be equal; emit and pop all."""
+
+    def step(self) -> bool:
+        heads = self._heads()
+        if heads is None:
+            return False
+        ctl = [isinstance(h, Control) for h in heads]
+        if not any(ctl):
+            m = max(heads)
+            if all(h == m for h in heads):
+                self.ocrd.push(m)
+                for i in range(self.n):
+                    self.icrd[i].pop()
+                    self.oref[i].push(self.iref[i].pop())
+            else:
+                for i in range(self.n):
+                    if heads[i] < m:
+                        self.icrd[i].pop()
+                        self.iref[i].pop()
+            return True
+        if all(ctl):
+            return self._all_control(heads)
+        if any(h is DONE for h in heads):
+            raise self.error("an input reached D while another still has data")
+        for i in range(self.n):
+            if not ctl[i]:
+                self.icrd[i].pop()
+                self.iref[i].pop()
+        return True
+
+
+
+class Union(_Joiner):
+    """n-ary union.  Fires like Intersect.  Some data: emit the minimum coordinate ``m``; inputs
+    at ``m`` pop and emit their ref, the others emit ``N``.  All control: equal, emit, pop all."""
+
+    def step(self) -> bool:
+        heads = self._heads()
+        if heads is None:
+            return False
+        data = [h for h in heads if not isinstance(h, Control)]
+        if not data:
+            return self._all_control(heads)
+        if any(h is DONE for h in heads):
+            raise self.error("an input reached D while another still has data")
+        m = min(data)
+        self.ocrd.push(m)
+        for i in range(self.n):
+            if heads[i] == m and not isinstance(heads[i], Control):
+                self.icrd[i].pop()
+                self.oref[i].push(self.iref[i].pop())
+            else:
+                self.oref[i].push(EMPTY)
+        return True
+
+
+
+@model("intersect")
+def _intersect(b: Build) -> Primitive:
+    return Intersect(b.name, b.ins, b.outs, n=b.params["n"])
+
+
+@model("union")
+def _union(b: Build) -> Primitive:
+    return Union(b.name, b.ins, b.outs, n=b.params["n"])

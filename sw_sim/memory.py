@@ -1,0 +1,53 @@
+"""Cycle model of the value load."""
+
+from __future__ import annotations
+
+from fuseflow.samml import (
+    PRIMITIVES,
+)
+from fuseflow.tokens import EMPTY, Control
+
+from .alu import Staged
+from .engine import Primitive
+from .registry import Build, model
+
+LATENCY = next(s.latency for s in PRIMITIVES.values() if s.name == "array_load")
+
+
+class ArrayLoad(Staged):
+    """Value load ``vals[ref]`` (``N`` -> 0, control passes); II 1, latency 2 (the primitive
+    table's): a block-RAM read stage, then a register for the word read, so the memory's slow
+    clock-to-output has a cycle of its own.
+
+    Stages advance back to front as in :class:`Alu`: a full last stage whose output has room
+    emits; the read stage moves up when the last stage is free; a free read stage pops."""
+
+    def __init__(self, name, ins, outs, *, vals):
+        super().__init__(name, ins, outs)
+        self.inp = ins["ref"]
+        self.out = outs["val"]
+        self.vals = list(vals)
+        self.stages: list = [None] * LATENCY
+
+    def step(self) -> bool:
+        progressed = self.advance()
+        if progressed is None:
+            return True
+        st = self.stages
+        if st[0] is None and self.inp.q:
+            tok = self.inp.pop()
+            if not isinstance(tok, Control):
+                if not 0 <= tok < len(self.vals):
+                    raise self.error(f"reference {tok} outside vals array of {len(self.vals)} entries")
+                tok = self.vals[tok]
+            elif tok is EMPTY:
+                tok = 0
+            st[0] = tok
+            progressed = True
+        return progressed
+
+
+
+@model("array_load")
+def _array_load(b: Build) -> Primitive:
+    return ArrayLoad(b.name, b.ins, b.outs, vals=b.params["vals"])
