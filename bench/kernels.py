@@ -14,8 +14,8 @@ import statistics
 import sys
 import time
 
-from fuseflow_cli.cmd_common import table
 from fuseflow.kernels import KERNELS, example
+from fuseflow_cli.cmd_common import table
 from rtl_sim import run_graph as rtl_run
 from sw_sim import run_graph
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fuseflow_cli.cli import main
 from fuseflow.samml import Graph
+from fuseflow_cli.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "programs"
 

@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (p
 
 from torch import nn
 
-from fuseflow_cli.cli import main
 from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.zoo import GCN, to_torch_csr
+from fuseflow_cli.cli import main
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 

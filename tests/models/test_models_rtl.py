@@ -35,12 +35,12 @@ def test_gcn_two_layers_fixed_point_rtl_equals_sw_sim_and_pytorch():
     import warnings
 
     from fuseflow.compiler import graph_runs
-    from fuseflow_cli.models import FIXED_ATOL
     from fuseflow.models.frontend import trace
     from fuseflow.models.plan import CompilerStep, _input_format, compile_model
     from fuseflow.models.zoo import make_case
     from fuseflow.numerics import Numerics
     from fuseflow.tensor import TensorData
+    from fuseflow_cli.models import FIXED_ATOL
     from hw import HwConfig
 
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
