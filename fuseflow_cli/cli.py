@@ -15,6 +15,7 @@ from . import (
     cmd_correlate,
     cmd_demo,
     cmd_flash,
+    cmd_primitives,
     cmd_rtl,
     cmd_run,
     cmd_sim,
@@ -35,6 +36,7 @@ SUBCOMMANDS = {
     "synth": cmd_synth,
     "run": cmd_run,
     "flash": cmd_flash,
+    "primitives": cmd_primitives,
 }
 
 

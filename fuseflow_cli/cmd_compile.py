@@ -16,7 +16,18 @@ from types import ModuleType
 
 import numpy as np
 
-from fuseflow.compiler import Program, ProgramError, compile_program, reference, run_program
+from fuseflow.compiler import (
+    Fusion,
+    Options,
+    Program,
+    ProgramError,
+    compile_program,
+    describe_pipeline,
+    dump_ir,
+    pass_names,
+    reference,
+    run_program,
+)
 from fuseflow.samml import GraphError
 from sw_sim import run_graph
 
@@ -29,7 +40,12 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "compile", help="compile an Einsum program (PROGRAM.py) to SAMML graphs",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("program", help="Python file defining program() -> Program")
+    p.add_argument("program", nargs="?", help="Python file defining program() -> Program")
+    p.add_argument("--list-passes", action="store_true",
+                   help="print the compiler's pass pipeline (name, input -> output IR) and exit")
+    p.add_argument("--dump-after", choices=pass_names(), metavar="PASS",
+                   help="print the IR after pass PASS (one section per graph) and exit; passes: "
+                        + ", ".join(pass_names()))
     p.add_argument("--fusion", choices=["unfused", "partial", "full"], default="full",
                    help="one graph per statement, per declared region, or for the whole program")
     p.add_argument("--order", action="append", default=[], metavar="TENSOR=ORDER",
@@ -81,6 +97,11 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list_passes:
+        print(describe_pipeline(), end="")
+        return 0
+    if args.program is None:
+        raise UserError("give a PROGRAM.py (or --list-passes)")
     module = load_program_module(args.program)
     try:
         program = module.program()
@@ -95,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--fused-order {k}={v}: GRAPH must be a graph number (0, 1, ...)")
         fused[int(k)] = tuple(x for x in v.replace("->", ",").split(",") if x)
     try:
+        if args.dump_after:
+            opts = Options(Fusion(args.fusion), orders or None, fused or None, args.factored)
+            print(dump_ir(program, args.dump_after, opts), end="")
+            return 0
         compiled = compile_program(program, args.fusion, orders, fused, factored=args.factored)
     except (ProgramError, GraphError) as exc:
         raise UserError(str(exc)) from None

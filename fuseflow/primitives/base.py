@@ -267,6 +267,10 @@ class PrimitiveSpec:
         return self.latency
 
     # ------------------------------------------------------------------ documentation
+    def param_type(self, name: str) -> str:
+        """The declared type of parameter ``name`` as text (``int``, ``add|max``, ...)."""
+        return _type_name(self.hints()[name])
+
     def param_text(self) -> str:
         hints = self.hints()
         parts = []

@@ -82,3 +82,39 @@ def test_lowering_flags_are_reported(tmp_path: Path, capsys, flag: str, lowering
                                   ["gcn_layer_g0", "gcn_layer_g1"])
     assert manifest["lowering"]["gcn_layer_g0"] == lowering
     assert f"; {lowering}" in out
+
+
+def test_list_passes_prints_the_pipeline_in_order(capsys) -> None:
+    assert main(["compile", "--list-passes"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [r.split()[1] for r in rows] == ["plan", "fuse", "table", "lower", "fifo", "verify"]
+    assert "samml.Graph -> samml.Graph" in rows[4]
+
+
+def test_dump_after_fifo_adds_only_fifo_depths(capsys) -> None:
+    """The IR after ``fifo`` is the IR after ``lower`` plus depths on reconvergent edges."""
+    prog = str(EXAMPLES / "gcn_layer.py")
+    assert main(["compile", prog, "--dump-after", "lower"]) == 0
+    lowered = capsys.readouterr().out
+    assert main(["compile", prog, "--dump-after", "fifo"]) == 0
+    sized = capsys.readouterr().out
+    assert " depth=" in sized and sized.count("\nnode ") == lowered.count("\nnode ") > 0
+    stripped = "\n".join(ln.split(" depth=")[0] for ln in sized.splitlines())
+    assert stripped.replace("after fifo", "after lower") == "\n".join(
+        ln.split(" depth=")[0] for ln in lowered.splitlines())
+
+
+def test_dump_after_unknown_pass_is_a_usage_error(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["compile", str(EXAMPLES / "spmm.py"), "--dump-after", "tile"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'tile'" in capsys.readouterr().err
+
+
+def test_primitives_listing_comes_from_the_declarations(capsys) -> None:
+    assert main(["primitives", "--json"]) == 0
+    records = {r["kind"]: r for r in json.loads(capsys.readouterr().out)}
+    assert {"scan", "intersect", "spacc1", "crd_mask", "stkn_drop"} <= set(records)
+    mask = {p["name"]: p for p in records["crd_mask"]["parameters"]}
+    assert mask["pred"]["required"] and mask["block"]["default"] == 1
+    assert records["scan"]["tensor"] == "reads_level"
