@@ -133,38 +133,47 @@ def run(args: argparse.Namespace) -> int:
                        f"{', '.join(g.input_tensors())}, writes {', '.join(g.output_tensors())}; "
                        f"{cg.lowering()}")
     if args.outdir:
-        out = Path(args.outdir)
-        out.mkdir(parents=True, exist_ok=True)
-        for cg in compiled.groups:
-            cg.graph.save(out / f"{cg.graph.name}.json")
-            (out / f"{cg.graph.name}.dot").write_text(cg.graph.to_dot())
-        manifest = {
-            "program": program.name, "fusion": compiled.fusion.value,
-            "graphs": [cg.graph.name for cg in compiled.groups],
-            "outputs": program.result_names(),
-            "permuted_copies": [{"name": p.name, "source": p.source, "format": p.fmt.to_json()}
-                                for p in compiled.permuted],
-            "lowering": {cg.graph.name: cg.lowering() for cg in compiled.groups},
-        }
-        (out / "program.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        summary.append(f"wrote {len(compiled.groups)} graph(s) to {out}/")
+        summary.append(_write(compiled, program, Path(args.outdir)))
     print("\n".join(summary))
     print(f"compiled in {compiled.seconds * 1e3:.1f} ms")
     if args.run:
-        make = getattr(module, "example_data", None)
-        if not callable(make):
-            raise UserError(f"--run needs {args.program} to define example_data(seed)")
-        data = make(args.seed)
-        try:
-            result = run_program(compiled, data, simulate=run_graph)
-        except ProgramError as exc:
-            raise UserError(str(exc)) from None
-        want = reference(program, data)
-        bad = [n for n in want if not np.array_equal(result.dense(n), want[n])]
-        print(f"sw_sim: {result.total_cycles} cycles ({', '.join(map(str, result.cycles))}); "
-              + ("outputs match numpy" if not bad else f"MISMATCH in {', '.join(bad)}"))
-        return 1 if bad else 0
+        return _check_against_numpy(args, module, compiled, program)
     return 0
+
+
+def _write(compiled, program: Program, out: Path) -> str:
+    """Each graph's JSON and DOT plus ``program.json`` (the manifest) in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    for cg in compiled.groups:
+        cg.graph.save(out / f"{cg.graph.name}.json")
+        (out / f"{cg.graph.name}.dot").write_text(cg.graph.to_dot())
+    manifest = {
+        "program": program.name, "fusion": compiled.fusion.value,
+        "graphs": [cg.graph.name for cg in compiled.groups],
+        "outputs": program.result_names(),
+        "permuted_copies": [{"name": p.name, "source": p.source, "format": p.fmt.to_json()}
+                            for p in compiled.permuted],
+        "lowering": {cg.graph.name: cg.lowering() for cg in compiled.groups},
+    }
+    (out / "program.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return f"wrote {len(compiled.groups)} graph(s) to {out}/"
+
+
+def _check_against_numpy(args: argparse.Namespace, module: ModuleType, compiled, program: Program) -> int:
+    """``--run``: simulate with the module's ``example_data`` and compare with numpy."""
+    make = getattr(module, "example_data", None)
+    if not callable(make):
+        raise UserError(f"--run needs {args.program} to define example_data(seed)")
+    data = make(args.seed)
+    try:
+        result = run_program(compiled, data, simulate=run_graph)
+    except ProgramError as exc:
+        raise UserError(str(exc)) from None
+    want = reference(program, data)
+    bad = [n for n in want if not np.array_equal(result.dense(n), want[n])]
+    print(f"sw_sim: {result.total_cycles} cycles ({', '.join(map(str, result.cycles))}); "
+          + ("outputs match numpy" if not bad else f"MISMATCH in {', '.join(bad)}"))
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -246,11 +246,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     for k, n in enumerate(nodes):
         for a in n.args:
             later_use[a] = k
-    formats: dict[str, TensorFormat] = {}  # format of every materialised tensor
-    for n in nodes:
-        if n.kind is MKind.INPUT:
-            formats[n.name] = _input_format(ir, n) if n.name not in consts else \
-                TensorFormat((Format.DENSE,) * len(n.shape))
+    formats = _input_formats(ir, nodes, consts)  # format of every materialised tensor
     steps: list[Step] = []
     notes: list[str] = []
     pending: list[MNode] = []
@@ -283,20 +279,38 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
             steps.append(HostStep(n))
             continue
         assert n.kind in _ML, n.kind
-        prev = steps[-1] if steps else None
-        chain = (fusion != "unfused" and isinstance(prev, MLStep) and prev.output == n.args[0]
-                 and later_use.get(prev.output, -1) == k and prev.output not in ir.outputs
-                 and _chainable(prev.nodes + [n]))
-        if chain:
-            assert isinstance(prev, MLStep)
-            steps[-1] = _ml_step(prev.nodes + [n], prev.input, prev.in_fmt, shapes, masked)
-        else:
-            steps.append(_ml_step([n], n.args[0], formats[n.args[0]], shapes, masked))
-        formats[n.name] = steps[-1].graph.tensors[n.name].fmt
-        if chain:
-            formats.pop(prev.output, None)
+        chained = fusion != "unfused" and _chains_onto(steps, n, later_use.get(n.args[0], -1) == k, ir)
+        _add_ml_step(steps, n, chained, formats, shapes, masked)
     flush(len(nodes))
     return CompiledModel(ir, fusion, steps, time.perf_counter() - t0, notes, consts)
+
+
+def _input_formats(ir: ModelIR, nodes: list[MNode], consts: dict[str, np.ndarray]) -> dict[str, TensorFormat]:
+    """The stored format of each model input (constants added by lowering are dense)."""
+    return {n.name: _input_format(ir, n) if n.name not in consts else TensorFormat((Format.DENSE,) * len(n.shape))
+            for n in nodes if n.kind is MKind.INPUT}
+
+
+def _chains_onto(steps: list[Step], n: MNode, last_use_here: bool, ir: ModelIR) -> bool:
+    """Whether ML node ``n`` joins the previous ML step (its input is that step's output, used
+    only here, not a model output, and the two chain in one subgraph)."""
+    prev = steps[-1] if steps else None
+    return (isinstance(prev, MLStep) and prev.output == n.args[0] and last_use_here
+            and prev.output not in ir.outputs and _chainable(prev.nodes + [n]))
+
+
+def _add_ml_step(steps: list[Step], n: MNode, chained: bool, formats: dict[str, TensorFormat],
+                 shapes: Mapping[str, tuple[int, ...]], masked: set[str]) -> None:
+    """Append ML node ``n`` as a new step or chained onto the previous one; record the format of
+    its output (a chained-over intermediate is no longer materialised)."""
+    if chained:
+        prev = steps[-1]
+        assert isinstance(prev, MLStep)
+        steps[-1] = _ml_step(prev.nodes + [n], prev.input, prev.in_fmt, shapes, masked)
+        formats.pop(prev.output, None)
+    else:
+        steps.append(_ml_step([n], n.args[0], formats[n.args[0]], shapes, masked))
+    formats[n.name] = steps[-1].graph.tensors[n.name].fmt
 
 
 def _is_permute(n: MNode) -> bool:
