@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fuseflow import compiler as fc
 from fuseflow.compiler import (
     CompiledProgram,
     Fusion,
@@ -44,11 +45,14 @@ from fuseflow.compiler import (
     Program,
     check_program,
     einsum,
+    parse_format,
     run_pipeline,
+    run_program,
 )
 from fuseflow.compiler import program as program_api
 from fuseflow.kernels import GraphBuilder
 from fuseflow.lowering import reduce_rows, row_layernorm, row_softmax, unary
+from fuseflow.numerics import Numerics
 from fuseflow.samml import AluOp, Graph, ReduceOp, Role
 from fuseflow.simulation import Simulator
 from fuseflow.tensor import Format, TensorData, TensorFormat
@@ -66,8 +70,6 @@ _ML = {MKind.SCALE, MKind.ADD_SCALAR, MKind.UNARY, MKind.SOFTMAX, MKind.LAYERNOR
 
 def compiler_has_unary() -> bool:
     """Whether the Program API has elementwise functions (relu, gelu) and float scalars."""
-    import fuseflow.compiler as fc
-
     return all(hasattr(fc, f) for f in ("relu", "gelu"))
 
 
@@ -327,8 +329,6 @@ def _users(nodes: list[MNode], name: str) -> list[str]:
 def _input_format(ir: ModelIR, n: MNode) -> TensorFormat:
     """The annotated format; an unannotated dense weight read as ``x·Wᵀ`` (a linear layer) is
     stored column-major, i.e. as ``Wᵀ`` in row-major order, the order the product reads it."""
-    from fuseflow.compiler import parse_format
-
     if n.name in ir.formats:
         return parse_format(n.name, ir.formats[n.name], len(n.shape))
     if len(n.shape) == 2 and any(u.kind is MKind.EINSUM and len(u.args) == 2 and u.args[1] == n.name
@@ -493,9 +493,6 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     ``numerics``: ``"float"`` (default), or a fixed-point format such as ``"q16.16"`` — inputs
     are quantised (``Numerics.quantize``), host steps move raw values, and the outputs are
     dequantised back to floats."""
-    from fuseflow.compiler import run_program
-    from fuseflow.numerics import Numerics
-
     t0 = time.perf_counter()
     num = Numerics.parse(numerics)
     limit = {} if max_cycles is None else {"max_cycles": max_cycles}
