@@ -2,6 +2,9 @@ import pytest
 from streamref import fibers, intersect, reduce_add, union
 from vectors import design_vectors, random_vectors
 
+from fuseflow.kernels import GraphBuilder
+from fuseflow.samml import AluOp, NodeKind, Role, StreamKind
+from fuseflow.tensor import CSR, TensorData, TensorFormat
 from fuseflow.tokens import DONE, EMPTY, format_stream, parse_stream, stop
 from sw_sim import DeadlockError, ProtocolError, run_graph, simulate_primitive
 
@@ -116,9 +119,6 @@ def test_protocol_error_names_node():
 def test_deadlock_is_reported_with_channels():
     import numpy as np
 
-    from fuseflow.kernels import GraphBuilder
-    from fuseflow.samml import AluOp, NodeKind, Role, StreamKind
-    from fuseflow.tensor import CSR, TensorData, TensorFormat
 
     # A value stream goes to an ALU twice: directly, and through a reducer that holds every
     # fiber back.  With depth-2 FIFOs the direct copy fills up and the broadcast stalls.

@@ -1,4 +1,5 @@
-"""Sparse ML front end: PyTorch frontend, model zoo, datasets, model compilation and CLI.
+"""Sparse ML front end: PyTorch frontend, model zoo, datasets and model compilation (the
+``--model`` command-line paths are in :mod:`fuseflow_cli.models`).
 
 ``datasets``, ``plan`` and ``suite`` need no torch; ``frontend.trace`` imports torch when it is
 called and ``zoo`` imports it at import time (``pip install -e ".[torch]"``), so the zoo is

@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (p
 
 from torch import nn
 
+import fuseflow_cli.models as mcli
 from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.zoo import GCN, to_torch_csr
 from fuseflow_cli.cli import main
@@ -117,8 +118,6 @@ def test_cli_numerics_errors_name_the_option(tmp_path, capsys) -> None:
 
 
 def test_cli_sim_model_exits_non_zero_when_the_check_fails(monkeypatch, capsys) -> None:
-    import fuseflow_cli.models as mcli
-
     monkeypatch.setattr(mcli, "RTOL", -1.0)  # no result can meet a negative tolerance
     assert main(["sim", "--model", "sae", "--fusion", "unfused"]) == 1
     assert "FAIL" in capsys.readouterr().out

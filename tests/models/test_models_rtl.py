@@ -4,7 +4,14 @@ sw_sim (and numpy), cycle counts identical."""
 import numpy as np
 import pytest
 
+from fuseflow.compiler import graph_runs
+from fuseflow.models.frontend import trace
+from fuseflow.models.plan import CompilerStep, _input_format, compile_model
 from fuseflow.models.suite import correlation_suite
+from fuseflow.numerics import Numerics
+from fuseflow.tensor import TensorData
+from fuseflow_cli.models import FIXED_ATOL
+from hw import HwConfig
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
 
@@ -34,14 +41,7 @@ def test_gcn_two_layers_fixed_point_rtl_equals_sw_sim_and_pytorch():
     pytest.importorskip("torch", reason="the model zoo needs PyTorch")
     import warnings
 
-    from fuseflow.compiler import graph_runs
-    from fuseflow.models.frontend import trace
-    from fuseflow.models.plan import CompilerStep, _input_format, compile_model
     from fuseflow.models.zoo import make_case
-    from fuseflow.numerics import Numerics
-    from fuseflow.tensor import TensorData
-    from fuseflow_cli.models import FIXED_ATOL
-    from hw import HwConfig
 
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
     num = Numerics.parse("q16.16")

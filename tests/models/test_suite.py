@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuseflow.models.suite import correlation_suite
+from fuseflow.suites import suite
 from sw_sim import run_graph
 
 
@@ -23,8 +24,6 @@ def test_correlation_suite_entries_match_numpy() -> None:
 
 
 def test_correlation_suite_is_registered() -> None:
-    from fuseflow.suites import suite
-
     names = {e.name for e in suite("ml")}
     assert any(n.startswith("gcn1_karate_partial") for n in names)
     assert any(n.startswith("bigbird_sddmm") for n in names)

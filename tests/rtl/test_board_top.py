@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 from conftest import random_sparse
 
+from fpga.board_sim import simulate_board
+from fpga.board_top import host_view
+from fpga.host import load_words
 from fuseflow.kernels import KERNELS
 from fuseflow.tensor import CSR, TensorData, TensorFormat
+from fuseflow_cli.cli import main
 from hw.elaborate import HwConfig
 from sw_sim import run_graph
 
@@ -17,8 +21,6 @@ DENSE1 = TensorFormat(("dense",))
 
 
 def test_board_top_spmv_matches_sw_sim():
-    from fpga.board_sim import simulate_board
-
     n = 16
     rng = np.random.default_rng(7)
     cases = []
@@ -45,9 +47,6 @@ def test_board_top_spmv_matches_sw_sim():
 
 
 def test_board_top_refuses_data_beyond_capacity():
-    from fpga.board_top import host_view
-    from fpga.host import load_words
-
     n = 16
     g = KERNELS["spmv"](n)
     mmap, _ = host_view(g, HwConfig(max_nnz=(("B", 8),)))
@@ -63,8 +62,6 @@ def test_board_top_refuses_data_beyond_capacity():
 
 
 def test_cli_run_sim(capsys):
-    from fuseflow_cli.cli import main
-
     # same graph and capacity as above: reuses the cached Verilator build
     code = main(
         [

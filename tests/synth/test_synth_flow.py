@@ -7,6 +7,18 @@ import re
 
 import pytest
 
+from fpga.board_top import config_from_json
+from fpga.boards import get_board
+from fpga.families import ICE40
+from fpga.synth import (
+    DoesNotFit,
+    SynthError,
+    SynthReport,
+    ToolMissing,
+    _raise_failure,
+    resolve_tools,
+    synthesize,
+)
 from fuseflow.kernels import KERNELS
 from hw.elaborate import GraphTop, HwConfig
 
@@ -18,9 +30,6 @@ UP5K = {"LC": 5280, "BRAM": 30, "DSP": 8}  # iCE40UP5K datasheet: logic cells, E
 
 @pytest.fixture(scope="module")
 def ice40_tools():
-    from fpga.families import ICE40
-    from fpga.synth import ToolMissing, resolve_tools
-
     try:
         resolve_tools(ICE40.tools)
     except ToolMissing as exc:
@@ -28,8 +37,6 @@ def ice40_tools():
 
 
 def test_small_spmv_fits_icebreaker(ice40_tools, tmp_path):
-    from fpga.synth import SynthReport, synthesize
-
     g = KERNELS["spmv"](8)
     report = synthesize(GraphTop(g, HwConfig(max_nnz=(("B", 32),))), "icebreaker", tmp_path)
     assert (tmp_path / "top.bin").stat().st_size == UP5K_BITSTREAM_BYTES
@@ -45,7 +52,6 @@ def test_small_spmv_fits_icebreaker(ice40_tools, tmp_path):
     saved = json.loads((tmp_path / "synth_report.json").read_text())
     assert SynthReport.from_json(saved) == report
     assert json.loads((tmp_path / "graph.json").read_text())["name"] == "spmv"
-    from fpga.board_top import config_from_json
 
     design = json.loads((tmp_path / "design.json").read_text())
     assert config_from_json(design["hw_config"]) == HwConfig(max_nnz=(("B", 32),))
@@ -54,8 +60,6 @@ def test_small_spmv_fits_icebreaker(ice40_tools, tmp_path):
 
 
 def test_oversized_design_names_the_resource(ice40_tools, tmp_path):
-    from fpga.synth import DoesNotFit, synthesize
-
     g = KERNELS["spmv"](
         64
     )  # no max_nnz: B holds all 4096 dense positions, in 16- and 32-bit memories
@@ -71,8 +75,6 @@ def test_oversized_design_names_the_resource(ice40_tools, tmp_path):
 def test_placement_failure_says_utilisation_limit(tmp_path):
     """nextpnr's "Unable to find legal placement" (a design near the limit that still packs)
     becomes a message with the utilisation figures, not a log tail."""
-    from fpga.boards import get_board
-    from fpga.synth import SynthError, _raise_failure
 
     (tmp_path / "top.tim").write_text(
         "Info: Device utilisation:\n"
