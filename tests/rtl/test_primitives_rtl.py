@@ -33,5 +33,9 @@ def test_primitive_matches_sw_sim(key):
     for v, r, s in zip(vecs, plain, stressed):
         ref = _sw(v)
         assert _strip(r) == _strip(ref), f"{kind} {v.inputs}"
-        assert r["cycles"] == ref.cycles, f"{kind} cycles {r['cycles']} != sw_sim {ref.cycles}"
+        # cycles count from the first cycle an input offers a token; a source (the root) has no
+        # input, so its single-primitive count has no common origin (its timing is checked
+        # cycle-exactly inside every graph: test_kernels_rtl, the correlation suites)
+        if v.inputs:
+            assert r["cycles"] == ref.cycles, f"{kind} cycles {r['cycles']} != sw_sim {ref.cycles}"
         assert _strip(s) == _strip(ref), f"{kind} under back-pressure {v.inputs}"
