@@ -120,8 +120,8 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         for f in fibers:
             seg.append(seg[-1] + len(f))
         crd = [c for f in fibers for c in f]
-        refs = _rand_tree(rng, depth, lambda r: [r.randrange(nfib) if r.random() > 0.15 else "N"
-                                                 for _ in range(r.randint(0, 4))])
+        refs = _rand_tree(rng, depth, lambda r, nfib=nfib: [r.randrange(nfib) if r.random() > 0.15 else "N"
+                                                            for _ in range(r.randint(0, 4))])
         out.append(Vector("scan", {"ref": _n(fiber_stream(refs, depth))}, {"format": "compressed"},
                           {"seg": seg, "crd": crd}))
         out.append(Vector("scan", {"ref": _n(fiber_stream(_map_leaves(refs, depth, lambda x: 0 if x == "N" else x % 3),
