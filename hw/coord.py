@@ -1,15 +1,17 @@
-"""RTL outer/inner coordinate walkers: coordinate drop and hold."""
+"""RTL outer/inner coordinate walkers: coordinate drop and hold, locate."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Signal, Value
+from amaranth.hdl import Mux, Signal, Value
 
 from fuseflow.tokens import CRD_WIDTH
 
 from .base import StreamPrimitive
-from .registry import plain
+from .registry import HwBuild, plain, rtl
 from .word import (
+    data_word,
     done_word,
+    empty_word,
     is_data,
     is_done,
     is_empty,
@@ -124,3 +126,34 @@ class CrdHold(_Pair):
 
 plain("crd_drop", CrdDrop)
 plain("crd_hold", CrdHold)
+
+
+class Locate(_OuterInner):
+    """Locate into a dense level (see sw_sim.coord.Locate): inner data ``c`` -> ``(cur * dim +
+    c) mod 2**W`` in the same cycle, ``N`` (inner or parent) -> ``N``, stops and ``D`` pass
+    through.  The multiply by the constant ``dim`` is combinational (shifts and adds)."""
+
+    outer_empty = True
+
+    def __init__(self, *, dim: int, cw: int = CRD_WIDTH, depths=None):
+        self.dim = dim
+        super().__init__({"ref": cw}, cw=cw, depths=depths)
+
+    def emit_data(self, m, tok, outer, loaded):
+        w = self.cw
+        pos = outer[:w] * self.dim + tok[:w]
+        self.push(m, "ref", Mux(is_empty(tok, w) | is_empty(outer, w), empty_word(w), data_word(pos, w)))
+
+    def emit_fiber_end(self, m, tok):
+        self.push(m, "ref", tok)
+
+    def emit_outer_end(self, m, outer_stop, inner_stop):
+        self.push(m, "ref", inner_stop)
+
+    def emit_done(self, m):
+        self.push(m, "ref", done_word(self.cw))
+
+
+@rtl("locate")
+def _locate(b: HwBuild):
+    return Locate(dim=b.params["dim"], cw=b.cfg.cw, depths=b.depths), {}

@@ -1,11 +1,11 @@
-"""Cycle models of the outer/inner coordinate walkers: coordinate drop and hold."""
+"""Cycle models of the outer/inner coordinate walkers: coordinate drop and hold, locate."""
 
 from __future__ import annotations
 
 from fuseflow.tokens import DONE, EMPTY, Control, Stop
 
 from .engine import Primitive
-from .registry import plain
+from .registry import Build, model, plain
 
 
 class _OuterInner(Primitive):
@@ -179,3 +179,42 @@ class CrdHold(_Pair):
 
 plain("crd_drop", CrdDrop)
 plain("crd_hold", CrdHold)
+
+
+class Locate(_OuterInner):
+    """Locate into a dense level of ``dim`` coordinates: the outer stream holds one parent
+    reference per inner fiber (as ``crd_hold``'s outer stream), the output ``ref`` is aligned
+    token for token with the inner stream.  Inner data ``c`` -> ``cur * dim + c`` in the same
+    cycle (latency 0, II 1, the walk of :class:`_OuterInner`); an ``N`` inner token or an ``N``
+    parent (``cur``) -> ``N``; the inner stream's stops and ``D`` pass through.  A coordinate
+    outside ``0 .. dim-1`` is a protocol error here (the RTL computes ``cur * dim + c`` modulo
+    ``2**W`` regardless, as it does not check coordinates anywhere)."""
+
+    outer_empty = True
+
+    def __init__(self, name, ins, outs, *, dim: int):
+        super().__init__(name, ins, outs)
+        self.oref = outs["ref"]
+        self.dim = dim
+
+    def on_data(self, tok, loaded):
+        if tok is EMPTY or self.cur is EMPTY:
+            self.oref.push(EMPTY)
+            return
+        if not 0 <= tok < self.dim:
+            raise self.error(f"inner coordinate {tok} outside dimension {self.dim}")
+        self.oref.push(self.cur * self.dim + tok)
+
+    def on_fiber_end(self, tok):
+        self.oref.push(tok)
+
+    def on_outer_end(self, outer_stop, inner_stop):
+        self.oref.push(inner_stop)
+
+    def on_done(self):
+        self.oref.push(DONE)
+
+
+@model("locate")
+def _locate(b: Build) -> Locate:
+    return Locate(b.name, b.ins, b.outs, dim=b.params["dim"])
