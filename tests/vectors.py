@@ -161,7 +161,8 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         it = _map_leaves(ot, depth, lambda _: _sorted_crds(rng, 8, 0.3))
         for kind in ("crd_drop", "crd_hold"):
             out.append(Vector(kind, {"outer": fiber_stream(ot, depth), "inner": fiber_stream(it, depth + 1)}))
-        out.append(_locate_vector(rng, depth, (5, 11)[i % 2]))
+        # (an rng of its own: the other kinds' vectors stay as they were)
+        out.append(_locate_vector(random.Random(1000 * seed + i), depth, (5, 11)[i % 2]))
         # spacc1: outer k coordinates, inner j fibers, values
         vt = _map_leaves(it, depth + 1, lambda _: rng.randint(-50, 50))
         out.append(Vector("spacc1", {"outer": fiber_stream(ot, depth), "inner": fiber_stream(it, depth + 1),
