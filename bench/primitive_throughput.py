@@ -43,6 +43,7 @@ def cases():
     inner = _fibers(100, 9)
     yield "crd_drop", "crd_drop", {"outer": outer, "inner": inner}, {}
     yield "crd_hold", "crd_hold", {"outer": outer, "inner": inner}, {}
+    yield "locate (dim=9)", "locate", {"outer": outer, "inner": inner}, {"dim": 9}
     yield "array_load", "array_load", {"ref": [i % N for i in range(N - 2)] + [stop(0), DONE]}, {"vals": vals}
     yield "alu (mul)", "alu", {"a": flat, "b": flat}, {"op": "mul"}
     yield "reduce (add)", "reduce", {"val": _fibers(100, 9)}, {"op": "add"}

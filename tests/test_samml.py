@@ -85,6 +85,8 @@ def test_bad_tensor_uses_are_named():
      "node 'x' (crd_mask): block=3 must be a power of two; node 'x' (crd_mask): pattern must be a non-empty rectangular"),
     (NodeKind.CRD_MASK, {"pred": "band", "before": -1}, "before=-1 and after=0 must be >= 0"),
     (NodeKind.SPACC1, {"dim": 0}, "node 'x' (spacc1): dim=0 must be at least 1"),
+    (NodeKind.LOCATE, {"dim": 0}, "node 'x' (locate): dim=0 must be at least 1"),
+    (NodeKind.LOCATE, {}, "node 'x' (locate): missing parameter 'dim'"),
 ])
 def test_bad_params_are_errors_naming_node_and_parameter(kind, params, message):
     with pytest.raises(GraphError) as exc:

@@ -100,6 +100,23 @@ def test_repeat_against_tree(vec):
     assert simulate_primitive("repeat", vec.inputs)["ref"] == vec.expected["ref"]
 
 
+@pytest.mark.parametrize("vec", _of("locate"), ids=lambda v: f"dim{v.params['dim']}")
+def test_locate_against_tree(vec):
+    assert simulate_primitive("locate", vec.inputs, **vec.params)["ref"] == vec.expected["ref"]
+
+
+def test_locate_latency_zero_and_errors():
+    # one token per cycle after the first: as crd_hold on the same streams
+    outer, inner = "3,N,S0,D", "0,1,2,S0,2,S1,D"
+    loc = simulate_primitive("locate", {"outer": outer, "inner": inner}, dim=3)
+    assert format_stream(loc["ref"]) == "9,10,11,S0,N,S1,D"
+    assert loc.cycles == simulate_primitive("crd_hold", {"outer": "3,4,S0,D", "inner": inner}).cycles
+    with pytest.raises(ProtocolError, match=r"node 'locate'.*inner coordinate 3 outside dimension 3"):
+        simulate_primitive("locate", {"outer": "0,S0,D", "inner": "1,3,S1,D"}, dim=3)
+    with pytest.raises(ProtocolError, match=r"node 'locate'.*outer stream is at S0"):
+        simulate_primitive("locate", {"outer": "S0,D", "inner": "1,S1,D"}, dim=3)
+
+
 def test_throughput_one_token_per_cycle():
     n = 1000
     stream = ",".join(str(i % 7) for i in range(n - 2)) + ",S0,D"

@@ -98,6 +98,8 @@ def design_vectors() -> list[tuple[Vector, dict[str, str]]]:
          {"crd": "0,1,4,S0,D", "ref0": "N,0,1,S0,D", "ref1": "0,N,1,S0,D"}),
         (V("crd_drop", {"outer": "0,1,2,S0,D", "inner": "4,S0,S0,5,6,S1,D"}),
          {"outer": "0,2,S0,D", "inner": "4,S0,S0,5,6,S1,D"}),
+        (V("locate", {"outer": "1,N,2,S0,D", "inner": "0,4,S0,1,S0,S1,D"}, {"dim": 5}),
+         {"ref": "5,9,S0,N,S0,S1,D"}),
         (V("array_load", {"ref": "2,N,0,S0,D"}, {}, {"vals": [10, 20, 30]}), {"val": "30,0,10,S0,D"}),
         (V("alu", {"a": "1,2,S0,D", "b": "3,4,S0,D"}, {"op": "mul"}), {"val": "3,8,S0,D"}),
         (V("reduce", {"val": "1,2,S0,3,S1,D"}, {"op": "add"}), {"val": "3,3,S0,D"}),
@@ -120,8 +122,8 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         for f in fibers:
             seg.append(seg[-1] + len(f))
         crd = [c for f in fibers for c in f]
-        refs = _rand_tree(rng, depth, lambda r: [r.randrange(nfib) if r.random() > 0.15 else "N"
-                                                 for _ in range(r.randint(0, 4))])
+        refs = _rand_tree(rng, depth, lambda r, nfib=nfib: [r.randrange(nfib) if r.random() > 0.15 else "N"
+                                                            for _ in range(r.randint(0, 4))])
         out.append(Vector("scan", {"ref": _n(fiber_stream(refs, depth))}, {"format": "compressed"},
                           {"seg": seg, "crd": crd}))
         out.append(Vector("scan", {"ref": _n(fiber_stream(_map_leaves(refs, depth, lambda x: 0 if x == "N" else x % 3),
@@ -159,6 +161,8 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         it = _map_leaves(ot, depth, lambda _: _sorted_crds(rng, 8, 0.3))
         for kind in ("crd_drop", "crd_hold"):
             out.append(Vector(kind, {"outer": fiber_stream(ot, depth), "inner": fiber_stream(it, depth + 1)}))
+        # (an rng of its own: the other kinds' vectors stay as they were)
+        out.append(_locate_vector(random.Random(1000 * seed + i), depth, (5, 11)[i % 2]))
         # spacc1: outer k coordinates, inner j fibers, values
         vt = _map_leaves(it, depth + 1, lambda _: rng.randint(-50, 50))
         out.append(Vector("spacc1", {"outer": fiber_stream(ot, depth), "inner": fiber_stream(it, depth + 1),
@@ -181,6 +185,21 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         out += _attention_vectors(rng, depth)
     out.append(Vector("root", {}, expected={"ref": [0, DONE]}))
     return out
+
+
+def _locate_vector(rng: random.Random, depth: int, dim: int) -> Vector:
+    """Locate: parent references (some ``N``) with one inner coordinate fiber each (some ``N``
+    coordinates, some empty fibers); the expected references ``p * dim + c`` from the tree."""
+    def fiber(r):
+        return [c if r.random() > 0.1 else "N" for c in _sorted_crds(r, dim, 0.4)]
+
+    pairs = _rand_tree(rng, depth, lambda r: [(r.randrange(30) if r.random() > 0.15 else "N", fiber(r))
+                                              for _ in range(r.randint(0, 4))])
+    parents = _map_leaves(pairs, depth, lambda pf: pf[0])
+    inner = _map_leaves(pairs, depth, lambda pf: pf[1])
+    located = _map_leaves(pairs, depth, lambda pf: ["N" if "N" in (pf[0], c) else pf[0] * dim + c for c in pf[1]])
+    return Vector("locate", {"outer": _n(fiber_stream(parents, depth)), "inner": _n(fiber_stream(inner, depth + 1))},
+                  {"dim": dim}, expected={"ref": _n(fiber_stream(located, depth + 1))})
 
 
 def _attention_vectors(rng: random.Random, depth: int) -> list[Vector]:
