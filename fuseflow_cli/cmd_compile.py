@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -174,9 +173,3 @@ def _check_against_numpy(args: argparse.Namespace, module: ModuleType, compiled,
     print(f"sw_sim: {result.total_cycles} cycles ({', '.join(map(str, result.cycles))}); "
           + ("outputs match numpy" if not bad else f"MISMATCH in {', '.join(bad)}"))
     return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    from .cli import main
-
-    sys.exit(main(["compile", *sys.argv[1:]]))

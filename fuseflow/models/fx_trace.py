@@ -20,7 +20,7 @@ from torch import fx, nn
 
 from fuseflow.compiler import ProgramError, parse_format
 
-from .frontend import FrontendError, MKind, MNode, ModelIR
+from .ir import FrontendError, MKind, MNode, ModelIR
 
 __all__ = ["trace_module"]
 

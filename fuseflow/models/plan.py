@@ -57,7 +57,7 @@ from fuseflow.samml import AluOp, Graph, ReduceOp, Role
 from fuseflow.simulation import Simulator
 from fuseflow.tensor import Format, TensorData, TensorFormat
 
-from .frontend import MKind, MNode, ModelIR
+from .ir import MKind, MNode, ModelIR
 
 __all__ = ["FUSIONS", "CompiledModel", "CompilerStep", "HostStep", "MLStep", "ModelRun", "compile_model",
            "run_model"]

@@ -1,0 +1,73 @@
+"""The model IR that the PyTorch frontend fills (:mod:`fuseflow.models.frontend`) and the model
+planner (:mod:`fuseflow.models.plan`) reads: a small list of tensor ops with shapes, sparse
+format annotations and constants.  It needs no torch."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FrontendError", "MKind", "MNode", "ModelIR"]
+
+
+class FrontendError(ValueError):
+    """A model the frontend cannot translate; the message names the op and its source line."""
+
+
+class MKind(enum.Enum):
+    INPUT = "input"
+    EINSUM = "einsum"
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    SCALE = "scale"
+    ADD_SCALAR = "add_scalar"
+    UNARY = "unary"
+    SOFTMAX = "softmax"
+    LAYERNORM = "layernorm"
+    MAX = "max"
+    MASK = "mask"
+    RESHAPE = "reshape"
+
+
+@dataclass
+class MNode:
+    name: str
+    kind: MKind
+    args: tuple[str, ...]
+    shape: tuple[int, ...]
+    region: str
+    source: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        a = ", ".join(self.args)
+        extra = "".join(f", {k}={v}" for k, v in self.attrs.items())
+        return f"{self.name}{list(self.shape)} = {self.kind.value}({a}{extra})  [{self.region}]"
+
+
+@dataclass
+class ModelIR:
+    """Traced model: nodes in execution order, input data, formats of the sparse inputs."""
+
+    name: str
+    nodes: list[MNode]
+    data: dict[str, np.ndarray]  # every INPUT node (inputs, parameters, buffers), dense float64
+    formats: dict[str, str]  # INPUT name -> compiler format name; absent means dense
+    outputs: list[str]
+    reference: dict[str, np.ndarray]  # PyTorch value of every node
+
+    def node(self, name: str) -> MNode:
+        return self._by_name[name]
+
+    def __post_init__(self) -> None:
+        self._by_name = {n.name: n for n in self.nodes}
+
+    def users(self, name: str) -> list[MNode]:
+        return [n for n in self.nodes if name in n.args]
+
+    def text(self) -> str:
+        return "\n".join(str(n) for n in self.nodes) + f"\noutputs: {', '.join(self.outputs)}"
