@@ -80,15 +80,17 @@ _SOURCE_DIGEST: str | None = None
 
 
 def source_digest() -> str:
-    """Digest of the code that shapes generated RTL and testbenches (hw, the IR and token
-    modules, numerics, the cocotb testbenches), part of every build key so that a changed
-    primitive rebuilds.  (Board-top builds add the digest of their own sources.)"""
+    """Digest of the code that shapes generated RTL and testbenches (hw, the primitive
+    declarations, the IR and token modules, numerics, masks, the cocotb testbenches), part of
+    every build key so that a changed primitive rebuilds.  (Board-top builds add the digest of
+    their own sources.)"""
     global _SOURCE_DIGEST
     if _SOURCE_DIGEST is None:
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256()
-        files = [*root.glob("hw/*.py"), *root.glob("rtl_sim/tb_*.py"), root / "rtl_sim" / "streams.py",
-                 *(root / "fuseflow" / f for f in ("tokens.py", "samml.py", "tensor.py", "numerics.py"))]
+        files = [*root.glob("hw/*.py"), *root.glob("fuseflow/primitives/*.py"), *root.glob("rtl_sim/tb_*.py"),
+                 root / "rtl_sim" / "streams.py",
+                 *(root / "fuseflow" / f for f in ("tokens.py", "samml.py", "tensor.py", "numerics.py", "masks.py"))]
         for f in sorted(p for p in files if p.exists()):
             h.update(str(f.relative_to(root)).encode())
             h.update(f.read_bytes())
