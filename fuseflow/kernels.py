@@ -14,7 +14,7 @@ import numpy as np
 
 from .passes import size_fifos
 from .samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
-from .tensor import CSR, DENSE2, TensorData, TensorFormat
+from .tensor import CSR, DENSE2, Format, TensorData, TensorFormat
 
 __all__ = ["KERNELS", "GraphBuilder", "elementwise", "example", "random_operands", "spmm", "spmv"]
 
@@ -72,17 +72,29 @@ class GraphBuilder:
         self.node(NodeKind.VALS_WRITE, f"write_{tensor}_vals", {"val": val}, tensor=tensor)
 
 
-def _rows_then_intersect(b: GraphBuilder, a: str, other: str, out: str) -> tuple[PortRef, ...]:
+def _rows_then_intersect(b: GraphBuilder, a: str, other: str, out: str,
+                         need_crd: bool = True) -> tuple[PortRef | None, PortRef, PortRef]:
     """The loop head shared by SpMV and SpMM: scan the rows ``i`` of matrix ``a`` (written as
-    level 0 of ``out``), then intersect ``a``'s fiber under each row with the top level of
-    ``other``, whose root is repeated once per row.  Returns the intersected coordinate and the
-    references into ``a`` and ``other``."""
+    level 0 of ``out``), then meet ``a``'s fiber under each row with the top level of
+    ``other``, whose root is repeated once per row: a dense ``other`` is located at ``a``'s
+    coordinates (work per nonzero of ``a``), a compressed one is scanned and intersected.
+    Returns the coordinate (None unless ``need_crd``) and the references into ``a`` and
+    ``other``."""
     crd_i, ref_i = b.scan(a, 0, b.root(a))
     crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
     b.write(out, 0, crd_i_w)
     crd_a, ref_a = b.scan(a, 1, ref_i)
-    crd_o, ref_o = b.scan(other, 0, b.repeat(b.root(other), crd_i_r))
+    parent = b.repeat(b.root(other), crd_i_r)
+    t = b.g.tensors[other]
+    if t.fmt.levels[0] is Format.DENSE:
+        crd, crd_loc = b.bcast(crd_a, 2, StreamKind.CRD) if need_crd else (None, crd_a)
+        ro = b.node(NodeKind.LOCATE, "locate", {"outer": parent, "inner": crd_loc},
+                    dim=t.shape[t.fmt.mode_order[0]])["ref"]
+        return crd, ref_a, ro
+    crd_o, ref_o = b.scan(other, 0, parent)
     crd, (ra, ro) = b.join(NodeKind.INTERSECT, [(crd_a, ref_a), (crd_o, ref_o)])
+    if not need_crd:
+        b.g.discard(crd)
     return crd, ra, ro
 
 
@@ -93,8 +105,7 @@ def spmv(n: int = 64, m: int = 64) -> Graph:
     g.tensor("B", (n, m), CSR)
     g.tensor("c", (m,), TensorFormat(("dense",)))
     g.tensor("y", (n,), TensorFormat(("dense",)), Role.OUTPUT)
-    crd_j, rb, rc = _rows_then_intersect(b, "B", "c", "y")
-    g.discard(crd_j)
+    _, rb, rc = _rows_then_intersect(b, "B", "c", "y", need_crd=False)
     prod = b.alu(AluOp.MUL, b.load("B", rb), b.load("c", rc))
     red = b.node(NodeKind.REDUCE, "reduce", {"val": prod}, op=ReduceOp.ADD.value)
     b.write_vals("y", red["val"])

@@ -19,30 +19,45 @@ def size_fifos(g: Graph) -> None:
     slots, ``C`` being the largest token capacity (FIFO slots plus pipeline latency plus one per
     node) of any other path from the same node to that consumer; the factor 2 covers stop-token
     merging, which can consume two tokens per token emitted.
+
+    Where the short path has nodes of its own before it reconverges (a scanner's reference
+    through a value load, its coordinate through a repeat and another load, both into one
+    ALU), the edge by which the short path enters the reconvergence node gets the capacity the
+    short path lacks, so the producer never waits for the long path to drain (without it such a
+    pipeline sustains about 2 tokens every 3 cycles).
     """
-    longest = _LongestPaths(g)
+    longest, shortest = _Paths(g, max), _Paths(g, min)
     by_src: dict[str, list[int]] = {}
     for k, e in enumerate(g.edges):
         by_src.setdefault(e.src.node, []).append(k)
-    new_edges = list(g.edges)
+    depth = {k: g.depth(e) for k, e in enumerate(g.edges)}
     for ks in (ks for ks in by_src.values() if len(ks) >= 2):
         for k in ks:
             worst = _reconvergent_capacity(g, ks, k, longest)
-            e = g.edges[k]
-            if worst and 2 * worst + 2 > g.depth(e):
-                new_edges[k] = type(e)(e.src, e.dst, 2 * worst + 2)
-    g.edges = new_edges
+            if worst:
+                depth[k] = max(depth[k], 2 * worst + 2)
+            for k_in, extra in _short_path_deficits(g, ks, k, longest, shortest):
+                depth[k_in] = max(depth[k_in], g.depth(g.edges[k_in]) + extra)
+    g.edges = [type(e)(e.src, e.dst, depth[k]) if depth[k] != g.depth(e) else e
+               for k, e in enumerate(g.edges)]
 
 
-class _LongestPaths:
-    """Longest token capacity between nodes: the graph with one edge per connected node pair,
-    weighted by its largest capacity (FIFO slots + the consumer's latency + 1)."""
+def _weight(g: Graph, e: Edge) -> int:
+    """Token capacity of an edge: its FIFO slots + the consumer's latency + 1."""
+    return g.depth(e) + node_latency(g.nodes[e.dst.node]) + 1
 
-    def __init__(self, g: Graph) -> None:
+
+class _Paths:
+    """Longest (``pick=max``) or shortest (``pick=min``) token capacity between nodes: the graph
+    with one edge per connected node pair, weighted by its largest / smallest capacity."""
+
+    def __init__(self, g: Graph, pick=max) -> None:
+        self.pick = pick
         cap: dict[tuple[str, str], int] = {}
         for e in g.edges:
-            w = g.depth(e) + node_latency(g.nodes[e.dst.node]) + 1
-            cap[(e.src.node, e.dst.node)] = max(cap.get((e.src.node, e.dst.node), 0), w)
+            w = _weight(g, e)
+            key = (e.src.node, e.dst.node)
+            cap[key] = pick(cap[key], w) if key in cap else w
         self.dg = nx.DiGraph()
         self.dg.add_nodes_from(g.nodes)
         self.dg.add_weighted_edges_from((a, b, w) for (a, b), w in cap.items())
@@ -50,18 +65,20 @@ class _LongestPaths:
         self.cache: dict[str, dict[str, int]] = {}
 
     def source(self, src: str) -> dict[str, int]:
-        """Node -> the longest capacity of a path from ``src`` to it (reachable nodes only)."""
+        """Node -> the longest / shortest capacity of a path from ``src`` to it (reachable
+        nodes only)."""
         if src not in self.cache:
             dist = {src: 0}
+            pick = self.pick
             for n in self.topo[self.topo.index(src):]:
                 if n in dist:
                     for _, m, w in self.dg.out_edges(n, data="weight"):
-                        dist[m] = max(dist.get(m, -1), dist[n] + w)
+                        dist[m] = pick(dist[m], dist[n] + w) if m in dist else dist[n] + w
             self.cache[src] = dist
         return self.cache[src]
 
 
-def _reconvergent_capacity(g: Graph, siblings: list[int], k: int, longest: _LongestPaths) -> int:
+def _reconvergent_capacity(g: Graph, siblings: list[int], k: int, longest: _Paths) -> int:
     """The largest capacity of a path that leaves edge ``k``'s source through another of its
     edges (``siblings``) and reaches edge ``k``'s consumer (0 if none does)."""
     c = g.edges[k].dst.node
@@ -74,3 +91,49 @@ def _reconvergent_capacity(g: Graph, siblings: list[int], k: int, longest: _Long
         if d is not None:
             worst = max(worst, d + g.depth(e2) + 1)
     return worst
+
+
+def _short_path_deficits(g: Graph, siblings: list[int], k: int, longest: _Paths,
+                         shortest: _Paths) -> list[tuple[int, int]]:
+    """For edge ``k`` (source ``s`` -> ``c``): every node ``m`` past ``c`` where a path through
+    ``c`` reconverges with a longer path through another of ``s``'s edges, entering ``m`` by a
+    different edge; returns (that short-side edge into ``m``, the capacity the short path lacks)."""
+    c = g.edges[k].dst.node
+    near = shortest.source(c)
+    start = _weight(g, g.edges[k])
+    out: list[tuple[int, int]] = []
+    for m, d_short in near.items():
+        if m == c:
+            continue
+        long_in = _longest_into(g, siblings, k, m, longest)
+        if long_in is None:
+            continue
+        long_cap, long_edge = long_in
+        short_edge = min((j for j, e in enumerate(g.edges)
+                          if e.dst.node == m and e.src.node in near),
+                         key=lambda j: near[g.edges[j].src.node] + _weight(g, g.edges[j]))
+        if short_edge != long_edge and long_cap > start + d_short:
+            out.append((short_edge, long_cap - start - d_short))
+    return out
+
+
+def _longest_into(g: Graph, siblings: list[int], k: int, m: str,
+                  longest: _Paths) -> tuple[int, int] | None:
+    """The longest capacity from edge ``k``'s source to ``m`` through another of its edges that
+    does not pass ``k``'s consumer, and the edge by which that path enters ``m``."""
+    c = g.edges[k].dst.node
+    best: tuple[int, int] | None = None
+    for k2 in siblings:
+        e2 = g.edges[k2]
+        if k2 == k or e2.dst.node == c:
+            continue
+        far = longest.source(e2.dst.node)
+        if m not in far or c in far:
+            continue
+        head = _weight(g, e2)
+        for j, e in enumerate(g.edges):
+            if e.dst.node == m and e.src.node in far:
+                cap = head + far[e.src.node] + _weight(g, e)
+                if best is None or cap > best[0]:
+                    best = (cap, j)
+    return best

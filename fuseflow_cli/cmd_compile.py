@@ -59,6 +59,9 @@ def add_parser(subparsers) -> None:
     lowering.add_argument("--global-iteration", dest="factored", action="store_false",
                           help="inline every reduced intermediate into one iteration space per "
                                "output (for comparison)")
+    p.add_argument("--no-locate", dest="locate", action="store_false",
+                   help="scan and intersect dense levels instead of locating into them (the "
+                        "locate pass off, for comparison)")
     p.add_argument("-o", "--outdir", help="write <graph>.json and <graph>.dot here")
     p.add_argument("--explain", action="store_true",
                    help="print fused einsum, POG, chosen order and fusion table per graph")
@@ -116,10 +119,12 @@ def run(args: argparse.Namespace) -> int:
         fused[int(k)] = tuple(x for x in v.replace("->", ",").split(",") if x)
     try:
         if args.dump_after:
-            opts = Options(Fusion(args.fusion), orders or None, fused or None, args.factored)
+            opts = Options(Fusion(args.fusion), orders or None, fused or None, args.factored,
+                           args.locate)
             print(dump_ir(program, args.dump_after, opts), end="")
             return 0
-        compiled = compile_program(program, args.fusion, orders, fused, factored=args.factored)
+        compiled = compile_program(program, args.fusion, orders, fused, factored=args.factored,
+                                   locate=args.locate)
     except (ProgramError, GraphError) as exc:
         raise UserError(str(exc)) from None
     if args.explain:

@@ -40,6 +40,9 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     g.add_argument("--dmodel", type=int, default=64, help="GPT hidden size (default 64)")
     g.add_argument("--heads", type=int, default=2, help="GPT heads (default 2)")
     g.add_argument("--blocks", type=int, default=2, help="GPT decoder blocks (default 2)")
+    g.add_argument("--no-locate", dest="locate", action="store_false",
+                   help="scan and intersect dense levels instead of locating into them (for "
+                        "comparison: work then grows with the dense dimension)")
     if not build:
         g.add_argument("--explain", action="store_true", help="print the compiled steps and graphs")
         g.add_argument("--numerics", default="float",
@@ -65,7 +68,7 @@ def load_compiled(args: argparse.Namespace):
         case = make_case(args.model, ds, hidden=args.hidden, seq=args.seq, d=args.dmodel,
                          heads=args.heads, blocks=args.blocks)
         ir = trace(case.module, case.inputs, case.formats, name=args.model)
-        cm = compile_model(ir, args.fusion)
+        cm = compile_model(ir, args.fusion, locate=args.locate)
     except (FrontendError, ValueError) as exc:
         raise UserError(str(exc)) from None
     return case, ir, cm

@@ -46,5 +46,5 @@ def test_depth_one_fifos_deadlock_spmm_and_say_where():
     # holds the current outer coordinate until that stop: one-entry FIFOs cannot hold both.
     g, data, _ = dataset("spmm_csr", 32, "random", 3)
     g.edges = [Edge(e.src, e.dst) for e in g.edges]  # undo size_fifos: every FIFO one entry
-    with pytest.raises(DeadlockError, match=r"intersect: output crd full \(intersect.crd -> spacc.outer\)"):
+    with pytest.raises(DeadlockError, match=r"bc_scan_A1_crd: output out0 full \(bc_scan_A1_crd.out0 -> spacc.outer\)"):
         run_graph(g, data, fifo_depth=1)

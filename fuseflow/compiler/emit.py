@@ -36,6 +36,7 @@ from .fusion import (
     VUn,
 )
 from .program import Op, Program, UnOp
+from .locate import located_levels
 from .table import (
     ROOT,
     VAL,
@@ -156,7 +157,9 @@ class _TableLowering:
                 out = self.bundle_of(cref.col)[1]
             self.memo[key] = out
             return out
-        if cell.kind is CellKind.SCAN:
+        if cell.kind is CellKind.LOCATE:
+            out = self.join(cref.row)[1][cref.col]
+        elif cell.kind is CellKind.SCAN:
             if cref.row in self.t.joins and cref.col in self.t.joins[cref.row].members():
                 out = self.join(cref.row)[1][cref.col]
             else:
@@ -210,6 +213,38 @@ class _TableLowering:
         return self.memo[key]
 
     def _join(self, j: Join, row: str) -> tuple[PortRef, dict[str, PortRef]]:
+        """The merge node of ``j`` at ``row``: its coordinate stream and a reference stream per
+        member.  Located members (``Loc`` cells) are not merged: ``locate`` nodes compute their
+        references from the coordinates of the others."""
+        located = [k for k in j.children if isinstance(k, str) and self._located(k, row)]
+        if not located:
+            return self._merge(j, row)
+        rest = tuple(k for k in j.children if k not in located)
+        crd, refs = self._member(rest[0], row) if len(rest) == 1 else self._merge(
+            Join(j.kind, rest), row)
+        for view in located:
+            v = self.t.views[view]
+            dim = v.shape[v.fmt.mode_order[self.t.cells[(row, view)].level]]
+            refs[view] = self.em.node(NodeKind.LOCATE, f"locate_{_ident(view)}_{row}",
+                                      {"outer": self.parent_ref(view, row), "inner": crd},
+                                      dim=dim)["ref"]
+        return crd, refs
+
+    def _located(self, view: str, row: str) -> bool:
+        cell = self.t.cells.get((row, view))
+        return cell is not None and cell.kind is CellKind.LOCATE
+
+    def _member(self, child: str | Join, row: str) -> tuple[PortRef, dict[str, PortRef]]:
+        """A lone merge member's coordinate stream and reference (or value) stream."""
+        if isinstance(child, Join):
+            return self._join(child, row)
+        if child in self.t.children:
+            crds, val = self.bundle_of(child)
+            return crds[row], {child: val}
+        s = self.scan(child, row)
+        return s["crd"], {child: s["ref"]}
+
+    def _merge(self, j: Join, row: str) -> tuple[PortRef, dict[str, PortRef]]:
         pairs: list[tuple[PortRef, str, PortRef]] = []
         for child in j.children:
             if isinstance(child, Join):
@@ -391,6 +426,9 @@ class CompiledGroup:
         for n in g.notes:
             lines.append(f"note: {n}")
         lines.append(f"lowering: {self.lowering()}")
+        located = [f"{view} at {row}" for t in self.tables for row, view in located_levels(t)]
+        lines.append("located dense levels: " + (", ".join(located) if located else
+                                                 "none (no dense level under an intersection)"))
         for t in self.tables:
             lines.append(f"fusion table for {t.output.tensor} (stored as {t.out_fmt}):")
             lines.append(_indent(t.render()))

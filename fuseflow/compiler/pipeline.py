@@ -6,6 +6,7 @@ run function and a text rendering of its output IR.  :data:`PIPELINE` lists them
     plan    Program           -> list[GroupPlan]    fusion regions -> graphs (region splits)
     fuse    GroupPlan         -> Group              fused einsum, views, POG, dataflow order
     table   Group             -> list[FusionTable]  one fusion table per group output
+    locate  list[FusionTable] -> list[FusionTable]  dense levels under intersections located
     lower   list[FusionTable] -> samml.Graph        nodes from the tables' cells, fan-out
     fifo    samml.Graph       -> samml.Graph        FIFO depths of reconvergent paths
     verify  samml.Graph       -> samml.Graph        Graph.verify()
@@ -36,6 +37,7 @@ from ..passes import size_fifos
 from ..samml import Graph
 from ..tensor import TensorFormat
 from .emit import CompiledGroup, CompiledProgram, emit_graph
+from .locate import locate_dense_levels
 from .fusion import Fusion, Group, GroupPlan, PermutedCopy, fuse, order_problem, plan_groups
 from .program import FusionError, Program, Rejected
 from .table import FusionTable, table_or_rejection
@@ -71,6 +73,7 @@ class Options:
     orders: Mapping[str, str | Sequence[str]] | None = None
     fused_orders: Mapping[int, Sequence[str]] | None = None
     factored: bool = True
+    locate: bool = True
 
 
 @dataclass
@@ -210,6 +213,13 @@ def _table_text(_: ProgramIR, g: GroupIR) -> str:
                    for t in g.tables)
 
 
+def _locate(state: ProgramIR, g: GroupIR) -> Rejected | None:
+    if state.options.locate:
+        for t in g.tables:
+            locate_dense_levels(t)
+    return None
+
+
 # ----------------------------------------------------------------------------- graph passes
 def _lower(_: ProgramIR, g: GroupIR) -> Rejected | None:
     assert g.group is not None
@@ -261,6 +271,9 @@ PIPELINE: tuple[Pass, ...] = (
          "graph, permuted copies, dataflow order", "GroupPlan", "Group", _fuse, _fuse_text),
     Pass("table", "one fusion table per group output (factoring choice, cells, merges, "
          "reducers, stored format)", "Group", "list[FusionTable]", _table, _table_text),
+    Pass("locate", "iterate the sparse operands and locate into dense levels under "
+         "intersections (off with locate=False)", "list[FusionTable]", "list[FusionTable]",
+         _locate, _table_text),
     Pass("lower", "SAMML nodes from the tables' cells, broadcasts for fan-out, level and value "
          "writers", "list[FusionTable]", "samml.Graph", _lower, _graph_text),
     Pass("fifo", "deepen the FIFOs of short paths that reconverge with longer ones",
@@ -361,15 +374,16 @@ def check_program(program: Program, options: Options | None = None) -> str | Non
     return None if why is None else why.reason
 
 
-def _options(fusion: Fusion | str, orders, fused_orders, factored: bool) -> Options:
+def _options(fusion: Fusion | str, orders, fused_orders, factored: bool,
+             locate: bool = True) -> Options:
     return Options(Fusion(fusion) if isinstance(fusion, str) else fusion, orders, fused_orders,
-                   factored)
+                   factored, locate)
 
 
 def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
                     orders: Mapping[str, str | Sequence[str]] | None = None,
                     fused_orders: Mapping[int, Sequence[str]] | None = None,
-                    factored: bool = True) -> CompiledProgram:
+                    factored: bool = True, locate: bool = True) -> CompiledProgram:
     """Fuse and lower ``program``: one verified SAMML graph per group, in program order.
 
     ``orders`` maps a computed tensor to a dataflow order of its statement (its own letters);
@@ -377,14 +391,18 @@ def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
     ``factored`` (default) lowers every reduced intermediate that qualifies with factored
     iteration (its own pipeline; its reducer's coordinates drive the consumer's levels and its
     values ride on the joiner's / repeat's value-typed reference ports); the others, and all of
-    them with ``factored=False``, are inlined into one iteration space per output."""
-    return run_pipeline(program, _options(fusion, orders, fused_orders, factored))
+    them with ``factored=False``, are inlined into one iteration space per output.
+    ``locate`` (default) iterates the sparse operands of an intersection and locates into its
+    dense levels (:mod:`.locate`); ``locate=False`` scans and intersects them (for comparison)."""
+    return run_pipeline(program, _options(fusion, orders, fused_orders, factored, locate))
 
 
-def lower_group(group: Group, factored: bool = True) -> tuple[list[FusionTable], Graph]:
+def lower_group(group: Group, factored: bool = True,
+                locate: bool = True) -> tuple[list[FusionTable], Graph]:
     """Tables and verified graph of one fused group: the pipeline's group passes after
     ``fuse``."""
-    state = ProgramIR(Program(group.name), Options(factored=factored), split_adds=False)
+    state = ProgramIR(Program(group.name), Options(factored=factored, locate=locate),
+                      split_adds=False)
     g = GroupIR(0, GroupPlan(group.name, [], []), group)
     for p in PIPELINE[PIPELINE.index(_BY_NAME["table"]):]:
         why = p.run(state, g)

@@ -54,6 +54,7 @@ ROOT = "root"
 
 class CellKind(enum.Enum):
     SCAN = "LS"
+    LOCATE = "Loc"  # a dense level under an intersection: parent ref x dim + the row's crd
     REPEAT = "Rep"
     LOAD = "Val"
     REF = "ref"
@@ -105,6 +106,8 @@ class Cell:
     def __str__(self) -> str:
         if self.kind is CellKind.SCAN:
             return f"LS({self.args[0]})"
+        if self.kind is CellKind.LOCATE:
+            return f"Loc({self.args[0]})"
         if self.kind is CellKind.REPEAT:
             return f"Rep({self.args[0]}, {self.args[1]})"
         if self.kind is CellKind.LOAD:
@@ -112,6 +115,9 @@ class Cell:
         if self.kind in (CellKind.REF, CellKind.DRIVEN):
             return str(self.args[0])
         return self.text
+
+
+_NOTHING = Cell(CellKind.REF)  # placeholder for an empty table cell
 
 
 class JoinKind(enum.Enum):
@@ -132,9 +138,13 @@ class Join:
             out += c.members() if isinstance(c, Join) else [c]
         return out
 
-    def render(self, row: str) -> str:
-        parts = [c.render(row) if isinstance(c, Join) else c for c in self.children]
-        return f"{self.kind.value}_{row}({', '.join(parts)})"
+    def render(self, row: str, located: frozenset[str] = frozenset()) -> str:
+        """``Intersect_j(A, B)``; members in ``located`` after a ``;`` as ``locate X``."""
+        parts = [c.render(row, located) if isinstance(c, Join) else c for c in self.children
+                 if c not in located]
+        loc = [c for c in self.children if isinstance(c, str) and c in located]
+        tail = f"; locate {', '.join(loc)}" if loc else ""
+        return f"{self.kind.value}_{row}({', '.join(parts)}{tail})"
 
 
 @dataclass(frozen=True)
@@ -174,6 +184,9 @@ class FusionTable:
     nested: dict[str, Nest] = field(default_factory=dict)  # children lowered nested
     drivers: dict[str, str | Join] = field(default_factory=dict)  # driven row -> operand levels
     driven_full: dict[str, bool] = field(default_factory=dict)  # driven row -> drivers dense
+    # row -> views whose reference at the row above may be N (a union member there): a dense
+    # level under such a parent cannot be located (an intersection would drop the coordinate)
+    n_parents: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def row_source(self, row: str) -> str:
         """The column whose coordinate stream at ``row`` is the row's coordinates."""
@@ -207,7 +220,9 @@ class FusionTable:
         for r in self.rows:
             body.append([r, *[str(self.cells[(r, c)]) if (r, c) in self.cells else "" for c in self.columns]])
             if r in self.joins:
-                body.append(["", self.joins[r].render(r)])
+                located = frozenset(c for c in self.columns
+                                    if self.cells.get((r, c), _NOTHING).kind is CellKind.LOCATE)
+                body.append(["", self.joins[r].render(r, located)])
         widths = [max(len(x[i]) for x in [head, *body] if i < len(x)) for i in range(len(head))]
         lines = [" | ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
         lines.append("-+-".join("-" * w for w in widths))
@@ -580,6 +595,7 @@ def _merge_streams(c: _Construction) -> Rejected | None:
     (sum) cell; record which rows enumerate their whole dimension."""
     t = c.t
     for row in c.order:
+        t.n_parents[row] = frozenset(c.nref)
         tree = None if row in c.ext else _row_join(c, row)  # an enclosing table merges ext rows
         if isinstance(tree, Join):
             t.joins[row] = tree

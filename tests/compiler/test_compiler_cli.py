@@ -30,7 +30,8 @@ def test_explain_prints_every_stage(capsys) -> None:
     assert main(["compile", str(EXAMPLES / "spmm.py"), "--explain"]) == 0
     out = capsys.readouterr().out
     for part in ["fused einsum:", "T_{i,j} = Σ_{u0} A_{i,u0} · X_{u0,j}", "partial order graph:",
-                 "chosen order: i -> u0 -> j", "Intersect_u0(A, X)", "Red1_u0[crd]"]:
+                 "chosen order: i -> u0 -> j", "Intersect_u0(A; locate X)", "Red1_u0[crd]",
+                 "located dense levels: X at u0"]:
         assert part in out
 
 
@@ -87,8 +88,8 @@ def test_lowering_flags_are_reported(tmp_path: Path, capsys, flag: str, lowering
 def test_list_passes_prints_the_pipeline_in_order(capsys) -> None:
     assert main(["compile", "--list-passes"]) == 0
     rows = capsys.readouterr().out.splitlines()[1:]
-    assert [r.split()[1] for r in rows] == ["plan", "fuse", "table", "lower", "fifo", "verify"]
-    assert "samml.Graph -> samml.Graph" in rows[4]
+    assert [r.split()[1] for r in rows] == ["plan", "fuse", "table", "locate", "lower", "fifo", "verify"]
+    assert "samml.Graph -> samml.Graph" in rows[5]
 
 
 def test_dump_after_fifo_adds_only_fifo_depths(capsys) -> None:

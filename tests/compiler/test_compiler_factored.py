@@ -42,7 +42,9 @@ def test_global_iteration_matches_numpy(name: str) -> None:
 
 
 def test_nested_matmul_reducer_coordinates_feed_a_later_joiner() -> None:
-    compiled = compile_program(SUITE["nested_matmul"].build())
+    # C is dense, so by default the accumulator's coordinates locate into C (no joiner): the
+    # joiner path is what a compressed C would take, compiled here with locate off
+    compiled = compile_program(SUITE["nested_matmul"].build(), locate=False)
     (graph,) = compiled.graphs
     spaccs = [n for n in graph.nodes.values() if n.kind is NodeKind.SPACC1]
     assert len(spaccs) == 2
@@ -54,10 +56,15 @@ def test_nested_matmul_reducer_coordinates_feed_a_later_joiner() -> None:
     # and its values enter the same joiner on the paired reference port, typed as values
     assert (joiner, "ref" + port[3:]) in feeds(graph, acc, "val")
     assert int(port[3:]) in graph.nodes[joiner].param("val_refs")
+    (located,) = compile_program(SUITE["nested_matmul"].build()).graphs
+    fed = [(n.name, dst) for n in located.nodes.values() if n.kind is NodeKind.SPACC1
+           for dst in feeds(located, n.name, "crd") if located.nodes[dst[0]].kind is NodeKind.LOCATE]
+    assert [port for _, (_, port) in fed] == ["inner"]
 
 
 def test_value_routing_uses_value_typed_ports_and_verifies() -> None:
-    compiled = compile_program(SUITE["graphsage_nbor"].build())
+    # with locate off: the dense operand is intersected, so T0's values enter a joiner
+    compiled = compile_program(SUITE["graphsage_nbor"].build(), locate=False)
     (cg,) = compiled.groups
     assert cg.factored == ["T0"]
     graph = cg.graph

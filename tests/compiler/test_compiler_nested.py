@@ -89,7 +89,7 @@ def test_nested_table_shows_the_driven_rows() -> None:
     ``Intersect_u0`` and hands its references down; layer 1's tables repeat their operands over
     the outer row i and read u0 from the enclosing table."""
     text = compile_program(catalog.gcn_two_layer(N, F, H, C), "full").explain()
-    assert "Intersect_u0(A, A')" in text
+    assert "Intersect_u0(A; locate A')" in text  # A' is dense at u0: located, handed down
     assert "H nested under i -> u0 (recomputed per i): u0 driven through A'" in text
     assert "T1 nested under i -> u0: u0 driven through A'" in text
     assert "Rep(root, <outer_i>)" in text and "<outer_u0>" in text

@@ -1,0 +1,77 @@
+"""The ``locate`` pass: iterate the sparse operands and locate into the dense ones.
+
+A dense level supports random access: under a parent reference ``p``, coordinate ``c`` is at
+position ``p * dim + c``.  So where an intersection merges a dense level with at least one
+compressed (or otherwise sparse) operand, the dense level need not be scanned and intersected
+coordinate by coordinate: the other operands produce the coordinates and a ``locate`` node
+computes the dense level's references from them (the iteration-lattice rule: an intersection
+with a dense level becomes a locate).  A union with a dense level still iterates it (every
+coordinate of the union is needed), and so does an intersection of dense levels only.
+
+A dense level is located only when its parent reference is never ``N`` (the view is not a
+union member at an earlier row): an intersection drops a coordinate whose dense operand is
+absent, a locate would not.
+
+The pass rewrites the tables' scan cells into ``Loc`` cells (``--explain`` renders them);
+lowering (:mod:`.emit`) emits one ``locate`` node per such cell.  Values are unchanged; the work
+becomes proportional to the sparse operand's nonzeros instead of the dense dimension.
+"""
+
+from __future__ import annotations
+
+from ..tensor import Format
+from .table import Cell, CellKind, FusionTable, Join, JoinKind
+
+__all__ = ["locate_dense_levels", "located_levels"]
+
+
+def locate_dense_levels(t: FusionTable) -> list[tuple[str, str]]:
+    """Rewrite ``t`` (and its factored intermediates' tables) in place: every dense level that
+    an intersection can locate gets a ``Loc`` cell.  Returns the (row, view) pairs located by
+    this call, intermediates' tables first."""
+    out: list[tuple[str, str]] = []
+    for ct in t.children.values():
+        out += locate_dense_levels(ct)
+    for row, tree in t.joins.items():
+        for j in _intersections(tree):
+            for view in _locatable(t, j, row):
+                cell = t.cells[(row, view)]
+                t.cells[(row, view)] = Cell(CellKind.LOCATE, cell.args, level=cell.level)
+                out.append((row, view))
+    return out
+
+
+def located_levels(t: FusionTable) -> list[tuple[str, str]]:
+    """The (row, view) pairs of ``t`` and its intermediates' tables with ``Loc`` cells."""
+    out: list[tuple[str, str]] = []
+    for ct in t.children.values():
+        out += located_levels(ct)
+    out += [(row, col) for (row, col), cell in t.cells.items() if cell.kind is CellKind.LOCATE]
+    return out
+
+
+def _intersections(tree: Join) -> list[Join]:
+    out = [tree] if tree.kind is JoinKind.INTERSECT else []
+    for k in tree.children:
+        if isinstance(k, Join):
+            out += _intersections(k)
+    return out
+
+
+def _locatable(t: FusionTable, j: Join, row: str) -> list[str]:
+    """The members of intersection ``j`` at ``row`` that can be located: input views scanned
+    there at a dense level whose parent reference is never N.  None if no other member would be
+    left to produce the coordinates."""
+    dense = [k for k in j.children if isinstance(k, str) and _dense_scan(t, k, row)]
+    return dense if len(dense) < len(j.children) else []
+
+
+def _dense_scan(t: FusionTable, view: str, row: str) -> bool:
+    if view not in t.views or view in t.children:
+        return False
+    cell = t.cells.get((row, view))
+    if cell is None or cell.kind is not CellKind.SCAN:
+        return False
+    v = t.views[view]
+    return (v.fmt.levels[cell.level] is Format.DENSE
+            and view not in t.n_parents.get(row, frozenset()))

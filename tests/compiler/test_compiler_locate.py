@@ -1,0 +1,127 @@
+"""The ``locate`` pass: an intersection of a sparse operand with a dense level iterates the
+sparse operand and locates into the dense level; a union with a dense level, or an intersection
+of dense levels only, still iterates them; a dense level whose parent reference may be N (a
+union member above) is never located.  Values are compared with numpy on random data with and
+without the pass, and the work (cycles) with a bound computed from the data's nonzeros."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from compiler_programs import random_inputs
+
+from fuseflow.compiler import Program, compile_program, einsum, reference, run_program
+from fuseflow.samml import NodeKind
+from sw_sim import run_graph
+
+
+def _kinds(compiled) -> list[NodeKind]:
+    return [n.kind for g in compiled.graphs for n in g.nodes.values()]
+
+
+def spmv(n: int = 24, m: int = 20) -> Program:
+    p = Program("spmv")
+    A = p.tensor("A", (n, m), "csr")
+    x = p.tensor("x", (m,), "dense")
+    p.output(p.let("y", einsum("ij,j->i", A, x)))
+    return p
+
+
+def spmm(n: int = 16, j: int = 6) -> Program:
+    p = Program("spmm")
+    A = p.tensor("A", (n, n), "csr")
+    X = p.tensor("X", (n, j), "dense")
+    p.output(p.let("T", einsum("ik,kj->ij", A, X), order="ikj"))
+    return p
+
+
+def add_dense(n: int = 12) -> Program:
+    p = Program("add_dense")
+    A = p.tensor("A", (n, n), "csr")
+    D = p.tensor("D", (n, n), "dense")
+    p.output(p.let("Z", A + D))
+    return p
+
+
+def union_above(n: int = 10) -> Program:
+    """``Z = V·A + B``: V stored (compressed, dense), so at j V's dense level has a parent that
+    the union at i may leave N; A's dense top level is located at i under the intersection."""
+    p = Program("union_above")
+    V = p.tensor("V", (n, n), "cd")
+    A = p.tensor("A", (n, n), "csr")
+    B = p.tensor("B", (n, n), "csr")
+    p.output(p.let("Z", V * A + B))
+    return p
+
+
+CASES = {"spmv": (spmv, {"A": 0.2}), "spmm": (spmm, {"A": 0.25}),
+         "add_dense": (add_dense, {"A": 0.3}),
+         "union_above": (union_above, {"V": 0.3, "A": 0.5, "B": 0.3})}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("locate", [True, False])
+def test_values_equal_numpy_with_and_without_locate(name: str, locate: bool) -> None:
+    build, density = CASES[name]
+    program = build()
+    compiled = compile_program(program, locate=locate)
+    for seed in (0, 1, 2):
+        data = random_inputs(program, density, seed)
+        result = run_program(compiled, data, simulate=run_graph)
+        for k, want in reference(program, data).items():
+            np.testing.assert_array_equal(result.dense(k), want, err_msg=f"{name} {k} seed {seed}")
+
+
+def test_intersection_with_a_dense_level_becomes_a_locate() -> None:
+    kinds = _kinds(compile_program(spmv()))
+    assert NodeKind.LOCATE in kinds and NodeKind.INTERSECT not in kinds
+    off = _kinds(compile_program(spmv(), locate=False))
+    assert NodeKind.LOCATE not in off and NodeKind.INTERSECT in off
+
+
+def test_union_with_a_dense_level_stays_a_dense_iteration() -> None:
+    kinds = _kinds(compile_program(add_dense()))
+    assert NodeKind.LOCATE not in kinds and NodeKind.UNION in kinds
+
+
+def test_dense_level_under_a_possibly_empty_parent_is_not_located() -> None:
+    compiled = compile_program(union_above())
+    (group,) = compiled.groups
+    text = group.explain()
+    assert "located dense levels: A at i" in text  # under Intersect_i(V, A) inside the union
+    assert "V at j" not in text  # V's parent reference may be N (union at i): scanned there
+
+
+def test_explain_names_the_located_levels_and_none_when_nothing_is() -> None:
+    assert "located dense levels: X at u0" in compile_program(spmm()).explain()
+    assert "located dense levels: none" in compile_program(spmm(), locate=False).explain()
+
+
+def _csr_rows(n: int, m: int, density: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(1, 5, (n, m)) * (rng.random((n, m)) < density)
+
+
+@pytest.mark.parametrize("density", [0.02, 0.1, 0.5])
+def test_spmv_cycles_follow_nonzeros_not_the_dense_size(density: float) -> None:
+    # the issue's bound: cycles <= 1.2 (nnz + rows) + 64, computed from the data itself
+    n = m = 96
+    program = spmv(n, m)
+    A = _csr_rows(n, m, density, 7)
+    data = {"A": A, "x": np.arange(m) - 40}
+    result = run_program(compile_program(program), data, simulate=run_graph)
+    np.testing.assert_array_equal(result.dense("y"), A @ data["x"])
+    nnz = int(np.count_nonzero(A))
+    assert result.cycles[0] <= 1.2 * (nnz + n) + 64
+    scanned = run_program(compile_program(program, locate=False), data, simulate=run_graph)
+    assert scanned.cycles[0] >= n * m  # the dense scan visits every (i, j)
+
+
+def test_spmm_with_dense_operand_cycles_follow_nonzeros() -> None:
+    # A @ X, X dense with J columns: cycles <= 1.2 nnz(A) J + rows J + 64
+    n, J = 64, 8
+    A = _csr_rows(n, n, 0.05, 3)
+    X = np.arange(n * J).reshape(n, J) % 7 - 3
+    result = run_program(compile_program(spmm(n, J)), {"A": A, "X": X}, simulate=run_graph)
+    np.testing.assert_array_equal(result.dense("T"), A @ X)
+    assert result.cycles[0] <= 1.2 * np.count_nonzero(A) * J + n * J + 64
