@@ -35,8 +35,8 @@ from .fusion import (
     VNamed,
     VUn,
 )
-from .program import Op, Program, UnOp
 from .locate import located_levels
+from .program import Op, Program, UnOp
 from .table import (
     ROOT,
     VAL,

@@ -37,8 +37,8 @@ from ..passes import size_fifos
 from ..samml import Graph
 from ..tensor import TensorFormat
 from .emit import CompiledGroup, CompiledProgram, emit_graph
-from .locate import locate_dense_levels
 from .fusion import Fusion, Group, GroupPlan, PermutedCopy, fuse, order_problem, plan_groups
+from .locate import locate_dense_levels
 from .program import FusionError, Program, Rejected
 from .table import FusionTable, table_or_rejection
 
