@@ -3,6 +3,7 @@ compile times, and the check against PyTorch (float numerics).
 
     python bench/models.py                       # KarateClub + Cora-shaped (reduced features) + SAE + GPT
     python bench/models.py --cora-features 1433  # the full Cora feature width (slow in sw_sim)
+    python bench/models.py --no-locate           # dense levels scanned, not located (before)
 
 Graph models run on KarateClub (34 nodes, one-hot features) and on the Cora-shaped synthetic
 graph (2708 nodes, power-law degrees); the Cora feature width defaults to 32 (not 1433) and
@@ -28,6 +29,7 @@ from fuseflow.models.zoo import make_case
 from sw_sim import run_graph
 
 MAX_CYCLES: int | None = None  # --max-cycles
+LOCATE = True  # --no-locate
 
 
 def bench_case(label: str, case, fusions=FUSIONS) -> list[list[str]]:
@@ -37,7 +39,7 @@ def bench_case(label: str, case, fusions=FUSIONS) -> list[list[str]]:
     rows = []
     base = None
     for f in fusions:
-        cm = compile_model(ir, f)
+        cm = compile_model(ir, f, locate=LOCATE)
         t0 = time.perf_counter()
         res = run_model(cm, max_cycles=MAX_CYCLES, simulate=run_graph)
         wall = time.perf_counter() - t0
@@ -63,9 +65,11 @@ def main() -> int:
     ap.add_argument("--graph-models", nargs="*", default=["gcn", "graphsage"],
                     choices=["gcn", "graphsage"], help="graph models to run (default both)")
     ap.add_argument("--max-cycles", type=int, help="sw_sim cycle limit per graph (default sw_sim's, 50 M)")
+    ap.add_argument("--no-locate", dest="locate", action="store_false",
+                    help="compile with the locate pass off (dense levels scanned and intersected)")
     args = ap.parse_args()
-    global MAX_CYCLES
-    MAX_CYCLES = args.max_cycles
+    global MAX_CYCLES, LOCATE
+    MAX_CYCLES, LOCATE = args.max_cycles, args.locate
     which = set(args.only or ["karate", "cora", "sae", "gpt"])
     header = ["model / data", "fusion", "graphs", "sw_sim cycles", "speedup", "compile ms", "sim s", "rel err"]
     print(" | ".join(header))

@@ -119,6 +119,25 @@ class TensorData:
         vals = stored[tuple(prefix.T)] if prefix.shape[1] else stored.reshape(1)
         return cls(tuple(array.shape), fmt, segs, crds, np.asarray(vals))
 
+    @classmethod
+    def from_scipy(cls, matrix, fmt: TensorFormat) -> TensorData:
+        """A matrix from a ``scipy.sparse`` matrix without a dense copy: CSR (dense, compressed)
+        or DCSR (compressed, compressed) levels in either mode order; other formats through
+        :meth:`from_dense`."""
+        if fmt.order != 2 or fmt.levels[1] is not Format.COMPRESSED:
+            return cls.from_dense(matrix.toarray(), fmt)
+        m = (matrix.tocsr() if fmt.mode_order == (0, 1) else matrix.T.tocsr()).copy()
+        m.eliminate_zeros()
+        m.sort_indices()
+        seg, crd = m.indptr.astype(np.int64), m.indices.astype(np.int64)
+        vals = np.asarray(m.data)
+        if fmt.levels[0] is Format.DENSE:
+            return cls(tuple(matrix.shape), fmt, [None, seg], [None, crd], vals)
+        rows = np.flatnonzero(np.diff(seg)).astype(np.int64)  # the non-empty rows
+        return cls(tuple(matrix.shape), fmt, [np.array([0, len(rows)], np.int64),
+                                              np.r_[seg[rows], seg[-1]].astype(np.int64)],
+                   [rows, crd], vals)
+
     def to_dense(self, dtype=None) -> np.ndarray:
         stored_shape = tuple(self.shape[m] for m in self.fmt.mode_order)
         prefix = np.zeros((1, 0), dtype=np.int64)

@@ -47,3 +47,19 @@ def test_bad_format_messages():
         TensorFormat(("dense", "dense"), (0, 0))
     with pytest.raises(ValueError, match="order 3"):
         TensorData.from_dense(np.zeros((2, 2, 2)), CSR)
+
+
+@pytest.mark.parametrize("fmt", [CSR, CSC, DCSR, TensorFormat(("compressed", "compressed"), (1, 0)),
+                                 DENSE2, TensorFormat(("compressed", "dense"))])
+def test_from_scipy_equals_from_dense(fmt):
+    import scipy.sparse as sp
+
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        a = rng.integers(-3, 4, (7, 9)) * (rng.random((7, 9)) < 0.3)
+        a[seed % 7] = 0
+        a[:, seed] = 0
+        x, y = TensorData.from_scipy(sp.coo_matrix(a), fmt), TensorData.from_dense(a, fmt)
+        np.testing.assert_array_equal(x.to_dense(), a)
+        for p, q in [*zip(x.seg, y.seg), *zip(x.crd, y.crd), (x.vals, y.vals)]:
+            assert (p is None and q is None) or np.array_equal(p, q)

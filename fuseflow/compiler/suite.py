@@ -37,11 +37,14 @@ class SuiteProgram:
 
 
 # mode name -> (fusion, factored iteration)
-MODES: dict[str, tuple[Fusion, bool]] = {
-    "full": (Fusion.FULL, True),
-    "partial": (Fusion.PARTIAL, True),
-    "unfused": (Fusion.UNFUSED, True),
-    "full_global": (Fusion.FULL, False),
+# mode -> (fusion, factored iteration, locate pass); "full_scan": dense levels scanned and
+# intersected instead of located (the compiler's locate=False)
+MODES: dict[str, tuple[Fusion, bool, bool]] = {
+    "full": (Fusion.FULL, True, True),
+    "partial": (Fusion.PARTIAL, True, True),
+    "unfused": (Fusion.UNFUSED, True, True),
+    "full_global": (Fusion.FULL, False, True),
+    "full_scan": (Fusion.FULL, True, False),
 }
 
 
@@ -111,8 +114,9 @@ def _mul3_data(seed: int) -> dict[str, np.ndarray]:
 
 
 PROGRAMS: dict[str, SuiteProgram] = {
-    "spmm": SuiteProgram(_spmm, _spmm_data, ("full",)),
-    "nested_matmul": SuiteProgram(_nested, _nested_data, ("full", "unfused", "full_global")),
+    "spmm": SuiteProgram(_spmm, _spmm_data, ("full", "full_scan")),
+    "nested_matmul": SuiteProgram(_nested, _nested_data, ("full", "unfused", "full_global",
+                                                          "full_scan")),
     "gcn_layer": SuiteProgram(_gcn, _gcn_data, ("full", "partial", "unfused")),
     "gcn_relu": SuiteProgram(_gcn_relu, _gcn_data, ("full",)),
     "gcn_two_layer": SuiteProgram(_gcn2, _gcn2_data, ("full",)),
@@ -124,8 +128,8 @@ SEEDS = (1, 2)
 @cache
 def compiled(program: str, mode: str) -> CompiledProgram:
     """The compiled program (cached: entries of one program and mode share it)."""
-    fusion, factored = MODES[mode]
-    return compile_program(PROGRAMS[program].build(), fusion, factored=factored)
+    fusion, factored, locate = MODES[mode]
+    return compile_program(PROGRAMS[program].build(), fusion, factored=factored, locate=locate)
 
 
 def graph_case(program: str, mode: str, graph: int, seed: int, simulate: Simulator) -> Case:

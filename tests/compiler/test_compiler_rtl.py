@@ -47,7 +47,9 @@ def run_both(program: str, mode: str = "full", graph: int = 0, cfg: HwConfig | N
 
 
 def test_factored_nested_matmul() -> None:
-    g = run_both("nested_matmul")
+    g = run_both("nested_matmul")  # C dense: the reducer's coordinates locate into it
+    assert any(n.kind is NodeKind.LOCATE for n in g.nodes.values())
+    g = run_both("nested_matmul", "full_scan")  # locate off: C intersected with the reducer
     joiners = [n for n in g.nodes.values() if n.kind is NodeKind.INTERSECT and n.param("val_refs")]
     assert joiners, "the reducer's values ride on a joiner's reference port"
 
