@@ -43,12 +43,12 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fuseflow.compiler import Program, compile_program, einsum, run_program  # noqa: E402
-from fuseflow.compiler import parse_format as _fmt  # noqa: E402
-from fuseflow.models.datasets import power_law, uniform_random  # noqa: E402
-from fuseflow.tensor import TensorData  # noqa: E402
-from fuseflow_cli.cmd_common import table  # noqa: E402
-from sw_sim import run_graph  # noqa: E402
+from fuseflow.compiler import Program, compile_program, einsum, run_program
+from fuseflow.compiler import parse_format as _fmt
+from fuseflow.models.datasets import power_law, uniform_random
+from fuseflow.tensor import TensorData
+from fuseflow_cli.cmd_common import table
+from sw_sim import run_graph
 
 J = 16
 KERNELS = ("spmv", "spmm", "spmspm_ikj", "spmspm_ijk", "gcn_agg")
