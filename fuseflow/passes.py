@@ -19,11 +19,16 @@ def size_fifos(g: Graph) -> None:
     slots, ``C`` being the largest token capacity (FIFO slots plus pipeline latency plus one per
     node) of any other path from the same node to that consumer; the factor 2 covers stop-token
     merging, which can consume two tokens per token emitted.
+
+    Feedback edges (into a scanner's ``skip``) are left out, as paths and as siblings: their
+    consumer pops every token in the cycle it arrives, so they never fill and never stall
+    their producer.
     """
     longest = _LongestPaths(g)
     by_src: dict[str, list[int]] = {}
     for k, e in enumerate(g.edges):
-        by_src.setdefault(e.src.node, []).append(k)
+        if not g.is_feedback(e):
+            by_src.setdefault(e.src.node, []).append(k)
     new_edges = list(g.edges)
     for ks in (ks for ks in by_src.values() if len(ks) >= 2):
         for k in ks:
@@ -40,7 +45,7 @@ class _LongestPaths:
 
     def __init__(self, g: Graph) -> None:
         cap: dict[tuple[str, str], int] = {}
-        for e in g.edges:
+        for e in g.forward_edges():
             w = g.depth(e) + node_latency(g.nodes[e.dst.node]) + 1
             cap[(e.src.node, e.dst.node)] = max(cap.get((e.src.node, e.dst.node), 0), w)
         self.dg = nx.DiGraph()

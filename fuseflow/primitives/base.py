@@ -181,6 +181,8 @@ class PrimitiveSpec:
     cycle through its output FIFO before the consumer sees it.  ``ii``: initiation interval in
     steady state.  ``tensor``: how the node uses the tensor its ``tensor`` parameter names.
     ``source``: starts a graph (the root); ``sink``: a writer, whose completion ends a run.
+    ``feedback``: input ports that close a loop (see the field); ``level_check``: rules on
+    the parameters that depend on the format of the level the node names.
     """
 
     name: str
@@ -193,6 +195,14 @@ class PrimitiveSpec:
     ii: int = 1
     tensor: TensorUse | None = None
     source: bool = False
+    # input ports (when present) that close a feedback loop: hints sent back from downstream,
+    # such as a scanner's skip requests.  Edges into them are left out of the graph's
+    # topological order and of FIFO sizing; the node pops their tokens in the cycle they
+    # arrive, so they never hold their producer back.
+    feedback: tuple[str, ...] = ()
+    # value rules that depend on the format of the level the node names: a function of the
+    # typed parameters and the level's ``Format``, returning problems (level primitives)
+    level_check: Callable[[Any, Any], list[str]] | None = None
     # the NodeKind member, set when the registry builds the enum from all declarations
     kind: Any = dataclasses.field(default=None, compare=False, repr=False)
 
