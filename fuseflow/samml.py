@@ -424,7 +424,7 @@ def _check_params(g: Graph, node: Node) -> list[str]:
         return [f"{where}: {p}" for p in exc.problems]
     use = node.spec.tensor
     if use is None:
-        return []
+        return _graph_rules(g, node)
     t = g.tensors.get(node.params["tensor"])
     if t is None:
         return [f"{where}: tensor {node.params['tensor']!r} is not declared in the graph"]
@@ -435,11 +435,13 @@ def _check_params(g: Graph, node: Node) -> list[str]:
         out.append(f"{where}: reads tensor {t.name!r}, which is an output")
     if use.level and not 0 <= node.params["level"] < t.fmt.order:
         out.append(f"{where}: level {node.params['level']} out of range for tensor {t.name!r} {t.fmt}")
-    elif use.level and node.spec.level_check is not None:
-        fmt = t.fmt.levels[node.params["level"]]
-        out += [f"{where}: {p} (level {node.params['level']} of tensor {t.name!r})"
-                for p in node.spec.level_check(node.typed(), fmt)]
-    return out
+    return out or _graph_rules(g, node)
+
+
+def _graph_rules(g: Graph, node: Node) -> list[str]:
+    """The declaration's rules on the graph around ``node`` (once its own are met)."""
+    check = node.spec.graph_check
+    return [f"{_where(node.name, node.kind)}: {p}" for p in check(g, node)] if check else []
 
 
 def _check_data(g: Graph, data: Mapping[str, TensorData]) -> list[str]:

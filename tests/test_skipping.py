@@ -66,8 +66,8 @@ def test_skip_on_a_dense_level_is_refused_naming_node_and_parameter():
     g = _csr_scan_graph(0)  # level 0 of CSR is dense
     with pytest.raises(GraphError) as exc:
         g.verify()
-    assert ("node 'scan_a' (scan): parameter 'skip' needs a compressed level, and this level is dense "
-            "(level 0 of tensor 'A')") in str(exc.value)
+    assert ("node 'scan_a' (scan): parameter 'skip' needs a compressed level, and level 0 of tensor "
+            "'A' is dense") in str(exc.value)
     g1 = _csr_scan_graph(1)
     with pytest.raises(GraphError) as exc:
         g1.verify()
@@ -77,6 +77,19 @@ def test_skip_on_a_dense_level_is_refused_naming_node_and_parameter():
         build_primitive(NodeKind.SCAN, "scan_a", {"ref": Channel("r", 2), "skip": Channel("s", 2)},
                         {"crd": Channel("c", 2), "ref": Channel("o", 2)},
                         {"tensor": "A", "level": 0, "skip": True, "format": "dense", "dim": 4})
+
+
+def test_skip_requests_must_come_from_the_intersect_the_scanner_feeds():
+    g = enable_skipping(inner_product(3, 3, 8))
+    # swap the two request edges: each scanner gets the requests meant for the other
+    g.edges = [e for e in g.edges if not g.is_feedback(e)]
+    g.connect("intersect.skip0", "scan_B1.skip")
+    g.connect("intersect.skip1", "scan_A1.skip")
+    with pytest.raises(GraphError) as exc:
+        g.verify()
+    assert ("node 'scan_A1' (scan): input skip comes from intersect.skip1, which is not the skip output "
+            "of an intersect whose matching crd and ref inputs this scanner drives") in str(exc.value)
+    assert "node 'scan_B1' (scan): input skip comes from intersect.skip0" in str(exc.value)
 
 
 def test_only_feedback_edges_may_close_a_loop():

@@ -31,9 +31,28 @@ def _scan_inputs(p) -> Ports:
     return {"ref": R, "skip": C} if p.skip else {"ref": R}
 
 
-def _scan_level_check(p, fmt: Format) -> list[str]:
-    if p.skip and fmt is not Format.COMPRESSED:
-        return [f"parameter 'skip' needs a compressed level, and this level is {fmt.value}"]
+def _scan_in_graph(g, node) -> list[str]:
+    """A skipping scanner reads a compressed level, and its skip requests come from the
+    intersect that pops its own crd / ref streams (the freshness rule of the requests relies on
+    it: see fuseflow.skipping)."""
+    p = node.typed()
+    if not p.skip:
+        return []
+    fmt = g.tensors[p.tensor].fmt.levels[p.level]
+    if fmt is not Format.COMPRESSED:
+        return [(f"parameter 'skip' needs a compressed level, and level {p.level} of tensor "
+                f"{p.tensor!r} is {fmt.value}")]
+    drivers = g.driver()
+    e = drivers.get(node["skip"])
+    if e is None:
+        return []  # reported as a dangling input
+    src, i = g.nodes.get(e.src.node), e.src.port.removeprefix("skip")
+    straight = (src is not None and src.kind.value == "intersect" and e.src.port.startswith("skip")
+                and all(getattr(drivers.get(src[f"{port}{i}"]), "src", None) == node[port]
+                        for port in ("crd", "ref")))
+    if not straight:
+        return [(f"input skip comes from {e.src}, which is not the skip output of an intersect whose "
+                "matching crd and ref inputs this scanner drives")]
     return []
 
 
@@ -55,7 +74,7 @@ DECLARATIONS = (
                   "emits the root reference stream 0,D after start", source=True),
     PrimitiveSpec("scan", "level", ScanParams, _scan_inputs, lambda p: {"crd": C, "ref": R},
                   "level scanner (format from the tensor): ref -> fiber crd/ref", latency=2,
-                  tensor=TensorUse.READS_LEVEL, feedback=("skip",), level_check=_scan_level_check),
+                  tensor=TensorUse.READS_LEVEL, feedback=("skip",), graph_check=_scan_in_graph),
     PrimitiveSpec("write", "level", WriteParams, lambda p: {"crd": C}, lambda p: {},
                   "level writer: fills seg/crd of a compressed level", tensor=TensorUse.WRITES_LEVEL),
     PrimitiveSpec("vals_write", "level", ValsParams, lambda p: {"val": V}, lambda p: {},
