@@ -45,7 +45,11 @@ from dataclasses import dataclass
 from .samml import Graph, Node, NodeKind
 from .tensor import Format
 
-__all__ = ["SkipSite", "enable_skipping", "explain_skipping", "skip_sites"]
+__all__ = ["SKIP_FIFO_DEPTH", "SkipSite", "enable_skipping", "explain_skipping", "skip_sites"]
+
+# The FIFO of a skip edge: with two slots the intersect can send a request every cycle (the
+# scanner pops each one the cycle after it is pushed); with one, every other cycle.
+SKIP_FIFO_DEPTH = 2
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,8 @@ def skip_sites(graph: Graph) -> list[SkipSite]:
 def enable_skipping(graph: Graph, *, in_place: bool = False) -> Graph:
     """``graph`` with every intersect whose inputs all come straight from compressed-level
     scanners turned into its skipping form: ``skip=true`` on the intersect and on those
-    scanners, and an edge ``intersect.skip<i> -> scanner.skip`` per input.
+    scanners, and an edge ``intersect.skip<i> -> scanner.skip`` per input (FIFO depth
+    :data:`SKIP_FIFO_DEPTH`).
 
     Returns a rewritten copy (the same graph, rewritten, with ``in_place=True``).  Intersects
     that already skip, and any other node, are left as they are, so applying it twice changes
@@ -116,14 +121,13 @@ def enable_skipping(graph: Graph, *, in_place: bool = False) -> Graph:
     sizing ignores the new edges, so this may run before or after it.
     """
     g = graph if in_place else copy.deepcopy(graph)
-    depth = None if g.fifo_depth >= 2 else 2  # a request per cycle needs two slots
     for site in skip_sites(g):
         if site.enabled or not site.convertible:
             continue
         g.nodes[site.intersect].params["skip"] = True
         for i, scan in enumerate(site.scanners):
             g.nodes[scan].params["skip"] = True
-            g.connect(g.nodes[site.intersect][f"skip{i}"], g.nodes[scan]["skip"], depth)
+            g.connect(g.nodes[site.intersect][f"skip{i}"], g.nodes[scan]["skip"], SKIP_FIFO_DEPTH)
     return g
 
 

