@@ -19,7 +19,9 @@ from skip_cases import (
 from fuseflow.kernels import example
 from fuseflow.skipping import enable_skipping
 from fuseflow.tokens import parse_stream
+from hw import build_graph
 from rtl_sim import run_graph_batch, run_primitive_batch
+from rtl_sim.toolchain import lint
 from sw_sim import run_graph, simulate_primitive
 
 pytestmark = pytest.mark.rtl
@@ -90,3 +92,9 @@ def test_elementwise_mul_rtl_equals_sw_sim_with_skipping():
         _, d, _, ref = example("mul", 16, seed=seed, density=density)
         sets.append((d, ref))
     _check_graph(g, sets)
+
+
+def test_skipping_verilog_is_lint_clean(tmp_path):
+    s = build_graph(enable_skipping(inner_product(8, 8, 64)), tmp_path)
+    res = lint(tmp_path / s["verilog"], s["top"])
+    assert res.returncode == 0, res.stderr[-3000:]
