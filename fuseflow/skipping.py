@@ -26,9 +26,18 @@ Protocol (the per-cycle rules are in :class:`sw_sim.level.SkipScan` and
   data token of this scanner, so "no stop queued" means the scanner has not closed that fiber
   yet; a request that finds a stop queued (its fiber is finished) or a target at or below the
   scanner's next coordinate is dropped.
-* Cost: a target within the next ``SkipScan.LINEAR`` positions costs what streaming to it
-  costs; a farther one about ``2 log2(distance)`` cycles (one ``crd`` read per cycle); ``S0``
-  ends the fiber at once.
+* Cost (one ``crd`` read per cycle): the search first probes the next ``SKIP_LINEAR``
+  positions (:mod:`fuseflow.primitives.level`), which costs what streaming there costs; then,
+  if the coordinates seen predict the target at least ``SKIP_LINEAR << SKIP_GALLOP_SHIFT``
+  positions on, it gallops (1, 3, 7, ... positions ahead, then a binary search: about
+  ``2 log2(distance)`` cycles), and otherwise it keeps probing position by position.  ``S0``
+  ends the fiber at once.  A request never delays the intersect (its skip FIFOs never fill);
+  only a gallop that overshoots can cost a cycle or two more than streaming on that skip,
+  which the prediction keeps rare: on uniform random data no graph took more cycles than
+  without skipping (tests/test_skipping.py).
+* Wiring: a skipping scanner's requests must come from the intersect that pops its own crd
+  and ref streams (the verifier checks it), and coordinates rise within a fiber (as in every
+  compressed level).
 
 Use::
 
