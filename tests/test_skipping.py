@@ -25,7 +25,7 @@ from skip_cases import (
 from streamref import intersect
 from vectors import fiber_stream, random_vectors
 
-from fuseflow.kernels import KERNELS
+from fuseflow.kernels import KERNELS, example
 from fuseflow.passes import size_fifos
 from fuseflow.primitives import PRIMITIVES
 from fuseflow.samml import Graph, GraphError, NodeKind, StreamKind
@@ -375,6 +375,15 @@ def test_uniform_data_never_takes_more_cycles():
         if c1 > c0:
             worse.append((n, k, da, db, seed, c0, c1))
     assert not worse
+
+
+def test_elementwise_mul_never_takes_more_cycles():
+    """Skipping at level 1 under a level-0 intersect (both operands CSR, uniform density)."""
+    for n, density, seed in ((16, 0.1, 0), (16, 0.6, 1), (32, 0.3, 2), (32, 0.05, 3)):
+        g, d, _, ref = example("mul", n, seed=seed, density=density)
+        plain, skipping = run_graph(g, d), run_graph(enable_skipping(g), d)
+        assert np.array_equal(skipping.outputs["C"].to_dense(), ref)
+        assert skipping.cycles <= plain.cycles
 
 
 def test_power_law_rows_take_at_least_half_fewer_cycles():
