@@ -25,11 +25,16 @@ def size_fifos(g: Graph) -> None:
     ALU), the edge by which the short path enters the reconvergence node gets the capacity the
     short path lacks, so the producer never waits for the long path to drain (without it such a
     pipeline sustains about 2 tokens every 3 cycles).
+
+    Feedback edges (into a scanner's ``skip``) are left out, as paths and as siblings: their
+    consumer pops every token in the cycle it arrives, so they never fill and never stall
+    their producer.
     """
     longest, shortest = _Paths(g, max), _Paths(g, min)
     by_src: dict[str, list[int]] = {}
     for k, e in enumerate(g.edges):
-        by_src.setdefault(e.src.node, []).append(k)
+        if not g.is_feedback(e):
+            by_src.setdefault(e.src.node, []).append(k)
     depth = {k: g.depth(e) for k, e in enumerate(g.edges)}
     for ks in (ks for ks in by_src.values() if len(ks) >= 2):
         for k in ks:
@@ -54,7 +59,7 @@ class _Paths:
     def __init__(self, g: Graph, pick=max) -> None:
         self.pick = pick
         cap: dict[tuple[str, str], int] = {}
-        for e in g.edges:
+        for e in g.forward_edges():
             w = _weight(g, e)
             key = (e.src.node, e.dst.node)
             cap[key] = pick(cap[key], w) if key in cap else w
@@ -110,7 +115,7 @@ def _short_path_deficits(g: Graph, siblings: list[int], k: int, longest: _Paths,
             continue
         long_cap, long_edge = long_in
         short_edge = min((j for j, e in enumerate(g.edges)
-                          if e.dst.node == m and e.src.node in near),
+                          if e.dst.node == m and e.src.node in near and not g.is_feedback(e)),
                          key=lambda j: near[g.edges[j].src.node] + _weight(g, g.edges[j]))
         if short_edge != long_edge and long_cap > start + d_short:
             out.append((short_edge, long_cap - start - d_short))
@@ -132,7 +137,7 @@ def _longest_into(g: Graph, siblings: list[int], k: int, m: str,
             continue
         head = _weight(g, e2)
         for j, e in enumerate(g.edges):
-            if e.dst.node == m and e.src.node in far:
+            if e.dst.node == m and e.src.node in far and not g.is_feedback(e):
                 cap = head + far[e.src.node] + _weight(g, e)
                 if best is None or cap > best[0]:
                     best = (cap, j)

@@ -202,10 +202,21 @@ class Graph:
     def output_tensors(self) -> list[str]:
         return [t for t, s in self.tensors.items() if s.role is Role.OUTPUT]
 
+    def is_feedback(self, edge: Edge) -> bool:
+        """``edge`` drives a feedback input (declared by the consumer's kind, e.g. a scanner's
+        ``skip``): a hint sent back upstream, which closes a loop."""
+        node = self.nodes.get(edge.dst.node)
+        return node is not None and edge.dst.port in node.spec.feedback
+
+    def forward_edges(self) -> list[Edge]:
+        """The edges without the feedback edges: an acyclic graph in a valid SAMML graph."""
+        return [e for e in self.edges if not self.is_feedback(e)]
+
     def topo_order(self) -> list[str]:
+        """Node names in topological order of the forward edges (feedback edges left out)."""
         g = nx.DiGraph()
         g.add_nodes_from(self.nodes)
-        g.add_edges_from((e.src.node, e.dst.node) for e in self.edges)
+        g.add_edges_from((e.src.node, e.dst.node) for e in self.forward_edges())
         return list(nx.lexicographical_topological_sort(g))
 
     # ---------------------------------------------------------------- verification
@@ -217,6 +228,7 @@ class Graph:
         for e in self.edges:
             problems += self._check_edge(e, driven, used)
         problems += self._check_dangling(driven, used)
+        problems += self._check_cycles()
         if data is not None:
             problems += _check_data(self, data)
         if problems:
@@ -270,6 +282,19 @@ class Graph:
                     for p in outs if node[p] not in used and node[p] not in self.discards]
         out += [f"output port {d} is both discarded and connected" for d in self.discards if d in used]
         return out
+
+    def _check_cycles(self) -> list[str]:
+        """Only feedback edges may close a loop."""
+        g = nx.DiGraph()
+        g.add_edges_from((e.src.node, e.dst.node) for e in self.forward_edges()
+                         if e.src.node in self.nodes and e.dst.node in self.nodes)
+        try:
+            cycle = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            return []
+        path = " -> ".join([a for a, _ in cycle] + [cycle[0][0]])
+        why = "only edges into feedback inputs (a scanner's skip) may close one"
+        return [f"the edges form a loop ({path}); {why}"]
 
     # ---------------------------------------------------------------- serialisation
     def to_json(self) -> dict:
@@ -343,9 +368,10 @@ class Graph:
             lines.append(f'  "{n.name}" [label="{n.name}\\n{n.kind.value} {detail}"];')
         for e in self.edges:
             k = self.edge_kind(e) if e.src.node in self.nodes and e.src.port in self.nodes[e.src.node].outputs() else StreamKind.CRD
+            style = ", style=dashed, constraint=false" if self.is_feedback(e) else ""
             lines.append(
                 f'  "{e.src.node}" -> "{e.dst.node}" [label="{e.src.port}->{e.dst.port}", '
-                f'color={colors[k]}, fontcolor={colors[k]}];'
+                f'color={colors[k]}, fontcolor={colors[k]}{style}];'
             )
         lines.append("}")
         return "\n".join(lines) + "\n"
@@ -398,7 +424,7 @@ def _check_params(g: Graph, node: Node) -> list[str]:
         return [f"{where}: {p}" for p in exc.problems]
     use = node.spec.tensor
     if use is None:
-        return []
+        return _graph_rules(g, node)
     t = g.tensors.get(node.params["tensor"])
     if t is None:
         return [f"{where}: tensor {node.params['tensor']!r} is not declared in the graph"]
@@ -409,7 +435,13 @@ def _check_params(g: Graph, node: Node) -> list[str]:
         out.append(f"{where}: reads tensor {t.name!r}, which is an output")
     if use.level and not 0 <= node.params["level"] < t.fmt.order:
         out.append(f"{where}: level {node.params['level']} out of range for tensor {t.name!r} {t.fmt}")
-    return out
+    return out or _graph_rules(g, node)
+
+
+def _graph_rules(g: Graph, node: Node) -> list[str]:
+    """The declaration's rules on the graph around ``node`` (once its own are met)."""
+    check = node.spec.graph_check
+    return [f"{_where(node.name, node.kind)}: {p}" for p in check(g, node)] if check else []
 
 
 def _check_data(g: Graph, data: Mapping[str, TensorData]) -> list[str]:

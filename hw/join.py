@@ -10,9 +10,12 @@ from .base import StreamPrimitive
 from .registry import HwBuild, rtl
 from .word import (
     data_word,
+    done_word,
     empty_word,
     is_ctl,
+    is_done,
     recast,
+    stop_word,
 )
 
 
@@ -24,7 +27,10 @@ class _Joiner(StreamPrimitive):
         self.rw = [vw if i in tuple(val_refs) else cw for i in range(n)]
         ins = {**{f"crd{i}": cw for i in range(n)}, **{f"ref{i}": self.rw[i] for i in range(n)}}
         outs = {"crd": cw, **{f"ref{i}": self.rw[i] for i in range(n)}}
-        super().__init__(ins, outs, depths)
+        super().__init__(ins, self._outs(outs), depths)
+
+    def _outs(self, outs: dict[str, int]) -> dict[str, int]:
+        return outs
 
     def _common(self, m):
         w, n = self.cw, self.n
@@ -53,7 +59,15 @@ class _Joiner(StreamPrimitive):
 
 
 class Intersect(_Joiner):
-    """n-ary intersection (see sw_sim.join.Intersect)."""
+    """n-ary intersection (see sw_sim.join.Intersect); ``skip``: also outputs ``skip<i>``
+    (see sw_sim.join.SkipIntersect)."""
+
+    def __init__(self, *, skip: bool = False, **kw):
+        self.skip = skip
+        super().__init__(**kw)
+
+    def _outs(self, outs):
+        return {**outs, **{f"skip{i}": self.cw for i in range(self.n)}} if self.skip else outs
 
     def logic(self, m):
         w, n = self.cw, self.n
@@ -63,6 +77,9 @@ class Intersect(_Joiner):
         # pop decision is one compare deep (not a max tree followed by a compare).
         behind = [Cat(*[vals[i] < vals[j] for j in range(n) if j != i]).any() for i in range(n)]
         all_eq = Cat(*[v == vals[0] for v in vals[1:]]).all()
+        top = vals[0]  # the largest head: the skip target of the inputs behind
+        for v in vals[1:] if self.skip else ():
+            top = Mux(v > top, v, top)
         with m.If(fire):
             with m.If(~any_ctl):
                 with m.If(all_eq):
@@ -74,12 +91,21 @@ class Intersect(_Joiner):
                     for i in range(n):
                         with m.If(behind[i]):
                             self._pop(m, i)
+                            self._skip(m, i, data_word(top, w))
             with m.Elif(all_ctl):
                 self._pass_control(m, crds)
+                with m.If(is_done(crds[0], w)):
+                    for i in range(n):
+                        self._skip(m, i, done_word(w))
             with m.Else():
                 for i in range(n):
                     with m.If(~ctl[i]):
                         self._pop(m, i)
+                        self._skip(m, i, stop_word(0, w))
+
+    def _skip(self, m, i, word):
+        if self.skip:
+            self.push(m, f"skip{i}", word)
 
 
 
@@ -116,7 +142,8 @@ class Union(_Joiner):
 @rtl("intersect")
 def _intersect(b: HwBuild):
     p = b.params
-    return Intersect(n=p["n"], cw=b.cfg.cw, vw=b.cfg.vw, val_refs=p.get("val_refs", ()), depths=b.depths), {}
+    return Intersect(n=p["n"], cw=b.cfg.cw, vw=b.cfg.vw, val_refs=p.get("val_refs", ()), depths=b.depths,
+                     skip=bool(p.get("skip", False))), {}
 
 
 @rtl("union")

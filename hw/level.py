@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from types import SimpleNamespace
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import memory
 from amaranth.lib.wiring import In, Out
 
+from fuseflow.primitives.level import SKIP_GALLOP_SHIFT, SKIP_LINEAR
 from fuseflow.tensor import Format
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
@@ -22,7 +25,7 @@ from .word import (
     stop_word,
 )
 
-FIBER, END, IDLE = 0, 1, 2
+FIBER, END, IDLE, SEARCH = 0, 1, 2, 3
 
 
 
@@ -51,29 +54,31 @@ class Root(StreamPrimitive):
 
 class Scan(StreamPrimitive):
     """Level scanner.  Compressed: ``seg``/``crd`` memories loaded through ``seg_wr``/``crd_wr``;
-    dense: dimension ``dim``.  Latency 2 (pipeline register, then fiber walk), II 1."""
+    dense: dimension ``dim``.  Latency 2 (pipeline register, then fiber walk), II 1.
+
+    ``skip`` (compressed only): input ``skip`` takes an intersect's skip requests, and the
+    scanner jumps ahead by a search in its ``crd`` memory (see sw_sim.level.SkipScan)."""
 
     def __init__(self, *, compressed: bool, dim: int = 0, seg_depth: int = 2, crd_depth: int = 1,
-                 cw: int = CRD_WIDTH, depths=None):
-        self.compressed, self.dim, self.cw = compressed, dim, cw
+                 cw: int = CRD_WIDTH, depths=None, skip: bool = False):
+        if skip and not compressed:
+            raise ValueError("parameter 'skip' needs a compressed level; a dense scanner cannot skip")
+        self.compressed, self.dim, self.cw, self.skip = compressed, dim, cw, skip
         self.seg_depth, self.crd_depth = seg_depth, crd_depth
         extra = {}
         if compressed:
             extra = {"seg_wr": In(MemWrite(bits_for(seg_depth), cw)),
                      "crd_wr": In(MemWrite(bits_for(crd_depth), cw))}
-        super().__init__({"ref": cw}, {"crd": cw, "ref": cw}, depths, extra)
+        ins = {"ref": cw, "skip": cw} if skip else {"ref": cw}
+        super().__init__(ins, {"crd": cw, "ref": cw}, depths, extra)
 
     def logic(self, m):
         w = self.cw
         inp = self.i_ref
-        pipe_valid = Signal()
-        pipe_tok = Signal(w + 1)
-        mode = Signal(2, init=IDLE)
-        p, hi = Signal(w), Signal(w)
-        p_next = Signal(w)
-        consumed = Signal()
+        s = SimpleNamespace(pipe_valid=Signal(), pipe_tok=Signal(w + 1), mode=Signal(2, init=IDLE),
+                            p=Signal(w), hi=Signal(w), p_next=Signal(w), consumed=Signal())
         pipe_free = Signal()
-        m.d.comb += pipe_free.eq(~pipe_valid | consumed)
+        m.d.comb += pipe_free.eq(~s.pipe_valid | s.consumed)
 
         if self.compressed:
             seg = memory.Memory(shape=unsigned(w), depth=self.seg_depth, init=[])
@@ -88,70 +93,181 @@ class Scan(StreamPrimitive):
             crd_rp = crd.read_port(domain="sync")
             r = inp.payload[:w]
             m.d.comb += [seg_lo.addr.eq(r), seg_hi.addr.eq(r + 1), seg_lo.en.eq(pipe_free),
-                         seg_hi.en.eq(pipe_free), crd_rp.addr.eq(p_next), crd_rp.en.eq(1)]
-            pipe_lo, pipe_hi = seg_lo.data, seg_hi.data
-            crd_out = crd_rp.data
+                         seg_hi.en.eq(pipe_free), crd_rp.addr.eq(s.p_next), crd_rp.en.eq(1)]
+            s.pipe_lo, s.pipe_hi = seg_lo.data, seg_hi.data
+            s.crd_out = crd_rp.data
         else:
             # Only the fiber start r * dim is registered (the multiplier is one DSP block).  The
             # coordinate is a counter beside the position, and the fiber ends when it reaches
             # dim - 1: no end register, no subtractor.
-            pipe_lo = Signal(w)
+            s.pipe_lo = Signal(w)
             with m.If(pipe_free):
-                m.d.sync += pipe_lo.eq(inp.payload[:w] * self.dim)
-            pipe_hi = 0
-            k = Signal(range(max(self.dim, 1) + 1))
-            crd_out = k
+                m.d.sync += s.pipe_lo.eq(inp.payload[:w] * self.dim)
+            s.pipe_hi = 0
+            s.k = Signal(range(max(self.dim, 1) + 1))
+            s.crd_out = s.k
 
         # The words pushed, chosen outside the control flow so that the crd memory's read
         # data passes one multiplexer (fiber or control word) on its way into the FIFO.
+        mode, pipe_tok = s.mode, s.pipe_tok
         ctl_word = Mux(is_stop(pipe_tok, w), stop_word(level(pipe_tok) + 1, w),
                        Mux(mode == END, stop_word(0, w), done_word(w)))
         crd_word, ref_word = Signal(w + 1), Signal(w + 1)
-        m.d.comb += [crd_word.eq(Mux(mode == FIBER, data_word(crd_out, w), ctl_word)),
-                     ref_word.eq(Mux(mode == FIBER, data_word(p, w), ctl_word)),
-                     self._fifos["crd"].w_data.eq(crd_word), self._fifos["ref"].w_data.eq(ref_word)]
-        m.d.comb += p_next.eq(p)
-        with m.If(self.room()):
-            with m.If(mode == FIBER):
-                self.push(m, "crd")
-                self.push(m, "ref")
-                m.d.comb += p_next.eq(p + 1)
-                m.d.sync += p.eq(p + 1)
-                last = (p + 1)[:w] == hi if self.compressed else k == self.dim - 1
-                with m.If(last):
-                    m.d.sync += mode.eq(END)
-                if not self.compressed:
-                    m.d.sync += k.eq(k + 1)
-            with m.Elif(pipe_valid):
-                with m.If(is_stop(pipe_tok, w)):
-                    self.push(m, "crd")
-                    self.push(m, "ref")
-                    m.d.comb += consumed.eq(1)
-                    m.d.sync += mode.eq(IDLE)
-                with m.Elif(is_done(pipe_tok, w)):
-                    self.push(m, "crd")  # S0 closing the last fiber, then D
-                    self.push(m, "ref")
-                    with m.If(mode == END):
-                        m.d.sync += mode.eq(IDLE)
-                    with m.Else():
-                        m.d.comb += consumed.eq(1)
-                with m.Else():
-                    with m.If(mode == END):
-                        self.push(m, "crd")
-                        self.push(m, "ref")
-                    empty = is_empty(pipe_tok, w)
-                    new_lo = Mux(empty, 0, pipe_lo)
-                    new_hi = Mux(empty, 0, pipe_hi)
-                    m.d.comb += [p_next.eq(new_lo), consumed.eq(1)]
-                    # a dense fiber is never empty (dim >= 1): no compare on the new bounds
-                    nonempty = (new_lo < new_hi) if self.compressed else (~empty if self.dim else 0)
-                    m.d.sync += [p.eq(new_lo), hi.eq(new_hi), mode.eq(Mux(nonempty, FIBER, END))]
-                    if not self.compressed:
-                        m.d.sync += k.eq(0)
+        if self.skip:
+            sk = self._skip_signals(m, s)
+            # a search that finds its position emits it (the coordinate read now or held)
+            ctl_word = Mux(mode == SEARCH, data_word(sk.found_crd, w), ctl_word)
+            m.d.comb += [crd_word.eq(Mux(mode == FIBER, data_word(s.crd_out, w), ctl_word)),
+                         ref_word.eq(Mux(mode == FIBER, data_word(s.p, w),
+                                         Mux(mode == SEARCH, data_word(sk.sl_s, w), ctl_word)))]
+        else:
+            m.d.comb += [crd_word.eq(Mux(mode == FIBER, data_word(s.crd_out, w), ctl_word)),
+                         ref_word.eq(Mux(mode == FIBER, data_word(s.p, w), ctl_word))]
+        m.d.comb += [self._fifos["crd"].w_data.eq(crd_word), self._fifos["ref"].w_data.eq(ref_word)]
+        m.d.comb += s.p_next.eq(s.p)
+        if self.skip:
+            with m.If(sk.acts):
+                self._skip_step(m, s, sk)
+            with m.Elif(self.room()):
+                self._back(m, s)
+        else:
+            with m.If(self.room()):
+                self._back(m, s)
         m.d.comb += inp.ready.eq(pipe_free)
         with m.If(pipe_free):
-            m.d.sync += [pipe_valid.eq(inp.valid), pipe_tok.eq(inp.payload)]
+            m.d.sync += [s.pipe_valid.eq(inp.valid), s.pipe_tok.eq(inp.payload)]
 
+    def _back(self, m, s):
+        """The back stage (the outputs have room)."""
+        w, mode, p, hi, pipe_tok = self.cw, s.mode, s.p, s.hi, s.pipe_tok
+        with m.If(mode == FIBER):
+            self.push(m, "crd")
+            self.push(m, "ref")
+            m.d.comb += s.p_next.eq(p + 1)
+            m.d.sync += p.eq(p + 1)
+            last = (p + 1)[:w] == hi if self.compressed else s.k == self.dim - 1
+            with m.If(last):
+                m.d.sync += mode.eq(END)
+            if not self.compressed:
+                m.d.sync += s.k.eq(s.k + 1)
+        with m.Elif(s.pipe_valid):
+            with m.If(is_stop(pipe_tok, w)):
+                self.push(m, "crd")
+                self.push(m, "ref")
+                m.d.comb += s.consumed.eq(1)
+                m.d.sync += mode.eq(IDLE)
+            with m.Elif(is_done(pipe_tok, w)):
+                self.push(m, "crd")  # S0 closing the last fiber, then D
+                self.push(m, "ref")
+                with m.If(mode == END):
+                    m.d.sync += mode.eq(IDLE)
+                with m.Else():
+                    m.d.comb += s.consumed.eq(1)
+            with m.Else():
+                with m.If(mode == END):
+                    self.push(m, "crd")
+                    self.push(m, "ref")
+                empty = is_empty(pipe_tok, w)
+                new_lo = Mux(empty, 0, s.pipe_lo)
+                new_hi = Mux(empty, 0, s.pipe_hi)
+                m.d.comb += [s.p_next.eq(new_lo), s.consumed.eq(1)]
+                # a dense fiber is never empty (dim >= 1): no compare on the new bounds
+                nonempty = (new_lo < new_hi) if self.compressed else (~empty if self.dim else 0)
+                m.d.sync += [p.eq(new_lo), hi.eq(new_hi), mode.eq(Mux(nonempty, FIBER, END))]
+                if not self.compressed:
+                    m.d.sync += s.k.eq(0)
+
+    def _skip_signals(self, m, s) -> SimpleNamespace:
+        """The skip request of this cycle and the search's narrowing (see SkipScan)."""
+        w, mode, p, v = self.cw, s.mode, s.p, s.crd_out
+        tok = self.i_skip.payload
+        m.d.comb += self.i_skip.ready.eq(1)  # every request is taken the cycle it arrives
+        # stop tokens queued in the crd output FIFO: a request is fresh only when there is none
+        f = self._fifos["crd"]
+        queued = Signal(range(self.depths["crd"] + 1))
+        enq = f.w_en & f.w_rdy & is_stop(f.w_data, w)
+        deq = f.r_en & f.r_rdy & is_stop(f.r_data, w)
+        with m.If(enq & ~deq):
+            m.d.sync += queued.eq(queued + 1)
+        with m.Elif(deq & ~enq):
+            m.d.sync += queued.eq(queued - 1)
+        fresh = self.i_skip.valid & (queued == 0)
+        target = tok[:w]
+        sk = SimpleNamespace(t=Signal(w), v0=Signal(w), sl=Signal(w), sh=Signal(w), known=Signal(),
+                             sh_crd=Signal(w), j=Signal(w), lin=Signal(range(SKIP_LINEAR + 1)))
+        sk.end = fresh & is_stop(tok, w) & ((mode == FIBER) | (mode == SEARCH))
+        sk.accept = fresh & is_data(tok, w) & (mode == FIBER) & (v < target)
+        sk.acts = sk.end | sk.accept | (mode == SEARCH)
+        # accepting target t at p (crd[p] = v < t): search [p + 1, min(hi, p + t - v)]
+        bound = Signal(w + 1)
+        m.d.comb += bound.eq(p + (target - v))
+        sk.sl_a, sk.sh_a = Signal(w + 1), Signal(w + 1)
+        m.d.comb += [sk.sl_a.eq(p + 1), sk.sh_a.eq(Mux(bound < s.hi, bound, s.hi))]
+        # a SEARCH cycle: probe p, v = crd[p]
+        t = sk.t
+        sk.hit = Signal()
+        m.d.comb += sk.hit.eq(v >= t)
+        over, under = Signal(w), Signal(w + 1)
+        m.d.comb += [over.eq(v - t), under.eq(p + (t - v))]
+        sk.sl_s, sk.sh_s, sk.known_s = Signal(w + 1), Signal(w + 1), Signal()
+        sk.j_s, sk.lin_s = Signal(w), Signal(range(SKIP_LINEAR + 1))
+        gallop = Signal()
+        m.d.comb += gallop.eq((t - v)[:w] >= ((v - sk.v0)[:w] << SKIP_GALLOP_SHIFT))
+        m.d.comb += [sk.j_s.eq(sk.j), sk.lin_s.eq(sk.lin)]
+        with m.If(sk.hit):
+            m.d.comb += [sk.sh_s.eq(p), sk.known_s.eq(1),
+                         sk.sl_s.eq(Mux(over < p - sk.sl, p - over, sk.sl))]
+        with m.Else():
+            lower = under < sk.sh
+            m.d.comb += [sk.sl_s.eq(p + 1), sk.sh_s.eq(Mux(lower, under, sk.sh)),
+                         sk.known_s.eq(Mux(lower, 0, sk.known))]
+            with m.If(sk.lin != 0):
+                m.d.comb += sk.lin_s.eq(sk.lin - 1)
+                with m.If((sk.lin == 1) & gallop):
+                    m.d.comb += sk.j_s.eq(1)
+            with m.Elif(sk.j != 0):
+                m.d.comb += sk.j_s.eq(Cat(Const(1, 1), sk.j[:w - 1]))  # 2j + 1, saturating
+        sk.found_crd = Mux(sk.hit, v, sk.sh_crd)
+        return sk
+
+    def _skip_step(self, m, s, sk):
+        """Instead of the back stage: a request ends the fiber or starts a search, or a
+        search cycle narrows; then the next probe, or the position found."""
+        with m.If(sk.end):
+            m.d.sync += s.mode.eq(END)
+        with m.Else():
+            self._narrow(m, s, sk)
+
+    def _narrow(self, m, s, sk):
+        mode, p, hi = s.mode, s.p, s.hi
+        accept = sk.accept
+        sl, sh = Signal(len(sk.sl_a)), Signal(len(sk.sh_a))
+        known, j, hit = Signal(), Signal(len(sk.j)), Signal()
+        m.d.comb += [sl.eq(Mux(accept, sk.sl_a, sk.sl_s)), sh.eq(Mux(accept, sk.sh_a, sk.sh_s)),
+                     known.eq(~accept & sk.known_s), j.eq(Mux(accept, 0, sk.j_s)),
+                     hit.eq(~accept & sk.hit)]
+        with m.If(accept):
+            m.d.sync += [sk.t.eq(self.i_skip.payload[:self.cw]), sk.v0.eq(s.crd_out)]
+        with m.Elif(sk.hit):
+            m.d.sync += sk.sh_crd.eq(s.crd_out)
+        probe = Signal(len(sl))
+        mid = (sl + sh) >> 1
+        ahead = sl + j
+        m.d.comb += probe.eq(Mux(ahead < mid, ahead, mid))
+        with m.If(sl != sh):
+            m.d.comb += s.p_next.eq(probe)
+            m.d.sync += [mode.eq(SEARCH), p.eq(probe), sk.sl.eq(sl), sk.sh.eq(sh), sk.known.eq(known),
+                         sk.j.eq(j), sk.lin.eq(Mux(accept, SKIP_LINEAR, sk.lin_s))]
+        with m.Elif(sl == hi):
+            m.d.sync += mode.eq(END)
+        with m.Elif((hit | known) & self.room()):
+            self.push(m, "crd")
+            self.push(m, "ref")
+            m.d.comb += s.p_next.eq(sl + 1)
+            m.d.sync += [p.eq(sl + 1), mode.eq(Mux(sl + 1 == hi, END, FIBER))]
+        with m.Else():
+            m.d.comb += s.p_next.eq(sl)
+            m.d.sync += [p.eq(sl), mode.eq(FIBER)]
 
 
 class LevelWrite(StreamPrimitive):
@@ -240,7 +356,7 @@ def _scan(b: HwBuild):
     p, cw = b.params, b.cfg.cw
     compressed = Format.parse(p["format"]) is Format.COMPRESSED
     c = Scan(compressed=compressed, dim=p.get("dim", 0), seg_depth=p.get("seg_depth", 2),
-             crd_depth=p.get("crd_depth", 1), cw=cw, depths=b.depths)
+             crd_depth=p.get("crd_depth", 1), cw=cw, depths=b.depths, skip=bool(p.get("skip", False)))
     if not compressed:
         return c, {}
     return c, {"seg": ("seg_wr", c.seg_depth, cw, "w", None), "crd": ("crd_wr", c.crd_depth, cw, "w", None)}

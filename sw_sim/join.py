@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fuseflow.tokens import DONE, EMPTY, Control
+from fuseflow.tokens import DONE, EMPTY, Control, stop
 
 from .engine import Primitive
 from .registry import Build, model
+
+S0 = stop(0)
 
 
 class _Joiner(Primitive):
@@ -81,6 +83,44 @@ class Intersect(_Joiner):
 
 
 
+class SkipIntersect(Intersect):
+    """Intersection with skip outputs (``skip=true``): fires and pops exactly like
+    :class:`Intersect` (its every output, the skip outputs included, must have room), and also
+    tells each input it pops as lagging where to go: all data, unequal -> each input below the
+    maximum ``m`` gets ``m`` on ``skip<i>``; some data, some stops -> each data input gets
+    ``S0`` (the rest of its fiber is not needed); all ``D`` -> ``D`` on every skip output."""
+
+    def __init__(self, name, ins, outs, *, n: int):
+        super().__init__(name, ins, outs, n=n)
+        self.oskip = [outs[f"skip{i}"] for i in range(n)]
+
+    def step(self) -> bool:
+        heads = self._heads()
+        if heads is None:
+            return False
+        ctl = [isinstance(h, Control) for h in heads]
+        if not any(ctl):
+            m = max(heads)
+            if any(h != m for h in heads):
+                for i in range(self.n):
+                    if heads[i] < m:
+                        self.icrd[i].pop()
+                        self.iref[i].pop()
+                        self.oskip[i].push(m)
+                return True
+        elif not all(ctl) and not any(h is DONE for h in heads):
+            for i in range(self.n):
+                if not ctl[i]:
+                    self.icrd[i].pop()
+                    self.iref[i].pop()
+                    self.oskip[i].push(S0)
+            return True
+        elif heads[0] is DONE:
+            for o in self.oskip:
+                o.push(DONE)
+        return super().step()
+
+
 class Union(_Joiner):
     """n-ary union.  Fires like Intersect.  Some data: emit the minimum coordinate ``m``; inputs
     at ``m`` pop and emit their ref, the others emit ``N``.  All control: equal, emit, pop all."""
@@ -108,7 +148,8 @@ class Union(_Joiner):
 
 @model("intersect")
 def _intersect(b: Build) -> Primitive:
-    return Intersect(b.name, b.ins, b.outs, n=b.params["n"])
+    cls = SkipIntersect if b.params.get("skip") else Intersect
+    return cls(b.name, b.ins, b.outs, n=b.params["n"])
 
 
 @model("union")

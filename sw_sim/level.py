@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import deque
+
+from fuseflow.primitives.level import SKIP_GALLOP_SHIFT, SKIP_LINEAR
 from fuseflow.tensor import Format
 from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
@@ -12,7 +15,7 @@ S0 = stop(0)
 
 
 
-_FIBER, _END, _IDLE = 0, 1, 2
+_FIBER, _END, _IDLE, _SEARCH = 0, 1, 2, 3
 
 
 
@@ -77,56 +80,207 @@ class Scan(Primitive):
 
     def step(self) -> bool:
         progressed = False
-        consumed = False
-        pipe = self.pipe
         if not (self.ocrd.isfull or self.oref.isfull):
-            mode = self.mode
-            if mode == _FIBER:
-                p = self.p
-                self.ocrd.push(self.crd[p] if self.crd is not None else p - self.lo)
-                self.oref.push(p)
-                self.p = p = p + 1
-                if p == self.hi:
-                    self.mode = _END
-                progressed = True
-            elif pipe is not None:
-                if type(pipe) is Stop:
-                    s = stop(pipe.level + 1)
-                    self.ocrd.push(s)
-                    self.oref.push(s)
-                    consumed = True
-                    self.mode = _IDLE
-                elif pipe is DONE:
-                    if mode == _END:
-                        self.ocrd.push(S0)
-                        self.oref.push(S0)
-                        self.mode = _IDLE
-                    else:
-                        self.ocrd.push(DONE)
-                        self.oref.push(DONE)
-                        consumed = True
-                        self.finish()
-                else:  # data or N: start the next fiber
-                    if mode == _END:
-                        self.ocrd.push(S0)
-                        self.oref.push(S0)
-                    self._load()
-                    consumed = True
-                progressed = True
+            progressed = self._back()
+        return self._front() or progressed
+
+    def _back(self) -> bool:
+        """The back stage (outputs have room); True if it acted."""
+        mode = self.mode
+        if mode == _FIBER:
+            p = self.p
+            self.ocrd.push(self.crd[p] if self.crd is not None else p - self.lo)
+            self.oref.push(p)
+            self.p = p = p + 1
+            if p == self.hi:
+                self.mode = _END
+            return True
+        pipe = self.pipe
+        if pipe is None:
+            return False
+        consumed = True
+        if type(pipe) is Stop:
+            s = stop(pipe.level + 1)
+            self.ocrd.push(s)
+            self.oref.push(s)
+            self.mode = _IDLE
+        elif pipe is DONE:
+            if mode == _END:
+                self.ocrd.push(S0)
+                self.oref.push(S0)
+                self.mode = _IDLE
+                consumed = False
+            else:
+                self.ocrd.push(DONE)
+                self.oref.push(DONE)
+                self._outputs_done()
+        else:  # data or N: start the next fiber
+            if mode == _END:
+                self.ocrd.push(S0)
+                self.oref.push(S0)
+            self._load()
         if consumed:
             self.pipe = None
-        if self.pipe is None and self.inp.q:
-            tok = self.inp.pop()
-            if tok is EMPTY:
-                self.pipe_lo = self.pipe_hi = 0
-            elif not isinstance(tok, Control):
-                self.pipe_lo, self.pipe_hi = self._bounds(tok)
-            elif tok is REPEAT:
-                raise self.error("R token on a ref stream")
-            self.pipe = tok
-            progressed = True
-        return progressed
+        return True
 
+    def _outputs_done(self) -> None:
+        self.finish()
+
+    def _front(self) -> bool:
+        """The front stage: fill a free pipeline register; True if it popped."""
+        if self.pipe is not None or not self.inp.q:
+            return False
+        tok = self.inp.pop()
+        if tok is EMPTY:
+            self.pipe_lo = self.pipe_hi = 0
+        elif not isinstance(tok, Control):
+            self.pipe_lo, self.pipe_hi = self._bounds(tok)
+        elif tok is REPEAT:
+            raise self.error("R token on a ref stream")
+        self.pipe = tok
+        return True
+
+
+class SkipScan(Scan):
+    """Compressed level scanner with coordinate skipping (``skip=true``): the plain scanner
+    (:class:`Scan`) plus input ``skip``, on which an intersect sends skip requests: a target
+    coordinate ``t`` (skip the positions of the current fiber whose coordinate is below ``t``),
+    ``S0`` (the rest of the current fiber is not needed) and finally ``D``.
+
+    The skip input is popped in every cycle it has a token (so it never fills and never holds
+    its producer back).  A request is *fresh* when no stop token is queued in the ``crd``
+    output FIFO (start of cycle): the intersect issued it in the previous cycle, while popping
+    a data token of this scanner, so with no stop queued the scanner is still in the fiber the
+    request was issued for (and if a stop is queued, it has moved on and the request is
+    dropped).  A fresh request acts, instead of the back stage, when:
+
+    * ``S0`` in FIBER or SEARCH mode: go to END (the fiber's stop follows as usual);
+    * ``t`` in FIBER mode with ``crd[p] < t``: position ``p`` is not emitted, and a search for
+      the first position ``q`` of the fiber with ``crd[q] >= t`` starts over ``[p+1, sh]``, with
+      ``sh = min(hi, p + t - crd[p])`` (coordinates rise by at least 1 per position; ``q = hi``
+      means no such position).
+
+    Any other request is dropped (a target at or below ``crd[p]``, one arriving in END, IDLE or
+    SEARCH mode, a stale one).  SEARCH mode (no output room needed): one crd read per cycle, at
+    the probe position ``p``; ``v = crd[p]``.  A hit (``v >= t``) sets ``sh = p`` (and holds
+    ``v`` as the coordinate at ``sh``) and raises ``sl`` to ``p - (v - t)``; a miss sets
+    ``sl = p + 1`` and lowers ``sh`` to ``p + (t - v)`` (the coordinate at the new ``sh`` is
+    then unknown).  When ``sl == sh`` the search has found ``q``: ``q == hi`` -> END; the
+    coordinate at ``q`` known (this probe hit, or an earlier one at ``q``) and the outputs have
+    room -> emit it now, then FIBER at ``q + 1`` (or END); else FIBER at ``q``.  Otherwise the
+    next probe is ``min(sl + j, (sl + sh) // 2)``.  ``j`` is 0 for the first ``LINEAR``
+    probes (the next positions); after them, if the coordinates seen predict the target at
+    least ``LINEAR << GALLOP_SHIFT`` positions on (``t - v >= (v - v0) << GALLOP_SHIFT``,
+    ``v0 = crd`` of the skipped position), ``j`` becomes 1, 3, 7, ... (a galloping search that
+    turns into a binary search: about ``2 log2(q - p)`` cycles); if not, ``j`` stays 0 and the
+    search keeps to the next positions, which costs what streaming there costs.  The scanner
+    finishes when it has emitted ``D`` and popped ``D`` from ``skip``.
+    """
+
+    LINEAR = SKIP_LINEAR
+    GALLOP_SHIFT = SKIP_GALLOP_SHIFT
+
+    def __init__(self, name, ins, outs, *, seg, crd):
+        super().__init__(name, ins, outs, seg=seg, crd=crd)
+        self.iskip = ins["skip"]
+        self.t = self.v0 = self.sl = self.sh = self.j = self.lin = 0
+        self.known = False
+        self.out_done = self.skip_done = False
+        self._queued: deque[bool] = deque()  # stop flags of the tokens in the crd output FIFO
+        self._queued_stops = 0
+
+    def step(self) -> bool:
+        acted = False
+        progressed = False
+        stale = self._stops_queued()
+        if self.iskip.q:
+            acted = self._request(self.iskip.pop(), stale)
+            progressed = True
+        if not acted:
+            if self.mode == _SEARCH:
+                self._search()
+                progressed = True
+            elif not (self.ocrd.isfull or self.oref.isfull):
+                progressed = self._back() or progressed
+        tok = self.ocrd.inc
+        if tok is not None:
+            self._queued.append(type(tok) is Stop)
+            self._queued_stops += type(tok) is Stop
+        return self._front() or progressed
+
+    def _stops_queued(self) -> int:
+        """Stop tokens in the crd output FIFO at the start of the cycle (what the FIFO held
+        then: its tokens now plus those its consumer popped this cycle)."""
+        held = len(self.ocrd.q) + self.ocrd.freed
+        q = self._queued
+        while len(q) > held:
+            self._queued_stops -= q.popleft()
+        return self._queued_stops
+
+    def _request(self, tok, stale: int) -> bool:
+        """Handle one skip request (``stale``: stops queued at the start of the cycle); True if
+        it acted (instead of the back stage)."""
+        if tok is DONE:
+            self.skip_done = True
+            if self.out_done:
+                self.finish()
+            return False
+        if stale:
+            return False  # stale: the fiber it was issued for is closed
+        mode = self.mode
+        if type(tok) is Stop:
+            if mode == _FIBER or mode == _SEARCH:
+                self.mode = _END
+                return True
+            return False
+        if mode != _FIBER or not isinstance(tok, int) or self.crd[self.p] >= tok:
+            return False
+        p, v = self.p, self.crd[self.p]
+        self.t, self.v0, self.sl, self.sh = tok, v, p + 1, min(self.hi, p + tok - v)
+        self.known, self.j, self.lin = False, 0, self.LINEAR
+        self._next(False)
+        return True
+
+    def _search(self) -> None:
+        """One SEARCH cycle: compare the probe ``crd[p]`` with the target and narrow."""
+        p, t = self.p, self.t
+        v = self.crd[p]
+        hit = v >= t
+        if hit:
+            self.sh, self.known = p, True
+            self.sl = max(self.sl, p - (v - t))
+        else:
+            self.sl = p + 1
+            if p + (t - v) < self.sh:
+                self.sh, self.known = p + (t - v), False
+            if self.lin:
+                self.lin -= 1
+                if not self.lin and t - v >= (v - self.v0) << self.GALLOP_SHIFT:
+                    self.j = 1
+            elif self.j:
+                self.j = 2 * self.j + 1
+        self._next(hit)
+
+    def _next(self, hit: bool) -> None:
+        """After narrowing: the next probe, or found: END (no position left), emit the found
+        position now (its coordinate is known: this probe, or an earlier hit, and the outputs
+        have room), or FIBER at it."""
+        sl, sh = self.sl, self.sh
+        if sl != sh:
+            self.mode = _SEARCH
+            self.p = min(sl + self.j, (sl + sh) >> 1)
+            return
+        self.mode = _FIBER
+        self.p = sl
+        if sl == self.hi:
+            self.mode = _END
+        elif (hit or self.known) and not (self.ocrd.isfull or self.oref.isfull):
+            self._back()
+
+    def _outputs_done(self) -> None:
+        self.out_done = True
+        if self.skip_done:
+            self.finish()
 
 
 class _Writer(Primitive):
@@ -200,7 +354,12 @@ class ValsWrite(_Writer):
 
 @model("scan")
 def _scan(b: Build) -> Primitive:
-    if Format.parse(b.params.get("format", "compressed")) is Format.DENSE:
+    dense = Format.parse(b.params.get("format", "compressed")) is Format.DENSE
+    if b.params.get("skip"):
+        if dense:
+            raise ValueError(f"node {b.name!r} (scan): parameter 'skip' needs a compressed level")
+        return SkipScan(b.name, b.ins, b.outs, seg=b.params["seg"], crd=b.params["crd"])
+    if dense:
         return Scan(b.name, b.ins, b.outs, dim=int(b.params["dim"]))
     return Scan(b.name, b.ins, b.outs, seg=b.params["seg"], crd=b.params["crd"])
 

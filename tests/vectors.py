@@ -137,6 +137,8 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
                 ins[f"crd{k}"] = fiber_stream(t, depth)
                 ins[f"ref{k}"] = fiber_stream(_number_leaves(t, depth, 100 * k), depth)
             out.append(Vector(kind, ins, {"n": n}))
+            if kind == "intersect":  # the same inputs, with skip outputs
+                out.append(Vector(kind, ins, {"n": n, "skip": True}))
         # joiners whose last input's ref stream carries values (factored iteration)
         for kind in ("intersect", "union"):
             t0, t1 = (_shape_like(shape, depth, rng, _sorted_crds) for _ in range(2))

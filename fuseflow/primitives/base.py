@@ -181,6 +181,8 @@ class PrimitiveSpec:
     cycle through its output FIFO before the consumer sees it.  ``ii``: initiation interval in
     steady state.  ``tensor``: how the node uses the tensor its ``tensor`` parameter names.
     ``source``: starts a graph (the root); ``sink``: a writer, whose completion ends a run.
+    ``feedback``: input ports that close a loop (see the field); ``graph_check``: rules that
+    depend on the graph around the node.
     """
 
     name: str
@@ -193,6 +195,15 @@ class PrimitiveSpec:
     ii: int = 1
     tensor: TensorUse | None = None
     source: bool = False
+    # input ports (when present) that close a feedback loop: hints sent back from downstream,
+    # such as a scanner's skip requests.  Edges into them are left out of the graph's
+    # topological order and of FIFO sizing; the node pops their tokens in the cycle they
+    # arrive, so they never hold their producer back.
+    feedback: tuple[str, ...] = ()
+    # rules that depend on the graph around the node (the format of the level it names, what
+    # drives its inputs): a function of the graph and the node, returning problems; the
+    # verifier calls it once the node's own parameters and tensor are valid
+    graph_check: Callable[[Any, Any], list[str]] | None = None
     # the NodeKind member, set when the registry builds the enum from all declarations
     kind: Any = dataclasses.field(default=None, compare=False, repr=False)
 

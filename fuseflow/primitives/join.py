@@ -21,6 +21,12 @@ class JoinParams:
         return []
 
 
+@dataclass(frozen=True)
+class IntersectParams(JoinParams):
+    skip: bool = doc("outputs skip0..skip<n-1> send each lagging input's scanner the coordinate to "
+                     "jump to (S0: the rest of its fiber), for scanners with skip=true", False)
+
+
 def _ref_kind(p, i: int) -> StreamKind:
     return StreamKind.VAL if i in tuple(p.val_refs) else StreamKind.REF
 
@@ -33,8 +39,13 @@ def _outputs(p) -> Ports:
     return {"crd": StreamKind.CRD, **{f"ref{i}": _ref_kind(p, i) for i in range(p.n)}}
 
 
+def _intersect_outputs(p) -> Ports:
+    skips = {f"skip{i}": StreamKind.CRD for i in range(p.n)} if p.skip else {}
+    return {**_outputs(p), **skips}
+
+
 DECLARATIONS = (
-    PrimitiveSpec("intersect", "join", JoinParams, _inputs, _outputs,
+    PrimitiveSpec("intersect", "join", IntersectParams, _inputs, _intersect_outputs,
                   "n-ary coordinate intersection (multiplication)"),
     PrimitiveSpec("union", "join", JoinParams, _inputs, _outputs,
                   "n-ary coordinate union (addition); missing refs become N"),

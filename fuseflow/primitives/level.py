@@ -4,15 +4,56 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import NoParams, PrimitiveSpec, StreamKind, TensorUse, doc
+from ..tensor import Format
+from .base import NoParams, Ports, PrimitiveSpec, StreamKind, TensorUse, doc
 
 C, R, V = StreamKind.CRD, StreamKind.REF, StreamKind.VAL
 
 
+# The search of a skipping scanner (sw_sim.level.SkipScan, hw.level.Scan): its first
+# SKIP_LINEAR probes are the next positions; it then gallops (1, 3, 7, ... positions ahead, then
+# a binary search) only if the coordinates seen predict the target at least
+# 2**SKIP_GALLOP_SHIFT * SKIP_LINEAR positions on; otherwise it keeps probing position by
+# position, which never costs more than streaming there.
+SKIP_LINEAR = 2
+SKIP_GALLOP_SHIFT = 2
+
+
 @dataclass(frozen=True)
-class LevelParams:
+class ScanParams:
     tensor: str = doc("the tensor whose level this node reads")
     level: int = doc("storage level (0 = outermost)")
+    skip: bool = doc("input skip takes coordinate-skip requests from an intersect (skip=true) and "
+                     "jumps ahead by a search within the fiber; compressed levels only", False)
+
+
+def _scan_inputs(p) -> Ports:
+    return {"ref": R, "skip": C} if p.skip else {"ref": R}
+
+
+def _scan_in_graph(g, node) -> list[str]:
+    """A skipping scanner reads a compressed level, and its skip requests come from the
+    intersect that pops its own crd / ref streams (the freshness rule of the requests relies on
+    it: see fuseflow.skipping)."""
+    p = node.typed()
+    if not p.skip:
+        return []
+    fmt = g.tensors[p.tensor].fmt.levels[p.level]
+    if fmt is not Format.COMPRESSED:
+        return [(f"parameter 'skip' needs a compressed level, and level {p.level} of tensor "
+                f"{p.tensor!r} is {fmt.value}")]
+    drivers = g.driver()
+    e = drivers.get(node["skip"])
+    if e is None:
+        return []  # reported as a dangling input
+    src, i = g.nodes.get(e.src.node), e.src.port.removeprefix("skip")
+    straight = (src is not None and src.kind.value == "intersect" and e.src.port.startswith("skip")
+                and all(getattr(drivers.get(src[f"{port}{i}"]), "src", None) == node[port]
+                        for port in ("crd", "ref")))
+    if not straight:
+        return [(f"input skip comes from {e.src}, which is not the skip output of an intersect whose "
+                "matching crd and ref inputs this scanner drives")]
+    return []
 
 
 @dataclass(frozen=True)
@@ -31,9 +72,9 @@ class ValsParams:
 DECLARATIONS = (
     PrimitiveSpec("root", "level", NoParams, lambda p: {}, lambda p: {"ref": R},
                   "emits the root reference stream 0,D after start", source=True),
-    PrimitiveSpec("scan", "level", LevelParams, lambda p: {"ref": R}, lambda p: {"crd": C, "ref": R},
+    PrimitiveSpec("scan", "level", ScanParams, _scan_inputs, lambda p: {"crd": C, "ref": R},
                   "level scanner (format from the tensor): ref -> fiber crd/ref", latency=2,
-                  tensor=TensorUse.READS_LEVEL),
+                  tensor=TensorUse.READS_LEVEL, feedback=("skip",), graph_check=_scan_in_graph),
     PrimitiveSpec("write", "level", WriteParams, lambda p: {"crd": C}, lambda p: {},
                   "level writer: fills seg/crd of a compressed level", tensor=TensorUse.WRITES_LEVEL),
     PrimitiveSpec("vals_write", "level", ValsParams, lambda p: {"val": V}, lambda p: {},
