@@ -30,7 +30,7 @@ def size_fifos(g: Graph) -> None:
     consumer pops every token in the cycle it arrives, so they never fill and never stall
     their producer.
     """
-    longest, shortest = _Paths(g, max), _Paths(g, min)
+    longest, shortest, slowest = _Paths(g, max), _Paths(g, min), _Paths(g, max, _nominal)
     by_src: dict[str, list[int]] = {}
     for k, e in enumerate(g.edges):
         if not g.is_feedback(e):
@@ -41,7 +41,7 @@ def size_fifos(g: Graph) -> None:
             worst = _reconvergent_capacity(g, ks, k, longest)
             if worst:
                 depth[k] = max(depth[k], 2 * worst + 2)
-            for k_in, extra in _short_path_deficits(g, ks, k, longest, shortest):
+            for k_in, extra in _short_path_deficits(g, ks, k, slowest, shortest):
                 depth[k_in] = max(depth[k_in], g.depth(g.edges[k_in]) + extra)
     g.edges = [type(e)(e.src, e.dst, depth[k]) if depth[k] != g.depth(e) else e
                for k, e in enumerate(g.edges)]
@@ -52,15 +52,22 @@ def _weight(g: Graph, e: Edge) -> int:
     return g.depth(e) + node_latency(g.nodes[e.dst.node]) + 1
 
 
-class _Paths:
-    """Longest (``pick=max``) or shortest (``pick=min``) token capacity between nodes: the graph
-    with one edge per connected node pair, weighted by its largest / smallest capacity."""
+def _nominal(g: Graph, e: Edge) -> int:
+    """Token capacity of an edge as if its FIFO had the graph's default depth.  Unlike the
+    capacity it does not change when this pass deepens FIFOs, so sizing by it is idempotent."""
+    return g.fifo_depth + node_latency(g.nodes[e.dst.node]) + 1
 
-    def __init__(self, g: Graph, pick=max) -> None:
+
+class _Paths:
+    """Longest (``pick=max``) or shortest (``pick=min``) token capacity between nodes (or
+    nominal capacity, with ``weight=_nominal``): the graph with one edge per connected node pair,
+    weighted by its largest / smallest capacity."""
+
+    def __init__(self, g: Graph, pick=max, weight=_weight) -> None:
         self.pick = pick
         cap: dict[tuple[str, str], int] = {}
         for e in g.forward_edges():
-            w = _weight(g, e)
+            w = weight(g, e)
             key = (e.src.node, e.dst.node)
             cap[key] = pick(cap[key], w) if key in cap else w
         self.dg = nx.DiGraph()
@@ -98,11 +105,12 @@ def _reconvergent_capacity(g: Graph, siblings: list[int], k: int, longest: _Path
     return worst
 
 
-def _short_path_deficits(g: Graph, siblings: list[int], k: int, longest: _Paths,
+def _short_path_deficits(g: Graph, siblings: list[int], k: int, slowest: _Paths,
                          shortest: _Paths) -> list[tuple[int, int]]:
     """For edge ``k`` (source ``s`` -> ``c``): every node ``m`` past ``c`` where a path through
     ``c`` reconverges with a longer path through another of ``s``'s edges, entering ``m`` by a
-    different edge; returns (that short-side edge into ``m``, the capacity the short path lacks)."""
+    different edge; returns (the short side's edges into ``m``, the capacity the short path
+    lacks against the longer path's nominal capacity)."""
     c = g.edges[k].dst.node
     near = shortest.source(c)
     start = _weight(g, g.edges[k])
@@ -110,7 +118,7 @@ def _short_path_deficits(g: Graph, siblings: list[int], k: int, longest: _Paths,
     for m, d_short in near.items():
         if m == c:
             continue
-        long_in = _longest_into(g, siblings, k, m, longest)
+        long_in = _longest_into(g, siblings, k, m, slowest)
         if long_in is None:
             continue
         long_cap, long_edge = long_in
@@ -118,27 +126,31 @@ def _short_path_deficits(g: Graph, siblings: list[int], k: int, longest: _Paths,
                           if e.dst.node == m and e.src.node in near and not g.is_feedback(e)),
                          key=lambda j: near[g.edges[j].src.node] + _weight(g, g.edges[j]))
         if short_edge != long_edge and long_cap > start + d_short:
-            out.append((short_edge, long_cap - start - d_short))
+            # every edge from the same producer into m (a scanner's crd and ref into one
+            # joiner) is popped together with this one: each needs the capacity
+            p = g.edges[short_edge].src.node
+            out += [(j, long_cap - start - d_short) for j, e in enumerate(g.edges)
+                    if e.src.node == p and e.dst.node == m and not g.is_feedback(e)]
     return out
 
 
 def _longest_into(g: Graph, siblings: list[int], k: int, m: str,
-                  longest: _Paths) -> tuple[int, int] | None:
-    """The longest capacity from edge ``k``'s source to ``m`` through another of its edges that
-    does not pass ``k``'s consumer, and the edge by which that path enters ``m``."""
+                  slowest: _Paths) -> tuple[int, int] | None:
+    """The longest nominal capacity from edge ``k``'s source to ``m`` through another of its
+    edges that does not pass ``k``'s consumer, and the edge by which that path enters ``m``."""
     c = g.edges[k].dst.node
     best: tuple[int, int] | None = None
     for k2 in siblings:
         e2 = g.edges[k2]
         if k2 == k or e2.dst.node == c:
             continue
-        far = longest.source(e2.dst.node)
+        far = slowest.source(e2.dst.node)
         if m not in far or c in far:
             continue
-        head = _weight(g, e2)
+        head = _nominal(g, e2)
         for j, e in enumerate(g.edges):
             if e.dst.node == m and e.src.node in far and not g.is_feedback(e):
-                cap = head + far[e.src.node] + _weight(g, e)
+                cap = head + far[e.src.node] + _nominal(g, e)
                 if best is None or cap > best[0]:
                     best = (cap, j)
     return best

@@ -11,6 +11,7 @@ import numpy as np
 from fuseflow.kernels import KERNELS, example, random_operands
 from fuseflow.numerics import Mode, Numerics
 from fuseflow.samml import Graph, GraphError
+from fuseflow.skipping import enable_skipping, explain_skipping, skip_sites
 from fuseflow.tensor import TensorData
 from hw.elaborate import HwConfig
 
@@ -27,6 +28,9 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help=".npz of dense operands named by tensor (default: seeded random data)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random operands")
     p.add_argument("--density", type=float, default=0.1, help="density of random sparse operands")
+    p.add_argument("--skip", action="store_true",
+                   help="coordinate skipping on the graph's intersections of compressed fibres "
+                        "(an error if none can skip)")
 
 
 @dataclass
@@ -38,6 +42,17 @@ class GraphJob:
 
 
 def load_graph_job(args: argparse.Namespace) -> GraphJob:
+    job = _load_graph_job(args)
+    if getattr(args, "skip", False):
+        if not any(s.convertible or s.enabled for s in skip_sites(job.graph)):
+            why = "; ".join(explain_skipping(job.graph)) or "it has no intersect"
+            raise UserError(f"--skip: no intersection in {job.source} can skip: {why}")
+        enable_skipping(job.graph, in_place=True)
+        job.source += ", skipping"
+    return job
+
+
+def _load_graph_job(args: argparse.Namespace) -> GraphJob:
     if args.kernel and args.graph:
         raise UserError("give either a graph file or --kernel, not both")
     if args.kernel:

@@ -62,6 +62,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-locate", dest="locate", action="store_false",
                    help="scan and intersect dense levels instead of locating into them (the "
                         "locate pass off, for comparison)")
+    p.add_argument("--skip", action="store_true",
+                   help="coordinate skipping: intersections of compressed fibres skip ahead by "
+                        "search (the skip pass; --explain says which intersects skip)")
     p.add_argument("-o", "--outdir", help="write <graph>.json and <graph>.dot here")
     p.add_argument("--explain", action="store_true",
                    help="print fused einsum, POG, chosen order and fusion table per graph")
@@ -120,11 +123,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.dump_after:
             opts = Options(Fusion(args.fusion), orders or None, fused or None, args.factored,
-                           args.locate)
+                           args.locate, args.skip)
             print(dump_ir(program, args.dump_after, opts), end="")
             return 0
         compiled = compile_program(program, args.fusion, orders, fused, factored=args.factored,
-                                   locate=args.locate)
+                                   locate=args.locate, skip=args.skip)
     except (ProgramError, GraphError) as exc:
         raise UserError(str(exc)) from None
     if args.explain:

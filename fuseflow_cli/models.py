@@ -68,7 +68,8 @@ def load_compiled(args: argparse.Namespace):
         case = make_case(args.model, ds, hidden=args.hidden, seq=args.seq, d=args.dmodel,
                          heads=args.heads, blocks=args.blocks)
         ir = trace(case.module, case.inputs, case.formats, name=args.model)
-        cm = compile_model(ir, args.fusion, locate=args.locate)
+        cm = compile_model(ir, args.fusion, locate=args.locate,
+                           skip=getattr(args, "skip", False))  # sim/build: --skip
     except (FrontendError, ValueError) as exc:
         raise UserError(str(exc)) from None
     return case, ir, cm

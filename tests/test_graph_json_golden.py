@@ -49,10 +49,11 @@ def all_graphs() -> dict[str, str]:
     """Graph id -> its JSON text."""
     out: dict[str, str] = {}
     for name, prog in PROGRAMS.items():
-        for mode, (fusion, factored) in MODES.items():
+        for mode, (fusion, factored, locate) in MODES.items():
             if mode not in prog.modes:
                 continue
-            for k, g in enumerate(compile_program(prog.build(), fusion, factored=factored).graphs):
+            compiled = compile_program(prog.build(), fusion, factored=factored, locate=locate)
+            for k, g in enumerate(compiled.graphs):
                 out[f"suite/{name}/{mode}/{k}"] = _text(g)
     for name, prog in _example_programs():
         for fusion in ("full", "partial", "unfused"):

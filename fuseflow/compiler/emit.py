@@ -24,6 +24,7 @@ from ..samml import (
     Role,
     StreamKind,
 )
+from ..skipping import explain_skipping
 from ..tensor import Format, TensorFormat
 from .fusion import (
     Fusion,
@@ -429,6 +430,7 @@ class CompiledGroup:
         located = [f"{view} at {row}" for t in self.tables for row, view in located_levels(t)]
         lines.append("located dense levels: " + (", ".join(located) if located else
                                                  "none (no dense level under an intersection)"))
+        lines += [f"skipping: {line}" for line in explain_skipping(self.graph)]
         for t in self.tables:
             lines.append(f"fusion table for {t.output.tensor} (stored as {t.out_fmt}):")
             lines.append(_indent(t.render()))

@@ -8,6 +8,7 @@ run function and a text rendering of its output IR.  :data:`PIPELINE` lists them
     table   Group             -> list[FusionTable]  one fusion table per group output
     locate  list[FusionTable] -> list[FusionTable]  dense levels under intersections located
     lower   list[FusionTable] -> samml.Graph        nodes from the tables' cells, fan-out
+    skip    samml.Graph       -> samml.Graph        coordinate skipping (opt-in, skip=True)
     fifo    samml.Graph       -> samml.Graph        FIFO depths of reconvergent paths
     verify  samml.Graph       -> samml.Graph        Graph.verify()
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 
 from ..passes import size_fifos
 from ..samml import Graph
+from ..skipping import enable_skipping
 from ..tensor import TensorFormat
 from .emit import CompiledGroup, CompiledProgram, emit_graph
 from .fusion import Fusion, Group, GroupPlan, PermutedCopy, fuse, order_problem, plan_groups
@@ -74,6 +76,7 @@ class Options:
     fused_orders: Mapping[int, Sequence[str]] | None = None
     factored: bool = True
     locate: bool = True
+    skip: bool = False
 
 
 @dataclass
@@ -227,6 +230,13 @@ def _lower(_: ProgramIR, g: GroupIR) -> Rejected | None:
     return None
 
 
+def _skip(state: ProgramIR, g: GroupIR) -> Rejected | None:
+    assert g.graph is not None
+    if state.options.skip:
+        enable_skipping(g.graph, in_place=True)
+    return None
+
+
 def _size_fifos(_: ProgramIR, g: GroupIR) -> Rejected | None:
     assert g.graph is not None
     size_fifos(g.graph)
@@ -276,6 +286,8 @@ PIPELINE: tuple[Pass, ...] = (
          _locate, _table_text),
     Pass("lower", "SAMML nodes from the tables' cells, broadcasts for fan-out, level and value "
          "writers", "list[FusionTable]", "samml.Graph", _lower, _graph_text),
+    Pass("skip", "let intersections of compressed fibres skip ahead by search (opt-in: "
+         "skip=True / --skip)", "samml.Graph", "samml.Graph", _skip, _graph_text),
     Pass("fifo", "deepen the FIFOs of short paths that reconverge with longer ones",
          "samml.Graph", "samml.Graph", _size_fifos, _graph_text),
     Pass("verify", "check the graph (ports, stream types, parameters)", "samml.Graph",
@@ -375,15 +387,16 @@ def check_program(program: Program, options: Options | None = None) -> str | Non
 
 
 def _options(fusion: Fusion | str, orders, fused_orders, factored: bool,
-             locate: bool = True) -> Options:
+             locate: bool = True, skip: bool = False) -> Options:
     return Options(Fusion(fusion) if isinstance(fusion, str) else fusion, orders, fused_orders,
-                   factored, locate)
+                   factored, locate, skip)
 
 
 def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
                     orders: Mapping[str, str | Sequence[str]] | None = None,
                     fused_orders: Mapping[int, Sequence[str]] | None = None,
-                    factored: bool = True, locate: bool = True) -> CompiledProgram:
+                    factored: bool = True, locate: bool = True,
+                    skip: bool = False) -> CompiledProgram:
     """Fuse and lower ``program``: one verified SAMML graph per group, in program order.
 
     ``orders`` maps a computed tensor to a dataflow order of its statement (its own letters);
@@ -393,8 +406,10 @@ def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
     values ride on the joiner's / repeat's value-typed reference ports); the others, and all of
     them with ``factored=False``, are inlined into one iteration space per output.
     ``locate`` (default) iterates the sparse operands of an intersection and locates into its
-    dense levels (:mod:`.locate`); ``locate=False`` scans and intersects them (for comparison)."""
-    return run_pipeline(program, _options(fusion, orders, fused_orders, factored, locate))
+    dense levels (:mod:`.locate`); ``locate=False`` scans and intersects them (for comparison).
+    ``skip`` lets every intersection of compressed fibres skip ahead by search
+    (:func:`fuseflow.skipping.enable_skipping`; off by default: it costs scanner logic)."""
+    return run_pipeline(program, _options(fusion, orders, fused_orders, factored, locate, skip))
 
 
 def lower_group(group: Group, factored: bool = True,
