@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Mux, Signal, Value
+from amaranth.hdl import C, Mux, Signal, Value
 
 from fuseflow.tokens import CRD_WIDTH
 
@@ -131,7 +131,9 @@ plain("crd_hold", CrdHold)
 class Locate(_OuterInner):
     """Locate into a dense level (see sw_sim.coord.Locate): inner data ``c`` -> ``(cur * dim +
     c) mod 2**W`` in the same cycle, ``N`` (inner or parent) -> ``N``, stops and ``D`` pass
-    through.  The multiply by the constant ``dim`` is combinational (shifts and adds)."""
+    through.  The multiply by the constant ``dim`` is combinational: shifted copies of
+    ``cur`` summed by a balanced adder tree in logic (:func:`_times_constant`), not a DSP
+    multiplier, whose unregistered path limited Fmax (GCN layer on ECP5: 84 MHz)."""
 
     outer_empty = True
 
@@ -141,7 +143,7 @@ class Locate(_OuterInner):
 
     def emit_data(self, m, tok, outer, loaded):
         w = self.cw
-        pos = outer[:w] * self.dim + tok[:w]
+        pos = _times_constant(outer[:w], self.dim, w) + tok[:w]
         self.push(m, "ref", Mux(is_empty(tok, w) | is_empty(outer, w), empty_word(w), data_word(pos, w)))
 
     def emit_fiber_end(self, m, tok):
@@ -152,6 +154,17 @@ class Locate(_OuterInner):
 
     def emit_done(self, m):
         self.push(m, "ref", done_word(self.cw))
+
+
+def _times_constant(x, k: int, w: int):
+    """``x * k mod 2**w`` as a balanced sum of ``x`` shifted by the set bits of ``k``."""
+    terms = [(x << i)[:w] for i in range(min(k.bit_length(), w)) if k >> i & 1]
+    if not terms:
+        return C(0, w)
+    while len(terms) > 1:
+        pairs = [(terms[j] + terms[j + 1])[:w] for j in range(0, len(terms) - 1, 2)]
+        terms = pairs + ([terms[-1]] if len(terms) % 2 else [])
+    return terms[0]
 
 
 @rtl("locate")
