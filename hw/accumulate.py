@@ -189,10 +189,25 @@ class SpAcc1(StreamPrimitive):
                     with m.Else():
                         m.d.sync += flushing.eq(1)
 
-    def _read_add_write(self, m, acc, wp, valid, ci, popped, first, first_next, bank=None):
+    def _read_add_write(self, m, acc, wp, valid, ci, popped, first, first_next):
         """The pipelined ``acc[ci] op= val`` of a popped (``popped``) coordinate ``ci`` and the
-        flush read; returns the flushed word (= the sum at ``first``).  ``bank`` (double buffering): ``(accumulating, flushed next cycle)`` bank
-        bits, the top address bit of each access."""
+        flush read; returns the flushed word (= the sum at ``first``)."""
+        pend, pend_hit, pend_c, pend_v = self._pending(m, valid, ci, popped)
+        m.d.comb += [wp.addr.eq(pend_c), wp.en.eq(pend)]
+        if self.block_ram:
+            acc_word = forwarded_read(m, acc, wp, ci, "acc")  # = acc[pend_c] next cycle
+            flush_word = forwarded_read(m, acc, wp, first_next, "flush", addr_q=first)  # = acc[first] next cycle
+        else:
+            rp = acc.read_port(domain="comb")  # read-add-write
+            fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
+            m.d.comb += [rp.addr.eq(pend_c), fp.addr.eq(first)]
+            acc_word, flush_word = rp.data, fp.data
+        self._write_back(m, wp, acc_word, pend_hit, pend_v)
+        return flush_word
+
+    def _pending(self, m, valid, ci, popped):
+        """The registers of a popped (crd, val), accumulated the next cycle: whether one is
+        pending, whether its valid bit was set, its coordinate and value."""
         vw, dim = self.vw, self.dim
         vtok = self.i_val.payload
         v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
@@ -200,43 +215,18 @@ class SpAcc1(StreamPrimitive):
         pend_c = Signal(range(max(dim, 2)))
         pend_v = Signal(signed(vw))
         m.d.sync += [pend.eq(popped), pend_c.eq(ci), pend_v.eq(v), pend_hit.eq(valid.bit_select(ci, 1))]
-        if bank is None:
-            m.d.comb += [wp.addr.eq(pend_c), wp.en.eq(pend)]
-            if self.block_ram:
-                acc_word = forwarded_read(m, acc, wp, ci, "acc")  # = acc[pend_c] next cycle
-                flush_word = forwarded_read(m, acc, wp, first_next, "flush", addr_q=first)  # = acc[first] next cycle
-            else:
-                rp = acc.read_port(domain="comb")  # read-add-write
-                fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
-                m.d.comb += [rp.addr.eq(pend_c), fp.addr.eq(first)]
-                acc_word, flush_word = rp.data, fp.data
-        else:
-            acc_word, flush_word = self._banked_reads(m, acc, wp, pend, pend_c, ci, first, first_next, bank)
-        summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v)
-        m.d.comb += wp.data.eq(Mux(pend_hit, summed[:vw], pend_v[:vw]))
-        return flush_word
+        return pend, pend_hit, pend_c, pend_v
 
-    def _banked_reads(self, m, acc, wp, pend, pend_c, ci, first, first_next, bank):
-        """The reads of :meth:`_read_add_write` with a bank bit on top of each address.  The
-        write goes to the accumulating bank (which does not change between a pop and its write:
-        the hand-over's cycle and the one before it pop no data).  The flush reads the other
-        bank, so it never reads the word being written and needs no forwarding."""
-        acc_bank, flush_bank_next = bank
-        m.d.comb += [wp.addr.eq(Cat(pend_c, acc_bank)), wp.en.eq(pend)]
-        if self.block_ram:
-            acc_word = forwarded_read(m, acc, wp, Cat(ci, acc_bank), "acc")  # = acc[pend] next cycle
-            fp = acc.read_port(domain="sync")  # = acc[flushed bank][first] next cycle
-            m.d.comb += [fp.addr.eq(Cat(first_next, flush_bank_next)), fp.en.eq(1)]
-            return acc_word, fp.data
-        rp = acc.read_port(domain="comb")
-        fp = acc.read_port(domain="comb")
-        m.d.comb += [rp.addr.eq(Cat(pend_c, acc_bank)), fp.addr.eq(Cat(first, ~acc_bank))]
-        return rp.data, fp.data
+    def _write_back(self, m, wp, acc_word, pend_hit, pend_v):
+        """``wp`` writes the stored word ``op`` the pending value, or the value alone (a
+        coordinate not yet valid)."""
+        summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v)
+        m.d.comb += wp.data.eq(Mux(pend_hit, summed[:self.vw], pend_v[:self.vw]))
 
 
 class SpAcc1Double(SpAcc1):
-    """``buffers=2`` (see sw_sim.accumulate.SpAcc1Double): two banks of sums in one memory (the
-    bank is the top address bit), so a flush of one fiber overlaps the accumulation of the next.
+    """``buffers=2`` (see sw_sim.accumulate.SpAcc1Double): two banks of sums (see
+    :meth:`_banked_sums`), so a flush of one fiber overlaps the accumulation of the next.
 
     The accumulator pops by the input heads whatever the outputs (data -> pending
     read-add-write into bank ``bank``; ``S0``; the last outer coordinate); the end of a fiber
@@ -252,11 +242,7 @@ class SpAcc1Double(SpAcc1):
         cw, vw, dim = self.cw, self.vw, self.dim
         outer, inner, val = self.i_outer, self.i_inner, self.i_val
         first = Signal(range(max(dim, 2)))
-        # two banks: the accumulating one at bank bit ``bank``, the flushed one at ``~bank``
-        acc = memory.Memory(shape=unsigned(vw), depth=2 << len(first), init=[])
-        m.submodules.acc = acc
-        wp = acc.write_port()
-        bank = Signal()
+        bank = Signal()  # the accumulating bank; the flusher reads the other one
         valid = Signal(dim)
         flushing = Signal()
         flush_stop = Signal(cw + 1)  # the outer stop that ends the fiber being flushed
@@ -281,9 +267,7 @@ class SpAcc1Double(SpAcc1):
         tok, oh = inner.payload, outer.payload
         ci = tok[:cw][:len(first)]
         popped = Signal()
-        # the bank flushed next cycle: the other one while walking, else the one handed over
-        flush_word = self._read_add_write(m, acc, wp, valid, ci, popped, first, first_next,
-                                             bank=(bank, Mux(walking, ~bank, bank)))
+        flush_word = self._banked_sums(m, valid, ci, popped, first, first_next, bank, walking)
         free = Signal()  # the flusher is idle or emits its stop this cycle
         m.d.comb += free.eq(~flushing | (room & ~any_valid))
         with m.If(flushing & room):
@@ -318,6 +302,37 @@ class SpAcc1Double(SpAcc1):
                     self.pop(m, "inner")
                     self.pop(m, "val")
                     m.d.sync += [flushing.eq(1), flush_stop.eq(oh), bank.eq(~bank), valid.eq(0)]
+
+    def _banked_sums(self, m, valid, ci, popped, first, first_next, bank, walking):
+        """The two banks of sums, the pending read-add-write into bank ``bank`` and the flush
+        read of the other; returns the flushed word (= the sum at ``first``).
+
+        One memory of ``2 * dim`` words, the bank as the low address bit: no address
+        arithmetic, a LUT-RAM read multiplexer only as deep as ``2 * dim`` words need (the bank
+        as the top bit would pad each bank to a power of two; one memory per bank, each with its
+        own read-add-write, measured slower on the ECP5: docs/fpga.md), and on the iCE40 as many
+        RAM blocks as one bank while ``2 * dim`` words fit a block.  The write goes to the
+        accumulating bank, which does not change between a pop and its write (the hand-over's
+        cycle and the one before it pop no data); the flush reads the other bank, so it never
+        reads the word being written and needs no forwarding.  With block RAM the flush read is
+        addressed a cycle early, in the bank flushed next cycle: the other one while walking,
+        else the one a hand-over in this cycle gives the flusher."""
+        pend, pend_hit, pend_c, pend_v = self._pending(m, valid, ci, popped)
+        acc = memory.Memory(shape=unsigned(self.vw), depth=2 * self.dim, init=[])
+        m.submodules.acc = acc
+        wp = acc.write_port()
+        m.d.comb += [wp.addr.eq(Cat(bank, pend_c)), wp.en.eq(pend)]
+        if self.block_ram:
+            acc_word = forwarded_read(m, acc, wp, Cat(bank, ci), "acc")  # = acc[pend] next cycle
+            fp = acc.read_port(domain="sync")  # = acc[flushed bank][first] next cycle
+            m.d.comb += [fp.addr.eq(Cat(Mux(walking, ~bank, bank), first_next)), fp.en.eq(1)]
+        else:
+            rp = acc.read_port(domain="comb")  # read-add-write
+            fp = acc.read_port(domain="comb")  # flush
+            m.d.comb += [rp.addr.eq(Cat(bank, pend_c)), fp.addr.eq(Cat(~bank, first))]
+            acc_word = rp.data
+        self._write_back(m, wp, acc_word, pend_hit, pend_v)
+        return fp.data
 
 
 
@@ -444,7 +459,7 @@ class SpAcc2(StreamPrimitive):
 
 class SpAcc2Double(SpAcc2):
     """``buffers=2`` (see sw_sim.accumulate.SpAcc2Double): two banks of sums in one memory (the
-    bank is the top address bit).  ``valid`` holds the accumulating bank's bits, ``flush_valid``
+    bank is the low address bit).  ``valid`` holds the accumulating bank's bits, ``flush_valid``
     the flushed bank's, walked by the priority encoder and cleared entry by entry.  The end of
     an outer fiber hands the bank over when the flusher is idle or emits its stops this cycle:
     pops the four stops, keeps outer ``Sm`` for the flush, moves ``valid`` to ``flush_valid``
@@ -456,7 +471,7 @@ class SpAcc2Double(SpAcc2):
         size = self.dim0 * d1
         outer, ij, val = self.i_outer, self.i_inner1, self.i_val
         first = Signal(range(max(size, 2)))
-        acc = memory.Memory(shape=vw, depth=2 << len(first), init=[])
+        acc = memory.Memory(shape=vw, depth=2 * size, init=[])
         m.submodules.acc = acc
         wp = acc.write_port()
         rp = acc.read_port(domain="comb")  # read-add-write, accumulating bank
@@ -475,8 +490,8 @@ class SpAcc2Double(SpAcc2):
         m.d.comb += [fi.eq(first // d1), fj.eq(first % d1)]
         addr, summed, v = self._accumulate_datapath(m, rp, cur_valid, cur_i)
         hit = valid.bit_select(addr, 1)
-        m.d.comb += [rp.addr.eq(Cat(addr, bank)), fp.addr.eq(Cat(first, ~bank)),
-                     wp.addr.eq(Cat(addr, bank)), wp.data.eq(Mux(hit, summed, v[:vw]))]
+        m.d.comb += [rp.addr.eq(Cat(bank, addr)), fp.addr.eq(Cat(~bank, first)),
+                     wp.addr.eq(Cat(bank, addr)), wp.data.eq(Mux(hit, summed, v[:vw]))]
         room, more, free = Signal(), Signal(), Signal()
         m.d.comb += [room.eq(self.room()), more.eq(flush_valid.any()),
                      free.eq(~flushing | (room & ~more))]
