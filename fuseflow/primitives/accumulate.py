@@ -16,7 +16,7 @@ from .base import PrimitiveSpec, ReduceOp, StreamKind, doc
 C, V = StreamKind.CRD, StreamKind.VAL
 
 BUFFERS_DOC = ("banks of sums: 1 accumulates a fiber, then flushes it; 2 flushes a fiber while "
-               "the next one accumulates (twice the memory)")
+               "the next one accumulates (twice the sum words)")
 
 
 def _buffers_problems(buffers: int) -> list[str]:
