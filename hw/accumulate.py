@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import memory
 
@@ -71,6 +73,13 @@ def lowest_bit_grouped(m: Module, bits: Value, n: int, name: str) -> tuple[Signa
 
 
 
+def _sync(m: Module, *stmts) -> Callable[[], None]:
+    """A callable that adds ``stmts`` to the sync domain under the conditions it is called in."""
+    def add() -> None:
+        m.d.sync += list(stmts)
+    return add
+
+
 class SpAcc1(StreamPrimitive):
     """Sparse accumulator, order 1, over an inner dimension ``dim``: accumulator memory plus a
     valid bit per coordinate; the flush walks the valid bits with a priority encoder.
@@ -134,32 +143,16 @@ class SpAcc1(StreamPrimitive):
             m.d.sync += [any_valid.eq(Mux(clear, rest.any(), valid.any())),
                          rest.eq(Mux(clear, clear_rest, keep_rest))]
         m.d.sync += first.eq(first_next)
-        tok, vtok, oh = inner.payload, val.payload, outer.payload
-        c = tok[:cw]
-        ci = c[:len(first)]  # coordinates are below ``dim``: the index bits decode the valid bit
-        v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
+        tok, oh = inner.payload, outer.payload
+        ci = tok[:cw][:len(first)]  # coordinates are below ``dim``: the index bits decode the valid bit
         # A popped (crd, val) is accumulated the next cycle from registers (the valid bit is set
         # at once, and whether it was set is registered with it), so the input FIFOs are not on
         # the read-add-write path.  Back-to-back tokens need no forwarding: the memory is
         # written at the end of the cycle, before the next read.  A flush starts at least two
         # cycles after the last pop (the stop that starts it pops no data), so it reads
         # up-to-date sums.
-        pend, pend_hit = Signal(), Signal()
-        pend_c = Signal(range(max(dim, 2)))
-        pend_v = Signal(signed(vw))
         popped = Signal()
-        m.d.sync += [pend.eq(popped), pend_c.eq(ci), pend_v.eq(v), pend_hit.eq(valid.bit_select(ci, 1))]
-        m.d.comb += [wp.addr.eq(pend_c), wp.en.eq(pend)]
-        if self.block_ram:
-            acc_word = forwarded_read(m, acc, wp, ci, "acc")  # = acc[pend_c] next cycle
-            flush_word = forwarded_read(m, acc, wp, first_next, "flush", addr_q=first)  # = acc[first] next cycle
-        else:
-            rp = acc.read_port(domain="comb")  # read-add-write
-            fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
-            m.d.comb += [rp.addr.eq(pend_c), fp.addr.eq(first)]
-            acc_word, flush_word = rp.data, fp.data
-        summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v)
-        m.d.comb += wp.data.eq(Mux(pend_hit, summed[:vw], pend_v[:vw]))
+        flush_word = self._read_add_write(m, acc, wp, valid, ci, popped, first, first_next)
         with m.If(self.room()):
             with m.If(flushing):
                 with m.If(any_valid):
@@ -196,6 +189,151 @@ class SpAcc1(StreamPrimitive):
                     with m.Else():
                         m.d.sync += flushing.eq(1)
 
+    def _read_add_write(self, m, acc, wp, valid, ci, popped, first, first_next):
+        """The pipelined ``acc[ci] op= val`` of a popped (``popped``) coordinate ``ci`` and the
+        flush read; returns the flushed word (= the sum at ``first``)."""
+        pend, pend_hit, pend_c, pend_v = self._pending(m, valid, ci, popped)
+        m.d.comb += [wp.addr.eq(pend_c), wp.en.eq(pend)]
+        if self.block_ram:
+            acc_word = forwarded_read(m, acc, wp, ci, "acc")  # = acc[pend_c] next cycle
+            flush_word = forwarded_read(m, acc, wp, first_next, "flush", addr_q=first)  # = acc[first] next cycle
+        else:
+            rp = acc.read_port(domain="comb")  # read-add-write
+            fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
+            m.d.comb += [rp.addr.eq(pend_c), fp.addr.eq(first)]
+            acc_word, flush_word = rp.data, fp.data
+        self._write_back(m, wp, acc_word, pend_hit, pend_v)
+        return flush_word
+
+    def _pending(self, m, valid, ci, popped):
+        """The registers of a popped (crd, val), accumulated the next cycle: whether one is
+        pending, whether its valid bit was set, its coordinate and value."""
+        vw, dim = self.vw, self.dim
+        vtok = self.i_val.payload
+        v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
+        pend, pend_hit = Signal(), Signal()
+        pend_c = Signal(range(max(dim, 2)))
+        pend_v = Signal(signed(vw))
+        m.d.sync += [pend.eq(popped), pend_c.eq(ci), pend_v.eq(v), pend_hit.eq(valid.bit_select(ci, 1))]
+        return pend, pend_hit, pend_c, pend_v
+
+    def _write_back(self, m, wp, acc_word, pend_hit, pend_v):
+        """``wp`` writes the stored word ``op`` the pending value, or the value alone (a
+        coordinate not yet valid)."""
+        summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v)
+        m.d.comb += wp.data.eq(Mux(pend_hit, summed[:self.vw], pend_v[:self.vw]))
+
+
+class SpAcc1Double(SpAcc1):
+    """``buffers=2`` (see sw_sim.accumulate.SpAcc1Double): two banks of sums (see
+    :meth:`_banked_sums`), so a flush of one fiber overlaps the accumulation of the next.
+
+    The accumulator pops by the input heads whatever the outputs (data -> pending
+    read-add-write into bank ``bank``; ``S0``; the last outer coordinate); the end of a fiber
+    (inner ``S(k+1)``, outer ``Sk``) hands the bank over if the flusher is idle or emits its
+    stop this cycle: pops the three stops, keeps ``Sk`` for the flush, flips ``bank`` and
+    clears ``valid``.  ``valid`` holds the accumulating bank's bits only: the flusher's state
+    is the registered ``first`` / ``any_valid`` / ``rest`` of the handed-over bits, which the
+    encoder loads in the hand-over cycle (it follows ``valid`` whenever the flusher has no
+    entries left) and walks down while flushing (one entry per cycle with room, then the stop).
+    """
+
+    def logic(self, m):
+        cw, vw, dim = self.cw, self.vw, self.dim
+        outer, inner, val = self.i_outer, self.i_inner, self.i_val
+        first = Signal(range(max(dim, 2)))
+        bank = Signal()  # the accumulating bank; the flusher reads the other one
+        valid = Signal(dim)
+        flushing = Signal()
+        flush_stop = Signal(cw + 1)  # the outer stop that ends the fiber being flushed
+        any_valid = Signal()
+        rest = Signal(dim)
+        room = Signal()
+        walking = Signal()  # entries left to flush: the encoder walks ``rest``
+        hold = Signal()  # a flush waits for room: the registers keep their entry
+        m.d.comb += [room.eq(self.room()), walking.eq(flushing & any_valid), hold.eq(flushing & ~room)]
+        # One encoder over ``rest`` while walking and over ``valid`` otherwise (so it has loaded
+        # the accumulating bank's bits in the cycle of a hand-over); ``hold`` selects at the
+        # end, so the outputs' ready is not in front of it.
+        src = Signal(dim)
+        m.d.comb += src.eq(Mux(walking, rest, valid))
+        encoder = lowest_bit_grouped if self.block_ram else lowest_bit
+        src_first, src_rest = encoder(m, src, dim, "low")
+        first_next = Signal(range(max(dim, 2)))
+        m.d.comb += first_next.eq(Mux(hold, first, src_first))
+        m.d.sync += first.eq(first_next)
+        with m.If(~hold):
+            m.d.sync += [any_valid.eq(src.any()), rest.eq(src_rest)]
+        tok, oh = inner.payload, outer.payload
+        ci = tok[:cw][:len(first)]
+        popped = Signal()
+        flush_word = self._banked_sums(m, valid, ci, popped, first, first_next, bank, walking)
+        free = Signal()  # the flusher is idle or emits its stop this cycle
+        m.d.comb += free.eq(~flushing | (room & ~any_valid))
+        with m.If(flushing & room):
+            with m.If(any_valid):
+                self.push(m, "crd", data_word(first, cw))
+                self.push(m, "val", data_word(flush_word, vw))
+            with m.Else():
+                self.push(m, "crd", flush_stop)
+                self.push(m, "val", recast(flush_stop, cw, vw))
+                m.d.sync += flushing.eq(0)
+        with m.If(inner.valid & val.valid):
+            with m.If(is_data(tok, cw)):
+                m.d.comb += popped.eq(1)
+                m.d.sync += valid.bit_select(ci, 1).eq(1)
+                self.pop(m, "inner")
+                self.pop(m, "val")
+            with m.Elif(outer.valid):
+                with m.If(is_done(tok, cw)), m.If(~flushing & room):
+                    self.pop(m, "outer")
+                    self.pop(m, "inner")
+                    self.pop(m, "val")
+                    self.push(m, "crd", done_word(cw))
+                    self.push(m, "val", done_word(vw))
+                with m.Elif(level(tok) == 0):
+                    self.pop(m, "outer")
+                    self.pop(m, "inner")
+                    self.pop(m, "val")
+                with m.Elif(is_data(oh, cw)):
+                    self.pop(m, "outer")
+                with m.Elif(free):  # hand the bank over (after any stop the flusher emits)
+                    self.pop(m, "outer")
+                    self.pop(m, "inner")
+                    self.pop(m, "val")
+                    m.d.sync += [flushing.eq(1), flush_stop.eq(oh), bank.eq(~bank), valid.eq(0)]
+
+    def _banked_sums(self, m, valid, ci, popped, first, first_next, bank, walking):
+        """The two banks of sums, the pending read-add-write into bank ``bank`` and the flush
+        read of the other; returns the flushed word (= the sum at ``first``).
+
+        One memory of ``2 * dim`` words, the bank as the low address bit: no address
+        arithmetic, a LUT-RAM read multiplexer only as deep as ``2 * dim`` words need (the bank
+        as the top bit would pad each bank to a power of two; one memory per bank, each with its
+        own read-add-write, measured slower on the ECP5: docs/fpga.md), and on the iCE40 as many
+        RAM blocks as one bank while ``2 * dim`` words fit a block.  The write goes to the
+        accumulating bank, which does not change between a pop and its write (the hand-over's
+        cycle and the one before it pop no data); the flush reads the other bank, so it never
+        reads the word being written and needs no forwarding.  With block RAM the flush read is
+        addressed a cycle early, in the bank flushed next cycle: the other one while walking,
+        else the one a hand-over in this cycle gives the flusher."""
+        pend, pend_hit, pend_c, pend_v = self._pending(m, valid, ci, popped)
+        acc = memory.Memory(shape=unsigned(self.vw), depth=2 * self.dim, init=[])
+        m.submodules.acc = acc
+        wp = acc.write_port()
+        m.d.comb += [wp.addr.eq(Cat(bank, pend_c)), wp.en.eq(pend)]
+        if self.block_ram:
+            acc_word = forwarded_read(m, acc, wp, Cat(bank, ci), "acc")  # = acc[pend] next cycle
+            fp = acc.read_port(domain="sync")  # = acc[flushed bank][first] next cycle
+            m.d.comb += [fp.addr.eq(Cat(Mux(walking, ~bank, bank), first_next)), fp.en.eq(1)]
+        else:
+            rp = acc.read_port(domain="comb")  # read-add-write
+            fp = acc.read_port(domain="comb")  # flush
+            m.d.comb += [rp.addr.eq(Cat(bank, pend_c)), fp.addr.eq(Cat(~bank, first))]
+            acc_word = rp.data
+        self._write_back(m, wp, acc_word, pend_hit, pend_v)
+        return fp.data
+
 
 
 class SpAcc2(StreamPrimitive):
@@ -213,7 +351,7 @@ class SpAcc2(StreamPrimitive):
     def logic(self, m):
         cw, vw, d1 = self.cw, self.vw, self.dim1
         size = self.dim0 * d1
-        outer, ii, ij, val = self.i_outer, self.i_inner0, self.i_inner1, self.i_val
+        outer, ij, val = self.i_outer, self.i_inner1, self.i_val
         acc = memory.Memory(shape=vw, depth=size, init=[])
         m.submodules.acc = acc
         wp = acc.write_port()
@@ -228,84 +366,173 @@ class SpAcc2(StreamPrimitive):
                 m.d.comb += first.eq(b)
         fi, fj = Signal(cw), Signal(cw)
         m.d.comb += [fi.eq(first // d1), fj.eq(first % d1)]
-        tok, vtok, ih, oh = ij.payload, val.payload, ii.payload, outer.payload
-        i = Mux(cur_valid, cur_i, ih[:cw])
-        addr = Signal(range(max(size, 2)))
-        m.d.comb += addr.eq(i * d1 + tok[:cw])
-        v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
+        addr, summed, v = self._accumulate_datapath(m, rp, cur_valid, cur_i)
+        oh = outer.payload
         hit = valid.bit_select(addr, 1)
-        summed = reduce_op(self.num, self.op, rp.data.as_signed(), v)
         m.d.comb += [rp.addr.eq(Mux(flushing, first, addr)), wp.addr.eq(addr),
                      wp.data.eq(Mux(hit, summed, v[:vw]))]
-
-        def pop_all():
-            for n in ("outer", "inner0", "inner1", "val"):
-                self.pop(m, n)
-
+        flush = (valid, first, fi, fj, group_open, last_i, rp.data)
         with m.If(self.room()):
             with m.If(flushing):
                 with m.If(valid.any()):
-                    with m.If(group_open & (fi != last_i)):
-                        self.push(m, "crd1", stop_word(0, cw))
-                        self.push(m, "val", stop_word(0, vw))
-                        m.d.sync += group_open.eq(0)
-                    with m.Else():
-                        with m.If(~group_open):
-                            self.push(m, "crd0", data_word(fi, cw))
-                            m.d.sync += [group_open.eq(1), last_i.eq(fi)]
-                        self.push(m, "crd1", data_word(fj, cw))
-                        self.push(m, "val", data_word(rp.data, vw))
-                        m.d.sync += valid.bit_select(first, 1).eq(0)
+                    self._flush_entry(m, *flush)
                 with m.Else():
-                    pop_all()
+                    self._pop_all(m)
                     self.push(m, "crd0", oh)
                     self.push(m, "crd1", stop_word(level(oh) + 1, cw))
                     self.push(m, "val", stop_word(level(oh) + 1, vw))
                     m.d.sync += [flushing.eq(0), group_open.eq(0)]
             with m.Elif(ij.valid & val.valid):
-                with m.If(is_data(tok, cw)), m.If(cur_valid | ii.valid):
-                    with m.If(~cur_valid):
-                        self.pop(m, "inner0")
-                        m.d.sync += [cur_i.eq(ih[:cw]), cur_valid.eq(1)]
-                    m.d.comb += wp.en.eq(1)
-                    m.d.sync += valid.bit_select(addr, 1).eq(1)
+                self._accumulate(m, wp, valid, addr, cur_valid, cur_i, _sync(m, flushing.eq(1)))
+
+    def _pop_all(self, m):
+        for n in ("outer", "inner0", "inner1", "val"):
+            self.pop(m, n)
+
+    def _accumulate_datapath(self, m, rp, cur_valid, cur_i):
+        """The address ``i * dim1 + j`` of the ``inner1`` head (``i`` held or at the ``inner0``
+        head), the sum of its stored word (``rp``) and the value, and the value."""
+        cw, vw, d1 = self.cw, self.vw, self.dim1
+        tok, vtok, ih = self.i_inner1.payload, self.i_val.payload, self.i_inner0.payload
+        i = Mux(cur_valid, cur_i, ih[:cw])
+        addr = Signal(range(max(self.dim0 * d1, 2)))
+        m.d.comb += addr.eq(i * d1 + tok[:cw])
+        v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
+        summed = reduce_op(self.num, self.op, rp.data.as_signed(), v)
+        return addr, summed, v
+
+    def _flush_entry(self, m, valid, first, fi, fj, group_open, last_i, word):
+        """One flush step while entries are left: close the open ``i`` group (``S0``) when the
+        next entry starts a new one, else emit it (``i`` on ``crd0`` when a group opens)."""
+        cw, vw = self.cw, self.vw
+        with m.If(group_open & (fi != last_i)):
+            self.push(m, "crd1", stop_word(0, cw))
+            self.push(m, "val", stop_word(0, vw))
+            m.d.sync += group_open.eq(0)
+        with m.Else():
+            with m.If(~group_open):
+                self.push(m, "crd0", data_word(fi, cw))
+                m.d.sync += [group_open.eq(1), last_i.eq(fi)]
+            self.push(m, "crd1", data_word(fj, cw))
+            self.push(m, "val", data_word(word, vw))
+            m.d.sync += valid.bit_select(first, 1).eq(0)
+
+    def _accumulate(self, m, wp, valid, addr, cur_valid, cur_i, end_fiber, may_finish=None):
+        """ACC mode, by the ``inner1`` head (the sw_sim model's rules); ``end_fiber()`` adds the
+        statements for the end of an outer fiber (``inner1`` ``S(m+2)``, outer ``Sm``) and
+        ``may_finish`` gates ``D``."""
+        cw, vw = self.cw, self.vw
+        outer, ii, ij = self.i_outer, self.i_inner0, self.i_inner1
+        tok, ih, oh = ij.payload, ii.payload, outer.payload
+        with m.If(is_data(tok, cw)), m.If(cur_valid | ii.valid):
+            with m.If(~cur_valid):
+                self.pop(m, "inner0")
+                m.d.sync += [cur_i.eq(ih[:cw]), cur_valid.eq(1)]
+            m.d.comb += wp.en.eq(1)
+            m.d.sync += valid.bit_select(addr, 1).eq(1)
+            self.pop(m, "inner1")
+            self.pop(m, "val")
+        with m.Elif(ii.valid):
+            with m.If(is_done(tok, cw)), m.If(outer.valid if may_finish is None else outer.valid & may_finish):
+                self._pop_all(m)
+                self.push(m, "crd0", done_word(cw))
+                self.push(m, "crd1", done_word(cw))
+                self.push(m, "val", done_word(vw))
+            with m.Elif(~cur_valid & is_data(ih, cw)):
+                self.pop(m, "inner0")
+                with m.If(level(tok) == 0):
                     self.pop(m, "inner1")
                     self.pop(m, "val")
-                with m.Elif(ii.valid):
-                    with m.If(is_done(tok, cw)), m.If(outer.valid):
-                        pop_all()
-                        self.push(m, "crd0", done_word(cw))
-                        self.push(m, "crd1", done_word(cw))
-                        self.push(m, "val", done_word(vw))
-                    with m.Elif(~cur_valid & is_data(ih, cw)):
-                        self.pop(m, "inner0")
-                        with m.If(level(tok) == 0):
-                            self.pop(m, "inner1")
-                            self.pop(m, "val")
-                    with m.Elif(level(tok) == 0):
-                        m.d.sync += cur_valid.eq(0)
-                        self.pop(m, "inner1")
-                        self.pop(m, "val")
-                    with m.Elif(outer.valid):
-                        m.d.sync += cur_valid.eq(0)
-                        with m.If(level(tok) == 1):
-                            pop_all()
-                        with m.Elif(is_data(oh, cw)):
-                            self.pop(m, "outer")
-                        with m.Else():
-                            m.d.sync += flushing.eq(1)
+            with m.Elif(level(tok) == 0):
+                m.d.sync += cur_valid.eq(0)
+                self.pop(m, "inner1")
+                self.pop(m, "val")
+            with m.Elif(outer.valid):
+                m.d.sync += cur_valid.eq(0)
+                with m.If(level(tok) == 1):
+                    self._pop_all(m)
+                with m.Elif(is_data(oh, cw)):
+                    self.pop(m, "outer")
+                with m.Else():
+                    end_fiber()
 
+
+class SpAcc2Double(SpAcc2):
+    """``buffers=2`` (see sw_sim.accumulate.SpAcc2Double): two banks of sums in one memory (the
+    bank is the low address bit).  ``valid`` holds the accumulating bank's bits, ``flush_valid``
+    the flushed bank's, walked by the priority encoder and cleared entry by entry.  The end of
+    an outer fiber hands the bank over when the flusher is idle or emits its stops this cycle:
+    pops the four stops, keeps outer ``Sm`` for the flush, moves ``valid`` to ``flush_valid``
+    and flips ``bank``.  The accumulator does not wait for output room; the flusher and ``D``
+    do."""
+
+    def logic(self, m):
+        cw, vw, d1 = self.cw, self.vw, self.dim1
+        size = self.dim0 * d1
+        outer, ij, val = self.i_outer, self.i_inner1, self.i_val
+        first = Signal(range(max(size, 2)))
+        acc = memory.Memory(shape=vw, depth=2 * size, init=[])
+        m.submodules.acc = acc
+        wp = acc.write_port()
+        rp = acc.read_port(domain="comb")  # read-add-write, accumulating bank
+        fp = acc.read_port(domain="comb")  # flush, the other bank
+        bank = Signal()
+        valid, flush_valid = Signal(size), Signal(size)
+        flushing = Signal()
+        group_open = Signal()
+        cur_i, last_i = Signal(cw), Signal(cw)
+        cur_valid = Signal()
+        flush_stop = Signal(cw + 1)  # the outer stop that ends the fiber being flushed
+        for b in reversed(range(size)):
+            with m.If(flush_valid[b]):
+                m.d.comb += first.eq(b)
+        fi, fj = Signal(cw), Signal(cw)
+        m.d.comb += [fi.eq(first // d1), fj.eq(first % d1)]
+        addr, summed, v = self._accumulate_datapath(m, rp, cur_valid, cur_i)
+        hit = valid.bit_select(addr, 1)
+        m.d.comb += [rp.addr.eq(Cat(bank, addr)), fp.addr.eq(Cat(~bank, first)),
+                     wp.addr.eq(Cat(bank, addr)), wp.data.eq(Mux(hit, summed, v[:vw]))]
+        room, more, free = Signal(), Signal(), Signal()
+        m.d.comb += [room.eq(self.room()), more.eq(flush_valid.any()),
+                     free.eq(~flushing | (room & ~more))]
+        with m.If(flushing & room):
+            with m.If(more):
+                self._flush_entry(m, flush_valid, first, fi, fj, group_open, last_i, fp.data)
+            with m.Else():
+                self.push(m, "crd0", flush_stop)
+                self.push(m, "crd1", stop_word(level(flush_stop) + 1, cw))
+                self.push(m, "val", stop_word(level(flush_stop) + 1, vw))
+                m.d.sync += [flushing.eq(0), group_open.eq(0)]
+
+        def hand_over():
+            with m.If(free):
+                self._pop_all(m)
+                m.d.sync += [flushing.eq(1), flush_stop.eq(outer.payload), bank.eq(~bank),
+                             flush_valid.eq(valid), valid.eq(0)]
+
+        with m.If(ij.valid & val.valid):
+            self._accumulate(m, wp, valid, addr, cur_valid, cur_i, hand_over, may_finish=~flushing & room)
+
+
+def _double(b: HwBuild) -> bool:
+    """Whether the node is double-buffered (``buffers`` 2; 1 is the single bank)."""
+    n = b.params.get("buffers", 1)
+    if n not in (1, 2):
+        raise ValueError(f"sparse accumulator: buffers={n!r} must be 1 or 2")
+    return n == 2
 
 
 @rtl("spacc1")
 def _spacc1(b: HwBuild):
     p, cfg = b.params, b.cfg
-    return SpAcc1(dim=p["dim"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, vw=cfg.vw, numerics=cfg.num,
-                  depths=b.depths, block_ram=cfg.spacc_block_ram), {}
+    cls = SpAcc1Double if _double(b) else SpAcc1
+    return cls(dim=p["dim"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, vw=cfg.vw, numerics=cfg.num,
+               depths=b.depths, block_ram=cfg.spacc_block_ram), {}
 
 
 @rtl("spacc2")
 def _spacc2(b: HwBuild):
     p, cfg = b.params, b.cfg
-    return SpAcc2(dim0=p["dim0"], dim1=p["dim1"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, numerics=cfg.num,
-                  depths=b.depths), {}
+    cls = SpAcc2Double if _double(b) else SpAcc2
+    return cls(dim0=p["dim0"], dim1=p["dim1"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, numerics=cfg.num,
+               depths=b.depths), {}

@@ -31,26 +31,32 @@ class SpAcc1(Primitive):
         self.ocrd, self.oval = outs["crd"], outs["val"]
         self.dim = dim
         self.fn = numerics.reduce_fn(op)
-        self.acc: dict[int, int] = {}
+        self.acc: dict[int, int] = {}  # the accumulating bank
+        self.flush_acc = self.acc  # the bank being flushed (one bank: the same)
         self.flush: list[int] | None = None
         self.flush_pos = 0
 
     def _flush_step(self) -> bool:
-        """FLUSH: one accumulated entry per cycle, then the stops (popping the three stop tokens)."""
+        """FLUSH: one accumulated entry per cycle, then the fiber's stop on both outputs."""
         if self.flush_pos < len(self.flush):
             c = self.flush[self.flush_pos]
             self.flush_pos += 1
             self.ocrd.push(c)
-            self.oval.push(self.acc[c])
+            self.oval.push(self.flush_acc[c])
             return True
+        s = self._end_flush()
+        self.ocrd.push(s)
+        self.oval.push(s)
+        self.flush_acc.clear()
+        self.flush = None
+        return True
+
+    def _end_flush(self) -> Stop:
+        """The stop that ends the flushed fiber: popped from the three inputs' heads."""
         s = self.iouter.pop()
         self.iinner.pop()
         self.ival.pop()
-        self.ocrd.push(s)
-        self.oval.push(s)
-        self.acc.clear()
-        self.flush = None
-        return True
+        return s
 
     def _data_step(self, tok) -> bool:
         """ACC mode, inner data head ``tok``: ``acc[tok] op= val``, pop inner and val."""
@@ -72,6 +78,21 @@ class SpAcc1(Primitive):
             return False
         if self.flush is not None:
             return self._flush_step()
+        return self._acc_step()
+
+    def _may_finish(self) -> bool:
+        """``D`` may pass (the single bank: always, in ACC mode with room)."""
+        return True
+
+    def _end_fiber(self, oh: Stop) -> bool:
+        """The inner ``S(k+1)`` and outer ``Sk`` at the heads end the fiber: enter FLUSH (the
+        stop tokens stay at the heads until the flush ends)."""
+        self.flush = sorted(self.acc)
+        self.flush_pos = 0
+        return True
+
+    def _acc_step(self) -> bool:
+        """ACC mode: one step by the inner head (see the class docstring)."""
         inner, val, outer = self.iinner, self.ival, self.iouter
         if not inner.q or not val.q:
             return False
@@ -86,6 +107,8 @@ class SpAcc1(Primitive):
         if tok is DONE:
             if oh is not DONE:
                 raise self.error(f"inner D but the outer stream is at {oh}")
+            if not self._may_finish():
+                return False
             outer.pop()
             inner.pop()
             val.pop()
@@ -107,10 +130,52 @@ class SpAcc1(Primitive):
             return True
         if type(oh) is not Stop or oh.level != tok.level - 1:
             raise self.error(f"inner {tok} needs outer S{tok.level - 1}, but the outer stream is at {oh}")
+        return self._end_fiber(oh)
+
+
+class SpAcc1Double(SpAcc1):
+    """``buffers=2``: two banks of sums.  The accumulator (ACC mode above) works on bank ``a``
+    while a flusher empties the other bank; each runs one step per cycle from the start-of-cycle
+    state.
+
+    Flusher (when a bank is handed to it and both outputs have room): one entry per cycle in
+    coordinate order, then the fiber's stop (``Sk``, kept from the hand-over) on both outputs;
+    the bank is then free.  Accumulator (input heads only, whatever the outputs): data and
+    ``S0`` as in ACC mode; the end of a fiber (inner ``S(k+1)``, outer ``Sk``) hands bank ``a``
+    to the flusher and pops the three stops, if the flusher is free at the start of the cycle
+    or emits its stop in this cycle; otherwise it waits there.  The flush of the handed bank
+    starts the next cycle.  ``D`` on all three inputs waits for a free flusher and room.
+    """
+
+    def __init__(self, name, ins, outs, *, dim: int, op: ReduceOp = ReduceOp.ADD, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs, dim=dim, op=op, numerics=numerics)
+        self.banks: tuple[dict[int, int], dict[int, int]] = (self.acc, {})
+        self.flush_stop: Stop | None = None  # kept from the hand-over
+        self._busy = self._room = False
+
+    def step(self) -> bool:
+        self._room = not (self.ocrd.isfull or self.oval.isfull)
+        self._busy = self.flush is not None
+        flushed = self._busy and self._room and self._flush_step()
+        return self._acc_step() or flushed
+
+    def _end_flush(self) -> Stop:
+        return self.flush_stop
+
+    def _may_finish(self) -> bool:
+        return self._room and not self._busy
+
+    def _end_fiber(self, oh: Stop) -> bool:
+        if self.flush is not None:  # the flusher is busy with the previous fiber: wait
+            return False
+        for c in (self.iouter, self.iinner, self.ival):
+            c.pop()
         self.flush = sorted(self.acc)
         self.flush_pos = 0
+        self.flush_stop = oh
+        self.flush_acc = self.acc
+        self.acc = self.banks[1] if self.acc is self.banks[0] else self.banks[0]
         return True
-
 
 
 class SpAcc2(Primitive):
@@ -139,7 +204,8 @@ class SpAcc2(Primitive):
         self.o0, self.o1, self.ov = outs["crd0"], outs["crd1"], outs["val"]
         self.dim0, self.dim1 = dim0, dim1
         self.fn = numerics.reduce_fn(op)
-        self.acc: dict[tuple[int, int], Any] = {}
+        self.acc: dict[tuple[int, int], Any] = {}  # the accumulating bank
+        self.flush_acc = self.acc  # the bank being flushed (one bank: the same)
         self.cur_i: int | None = None
         self.flush: list[tuple[int, int]] | None = None
         self.pos = 0
@@ -159,19 +225,23 @@ class SpAcc2(Primitive):
                 self.o0.push(i)
                 self.open, self.last_i = True, i
             self.o1.push(j)
-            self.ov.push(self.acc[i, j])
+            self.ov.push(self.flush_acc[i, j])
             self.pos += 1
             return True
-        for c in (self.iouter, self.ii, self.ij, self.ival):
-            c.pop()
+        self._end_flush()
         m = self.flush_level
         self.o0.push(stop(m))
         self.o1.push(stop(m + 1))
         self.ov.push(stop(m + 1))
-        self.acc.clear()
+        self.flush_acc.clear()
         self.flush = None
         self.open = False
         return True
+
+    def _end_flush(self) -> None:
+        """The flushed fiber's stops leave the four inputs' heads."""
+        for c in (self.iouter, self.ii, self.ij, self.ival):
+            c.pop()
 
     def _data_step(self, tok, v) -> bool:
         """ACC mode, ``inner1`` data head ``tok`` with value head ``v``: load ``i`` from
@@ -203,6 +273,8 @@ class SpAcc2(Primitive):
             return False
         if ih is not DONE or outer.q[0] is not DONE:
             raise self.error(f"inner1 D but inner0 is at {ih} and outer at {outer.q[0]}")
+        if not self._may_finish():
+            return False
         for c in (outer, ii, ij, val):
             c.pop()
         self.o0.push(DONE)
@@ -245,9 +317,18 @@ class SpAcc2(Primitive):
             return True
         if type(oh) is not Stop or oh.level != tok.level - 2:
             raise self.error(f"inner1 {tok} needs outer S{tok.level - 2}, but outer is at {oh}")
+        return self._end_fiber(oh)
+
+    def _end_fiber(self, oh: Stop) -> bool:
+        """The stops ending an outer fiber are at the heads (outer ``Sm``): enter FLUSH (they
+        stay there until the flush ends)."""
         self.flush = sorted(self.acc)
         self.pos = 0
-        self.flush_level = tok.level - 2
+        self.flush_level = oh.level
+        return True
+
+    def _may_finish(self) -> bool:
+        """``D`` may pass (the single bank: always, in ACC mode with room)."""
         return True
 
     def step(self) -> bool:
@@ -255,6 +336,10 @@ class SpAcc2(Primitive):
             return False
         if self.flush is not None:
             return self._flush_step()
+        return self._acc_step()
+
+    def _acc_step(self) -> bool:
+        """ACC mode: one step by the ``inner1`` head (see the class docstring)."""
         ij, val, ii = self.ij, self.ival, self.ii
         if not ij.q or not val.q:
             return False
@@ -273,13 +358,64 @@ class SpAcc2(Primitive):
         return self._stop_step(tok, ih)
 
 
+class SpAcc2Double(SpAcc2):
+    """``buffers=2``: two banks of sums, as :class:`SpAcc1Double`.  The accumulator (ACC mode
+    above, input heads only) fills bank ``a``; the flusher (when all three outputs have room)
+    empties the other bank with the flush steps above and then emits the fiber's stops (``Sm``
+    on ``crd0``, ``S(m+1)`` on ``crd1`` / ``val``, kept from the hand-over).  The end of an outer
+    fiber hands bank ``a`` over and pops the four stops if the flusher is free at the start of
+    the cycle or emits its stops in this cycle; otherwise it waits.  ``D`` waits for a free
+    flusher and room.
+    """
+
+    def __init__(self, name, ins, outs, *, dim0: int, dim1: int, op: ReduceOp = ReduceOp.ADD,
+                 numerics: Numerics = INT32):
+        super().__init__(name, ins, outs, dim0=dim0, dim1=dim1, op=op, numerics=numerics)
+        self.banks: tuple[dict, dict] = (self.acc, {})
+        self._busy = self._room = False
+
+    def step(self) -> bool:
+        self._room = not (self.o0.full() or self.o1.full() or self.ov.full())
+        self._busy = self.flush is not None
+        flushed = self._busy and self._room and self._flush_step()
+        return self._acc_step() or flushed
+
+    def _end_flush(self) -> None:
+        """The stops were popped at the hand-over; the flushed level is ``flush_level``."""
+
+    def _may_finish(self) -> bool:
+        return self._room and not self._busy
+
+    def _end_fiber(self, oh: Stop) -> bool:
+        if self.flush is not None:  # the flusher is busy with the previous fiber: wait
+            return False
+        for c in (self.iouter, self.ii, self.ij, self.ival):
+            c.pop()
+        self.flush = sorted(self.acc)
+        self.pos = 0
+        self.flush_level = oh.level
+        self.flush_acc = self.acc
+        self.acc = self.banks[1] if self.acc is self.banks[0] else self.banks[0]
+        return True
+
+
+
+def _banked(b: Build, single: type[Primitive], double: type[Primitive]) -> type[Primitive]:
+    """The model class for the node's ``buffers`` (1 or 2)."""
+    n = b.params.get("buffers", 1)
+    if n not in (1, 2):
+        raise ValueError(f"node {b.name!r}: buffers={n!r} must be 1 or 2")
+    return double if n == 2 else single
+
 
 @model("spacc1")
 def _spacc1(b: Build) -> Primitive:
-    return SpAcc1(b.name, b.ins, b.outs, dim=b.params["dim"], op=b.params["op"], numerics=b.numerics)
+    cls = _banked(b, SpAcc1, SpAcc1Double)
+    return cls(b.name, b.ins, b.outs, dim=b.params["dim"], op=b.params["op"], numerics=b.numerics)
 
 
 @model("spacc2")
 def _spacc2(b: Build) -> Primitive:
     p = b.params
-    return SpAcc2(b.name, b.ins, b.outs, dim0=p["dim0"], dim1=p["dim1"], op=p["op"], numerics=b.numerics)
+    cls = _banked(b, SpAcc2, SpAcc2Double)
+    return cls(b.name, b.ins, b.outs, dim0=p["dim0"], dim1=p["dim1"], op=p["op"], numerics=b.numerics)

@@ -10,9 +10,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from streamref import fibers
 from vectors import fiber_stream
 
-from fuseflow.kernels import GraphBuilder
+from fuseflow.kernels import GraphBuilder, example
 from fuseflow.lowering import bias_add, bias_lookup, row_layernorm, row_softmax
 from fuseflow.numerics import DEFAULT_FIXED, FLOAT, Numerics
 from fuseflow.samml import Graph, GraphError, NodeKind, Role, StreamKind
@@ -420,3 +421,226 @@ def test_new_nodes_verify_and_round_trip_json():
     assert g2.structure_hash() == g.structure_hash()
     with pytest.raises(Exception, match="input port mask.outer is not driven"):
         g2.verify()
+
+
+# ----------------------------------------------------------------------------- double-buffered spacc
+# buffers=2: the same tokens as buffers=1 (checked against sums written out here, not against the
+# single-bank model), and a flush that overlaps the next fiber's accumulation.
+def _wrap32(x: int) -> int:
+    return (x + 2**31) % 2**32 - 2**31
+
+
+REDUCERS = {  # (numerics, op) -> the accumulation, written from the numeric rules (docs/numerics.md)
+    ("int", "add"): (None, lambda a, b: _wrap32(a + b)),
+    ("int", "max"): (None, max),
+    ("fixed", "add"): (Q, lambda a, b: int(np.clip(a + b, Q.lo, Q.hi))),
+    ("fixed", "max"): (Q, max),
+}
+
+
+def spacc1_tree(rng: random.Random, depth: int, n_fibers: int, dim: int, lo: int, hi: int,
+                empty: float = 0.2) -> tuple[list, list, list]:
+    """Random (outer, inner, values) fibertrees for spacc1: ``depth`` outer levels whose top holds
+    ``n_fibers`` entries; each innermost outer fiber (one accumulation) has 0-3 coordinates k,
+    some of its fibers empty, each k an inner fiber of sorted coordinates below ``dim``."""
+    def outer(d: int, n: int) -> list:
+        if d == 1:
+            return [] if rng.random() < empty else sorted(rng.sample(range(20), rng.randint(1, 3)))
+        return [outer(d - 1, rng.randint(0, 3)) for _ in range(n)]
+
+    def inner(t: list, d: int) -> list:
+        if d == 1:
+            return [sorted(rng.sample(range(dim), rng.randint(0, min(dim, 6)))) for _ in t]
+        return [inner(c, d - 1) for c in t]
+
+    def values(t: list, d: int) -> list:
+        if d == 1:
+            return [rng.randint(lo, hi) for _ in t]
+        return [values(c, d - 1) for c in t]
+
+    o = outer(depth, n_fibers) if depth > 1 else outer(1, 0)
+    i = inner(o, depth)
+    return o, i, values(i, depth + 1)
+
+
+def spacc1_inputs(o, i, v, depth: int) -> dict:
+    return {"outer": fiber_stream(o, depth), "inner": fiber_stream(i, depth + 1), "val": fiber_stream(v, depth + 1)}
+
+
+def spacc1_reference(inputs: dict, dim: int, fn) -> dict:
+    """Per outer fiber (an inner stop of level >= 1 ends it): a dense numpy accumulator and its
+    touched flags, then the touched coordinates in order and the stop one level lower."""
+    crd: list = []
+    val: list = []
+    acc, seen = np.zeros(dim, dtype=np.int64), np.zeros(dim, dtype=bool)
+    for (cs, s), (vs, _) in zip(fibers(inputs["inner"]), fibers(inputs["val"]), strict=True):
+        for c, x in zip(cs, vs, strict=True):
+            acc[c] = fn(int(acc[c]), x) if seen[c] else x
+            seen[c] = True
+        if s.level >= 1:
+            keys = np.flatnonzero(seen).tolist()
+            crd += [*keys, stop(s.level - 1)]
+            val += [int(acc[k]) for k in keys] + [stop(s.level - 1)]
+            acc[:], seen[:] = 0, False
+    return {"crd": [*crd, DONE], "val": [*val, DONE]}
+
+
+@pytest.mark.parametrize("mode,op", sorted(REDUCERS))
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_spacc1_double_against_numpy_sums(mode, op, depth):
+    num, fn = REDUCERS[mode, op]
+    lo, hi = (-(2**31), 2**31 - 1) if mode == "int" else (Q.to_raw(-20000.0), Q.to_raw(20000.0))
+    rng = random.Random(f"{mode}{op}{depth}")
+    for _ in range(25):
+        inputs = spacc1_inputs(*spacc1_tree(rng, depth, rng.randint(1, 8), 10, lo, hi), depth)
+        expected = spacc1_reference(inputs, 10, fn)
+        res = simulate_primitive("spacc1", inputs, dim=10, op=op, buffers=2, numerics=num)
+        assert {p: res[p] for p in expected} == expected, {p: format_stream(t) for p, t in inputs.items()}
+
+
+def test_spacc1_double_empty_fibers_and_nested_stops():
+    # fibers: {0: 1, 2: 12, 3: 20}; empty; {1: 5} (closing S1); then an empty top-level fiber
+    inputs = {"outer": "0,1,S0,S0,3,S1,S2,D", "inner": "0,2,S0,2,3,S1,S1,1,S2,S3,D",
+              "val": "1,2,S0,10,20,S1,S1,5,S2,S3,D"}
+    res = simulate_primitive("spacc1", inputs, dim=8, buffers=2)
+    assert format_stream(res["crd"]) == "0,2,3,S0,S0,1,S1,S2,D"
+    assert format_stream(res["val"]) == "1,12,20,S0,S0,5,S1,S2,D"
+
+
+def spacc1_phases(o: list, i: list, depth: int) -> list[tuple[int, int]]:
+    """(accumulate, flush) cycles of each outer fiber, from the model's stated rules: one cycle
+    per inner coordinate, one per outer coordinate (its ``S0``, or popping the last one), one
+    for the end of the fiber; the flush one per distinct coordinate plus one for the stop."""
+    if depth > 1:  # an empty fiber above the innermost level is one stop: an empty accumulation
+        return [ph for oc, ic in zip(o, i, strict=True) for ph in spacc1_phases(oc, ic, depth - 1)] or [(1, 1)]
+    n = sum(len(f) for f in i)
+    e = len({c for f in i for c in f})
+    return [(n + len(o) + 1, e + 1)]
+
+
+def overlap_saving(phases: list[tuple[int, int]]) -> int:
+    """Cycles buffers=2 saves over buffers=1 (accumulate, then flush): fiber k's end is handed
+    over once its accumulation is done and fiber k-1's flush emits its stop, so the fibers
+    start ``max(A_k, F_(k-1))`` apart instead of ``A_(k-1) + F_(k-1)`` (same start, same end)."""
+    single = sum(a + f for a, f in phases)
+    double = phases[0][0] + sum(max(a, f_prev) for (a, _), (_, f_prev) in zip(phases[1:], phases)) + phases[-1][1]
+    return single - double
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_spacc1_double_overlaps_flush_with_accumulation(depth):
+    rng = random.Random(depth)
+    for _ in range(10):
+        o, i, v = spacc1_tree(rng, depth, rng.randint(8, 20), 12, -100, 100)
+        inputs = spacc1_inputs(o, i, v, depth)
+        phases = spacc1_phases(o, i, depth)
+        c1 = simulate_primitive("spacc1", inputs, dim=12).cycles
+        c2 = simulate_primitive("spacc1", inputs, dim=12, buffers=2).cycles
+        # one bank: the phases add up (plus the D and its transfer)
+        assert sum(a + f for a, f in phases) < c1 <= sum(a + f for a, f in phases) + 3
+        assert c1 - c2 == overlap_saving(phases) > 0
+
+
+def test_spacc1_double_64_fibers_is_bounded_by_the_longer_phase():
+    """64 equal fibers (2 outer coordinates, 6 inner coordinates each): per fiber the single
+    bank takes accumulate + flush, two banks max(accumulate, flush) = accumulate."""
+    rng = random.Random(64)
+    o = [[0, 1] for _ in range(64)]
+    i = [[sorted(rng.sample(range(16), 6)) for _ in f] for f in o]
+    v = [[[rng.randint(-9, 9) for _ in c] for c in f] for f in i]
+    inputs = spacc1_inputs(o, i, v, 2)
+    phases = spacc1_phases(o, i, 2)
+    c1 = simulate_primitive("spacc1", inputs, dim=16).cycles
+    c2 = simulate_primitive("spacc1", inputs, dim=16, buffers=2).cycles
+    a_total = sum(a for a, _ in phases)
+    assert a_total < c2 <= a_total + phases[-1][1] + 3  # the last flush and D are not hidden
+    assert c1 - c2 == sum(f for _, f in phases[:-1])  # every flush but the last is hidden
+    assert c2 < 0.7 * c1
+
+
+def test_spacc1_double_waits_for_a_long_flush():
+    """Empty fibers after a large one: each end waits for the flush before it (the handover
+    happens in the cycle that emits the previous stop), so the empty fibers' stops follow at
+    one per cycle; nothing is lost or reordered."""
+    o = [[0], [], [], [], [0], []]
+    i = [[list(range(12))], [], [], [], [[3]], []]
+    v = [[list(range(1, 13))], [], [], [], [[7]], []]
+    inputs = spacc1_inputs(o, i, v, 2)
+    res = simulate_primitive("spacc1", inputs, dim=12, buffers=2)
+    assert format_stream(res["crd"]) == ",".join(map(str, range(12))) + ",S0,S0,S0,S0,3,S0,S1,D"
+    phases = spacc1_phases(o, i, 2)
+    assert phases[0][1] > phases[1][0]  # the second fiber's end is ready before the first flush ends
+    c1 = simulate_primitive("spacc1", inputs, dim=12).cycles
+    assert c1 - res.cycles == overlap_saving(phases)
+
+
+def spacc2_phases(rows) -> list[tuple[int, int]]:
+    """spacc2's (accumulate, flush) cycles per outer fiber (rows of (k, {i: {j: v}}), no empty
+    j fiber): one per value, one per i (its closing stop) or per empty k, one for the end; the
+    flush one per entry, one per i group boundary, one for the stops."""
+    out = []
+    for r in rows:
+        a = sum(sum(len(js) for js in d.values()) + max(len(d), 1) for _, d in r) + 1
+        entries = {(i, j) for _, d in r for i, js in d.items() for j in js}
+        groups = len({i for i, _ in entries})
+        out.append((a, len(entries) + max(groups - 1, 0) + 1))
+    return out
+
+
+def spacc2_many_fibers(rng: random.Random, n: int) -> tuple[list, dict]:
+    """``n`` outer fibers of rows ``[(k, {i: {j: v}})]`` (no empty j fiber) and their streams."""
+    rows = []
+    for _ in range(n):
+        ks = sorted(rng.sample(range(5), rng.randint(0, 3)))
+        rows.append([(k, {i: {j: rng.randint(-9, 9) for j in sorted(rng.sample(range(6), rng.randint(1, 3)))}
+                          for i in sorted(rng.sample(range(4), rng.randint(0, 3)))}) for k in ks])
+    return rows, {
+        "outer": fiber_stream([[k for k, _ in r] for r in rows], 2),
+        "inner0": fiber_stream([[sorted(d) for _, d in r] for r in rows], 3),
+        "inner1": fiber_stream([[[sorted(d[i]) for i in sorted(d)] for _, d in r] for r in rows], 4),
+        "val": fiber_stream([[[[d[i][j] for j in sorted(d[i])] for i in sorted(d)] for _, d in r] for r in rows], 4),
+    }
+
+
+def test_spacc2_double_against_dict_sums_and_overlap():
+    for inputs, expected in spacc2_vectors(random.Random(1), 200):
+        res = simulate_primitive("spacc2", inputs, dim0=4, dim1=6, buffers=2)
+        assert {p: res[p] for p in expected} == expected, {p: format_stream(v) for p, v in inputs.items()}
+    rng = random.Random(2)
+    for _ in range(10):
+        rows, inputs = spacc2_many_fibers(rng, rng.randint(8, 16))
+        phases = spacc2_phases(rows)
+        one = simulate_primitive("spacc2", inputs, dim0=4, dim1=6)
+        two = simulate_primitive("spacc2", inputs, dim0=4, dim1=6, buffers=2)
+        assert {p: two[p] for p in ("crd0", "crd1", "val")} == {p: one[p] for p in ("crd0", "crd1", "val")}
+        assert sum(a + f for a, f in phases) < one.cycles <= sum(a + f for a, f in phases) + 3
+        assert one.cycles - two.cycles == overlap_saving(phases) > 0
+
+
+def test_spacc_buffers_must_be_1_or_2():
+    with pytest.raises(ValueError, match="node 'spacc1': buffers=3 must be 1 or 2"):
+        simulate_primitive("spacc1", {"outer": "S0,D", "inner": "S1,D", "val": "S1,D"}, dim=4, buffers=3)
+    g = Graph("g")
+    with pytest.raises(GraphError, match=r"node 'acc' \(spacc2\): buffers=0 must be 1 or 2"):
+        g.add(NodeKind.SPACC2, "acc", dim0=2, dim1=2, buffers=0)
+    # the default is not written to the graph JSON (existing graphs keep their hashes)
+    assert g.add(NodeKind.SPACC1, "a1", dim=4).params == {"dim": 4}
+    assert g.add(NodeKind.SPACC1, "a2", dim=4, buffers=2).params == {"dim": 4, "buffers": 2}
+
+
+def with_spacc_buffers(g: Graph, buffers: int) -> Graph:
+    """``g`` with every sparse accumulator at ``buffers`` banks (through the graph JSON)."""
+    d = g.to_json()
+    for node in d["nodes"]:
+        if node["kind"] in ("spacc1", "spacc2"):
+            node["params"]["buffers"] = buffers
+    return Graph.from_json(d)
+
+
+def test_spmm_with_double_buffered_spacc_matches_numpy_in_fewer_cycles():
+    g, data, _, expected = example("spmm_csr", 32, seed=3, density=0.2)
+    one = run_graph(g, data)
+    two = run_graph(with_spacc_buffers(g, 2), data)
+    np.testing.assert_array_equal(two.outputs["C"].to_dense(), expected)
+    np.testing.assert_array_equal(two.outputs["C"].vals, one.outputs["C"].vals)
+    assert two.cycles < one.cycles

@@ -85,6 +85,9 @@ def test_bad_tensor_uses_are_named():
      "node 'x' (crd_mask): block=3 must be a power of two; node 'x' (crd_mask): pattern must be a non-empty rectangular"),
     (NodeKind.CRD_MASK, {"pred": "band", "before": -1}, "before=-1 and after=0 must be >= 0"),
     (NodeKind.SPACC1, {"dim": 0}, "node 'x' (spacc1): dim=0 must be at least 1"),
+    (NodeKind.SPACC1, {"dim": 4, "buffers": 3}, "node 'x' (spacc1): buffers=3 must be 1 or 2"),
+    (NodeKind.SPACC2, {"dim0": 2, "dim1": 2, "buffers": 0}, "node 'x' (spacc2): buffers=0 must be 1 or 2"),
+    (NodeKind.SPACC2, {"dim0": 2, "dim1": 2, "buffers": "2"}, "node 'x' (spacc2): parameter 'buffers' must be an integer"),
     (NodeKind.LOCATE, {"dim": 0}, "node 'x' (locate): dim=0 must be at least 1"),
     (NodeKind.LOCATE, {}, "node 'x' (locate): missing parameter 'dim'"),
 ])

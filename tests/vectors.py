@@ -105,6 +105,10 @@ def design_vectors() -> list[tuple[Vector, dict[str, str]]]:
         (V("reduce", {"val": "1,2,S0,3,S1,D"}, {"op": "add"}), {"val": "3,3,S0,D"}),
         (V("spacc1", {"outer": "0,1,S0,D", "inner": "0,2,S0,2,3,S1,D", "val": "1,2,S0,10,20,S1,D"}, {"dim": 8}),
          {"crd": "0,2,3,S0,D", "val": "1,12,20,S0,D"}),
+        # double-buffered: the same tokens; an empty fiber, and a fiber closed by a higher stop
+        (V("spacc1", {"outer": "0,1,S0,S0,3,S1,D", "inner": "0,2,S0,2,3,S1,S1,1,S2,D",
+                      "val": "1,2,S0,10,20,S1,S1,5,S2,D"}, {"dim": 8, "buffers": 2}),
+         {"crd": "0,2,3,S0,S0,1,S1,D", "val": "1,12,20,S0,S0,5,S1,D"}),
         (V("repsig", {"in": "0,2,S0,5,S1,D"}), {"repsig": "R,R,S0,R,S0,D"}),
     ]
 
@@ -169,6 +173,7 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         vt = _map_leaves(it, depth + 1, lambda _: rng.randint(-50, 50))
         out.append(Vector("spacc1", {"outer": fiber_stream(ot, depth), "inner": fiber_stream(it, depth + 1),
                                      "val": fiber_stream(vt, depth + 1)}, {"dim": 8}))
+        out.append(Vector("spacc1", out[-1].inputs, {"dim": 8, "buffers": 2}))  # the same, double-buffered
         # values: array load, ALU, reduce, writers, broadcast
         vals = [rng.randint(-1000, 1000) for _ in range(16)]
         lt = _rand_tree(rng, depth, lambda r: [r.randrange(16) if r.random() > 0.2 else "N" for _ in range(r.randint(0, 4))])
@@ -228,6 +233,7 @@ def _attention_vectors(rng: random.Random, depth: int) -> list[Vector]:
         "inner1": fiber_stream([[[m[i] for i in sorted(m)] for m in row] for row in mats], 4),
         "val": fiber_stream([[[[rng.randint(-50, 50) for _ in m[i]] for i in sorted(m)] for m in row] for row in mats], 4),
     }, {"dim0": 4, "dim1": 6}))
+    out.append(Vector("spacc2", out[-1].inputs, {"dim0": 4, "dim1": 6, "buffers": 2}))  # double-buffered
     return out
 
 

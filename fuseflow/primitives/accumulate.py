@@ -1,4 +1,11 @@
-"""Sparse accumulators of order 1 and 2."""
+"""Sparse accumulators of order 1 and 2.
+
+``buffers``: 1 keeps one bank of sums (accumulate an outer fiber, then flush it; the phases
+do not overlap).  2 keeps two banks: while one flushes fiber k in coordinate order, the other
+accumulates fiber k+1.  Fiber k+1's end (its closing stops at the input heads) waits until
+fiber k's flush ends: the banks swap in the cycle that emits fiber k's stop, or later.  The
+output stream is the same token for token; only the timing differs.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +15,23 @@ from .base import PrimitiveSpec, ReduceOp, StreamKind, doc
 
 C, V = StreamKind.CRD, StreamKind.VAL
 
+BUFFERS_DOC = ("banks of sums: 1 accumulates a fiber, then flushes it; 2 flushes a fiber while "
+               "the next one accumulates (twice the sum words)")
+
+
+def _buffers_problems(buffers: int) -> list[str]:
+    return [] if buffers in (1, 2) else [f"buffers={buffers} must be 1 or 2"]
+
 
 @dataclass(frozen=True)
 class SpAcc1Params:
     dim: int = doc("size of the accumulated (inner) dimension")
     op: ReduceOp = doc("accumulation", ReduceOp.ADD)
+    buffers: int = doc(BUFFERS_DOC, 1)
 
     def check(self) -> list[str]:
-        return [] if self.dim >= 1 else [f"dim={self.dim} must be at least 1"]
+        dim = [] if self.dim >= 1 else [f"dim={self.dim} must be at least 1"]
+        return dim + _buffers_problems(self.buffers)
 
 
 @dataclass(frozen=True)
@@ -23,9 +39,11 @@ class SpAcc2Params:
     dim0: int = doc("size of the first accumulated dimension")
     dim1: int = doc("size of the second accumulated dimension")
     op: ReduceOp = doc("accumulation", ReduceOp.ADD)
+    buffers: int = doc(BUFFERS_DOC, 1)
 
     def check(self) -> list[str]:
-        return [f"{k}={v} must be at least 1" for k, v in (("dim0", self.dim0), ("dim1", self.dim1)) if v < 1]
+        dims = [f"{k}={v} must be at least 1" for k, v in (("dim0", self.dim0), ("dim1", self.dim1)) if v < 1]
+        return dims + _buffers_problems(self.buffers)
 
 
 DECLARATIONS = (

@@ -15,6 +15,9 @@ from test_ml_primitives_sw import (
     layernorm_ref,
     random_csr_values,
     softmax_graph,
+    spacc1_inputs,
+    spacc1_tree,
+    spacc2_many_fibers,
     spacc2_vectors,
     sparse_softmax_ref,
 )
@@ -121,10 +124,21 @@ def test_reduce_fixed(op):
     _check("reduce", {"op": op}, runs)
 
 
+def _many_fiber_runs(seed: int) -> list[dict]:
+    """spacc1 inputs of many outer fibers (nesting 2 and 3, some fibers empty, fibers of
+    different sizes so that some ends wait for the previous flush), saturating fixed values."""
+    rng = random.Random(seed)
+    lo, hi = Q.to_raw(-20000.0), Q.to_raw(20000.0)
+    return [spacc1_inputs(*spacc1_tree(rng, depth, rng.randint(6, 14), 8, lo, hi), depth)
+            for depth in (2, 3, 2, 3)]
+
+
+@pytest.mark.parametrize("buffers", [1, 2])
 @pytest.mark.parametrize("block_ram", [False, True], ids=["lutram", "block_ram"])
-def test_spacc1_fixed(block_ram):
+def test_spacc1_fixed(block_ram, buffers):
     """Also with the sums in block RAM (synchronous reads with write forwarding, the iCE40
-    build): the same tokens and cycles as sw_sim, with and without back-pressure."""
+    build) and double-buffered: the same tokens and cycles as sw_sim, with and without
+    back-pressure."""
     rng = random.Random(8)
     runs = []
     for _ in range(5):
@@ -132,7 +146,31 @@ def test_spacc1_fixed(block_ram):
         inner = [[sorted(rng.sample(range(8), rng.randint(0, 5))) for _ in ks] for ks in outer]
         vals = [[[Q.to_raw(rng.uniform(-20000, 20000)) for _ in f] for f in row] for row in inner]
         runs.append({"outer": fiber_stream(outer, 2), "inner": fiber_stream(inner, 3), "val": fiber_stream(vals, 3)})
-    _check("spacc1", {"dim": 8}, runs, replace(CFG, spacc_block_ram=block_ram))
+    runs += _many_fiber_runs(80)
+    _check("spacc1", {"dim": 8, "buffers": buffers}, runs, replace(CFG, spacc_block_ram=block_ram))
+
+
+STALLS = [(0.5, 0.0, 1), (0.0, 0.6, 2), (0.3, 0.8, 3), (0.7, 0.5, 4)]  # (input gap, output stall, seed)
+
+
+def _same_tokens_under_stalls(kind: str, params: dict, runs: list[dict], cfg: HwConfig) -> None:
+    """Seeded random input gaps and output stalls at several rates: every output port carries
+    exactly sw_sim's tokens (none lost, repeated or reordered)."""
+    sw = [simulate_primitive(kind, r, numerics=cfg.num, **params) for r in runs]
+    for gap, stall, seed in STALLS:
+        rtl = run_primitive_batch(kind, [{"inputs": r} for r in runs], cfg=cfg, gap=gap, stall=stall, seed=seed, **params)
+        for i, (s, r) in enumerate(zip(sw, rtl, strict=True)):
+            for port, toks in s.items():
+                assert r[port] == toks, f"gap {gap} stall {stall} run {i} port {port}: " \
+                                        f"sw {format_stream(toks)} rtl {format_stream(r[port])}"
+
+
+@pytest.mark.parametrize("block_ram", [False, True], ids=["lutram", "block_ram"])
+def test_spacc1_double_random_stalls(block_ram):
+    """Double-buffered, with the flusher held by full outputs while the accumulator runs on,
+    and hand-overs waiting for it."""
+    _same_tokens_under_stalls("spacc1", {"dim": 8, "buffers": 2}, _many_fiber_runs(81),
+                              replace(CFG, spacc_block_ram=block_ram))
 
 
 def test_value_repeat():
@@ -195,11 +233,16 @@ def test_softmax_graph_rtl_matches_sw_and_numpy():
     np.testing.assert_allclose(Q.dequantize(rtl.outputs["C"].to_dense()), ref, atol=4 * 2.0**-Q.frac)
 
 
-def test_spacc2_fixed():
+@pytest.mark.parametrize("buffers", [1, 2])
+def test_spacc2_fixed(buffers):
     vecs = spacc2_vectors(random.Random(21), 8)
+    rng = random.Random(22)
+    many = [spacc2_many_fibers(rng, n)[1] for n in (8, 12, 16)]
     runs = [{**inp, "val": [Q.to_raw(v * 1000.5) if isinstance(v, int) else v for v in inp["val"]]}
-            for inp, _ in vecs]
-    _check("spacc2", {"dim0": 4, "dim1": 6}, runs)
+            for inp in [inp for inp, _ in vecs] + many]
+    _check("spacc2", {"dim0": 4, "dim1": 6, "buffers": buffers}, runs)
+    if buffers == 2:
+        _same_tokens_under_stalls("spacc2", {"dim0": 4, "dim1": 6, "buffers": 2}, runs, CFG)
 
 
 def test_repsig_on_values():
