@@ -61,6 +61,10 @@ class Family:
     synth_opts: str = ""  # extra options of yosys' synth_<family> command
     ram_fifo_depth: int | None = None  # FIFOs this deep or deeper in block RAM by default
     spacc_block_ram: bool = False  # sparse-accumulator sums in block RAM by default
+    # sparse-accumulator banks on the board: 1 by default on both families (ECP5: the second
+    # bank deepens the LUT-RAM read-add-write path, GCN layer 101.6 -> 93.3 MHz; iCE40: block RAM
+    # is scarce and dims above 128 need twice the blocks); --spacc-buffers 2 overlaps the flush
+    spacc_buffers: int = 1
     packed_cell_markers: tuple[str, ...] = ()  # what yosys appends to a signal's name in a cell
 
     @property

@@ -4,9 +4,26 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .samml import Edge, Graph, node_latency
+from .samml import Edge, Graph, NodeKind, node_latency
 
-__all__ = ["size_fifos"]
+__all__ = ["set_accumulator_buffers", "size_fifos"]
+
+
+def set_accumulator_buffers(g: Graph, buffers: int) -> list[str]:
+    """Set ``buffers`` on every sparse accumulator (``spacc1``, ``spacc2``) of ``g``: 2 flushes
+    a fiber while the next one accumulates (twice the sum words), 1 accumulates, then flushes.
+    Returns the names of the nodes whose setting changed."""
+    if buffers not in (1, 2):
+        raise ValueError(f"accumulator buffers={buffers}: must be 1 or 2")
+    changed = []
+    for n in g.nodes.values():
+        if n.kind in (NodeKind.SPACC1, NodeKind.SPACC2) and n.all_params()["buffers"] != buffers:
+            if buffers == n.spec.defaults["buffers"]:
+                n.params.pop("buffers", None)
+            else:
+                n.params["buffers"] = buffers
+            changed.append(n.name)
+    return changed
 
 
 def size_fifos(g: Graph) -> None:

@@ -65,6 +65,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--skip", action="store_true",
                    help="coordinate skipping: intersections of compressed fibres skip ahead by "
                         "search (the skip pass; --explain says which intersects skip)")
+    p.add_argument("--spacc-buffers", type=int, choices=(1, 2), default=2,
+                   help="sparse-accumulator banks: 2 (default) overlaps a fiber's flush with the "
+                        "next fiber's accumulation, 1 does not (half the sum words)")
     p.add_argument("-o", "--outdir", help="write <graph>.json and <graph>.dot here")
     p.add_argument("--explain", action="store_true",
                    help="print fused einsum, POG, chosen order and fusion table per graph")
@@ -123,11 +126,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.dump_after:
             opts = Options(Fusion(args.fusion), orders or None, fused or None, args.factored,
-                           args.locate, args.skip)
+                           args.locate, args.skip, args.spacc_buffers)
             print(dump_ir(program, args.dump_after, opts), end="")
             return 0
         compiled = compile_program(program, args.fusion, orders, fused, factored=args.factored,
-                                   locate=args.locate, skip=args.skip)
+                                   locate=args.locate, skip=args.skip,
+                                   spacc_buffers=args.spacc_buffers)
     except (ProgramError, GraphError) as exc:
         raise UserError(str(exc)) from None
     if args.explain:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from fpga.boards import Board
 from fpga.families import FAMILIES
 from fpga.synth import SynthError, synthesize
+from fuseflow.passes import set_accumulator_buffers
 from fuseflow.samml import Graph
 from hw.elaborate import GraphTop, HwConfig
 
@@ -62,6 +63,15 @@ def add_parser(subparsers) -> None:
         help="keep sparse-accumulator sums in block RAM (same timing); default: "
         + _family_defaults(lambda f: "on" if f.spacc_block_ram else "off"),
     )
+    p.add_argument(
+        "--spacc-buffers",
+        type=int,
+        choices=(1, 2),
+        default=None,
+        help="sparse-accumulator banks: 2 overlaps a fiber's flush with the next fiber's "
+        "accumulation (twice the sum words), 1 does not; default: "
+        + _family_defaults(lambda f: str(f.spacc_buffers)),
+    )
     add_model_args(p, build=True)
 
 
@@ -97,6 +107,12 @@ def _config(args: argparse.Namespace, graph: Graph, board: Board) -> HwConfig:
 def run(args: argparse.Namespace) -> int:
     board = board_args.board_from_args(args)
     graph = _graph(args)
+    buffers = args.spacc_buffers or board.family.spacc_buffers
+    changed = set_accumulator_buffers(graph, buffers)
+    if changed:
+        print(f"sparse accumulators {', '.join(changed)}: {buffers} bank(s) of sums "
+              f"({board.family.title} default; --spacc-buffers to choose); the cycle count is "
+              "that of this graph (graph.json in the output directory)")
     cfg = _config(args, graph, board)
     if args.clock_mhz is not None and args.clock_mhz <= 0:
         raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..passes import size_fifos
+from ..passes import set_accumulator_buffers, size_fifos
 from ..samml import Graph
 from ..skipping import enable_skipping
 from ..tensor import TensorFormat
@@ -77,6 +77,7 @@ class Options:
     factored: bool = True
     locate: bool = True
     skip: bool = False
+    spacc_buffers: int = 2
 
 
 @dataclass
@@ -224,9 +225,10 @@ def _locate(state: ProgramIR, g: GroupIR) -> Rejected | None:
 
 
 # ----------------------------------------------------------------------------- graph passes
-def _lower(_: ProgramIR, g: GroupIR) -> Rejected | None:
+def _lower(state: ProgramIR, g: GroupIR) -> Rejected | None:
     assert g.group is not None
     g.graph = emit_graph(g.group, g.tables)
+    set_accumulator_buffers(g.graph, state.options.spacc_buffers)
     return None
 
 
@@ -285,7 +287,7 @@ PIPELINE: tuple[Pass, ...] = (
          "intersections (off with locate=False)", "list[FusionTable]", "list[FusionTable]",
          _locate, _table_text),
     Pass("lower", "SAMML nodes from the tables' cells, broadcasts for fan-out, level and value "
-         "writers", "list[FusionTable]", "samml.Graph", _lower, _graph_text),
+         "writers, accumulator buffering", "list[FusionTable]", "samml.Graph", _lower, _graph_text),
     Pass("skip", "let intersections of compressed fibres skip ahead by search (opt-in: "
          "skip=True / --skip)", "samml.Graph", "samml.Graph", _skip, _graph_text),
     Pass("fifo", "deepen the FIFOs of short paths that reconverge with longer ones",
@@ -387,16 +389,18 @@ def check_program(program: Program, options: Options | None = None) -> str | Non
 
 
 def _options(fusion: Fusion | str, orders, fused_orders, factored: bool,
-             locate: bool = True, skip: bool = False) -> Options:
+             locate: bool = True, skip: bool = False, spacc_buffers: int = 2) -> Options:
+    if spacc_buffers not in (1, 2):
+        raise ValueError(f"spacc_buffers={spacc_buffers}: must be 1 or 2")
     return Options(Fusion(fusion) if isinstance(fusion, str) else fusion, orders, fused_orders,
-                   factored, locate, skip)
+                   factored, locate, skip, spacc_buffers)
 
 
 def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
                     orders: Mapping[str, str | Sequence[str]] | None = None,
                     fused_orders: Mapping[int, Sequence[str]] | None = None,
                     factored: bool = True, locate: bool = True,
-                    skip: bool = False) -> CompiledProgram:
+                    skip: bool = False, spacc_buffers: int = 2) -> CompiledProgram:
     """Fuse and lower ``program``: one verified SAMML graph per group, in program order.
 
     ``orders`` maps a computed tensor to a dataflow order of its statement (its own letters);
@@ -408,8 +412,11 @@ def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
     ``locate`` (default) iterates the sparse operands of an intersection and locates into its
     dense levels (:mod:`.locate`); ``locate=False`` scans and intersects them (for comparison).
     ``skip`` lets every intersection of compressed fibres skip ahead by search
-    (:func:`fuseflow.skipping.enable_skipping`; off by default: it costs scanner logic)."""
-    return run_pipeline(program, _options(fusion, orders, fused_orders, factored, locate, skip))
+    (:func:`fuseflow.skipping.enable_skipping`; off by default: it costs scanner logic).
+    ``spacc_buffers``: 2 (default) double-buffers the sparse accumulators (a fiber's flush
+    overlaps the next fiber's accumulation), 1 keeps one bank (half the sum words)."""
+    return run_pipeline(program, _options(fusion, orders, fused_orders, factored, locate, skip,
+                                          spacc_buffers))
 
 
 def lower_group(group: Group, factored: bool = True,

@@ -226,12 +226,13 @@ def _expand_layernorms(nodes: list[MNode], consts: dict[str, np.ndarray]) -> lis
 def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = None,
                   elementwise_in_compiler: bool | None = None,
                   layernorm_in_compiler: bool = False, locate: bool = True,
-                  skip: bool = False) -> CompiledModel:
+                  skip: bool = False, spacc_buffers: int = 2) -> CompiledModel:
     """Cut ``ir`` into steps and compile them (see the module docstring).
 
     ``locate`` (default): the compiler locates into dense levels under intersections
     (:mod:`fuseflow.compiler.locate`); off: it scans and intersects them (for comparison).
     ``skip``: intersections of compressed fibres skip ahead (:mod:`fuseflow.skipping`).
+    ``spacc_buffers``: 2 double-buffers the sparse accumulators, 1 keeps one bank of sums.
 
     ``elementwise_in_compiler``: relu / gelu / scalar ops become Program statements (fused by
     the compiler) instead of ML subgraphs; default: when the Program API has them.
@@ -262,7 +263,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     def flush(upto: int) -> None:
         if not pending:
             return
-        step = _compile_run(ir, list(pending), formats, shapes, fusion, (factored, locate, skip),
+        step = _compile_run(ir, list(pending), formats, shapes, fusion, (factored, dict(locate=locate, skip=skip, spacc_buffers=spacc_buffers)),
                             lambda name: later_use.get(name, -1) >= upto or name in ir.outputs, notes)
         steps.append(step)
         pending.clear()
@@ -345,14 +346,15 @@ def _input_format(ir: ModelIR, n: MNode) -> TensorFormat:
 
 def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
                  shapes: Mapping[str, tuple[int, ...]], fusion: str,
-                 choices: tuple[bool | None, bool, bool], needed_later, notes: list[str]) -> CompilerStep:
+                 choices: tuple[bool | None, dict], needed_later, notes: list[str]) -> CompilerStep:
     """Compile with the compiler's formats for intermediates, or, where their mode orders
     conflict (a POG cycle), with every intermediate stored row-major (dense outer levels,
     compressed rows); at the requested fusion, or, where the compiler cannot lower it, the next
     finer one (full → partial → unfused), recording why in ``notes``.  Each candidate is
     decided up front by the compiler's check (:func:`fuseflow.compiler.check_program`), which
-    says why a rejected one cannot be compiled.  ``choices``: (factored, locate, skip)."""
-    factored, locate, skip = choices
+    says why a rejected one cannot be compiled.  ``choices``: factored, and the other
+    compiler options (:class:`~fuseflow.compiler.Options` fields)."""
+    factored, extra = choices
     chain = {"full": ("full", "partial", "unfused"), "partial": ("partial", "unfused"),
              "unfused": ("unfused",)}[fusion]
     rejected: list[str] = []
@@ -361,8 +363,7 @@ def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
             program, inputs, outputs = _run_program(ir, run, formats, shapes, mode, needed_later,
                                                     row_major)
             options = Options(Fusion.PARTIAL if mode != "unfused" else Fusion.UNFUSED,
-                              factored=True if factored is None else factored, locate=locate,
-                              skip=skip)
+                              factored=True if factored is None else factored, **extra)
             why = check_program(program, options)
             if why is not None:
                 rejected.append(f"{mode}{' (row-major intermediates)' if row_major else ''}: {why}")

@@ -151,3 +151,20 @@ def test_skip_option_converts_the_intersection_and_keeps_the_values() -> None:
         np.testing.assert_array_equal(b.dense("C"), A @ B)
         np.testing.assert_array_equal(a.dense("C"), A @ B)
         assert b.cycles[0] <= a.cycles[0]
+
+
+def test_accumulator_buffering_option_keeps_values_and_overlaps_the_flush() -> None:
+    program = spmm(32, 6)
+    one, two = (compile_program(program, spacc_buffers=b) for b in (1, 2))
+    assert {n.all_params()["buffers"] for g in two.graphs for n in g.nodes.values()
+            if n.kind is NodeKind.SPACC1} == {2}
+    assert all("buffers" not in n.params for g in one.graphs for n in g.nodes.values())
+    for seed in (0, 1):
+        data = random_inputs(program, {"A": 0.3}, seed)
+        a, b = (run_program(c, data, simulate=run_graph) for c in (one, two))
+        for k, want in reference(program, data).items():
+            np.testing.assert_array_equal(a.dense(k), want)
+            np.testing.assert_array_equal(b.dense(k), want)
+        assert b.cycles[0] < a.cycles[0]
+    with pytest.raises(ValueError, match="spacc_buffers=3: must be 1 or 2"):
+        compile_program(program, spacc_buffers=3)
