@@ -54,3 +54,9 @@ def test_check_mode_reports_a_missed_bound(capsys, monkeypatch) -> None:
     assert nnz_scaling.main(["--kernels", "spmv", "--sizes", "16", "--densities", "0.2",
                              "--patterns", "uniform", "--check"]) == 1
     assert "MISSED: spmv uniform n=16" in capsys.readouterr().out
+
+
+def test_skipping_never_costs_cycles_on_inner_products() -> None:
+    for pattern in ("uniform", "powerlaw"):
+        p = nnz_scaling.run_point("spmspm_ijk", 24, 0.2, pattern, seed=2, before=False)
+        assert p.cycles_skip is not None and p.cycles_skip <= p.cycles, pattern
