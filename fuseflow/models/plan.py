@@ -260,10 +260,12 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     pending: list[MNode] = []
     shapes = {n.name: n.shape for n in nodes}
 
+    extra = {"locate": locate, "skip": skip, "spacc_buffers": spacc_buffers}
+
     def flush(upto: int) -> None:
         if not pending:
             return
-        step = _compile_run(ir, list(pending), formats, shapes, fusion, (factored, dict(locate=locate, skip=skip, spacc_buffers=spacc_buffers)),
+        step = _compile_run(ir, list(pending), formats, shapes, fusion, (factored, extra),
                             lambda name: later_use.get(name, -1) >= upto or name in ir.outputs, notes)
         steps.append(step)
         pending.clear()
