@@ -2,6 +2,7 @@
 inputs and the expected value), plain data that ``rtl_sim.correlate`` runs in sw_sim and RTL.
 
 * ``spine`` — the built-in kernels (SpMV, SpMM ×2, add, mul) at two sizes and two densities;
+* ``variants`` — built-in kernels with coordinate skipping or double-buffered accumulators;
 * ``compiler`` — every graph of a few compiled programs (:mod:`fuseflow.compiler.suite`);
 * ``ml`` — GCN / GraphSAGE layers and BigBird pieces (:mod:`fuseflow.models.suite`);
 * ``all`` — the three in that order.
@@ -15,7 +16,9 @@ from functools import partial
 from .compiler.suite import correlation_suite as compiler_suite
 from .kernels import example
 from .models.suite import correlation_suite as ml_suite
+from .passes import set_accumulator_buffers
 from .simulation import Case, Simulator, SuiteEntry
+from .skipping import enable_skipping
 
 __all__ = ["SUITES", "spine_entry", "spine_suite", "suite"]
 
@@ -37,8 +40,29 @@ def spine_suite() -> list[SuiteEntry]:
             for kernel, group in groups.items() for n in (32, 64) for density in (0.05, 0.2)]
 
 
+def _variant_case(kernel: str, variant: str, n: int, density: float, seed: int,
+                  simulate: Simulator) -> Case:
+    g, data, expected = _spine_case(kernel, n, density, seed, simulate)
+    if variant == "skip":
+        enable_skipping(g, in_place=True)
+    else:
+        set_accumulator_buffers(g, 2)
+    return g, data, expected
+
+
+def variant_suite() -> list[SuiteEntry]:
+    """Built-in kernels with coordinate skipping (inner-product SpMSpM, element-wise multiply)
+    and with double-buffered accumulators (SpMM, B CSR)."""
+    variants = (("spmspm_inner", "skip", "skipping"), ("mul", "skip", "skipping"),
+                ("spmm_csr", "buffers2", "double-buffered"))
+    return [SuiteEntry(f"{kernel}_{variant}_{n}_d{int(density * 100)}", group,
+                       partial(_variant_case, kernel, variant, n, density, 11))
+            for kernel, variant, group in variants for n in (16, 32) for density in (0.1, 0.3)]
+
+
 SUITES: dict[str, Callable[[], list[SuiteEntry]]] = {
     "spine": spine_suite,
+    "variants": variant_suite,
     "compiler": compiler_suite,
     "ml": ml_suite,
 }
