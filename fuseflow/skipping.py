@@ -1,9 +1,8 @@
 """Coordinate skipping: a graph rewrite that lets intersections of compressed fibers skip.
 
 An ``intersect`` pops its lagging inputs one token per cycle, so intersecting a short fiber
-with a long one costs the length of the long one.  With skipping (as in SAM's simulator and the
-Onyx hardware) the intersect sends each lagging input's scanner the coordinate to jump to, and
-the compressed-level scanner gets there by a galloping / binary search in its ``crd`` array
+with a long one costs the length of the long one.  With skipping the intersect sends each
+lagging input's scanner the coordinate to jump to, and the compressed-level scanner gets there by a galloping / binary search in its ``crd`` array
 (one memory read per cycle), or drops the rest of its fiber when another input has finished
 its own.  Values and stop-token structure are those of the graph without skipping; only the
 number of tokens the scanners emit, and so the cycles, change.
