@@ -68,8 +68,7 @@ class Intersect(_Joiner):
             else:
                 for i in range(self.n):
                     if heads[i] < m:
-                        self.icrd[i].pop()
-                        self.iref[i].pop()
+                        self._drop(i, m)
             return True
         if all(ctl):
             return self._all_control(heads)
@@ -77,10 +76,14 @@ class Intersect(_Joiner):
             raise self.error("an input reached D while another still has data")
         for i in range(self.n):
             if not ctl[i]:
-                self.icrd[i].pop()
-                self.iref[i].pop()
+                self._drop(i, S0)
         return True
 
+    def _drop(self, i: int, target) -> None:
+        """Pop input ``i`` as lagging: everything of it below ``target`` (a coordinate, or
+        ``S0``: the rest of its fiber) is not in the intersection."""
+        self.icrd[i].pop()
+        self.iref[i].pop()
 
 
 class SkipIntersect(Intersect):
@@ -94,31 +97,15 @@ class SkipIntersect(Intersect):
         super().__init__(name, ins, outs, n=n)
         self.oskip = [outs[f"skip{i}"] for i in range(n)]
 
-    def step(self) -> bool:
-        heads = self._heads()
-        if heads is None:
-            return False
-        ctl = [isinstance(h, Control) for h in heads]
-        if not any(ctl):
-            m = max(heads)
-            if any(h != m for h in heads):
-                for i in range(self.n):
-                    if heads[i] < m:
-                        self.icrd[i].pop()
-                        self.iref[i].pop()
-                        self.oskip[i].push(m)
-                return True
-        elif not all(ctl) and not any(h is DONE for h in heads):
-            for i in range(self.n):
-                if not ctl[i]:
-                    self.icrd[i].pop()
-                    self.iref[i].pop()
-                    self.oskip[i].push(S0)
-            return True
-        elif heads[0] is DONE:
+    def _drop(self, i: int, target) -> None:
+        super()._drop(i, target)
+        self.oskip[i].push(target)
+
+    def _all_control(self, heads):
+        if heads[0] is DONE:  # before finish(); disagreeing heads raise in the base class
             for o in self.oskip:
                 o.push(DONE)
-        return super().step()
+        return super()._all_control(heads)
 
 
 class Union(_Joiner):
