@@ -154,6 +154,9 @@ class Graph:
         self.edges: list[Edge] = []
         self.tensors: dict[str, TensorSpec] = {}
         self.discards: set[PortRef] = set()
+        # index variable -> the coordinate streams of that index (the output of its join, or
+        # of its one scanner; one per independent iteration of it): where ``--par`` splits
+        self.indices: dict[str, list[PortRef]] = {}
 
     # ---------------------------------------------------------------- building
     def tensor(self, name: str, shape: Iterable[int], fmt: TensorFormat, role: Role = Role.INPUT) -> TensorSpec:
@@ -314,6 +317,8 @@ class Graph:
                 for e in self.edges
             ],
             "discard": sorted(str(d) for d in self.discards),
+            **({"indices": {i: [str(p) for p in ps] for i, ps in self.indices.items()}}
+               if self.indices else {}),
         }
 
     @classmethod
@@ -341,6 +346,8 @@ class Graph:
                 g.connect(e["src"], e["dst"], e.get("depth"))
             for p in d.get("discard", []):
                 g.discard(p)
+            for index, ports in d.get("indices", {}).items():
+                g.indices[str(index)] = [PortRef.parse(p) for p in ports]
         except KeyError as exc:
             raise GraphError(f"{source}: missing field {exc}") from None
         return g

@@ -57,6 +57,9 @@ _UNARY_ALU = {UnOp.RELU: AluOp.RELU, UnOp.NEG: AluOp.NEG, UnOp.EXP: AluOp.EXP,
               UnOp.SCALE: AluOp.MUL_SCALAR, UnOp.SHIFT: AluOp.ADD_SCALAR}
 
 
+_COORDINATE_SOURCES = (NodeKind.SCAN, NodeKind.INTERSECT, NodeKind.UNION)
+
+
 def _ident(name: str) -> str:
     return name.replace("'", "p")
 
@@ -82,6 +85,15 @@ class _Emitter:
         for port in n.outputs():
             self.order.append(n[port])
         return n
+
+    def coordinates(self, index: str, port: PortRef) -> PortRef:
+        """Record ``port`` as a coordinate stream of ``index`` (``Graph.indices``) when a
+        scanner or a join makes it; return it."""
+        if self.g.nodes[port.node].kind in _COORDINATE_SOURCES:
+            ports = self.g.indices.setdefault(index, [])
+            if port not in ports:
+                ports.append(port)
+        return port
 
     def kind(self, port: PortRef) -> StreamKind:
         """The stream kind an output port carries."""
@@ -201,11 +213,11 @@ class _TableLowering:
             assert self.parent is not None
             return self.parent.crd(row)
         if row in self.t.joins:
-            return self.join(row)[0]
+            return self.em.coordinates(row, self.join(row)[0])
         src = self.t.row_source(row)
         if src in self.t.children:
             return self.bundle_of(src)[0][row]
-        return self.scan(src, row)["crd"]
+        return self.em.coordinates(row, self.scan(src, row)["crd"])
 
     def join(self, row: str) -> tuple[PortRef, dict[str, PortRef]]:
         key = ("join", row)
@@ -356,6 +368,7 @@ class CompiledGroup:
     output_formats: dict[str, TensorFormat]
     seconds: float = 0.0
     factored_requested: bool = True
+    parallel: list = field(default_factory=list)  # fuseflow.parallel.ParallelRegion per split
 
     @property
     def factored(self) -> list[str]:
@@ -431,6 +444,7 @@ class CompiledGroup:
         lines.append("located dense levels: " + (", ".join(located) if located else
                                                  "none (no dense level under an intersection)"))
         lines += [f"skipping: {line}" for line in explain_skipping(self.graph)]
+        lines += [f"parallel: {r.describe()}" for r in self.parallel]
         for t in self.tables:
             lines.append(f"fusion table for {t.output.tensor} (stored as {t.out_fmt}):")
             lines.append(_indent(t.render()))

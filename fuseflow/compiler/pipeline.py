@@ -9,6 +9,7 @@ run function and a text rendering of its output IR.  :data:`PIPELINE` lists them
     locate  list[FusionTable] -> list[FusionTable]  dense levels under intersections located
     lower   list[FusionTable] -> samml.Graph        nodes from the tables' cells, fan-out
     skip    samml.Graph       -> samml.Graph        coordinate skipping (opt-in, skip=True)
+    par     samml.Graph       -> samml.Graph        parallel lanes (par={index: factor})
     fifo    samml.Graph       -> samml.Graph        FIFO depths of reconvergent paths
     verify  samml.Graph       -> samml.Graph        Graph.verify()
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 
 from ..passes import set_accumulator_buffers, size_fifos
 from ..samml import Graph
+from ..parallel import ParallelError, ParallelRegion, parallelize
 from ..skipping import enable_skipping
 from ..tensor import TensorFormat
 from .emit import CompiledGroup, CompiledProgram, emit_graph
@@ -52,6 +54,7 @@ __all__ = [
     "Pass",
     "ProgramIR",
     "UnknownPass",
+    "check_par_used",
     "check_program",
     "compile_program",
     "describe_pipeline",
@@ -78,6 +81,7 @@ class Options:
     locate: bool = True
     skip: bool = False
     spacc_buffers: int = 2
+    par: Mapping[str, int] | None = None
 
 
 @dataclass
@@ -90,6 +94,7 @@ class GroupIR:
     tables: list[FusionTable] = field(default_factory=list)
     graph: Graph | None = None
     seconds: float = 0.0
+    parallel: list[ParallelRegion] = field(default_factory=list)
 
 
 @dataclass
@@ -239,6 +244,42 @@ def _skip(state: ProgramIR, g: GroupIR) -> Rejected | None:
     return None
 
 
+def _par(state: ProgramIR, g: GroupIR) -> Rejected | None:
+    """Parallel lanes for the ``par`` indices this graph iterates (a reduced index may be named
+    as its statement wrote it, when that names one fresh index of the graph)."""
+    assert g.graph is not None and g.group is not None
+    par = dict(state.options.par or {})
+    if not par:
+        return None
+    mine = {}
+    for index, factor in par.items():
+        fused = _fused_index(g.group, index)
+        if fused in g.graph.indices:
+            mine[fused] = factor
+    try:
+        g.parallel = parallelize(g.graph, mine, resize=False)
+    except ParallelError as exc:
+        return Rejected(f"graph {g.graph.name}: {exc}", FusionError)
+    return None
+
+
+def check_par_used(par: Mapping[str, int] | None, groups: Sequence[tuple[Group, Graph]]) -> None:
+    """:class:`FusionError` if an index of ``par`` is iterated by none of the graphs."""
+    unused = [i for i in (par or {})
+              if not any(_fused_index(grp, i) in graph.indices for grp, graph in groups)]
+    if unused:
+        have = sorted({i for _, graph in groups for i in graph.indices})
+        raise FusionError(f"par: no graph iterates index {', '.join(map(repr, unused))} (the "
+                          f"graphs iterate {', '.join(have) or 'nothing'}; see --explain)")
+
+
+def _fused_index(group: Group, index: str) -> str:
+    """``index`` as the graph names it: itself, or the one fresh index (``u0``, …) that stands
+    for the reduced index ``index`` of a statement."""
+    fresh = [u for u, origin in group.origins.items() if origin.startswith(f"index {index} of ")]
+    return fresh[0] if len(fresh) == 1 else index
+
+
 def _size_fifos(_: ProgramIR, g: GroupIR) -> Rejected | None:
     assert g.graph is not None
     size_fifos(g.graph)
@@ -290,6 +331,9 @@ PIPELINE: tuple[Pass, ...] = (
          "writers, accumulator buffering", "list[FusionTable]", "samml.Graph", _lower, _graph_text),
     Pass("skip", "let intersections of compressed fibres skip ahead by search (opt-in: "
          "skip=True / --skip)", "samml.Graph", "samml.Graph", _skip, _graph_text),
+    Pass("par", "parallel lanes: split an index's coordinates across lanes, copy the subgraph "
+         "below it, merge the lanes back (par={index: factor})", "samml.Graph", "samml.Graph",
+         _par, _graph_text),
     Pass("fifo", "deepen the FIFOs of short paths that reconverge with longer ones",
          "samml.Graph", "samml.Graph", _size_fifos, _graph_text),
     Pass("verify", "check the graph (ports, stream types, parameters)", "samml.Graph",
@@ -365,7 +409,7 @@ def run_pipeline(program: Program, options: Options | None = None, dump_after: s
     if why is not None:
         raise why.exception()
     groups = [CompiledGroup(g.group, g.tables, g.graph, {t.output.tensor: t.out_fmt for t in g.tables},
-                            g.seconds, state.options.factored)
+                            g.seconds, state.options.factored, g.parallel)
               for g in state.groups if g.group is not None and g.graph is not None]
     return CompiledProgram(program, state.options.fusion, groups, state.formats, state.permuted,
                            time.perf_counter() - t0)
@@ -389,18 +433,20 @@ def check_program(program: Program, options: Options | None = None) -> str | Non
 
 
 def _options(fusion: Fusion | str, orders, fused_orders, factored: bool,
-             locate: bool = True, skip: bool = False, spacc_buffers: int = 2) -> Options:
+             locate: bool = True, skip: bool = False, spacc_buffers: int = 2,
+             par: Mapping[str, int] | None = None) -> Options:
     if spacc_buffers not in (1, 2):
         raise ValueError(f"spacc_buffers={spacc_buffers}: must be 1 or 2")
     return Options(Fusion(fusion) if isinstance(fusion, str) else fusion, orders, fused_orders,
-                   factored, locate, skip, spacc_buffers)
+                   factored, locate, skip, spacc_buffers, dict(par) if par else None)
 
 
 def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
                     orders: Mapping[str, str | Sequence[str]] | None = None,
                     fused_orders: Mapping[int, Sequence[str]] | None = None,
                     factored: bool = True, locate: bool = True,
-                    skip: bool = False, spacc_buffers: int = 2) -> CompiledProgram:
+                    skip: bool = False, spacc_buffers: int = 2,
+                    par: Mapping[str, int] | None = None) -> CompiledProgram:
     """Fuse and lower ``program``: one verified SAMML graph per group, in program order.
 
     ``orders`` maps a computed tensor to a dataflow order of its statement (its own letters);
@@ -414,9 +460,14 @@ def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
     ``skip`` lets every intersection of compressed fibres skip ahead by search
     (:func:`fuseflow.skipping.enable_skipping`; off by default: it costs scanner logic).
     ``spacc_buffers``: 2 (default) double-buffers the sparse accumulators (a fiber's flush
-    overlaps the next fiber's accumulation), 1 keeps one bank (half the sum words)."""
-    return run_pipeline(program, _options(fusion, orders, fused_orders, factored, locate, skip,
-                                          spacc_buffers))
+    overlaps the next fiber's accumulation), 1 keeps one bank (half the sum words).
+    ``par`` maps index variables to parallelization factors (:mod:`fuseflow.parallel`): each
+    graph that iterates an index gets that many lanes below it, outer indices first (nested);
+    a reduced index may be named as its statement wrote it."""
+    cp = run_pipeline(program, _options(fusion, orders, fused_orders, factored, locate, skip,
+                                        spacc_buffers, par))
+    check_par_used(par, [(g.group, g.graph) for g in cp.groups])
+    return cp
 
 
 def lower_group(group: Group, factored: bool = True,

@@ -43,6 +43,7 @@ from fuseflow.compiler import (
     LoweringError,
     Options,
     Program,
+    check_par_used,
     check_program,
     einsum,
     parse_format,
@@ -226,7 +227,8 @@ def _expand_layernorms(nodes: list[MNode], consts: dict[str, np.ndarray]) -> lis
 def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = None,
                   elementwise_in_compiler: bool | None = None,
                   layernorm_in_compiler: bool = False, locate: bool = True,
-                  skip: bool = False, spacc_buffers: int = 2) -> CompiledModel:
+                  skip: bool = False, spacc_buffers: int = 2,
+                  par: Mapping[str, int] | None = None) -> CompiledModel:
     """Cut ``ir`` into steps and compile them (see the module docstring).
 
     ``locate`` (default): the compiler locates into dense levels under intersections
@@ -260,7 +262,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     pending: list[MNode] = []
     shapes = {n.name: n.shape for n in nodes}
 
-    extra = {"locate": locate, "skip": skip, "spacc_buffers": spacc_buffers}
+    extra = {"locate": locate, "skip": skip, "spacc_buffers": spacc_buffers, "par": par}
 
     def flush(upto: int) -> None:
         if not pending:
@@ -292,6 +294,8 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
         chained = fusion != "unfused" and _chains_onto(steps, n, later_use.get(n.args[0], -1) == k, ir)
         _add_ml_step(steps, n, chained, formats, shapes, masked)
     flush(len(nodes))
+    check_par_used(par, [(g.group, g.graph) for s in steps if isinstance(s, CompilerStep)
+                         for g in s.compiled.groups])
     return CompiledModel(ir, fusion, steps, time.perf_counter() - t0, notes, consts)
 
 

@@ -49,9 +49,12 @@ class SpAcc2Params:
 DECLARATIONS = (
     PrimitiveSpec("spacc1", "accumulate", SpAcc1Params,
                   lambda p: {"outer": C, "inner": C, "val": V}, lambda p: {"crd": C, "val": V},
-                  "sparse accumulator, order 1 (inner dimension dim)"),
+                  "sparse accumulator, order 1 (inner dimension dim)",
+                  nesting=lambda p, lv: {"crd": lv["inner"] - 1, "val": lv["inner"] - 1}),
     PrimitiveSpec("spacc2", "accumulate", SpAcc2Params,
                   lambda p: {"outer": C, "inner0": C, "inner1": C, "val": V},
                   lambda p: {"crd0": C, "crd1": C, "val": V},
-                  "sparse accumulator, order 2 (inner dimensions dim0 x dim1)"),
+                  "sparse accumulator, order 2 (inner dimensions dim0 x dim1)",
+                  nesting=lambda p, lv: {"crd0": lv["inner0"] - 1, "crd1": lv["inner1"] - 1,
+                                         "val": lv["inner1"] - 1}),
 )

@@ -33,5 +33,6 @@ DECLARATIONS = (
                   "ALU: binary over two aligned value streams (a, b) or unary (a); latency by op",
                   latency=_alu_latency),
     PrimitiveSpec("reduce", "alu", ReduceParams, lambda p: {"val": V}, lambda p: {"val": V},
-                  "reduces each innermost fiber to one value"),
+                  "reduces each innermost fiber to one value",
+                  nesting=lambda p, lv: {"val": lv["val"] - 1}),
 )

@@ -204,8 +204,19 @@ class PrimitiveSpec:
     # drives its inputs): a function of the graph and the node, returning problems; the
     # verifier calls it once the node's own parameters and tensor are valid
     graph_check: Callable[[Any, Any], list[str]] | None = None
+    # the nesting level of each output stream (how many index loops enclose it: the root's
+    # reference is at 0, a scanner's output one below its input) as a function of the typed
+    # parameters and the input ports' levels; None: every output at the deepest input's level
+    nesting: Callable[[Any, Mapping[str, int]], dict[str, int]] | None = None
     # the NodeKind member, set when the registry builds the enum from all declarations
     kind: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+    def out_levels(self, params: Any, levels: Mapping[str, int]) -> dict[str, int]:
+        """The nesting level of each output port given the input ports' (see ``nesting``)."""
+        if self.nesting is not None:
+            return self.nesting(params, levels)
+        deepest = max(levels.values(), default=0)
+        return {port: deepest for port in self.outputs(params)}
 
     @property
     def sink(self) -> bool:

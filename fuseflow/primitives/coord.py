@@ -20,10 +20,13 @@ class LocateParams:
 
 DECLARATIONS = (
     PrimitiveSpec("crd_drop", "coord", NoParams, lambda p: dict(_OI), lambda p: dict(_OI),
-                  "drops outer coordinates whose inner fiber is empty"),
+                  "drops outer coordinates whose inner fiber is empty",
+                  nesting=lambda p, lv: {"outer": lv["outer"], "inner": lv["inner"]}),
     PrimitiveSpec("crd_hold", "coord", NoParams, lambda p: dict(_OI), lambda p: dict(_OI),
-                  "repeats each outer coordinate once per inner element"),
+                  "repeats each outer coordinate once per inner element",
+                  nesting=lambda p, lv: {"outer": lv["inner"], "inner": lv["inner"]}),
     PrimitiveSpec("locate", "coord", LocateParams,
                   lambda p: {"outer": StreamKind.REF, "inner": StreamKind.CRD}, lambda p: {"ref": StreamKind.REF},
-                  "random access into a dense level: ref = outer * dim + inner crd (N in -> N)"),
+                  "random access into a dense level: ref = outer * dim + inner crd (N in -> N)",
+                  nesting=lambda p, lv: {"ref": lv["inner"]}),
 )

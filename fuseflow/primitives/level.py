@@ -71,10 +71,12 @@ class ValsParams:
 
 DECLARATIONS = (
     PrimitiveSpec("root", "level", NoParams, lambda p: {}, lambda p: {"ref": R},
-                  "emits the root reference stream 0,D after start", source=True),
+                  "emits the root reference stream 0,D after start", source=True,
+                  nesting=lambda p, lv: {"ref": 0}),
     PrimitiveSpec("scan", "level", ScanParams, _scan_inputs, lambda p: {"crd": C, "ref": R},
                   "level scanner (format from the tensor): ref -> fiber crd/ref", latency=2,
-                  tensor=TensorUse.READS_LEVEL, feedback=("skip",), graph_check=_scan_in_graph),
+                  tensor=TensorUse.READS_LEVEL, feedback=("skip",), graph_check=_scan_in_graph,
+                  nesting=lambda p, lv: {"crd": lv["ref"] + 1, "ref": lv["ref"] + 1}),
     PrimitiveSpec("write", "level", WriteParams, lambda p: {"crd": C}, lambda p: {},
                   "level writer: fills seg/crd of a compressed level", tensor=TensorUse.WRITES_LEVEL),
     PrimitiveSpec("vals_write", "level", ValsParams, lambda p: {"val": V}, lambda p: {},

@@ -36,5 +36,6 @@ class MaskParams:
 DECLARATIONS = (
     PrimitiveSpec("crd_mask", "mask", MaskParams, lambda p: {"outer": C, "inner": C, "ref": R},
                   lambda p: {"crd": C, "ref": R},
-                  "drops inner entries (crd + ref) whose (outer, inner) fails the predicate"),
+                  "drops inner entries (crd + ref) whose (outer, inner) fails the predicate",
+                  nesting=lambda p, lv: {"crd": lv["inner"], "ref": lv["inner"]}),
 )

@@ -27,5 +27,6 @@ DECLARATIONS = (
     PrimitiveSpec("repsig", "repeat", RepSigParams, lambda p: {"in": p.stream},
                   lambda p: {"repsig": StreamKind.REPSIG}, "data -> R, stop -> S, D -> D"),
     PrimitiveSpec("repeat", "repeat", RepeatParams, lambda p: {"ref": p.stream, "repsig": StreamKind.REPSIG},
-                  lambda p: {"ref": p.stream}, "repeats each reference (or value, stream=val) once per R"),
+                  lambda p: {"ref": p.stream}, "repeats each reference (or value, stream=val) once per R",
+                  nesting=lambda p, lv: {"ref": lv["repsig"]}),
 )

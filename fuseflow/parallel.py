@@ -1,0 +1,319 @@
+"""Data-parallel regions: the ``par`` graph pass (``par={index: factor}``).
+
+Parallelizing index ``v`` by ``n`` rewrites a graph so that ``n`` copies (lanes) of the
+subgraph below ``v`` run side by side:
+
+* the **split**: ``v``'s coordinate stream and the streams aligned with it (the other outputs
+  of the scanner or join that makes it, ``Graph.indices``) each pass a ``parallelize`` node,
+  which deals their coordinates to the lanes round-robin (:mod:`fuseflow.primitives.parallel`);
+* the **region**: every node downstream of the split whose outputs stay at ``v``'s nesting
+  level or deeper is copied once per lane (``<node>_l<k>``); a reducer of ``v`` (``reduce``)
+  stays in the lanes as a lane-local partial reduction;
+* **inputs from outer levels** (a reference or value of an enclosing index, which each lane
+  repeats over its own coordinates) are broadcast to every lane;
+* **outputs**: a stream at ``v``'s level or deeper leaving the region (to a writer, or to a
+  node that drops below ``v``'s level such as a sparse accumulator) passes a ``serialize`` node,
+  which restores the unsplit stream in the parallelizer's order; a lane-local partial reduction
+  is combined across lanes by a tree of ALUs of the reduction's operator (and broadcast back to
+  the lanes if a lane reads it, as in a two-pass softmax).
+
+Indices are parallelized outermost first, so a factor on an inner index nests: its region is
+copied inside every lane of the outer one.  Values are those of the unsplit graph; when a
+reduced index is parallelized, the lanes' partial sums are added in a different order than the
+unsplit reducer adds them, which is exact for integers and fixed point without saturation and
+may differ in the last bits for floats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .passes import size_fifos
+from .primitives import AluOp, NodeKind, ReduceOp, StreamKind
+from .primitives.parallel import MAX_LANES
+from .samml import Edge, Graph, GraphError, PortRef
+
+__all__ = ["ParallelError", "ParallelRegion", "parallelize", "stream_levels"]
+
+
+class ParallelError(ValueError):
+    """A ``par`` request that does not fit the graph (names the index and why)."""
+
+
+@dataclass
+class ParallelRegion:
+    """What one split did: the index, its coordinate source, the lanes and the boundary."""
+
+    index: str
+    source: str
+    factor: int
+    nodes: list[str] = field(default_factory=list)  # the copied nodes (original names)
+    broadcast: list[str] = field(default_factory=list)  # outer-level streams sent to every lane
+    serialized: list[str] = field(default_factory=list)  # streams merged back in order
+    combined: list[str] = field(default_factory=list)  # partial reductions combined
+
+    def describe(self) -> str:
+        head = (f"par {self.index}={self.factor}: {self.source} split into {self.factor} "
+                f"lanes of {len(self.nodes)} nodes")
+        parts = [head]
+        if self.broadcast:
+            parts.append(f"broadcast to the lanes: {', '.join(self.broadcast)}")
+        if self.serialized:
+            parts.append(f"serialized: {', '.join(self.serialized)}")
+        if self.combined:
+            parts.append(f"partial reductions combined: {', '.join(self.combined)}")
+        return "; ".join(parts)
+
+
+def stream_levels(g: Graph) -> dict[PortRef, int]:
+    """The nesting level of every output port (0 for the roots' references, one more below
+    each scanner, one less after each reducer: the declarations' ``nesting`` rules)."""
+    levels: dict[PortRef, int] = {}
+    driver = g.driver()
+    for name in g.topo_order():
+        node = g.nodes[name]
+        ins = {}
+        for port in node.inputs():
+            e = driver.get(node[port])
+            if e is not None and not g.is_feedback(e) and e.src in levels:
+                ins[port] = levels[e.src]
+        for port, lv in node.spec.out_levels(node.typed(), ins).items():
+            levels[node[port]] = lv
+    return levels
+
+
+def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True) -> list[ParallelRegion]:
+    """Rewrite ``g`` in place with ``par`` (index -> number of lanes; 1 leaves the index alone).
+
+    Raises :class:`ParallelError` for an index the graph does not iterate, a factor outside
+    1..64 or larger than the index's dimension, or a region whose boundary cannot be split
+    (the message names the index and the node).  ``resize``: size the FIFOs afterwards
+    (:func:`~fuseflow.passes.size_fifos`)."""
+    wanted = {v: f for v, f in par.items() if _checked_factor(g, v, f) > 1}
+    if not wanted:
+        return []
+    levels = stream_levels(g)
+    order = sorted(wanted, key=lambda v: (min(levels[p] for p in g.indices[v]), v))
+    regions = []
+    for v in order:  # outermost first; an inner index's sources are then the lanes' copies
+        for port in list(g.indices[v]):
+            if port.node not in g.nodes:
+                raise ParallelError(f"par {v}={wanted[v]}: index {v!r} is iterated again "
+                                    f"inside its own parallel region ({port.node})")
+            regions.append(_split(g, v, port, wanted[v]))
+    try:
+        g.verify()
+    except GraphError as exc:  # a rewrite the checks above should have refused
+        raise ParallelError(f"par {dict(wanted)}: the parallel graph is not valid: {exc}") from None
+    if resize:
+        size_fifos(g)
+    return regions
+
+
+# ----------------------------------------------------------------------------- checks
+def _checked_factor(g: Graph, index: str, factor: object) -> int:
+    if isinstance(factor, bool) or not isinstance(factor, int):
+        raise ParallelError(f"par {index}={factor!r}: the factor must be a whole number")
+    if not 1 <= factor <= MAX_LANES:
+        raise ParallelError(f"par {index}={factor}: the factor must be 1 to {MAX_LANES}")
+    if index not in g.indices:
+        have = ", ".join(sorted(g.indices)) or "none recorded"
+        raise ParallelError(f"par {index}={factor}: graph {g.name!r} does not iterate index "
+                            f"{index!r} (its indices: {have})")
+    dim = _index_dim(g, g.indices[index][0])
+    if dim is not None and factor > dim:
+        raise ParallelError(f"par {index}={factor}: index {index!r} has only {dim} coordinates "
+                            f"in graph {g.name!r}; use a factor of at most {dim}")
+    return factor
+
+
+def _index_dim(g: Graph, port: PortRef) -> int | None:
+    """The dimension of the index whose coordinates ``port`` carries (from a scanner's level)."""
+    driver = g.driver()
+    node = g.nodes[port.node]
+    while node.kind is not NodeKind.SCAN:
+        e = driver.get(node["crd0"]) if "crd0" in node.inputs() else None
+        if e is None:
+            return None
+        node = g.nodes[e.src.node]
+    spec = g.tensors.get(node.param("tensor"))
+    return None if spec is None else spec.level_dim(node.param("level"))
+
+
+# ----------------------------------------------------------------------------- the rewrite
+def _split(g: Graph, index: str, source: PortRef, n: int) -> ParallelRegion:
+    levels = stream_levels(g)
+    k = levels[source]
+    src = g.nodes[source.node]
+    split = [src[p] for p in src.outputs() if levels.get(src[p]) == k]
+    inside = _region(g, split, levels, k)
+    region = ParallelRegion(index, source.node, n, sorted(inside))
+    if not inside:
+        raise ParallelError(f"par {index}={n}: nothing below index {index!r} at "
+                            f"{source.node} to parallelize")
+    boundary_in, boundary_out, internal = [], [], []
+    for e in g.edges:
+        a, b = e.src.node in inside, e.dst.node in inside
+        if a and b and levels[e.src] >= k:
+            internal.append(e)
+        elif b:
+            boundary_in.append(e)
+        elif a:
+            boundary_out.append(e)
+    for e in g.edges:  # a reduction read back inside the lanes leaves and re-enters them
+        if e.src.node in inside and e.dst.node in inside and levels[e.src] < k:
+            boundary_out.append(e)
+    _check_feedback(g, index, n, inside, boundary_in + boundary_out)
+    for name in sorted(inside):
+        node = g.nodes[name]
+        for lane in range(n):
+            g.add(node.kind, f"{name}_l{lane}", **node.params)
+    new_edges: list[Edge] = []
+    for e in internal:
+        new_edges += [Edge(lane_port(e.src, k_), lane_port(e.dst, k_), e.depth) for k_ in range(n)]
+    sels = _entries(g, index, n, boundary_in, split, levels, k, region, new_edges)
+    _exits(g, index, n, boundary_out, levels, k, region, new_edges, sels, inside)
+    for d in list(g.discards):
+        if d.node in inside:
+            g.discards.discard(d)
+            g.discards.update(lane_port(d, lane) for lane in range(n))
+    g.edges = [e for e in g.edges if e.src.node not in inside and e.dst.node not in inside]
+    g.edges += new_edges
+    for name in inside:
+        del g.nodes[name]
+    for v, ports in g.indices.items():
+        g.indices[v] = [q for p in ports for q in
+                        ([lane_port(p, lane) for lane in range(n)] if p.node in inside else [p])]
+    return region
+
+
+_ACCUMULATORS = (NodeKind.SPACC1, NodeKind.SPACC2)
+
+
+def lane_port(p: PortRef, lane: int) -> PortRef:
+    """``p`` on the copy of its node in ``lane``."""
+    return PortRef(f"{p.node}_l{lane}", p.port)
+
+
+def _region(g: Graph, split: list[PortRef], levels: dict[PortRef, int], k: int) -> set[str]:
+    """The nodes copied per lane: downstream of the split through streams at level >= k, not
+    writers, not nodes with an output below level k (other than a ``reduce``)."""
+    cons: dict[PortRef, list[Edge]] = {}
+    for e in g.forward_edges():
+        cons.setdefault(e.src, []).append(e)
+    driver = g.driver()
+    inside: set[str] = set()
+    todo = [e.dst.node for p in split for e in cons.get(p, [])]
+    while todo:
+        name = todo.pop()
+        if name in inside:
+            continue
+        node = g.nodes[name]
+        outs = [node[p] for p in node.outputs()]
+        if node.spec.sink or node.kind is NodeKind.SERIALIZE:
+            continue  # writers, and the merge of an enclosing region's lanes
+        if node.kind is not NodeKind.REDUCE and any(levels[p] < k for p in outs):
+            continue
+        if node.kind in _ACCUMULATORS and levels[driver[node["outer"]].src] <= k:
+            continue  # a sparse accumulator over the split index (or an outer one)
+        inside.add(name)
+        todo += [e.dst.node for p in outs if levels[p] >= k for e in cons.get(p, [])]
+    return inside
+
+
+def _check_feedback(g: Graph, index: str, n: int, inside: set[str], edges: list[Edge]) -> None:
+    for e in edges:
+        if g.is_feedback(e):
+            raise ParallelError(
+                f"par {index}={n}: the skip requests {e} cross the parallel region's boundary; "
+                f"parallelize without coordinate skipping or at another index")
+
+
+def _entries(g, index, n, edges, split, levels, k, region, new_edges) -> list[PortRef]:
+    """Streams into the lanes: split ports through parallelizers, outer levels broadcast.
+    Returns the ``sel`` port of the first parallelizer (the serializers' order)."""
+    sels: list[PortRef] = []
+    for e in edges:
+        kind = g.edge_kind(e)
+        if e.src in split:
+            p = g.add(NodeKind.PARALLELIZE, _fresh(g, f"par_{e.src.node}_{e.src.port}"), n=n,
+                      stream=kind)
+            new_edges.append(Edge(e.src, p["in"], None))
+            new_edges += [Edge(p[f"out{lane}"], lane_port(e.dst, lane), e.depth) for lane in range(n)]
+            sels.append(p["sel"])
+        elif levels[e.src] < k:
+            b = g.add(NodeKind.BROADCAST, _fresh(g, f"lanes_{e.src.node}_{e.src.port}"), n=n,
+                      stream=kind)
+            new_edges.append(Edge(e.src, b["in"], e.depth))
+            new_edges += [Edge(b[f"out{lane}"], lane_port(e.dst, lane), None) for lane in range(n)]
+            region.broadcast.append(str(e.src))
+        else:
+            raise ParallelError(
+                f"par {index}={n}: node {e.dst.node!r} inside the region reads {e.src} at the "
+                f"level of index {index!r} or deeper from outside it; this index cannot be "
+                f"split in this dataflow order")
+    for s in sels:
+        g.discard(s)
+    return sels
+
+
+def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside) -> None:
+    """Streams out of the lanes: serialized (level >= k) or combined (partial reductions)."""
+    serial = [e for e in edges if levels[e.src] >= k]
+    if serial:
+        sel = sels[0]
+        g.discards.discard(sel)
+        if len(serial) > 1:
+            b = g.add(NodeKind.BROADCAST, _fresh(g, f"sel_{index}"), n=len(serial),
+                      stream=StreamKind.CRD)
+            new_edges.append(Edge(sel, b["in"], None))
+            sel_ports = [b[f"out{i}"] for i in range(len(serial))]
+        else:
+            sel_ports = [sel]
+    for i, e in enumerate(serial):
+        s = g.add(NodeKind.SERIALIZE, _fresh(g, f"ser_{e.src.node}_{e.src.port}"), n=n,
+                  stream=g.edge_kind(e), below=levels[e.src] - k)
+        new_edges.append(Edge(sel_ports[i], s["sel"], None))
+        new_edges += [Edge(lane_port(e.src, lane), s[f"in{lane}"], None) for lane in range(n)]
+        new_edges.append(Edge(s["out"], e.dst, e.depth))
+        region.serialized.append(str(e.src))
+    for e in (e for e in edges if levels[e.src] < k):
+        node = g.nodes[e.src.node]
+        if node.kind is not NodeKind.REDUCE:  # _region keeps these out of the lanes
+            raise ParallelError(f"par {index}={n}: {e.src} leaves the region below its level")
+        op = AluOp.ADD if node.param("op") is ReduceOp.ADD else AluOp.MAX
+        total = _combine(g, f"comb_{e.src.node}", op, [lane_port(e.src, lane) for lane in range(n)],
+                         new_edges)
+        if e.dst.node in inside:
+            b = g.add(NodeKind.BROADCAST, _fresh(g, f"lanes_{e.src.node}"), n=n,
+                      stream=StreamKind.VAL)
+            new_edges.append(Edge(total, b["in"], None))
+            new_edges += [Edge(b[f"out{lane}"], lane_port(e.dst, lane), e.depth) for lane in range(n)]
+        else:
+            new_edges.append(Edge(total, e.dst, e.depth))
+        region.combined.append(str(e.src))
+
+
+def _combine(g: Graph, base: str, op: AluOp, ports: list[PortRef], new_edges: list[Edge]) -> PortRef:
+    """A balanced tree of binary ALUs over ``ports`` (aligned value streams)."""
+    level = 0
+    while len(ports) > 1:
+        nxt = []
+        for i in range(0, len(ports) - 1, 2):
+            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), op=op)
+            new_edges.append(Edge(ports[i], a["a"], None))
+            new_edges.append(Edge(ports[i + 1], a["b"], None))
+            nxt.append(a["val"])
+        if len(ports) % 2:
+            nxt.append(ports[-1])
+        ports, level = nxt, level + 1
+    return ports[0]
+
+
+def _fresh(g: Graph, base: str) -> str:
+    name, k = base, 1
+    while name in g.nodes:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
