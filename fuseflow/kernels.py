@@ -85,6 +85,7 @@ def _rows_then_intersect(b: GraphBuilder, a: str, other: str, out: str,
     crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
     b.write(out, 0, crd_i_w)
     crd_a, ref_a = b.scan(a, 1, ref_i)
+    b.g.indices = {"i": [crd_i], "k": [crd_a]}
     parent = b.repeat(b.root(other), crd_i_r)
     t = b.g.tensors[other]
     if t.fmt.levels[0] is Format.DENSE:
@@ -94,6 +95,7 @@ def _rows_then_intersect(b: GraphBuilder, a: str, other: str, out: str,
         return crd, ref_a, ro
     crd_o, ref_o = b.scan(other, 0, parent)
     crd, (ra, ro) = b.join(NodeKind.INTERSECT, [(crd_a, ref_a), (crd_o, ref_o)])
+    b.g.indices["k"] = [crd]
     if not need_crd:
         b.g.discard(crd)
     return crd, ra, ro
@@ -107,6 +109,7 @@ def spmv(n: int = 64, m: int = 64) -> Graph:
     g.tensor("c", (m,), TensorFormat(("dense",)))
     g.tensor("y", (n,), TensorFormat(("dense",)), Role.OUTPUT)
     _, rb, rc = _rows_then_intersect(b, "B", "c", "y", need_crd=False)
+    g.indices["j"] = g.indices.pop("k")  # y_i = B_ij c_j
     prod = b.alu(AluOp.MUL, b.load("B", rb), b.load("c", rc))
     red = b.node(NodeKind.REDUCE, "reduce", {"val": prod}, op=ReduceOp.ADD.value)
     b.write_vals("y", red["val"])
@@ -123,6 +126,7 @@ def spmm(n: int = 64, k: int = 64, m: int = 64, b_format: TensorFormat = DENSE2)
     g.tensor("C", (n, m), CSR, Role.OUTPUT)
     crd_k, ra, rb = _rows_then_intersect(b, "A", "B", "C")
     crd_j, ref_jb = b.scan("B", 1, rb)
+    g.indices["j"] = [crd_j]
     crd_j_acc, crd_j_rep = b.bcast(crd_j, 2, StreamKind.CRD)
     va = b.load("A", b.repeat(ra, crd_j_rep))
     prod = b.alu(AluOp.MUL, va, b.load("B", ref_jb))
@@ -146,6 +150,7 @@ def elementwise(op: AluOp, n: int = 64, m: int = 64) -> Graph:
     crd_i, (ra, rb) = b.join(joiner, [ia, ib])
     b.write("C", 0, crd_i)
     crd_j, (rja, rjb) = b.join(joiner, [b.scan("A", 1, ra), b.scan("B", 1, rb)])
+    g.indices = {"i": [crd_i], "j": [crd_j]}
     b.write("C", 1, crd_j)
     b.write_vals("C", b.alu(op, b.load("A", rja), b.load("B", rjb)))
     size_fifos(g)
@@ -171,6 +176,7 @@ def inner_product(n: int = 64, m: int = 64, k: int = 64) -> Graph:
     crd_kb, ref_kb = b.scan("B", 1, ref_j)
     crd_k, (rka, rkb) = b.join(NodeKind.INTERSECT, [(crd_ka, ref_ka), (crd_kb, ref_kb)])
     g.discard(crd_k)
+    g.indices = {"i": [crd_i], "j": [crd_j], "k": [crd_k]}
     prod = b.alu(AluOp.MUL, b.load("A", rka), b.load("B", rkb))
     red = b.node(NodeKind.REDUCE, "reduce", {"val": prod}, op=ReduceOp.ADD.value)
     b.write_vals("C", red["val"])

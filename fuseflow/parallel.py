@@ -272,10 +272,14 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside) -> No
         else:
             sel_ports = [sel]
     for i, e in enumerate(serial):
+        below = levels[e.src] - k
         s = g.add(NodeKind.SERIALIZE, _fresh(g, f"ser_{e.src.node}_{e.src.port}"), n=n,
-                  stream=g.edge_kind(e), below=levels[e.src] - k)
+                  stream=g.edge_kind(e), below=below)
         new_edges.append(Edge(sel_ports[i], s["sel"], None))
-        new_edges += [Edge(lane_port(e.src, lane), s[f"in{lane}"], None) for lane in range(n)]
+        # a lane's output FIFO holds one item's subtree, so the other lanes run on while the
+        # serializer copies it (with two slots they would wait for it: no parallelism)
+        depth = _unit_bound(g, levels, k, below) if below else None
+        new_edges += [Edge(lane_port(e.src, lane), s[f"in{lane}"], depth) for lane in range(n)]
         new_edges.append(Edge(s["out"], e.dst, e.depth))
         region.serialized.append(str(e.src))
     for e in (e for e in edges if levels[e.src] < k):
@@ -293,6 +297,20 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside) -> No
         else:
             new_edges.append(Edge(total, e.dst, e.depth))
         region.combined.append(str(e.src))
+
+
+LANE_FIFO_MAX = 512
+
+
+def _unit_bound(g: Graph, levels: dict[PortRef, int], k: int, below: int) -> int:
+    """FIFO slots for one item's subtree ``below`` levels deep: the product of the largest
+    dimensions of the indices at levels k+1 .. k+below, plus its stops (at most 512)."""
+    size = 1
+    for lv in range(k + 1, k + below + 1):
+        dims = [_index_dim(g, p) or 0 for ps in g.indices.values() for p in ps
+                if p in levels and levels[p] == lv]
+        size *= max(dims, default=0) or 16
+    return min(size + below + 2, LANE_FIFO_MAX)
 
 
 def _combine(g: Graph, base: str, op: AluOp, ports: list[PortRef], new_edges: list[Edge]) -> PortRef:

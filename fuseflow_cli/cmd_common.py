@@ -10,14 +10,16 @@ import numpy as np
 
 from fuseflow.kernels import KERNELS, example, random_operands
 from fuseflow.numerics import Mode, Numerics
+from fuseflow.parallel import ParallelError, parallelize
 from fuseflow.samml import Graph, GraphError
+from fuseflow.schedule import Schedule, ScheduleError, load_schedule, parse_par
 from fuseflow.skipping import enable_skipping, explain_skipping, skip_sites
 from fuseflow.tensor import TensorData
 from hw.elaborate import HwConfig
 
 from .errors import UserError
 
-__all__ = ["GraphJob", "add_graph_args", "add_numerics_arg", "load_graph_job", "parse_max_nnz", "table",
+__all__ = ["GraphJob", "add_graph_args", "add_schedule_args", "resolve_schedule", "add_numerics_arg", "load_graph_job", "parse_max_nnz", "table",
            "with_numerics"]
 
 
@@ -31,6 +33,25 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip", action="store_true",
                    help="coordinate skipping on the graph's intersections of compressed fibres "
                         "(an error if none can skip)")
+    add_schedule_args(p)
+
+
+def add_schedule_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--schedule", metavar="FILE|PRESET",
+                   help="schedule: a .toml/.json file (fusion, orders, par, locate, skip) or a "
+                        "preset: unfused, partial, full (docs/compiler.md, 'Schedules')")
+    p.add_argument("--par", action="append", default=[], metavar="INDEX=N",
+                   help="parallelize index INDEX into N lanes (1-64); repeatable, nested "
+                        "outermost first; added to --schedule's")
+
+
+def resolve_schedule(args: argparse.Namespace) -> Schedule:
+    """The schedule of the command line: ``--schedule`` (default: none set) plus ``--par``."""
+    try:
+        base = load_schedule(args.schedule) if getattr(args, "schedule", None) else Schedule()
+        return base.with_par(parse_par(getattr(args, "par", None)))
+    except ScheduleError as exc:
+        raise UserError(str(exc)) from None
 
 
 @dataclass
@@ -39,6 +60,7 @@ class GraphJob:
     data: dict[str, TensorData]
     expected: np.ndarray | None  # numpy result for built-in kernels
     source: str
+    schedule: Schedule | None = None
 
 
 def load_graph_job(args: argparse.Namespace) -> GraphJob:
@@ -49,6 +71,17 @@ def load_graph_job(args: argparse.Namespace) -> GraphJob:
             raise UserError(f"--skip: no intersection in {job.source} can skip: {why}")
         enable_skipping(job.graph, in_place=True)
         job.source += ", skipping"
+    sched = resolve_schedule(args)
+    if sched.par:
+        try:
+            regions = parallelize(job.graph, sched.par)
+        except ParallelError as exc:
+            raise UserError(f"{job.source}: {exc}") from None
+        job.source += "".join(dict.fromkeys(f", par {r.index}={r.factor}" for r in regions))
+    if sched.fusion or sched.orders:
+        raise UserError(f"--schedule {args.schedule}: a graph file or kernel is already fused and "
+                        f"ordered; only par applies (fusion and orders are for --model / compile)")
+    job.schedule = sched
     return job
 
 

@@ -30,6 +30,7 @@ from fuseflow.compiler import (
 from fuseflow.samml import GraphError
 from sw_sim import run_graph
 
+from .cmd_common import add_schedule_args, resolve_schedule
 from .errors import UserError
 
 __all__ = ["add_parser", "load_program_module", "run"]
@@ -65,6 +66,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--skip", action="store_true",
                    help="coordinate skipping: intersections of compressed fibres skip ahead by "
                         "search (the skip pass; --explain says which intersects skip)")
+    add_schedule_args(p)
     p.add_argument("--spacc-buffers", type=int, choices=(1, 2), default=2,
                    help="sparse-accumulator banks: 2 (default) overlaps a fiber's flush with the "
                         "next fiber's accumulation, 1 does not (half the sum words)")
@@ -123,18 +125,25 @@ def run(args: argparse.Namespace) -> int:
         if not k.isdigit():
             raise UserError(f"--fused-order {k}={v}: GRAPH must be a graph number (0, 1, ...)")
         fused[int(k)] = tuple(x for x in v.replace("->", ",").split(",") if x)
+    sched = resolve_schedule(args)
+    fusion = sched.fusion or args.fusion
+    orders = {**sched.orders, **orders}
+    locate = args.locate if sched.locate is None else sched.locate
+    skip = args.skip if sched.skip is None else sched.skip
+    par = dict(sched.par) or None
     try:
         if args.dump_after:
-            opts = Options(Fusion(args.fusion), orders or None, fused or None, args.factored,
-                           args.locate, args.skip, args.spacc_buffers)
+            opts = Options(Fusion(fusion), orders or None, fused or None, args.factored,
+                           locate, skip, args.spacc_buffers, par)
             print(dump_ir(program, args.dump_after, opts), end="")
             return 0
-        compiled = compile_program(program, args.fusion, orders, fused, factored=args.factored,
-                                   locate=args.locate, skip=args.skip,
-                                   spacc_buffers=args.spacc_buffers)
+        compiled = compile_program(program, fusion, orders, fused, factored=args.factored,
+                                   locate=locate, skip=skip, spacc_buffers=args.spacc_buffers,
+                                   par=par)
     except (ProgramError, GraphError) as exc:
         raise UserError(str(exc)) from None
     if args.explain:
+        print(sched.describe())
         print(compiled.explain())
         print()
     summary = []

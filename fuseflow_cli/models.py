@@ -4,6 +4,7 @@ CLI."""
 from __future__ import annotations
 
 import argparse
+import json
 import warnings
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from fuseflow.numerics import Mode, Numerics
 from hw import HwConfig, build_graph
 from sw_sim import run_graph
 
-from .cmd_common import with_numerics
+from .cmd_common import resolve_schedule, with_numerics
 from .errors import UserError
 
 __all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "run_model"]
@@ -68,8 +69,14 @@ def load_compiled(args: argparse.Namespace):
         case = make_case(args.model, ds, hidden=args.hidden, seq=args.seq, d=args.dmodel,
                          heads=args.heads, blocks=args.blocks)
         ir = trace(case.module, case.inputs, case.formats, name=args.model)
-        cm = compile_model(ir, args.fusion, locate=args.locate,
-                           skip=getattr(args, "skip", False))  # sim/build: --skip
+        sched = resolve_schedule(args)
+        if sched.orders:
+            raise UserError(f"--schedule {args.schedule}: orders are for compile PROGRAM.py; a "
+                            f"model's statements are generated")
+        args.fusion = sched.fusion or args.fusion
+        locate = args.locate if sched.locate is None else sched.locate
+        skip = getattr(args, "skip", False) if sched.skip is None else sched.skip  # sim/build: --skip
+        cm = compile_model(ir, args.fusion, locate=locate, skip=skip, par=sched.par or None)
     except (FrontendError, ValueError) as exc:
         raise UserError(str(exc)) from None
     return case, ir, cm
@@ -78,8 +85,10 @@ def load_compiled(args: argparse.Namespace):
 def run_model(args: argparse.Namespace) -> int:
     """Compile the model, run it in sw_sim (float numerics), check against PyTorch."""
     case, ir, cm = load_compiled(args)
-    print(case.description)
-    if getattr(args, "explain", False):
+    as_json = getattr(args, "json", False)
+    if not as_json:
+        print(case.description)
+    if getattr(args, "explain", False) and not as_json:
         print(cm.explain())
     try:
         num = Numerics.parse(args.numerics)
@@ -87,7 +96,7 @@ def run_model(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if num.mode is Mode.INT:
         raise UserError(f"--numerics {args.numerics}: models need float or fixed point (e.g. q16.16)")
-    for note in cm.notes:
+    for note in [] if as_json else cm.notes:
         print(f"note: {note.splitlines()[0]}")
     res = simulate_model(cm, numerics=str(num), simulate=run_graph)
     ref = case.reference()
@@ -99,6 +108,13 @@ def run_model(args: argparse.Namespace) -> int:
     else:
         err, tol, what = abs_err / max(1.0, scale), FIXED_ATOL, f"{num}, max abs error / max(1, |ref|)"
     ok = bool(np.isfinite(err) and err <= tol)
+    if as_json:
+        print(json.dumps({"source": case.description, "model": args.model, "fusion": args.fusion,
+                          "schedule": resolve_schedule(args).to_json(), "cycles": res.total_cycles,
+                          "ok": ok, "error": err, "tolerance": tol, "numerics": str(num),
+                          "graphs": [{"name": n, "cycles": c} for n, c in res.cycles],
+                          "wall_seconds": round(res.wall_seconds, 3)}, indent=1))
+        return 0 if ok else 1
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, compiled in {cm.seconds * 1e3:.1f} ms; "
           f"{res.total_cycles} cycles in sw_sim ({res.wall_seconds:.1f} s)")
     print(f"check against PyTorch (float64; {what} {err:.2e}, tolerance {tol:.0e}): "

@@ -1,0 +1,138 @@
+"""Schedules: one object for how a program or model is compiled.
+
+A :class:`Schedule` holds the fusion granularity, the dataflow order of statements, the
+parallelization factors per index (``par``) and the compiler switches (locate, skip).  It is
+built in Python, read from a small TOML or JSON file, or named: the presets ``unfused``,
+``partial`` and ``full`` are the fusion granularities with nothing else set.  Example file::
+
+    # attention.toml
+    name = "attention-par"
+    fusion = "full"
+    par = { i = 4, j = 4 }
+    [orders]
+    S = "ijk"
+
+Every field is optional; a field that is not set leaves the command's default.  Unknown keys,
+wrong types and bad values are errors naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .primitives.parallel import MAX_LANES
+
+__all__ = ["FUSIONS", "PRESETS", "Schedule", "ScheduleError", "load_schedule", "parse_par"]
+
+FUSIONS = ("unfused", "partial", "full")
+
+
+class ScheduleError(ValueError):
+    """A schedule file or option that is not valid (names the file / option and the key)."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str = "default"
+    fusion: str | None = None
+    orders: Mapping[str, str] = field(default_factory=dict)
+    par: Mapping[str, int] = field(default_factory=dict)
+    locate: bool | None = None
+    skip: bool | None = None
+
+    def with_par(self, par: Mapping[str, int]) -> Schedule:
+        """This schedule with ``par`` added (its factors replace the schedule's for the same
+        index)."""
+        if not par:
+            return self
+        name = self.name if self.name != "default" else "custom"
+        return replace(self, name=name, par={**self.par, **par})
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable field names: name, fusion, orders, par, locate, skip (null: not set)."""
+        return {"name": self.name, "fusion": self.fusion, "orders": dict(self.orders),
+                "par": dict(self.par), "locate": self.locate, "skip": self.skip}
+
+    def describe(self) -> str:
+        parts = [f"schedule {self.name}"]
+        if self.fusion:
+            parts.append(f"fusion {self.fusion}")
+        if self.orders:
+            parts.append("orders " + ", ".join(f"{t}={o}" for t, o in self.orders.items()))
+        parts.append("par " + (", ".join(f"{i}={f}" for i, f in self.par.items()) or "none"))
+        for key in ("locate", "skip"):
+            if getattr(self, key) is not None:
+                parts.append(f"{key} {'on' if getattr(self, key) else 'off'}")
+        return "; ".join(parts)
+
+
+PRESETS = {f: Schedule(f, fusion=f) for f in FUSIONS}
+
+_KEYS = {"name": str, "fusion": str, "orders": dict, "par": dict, "locate": bool, "skip": bool}
+
+
+def load_schedule(text: str) -> Schedule:
+    """A preset name (``unfused``, ``partial``, ``full``) or a ``.toml`` / ``.json`` file."""
+    if text in PRESETS:
+        return PRESETS[text]
+    path = Path(text)
+    if not path.exists():
+        raise ScheduleError(f"schedule {text!r}: no such file, and not a preset "
+                            f"({', '.join(PRESETS)})")
+    try:
+        raw = path.read_text()
+        data = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScheduleError(f"schedule {text!r}: cannot read it: {exc}") from None
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        kind = "JSON" if path.suffix == ".json" else "TOML"
+        raise ScheduleError(f"schedule {text!r}: not valid {kind}: {exc}") from None
+    return schedule_from_dict(data, source=f"schedule {text!r}", default_name=path.stem)
+
+
+def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str = "custom") -> Schedule:
+    if not isinstance(data, dict):
+        raise ScheduleError(f"{source}: expected a table of keys ({', '.join(_KEYS)})")
+    problems = []
+    for key, value in data.items():
+        if key not in _KEYS:
+            problems.append(f"unknown key {key!r} (keys: {', '.join(_KEYS)})")
+        elif not isinstance(value, _KEYS[key]):
+            problems.append(f"{key} = {value!r} must be {_KEYS[key].__name__}")
+    if problems:
+        raise ScheduleError(f"{source}: " + "; ".join(problems))
+    fusion = data.get("fusion")
+    if fusion is not None and fusion not in FUSIONS:
+        raise ScheduleError(f"{source}: fusion = {fusion!r} must be one of {', '.join(FUSIONS)}")
+    orders = data.get("orders", {})
+    for tensor, order in orders.items():
+        if not isinstance(order, str) or not order:
+            raise ScheduleError(f"{source}: orders.{tensor} = {order!r} must be index letters")
+    par = {str(i): _factor(f, f"{source}: par.{i}") for i, f in data.get("par", {}).items()}
+    return Schedule(data.get("name", default_name), fusion, dict(orders), par,
+                    data.get("locate"), data.get("skip"))
+
+
+def _factor(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScheduleError(f"{where} = {value!r} must be a whole number of lanes")
+    if not 1 <= value <= MAX_LANES:
+        raise ScheduleError(f"{where} = {value} must be 1 to {MAX_LANES}")
+    return value
+
+
+def parse_par(items: list[str] | None) -> dict[str, int]:
+    """``--par i=4 --par j=2`` as ``{"i": 4, "j": 2}`` (:class:`ScheduleError` if malformed)."""
+    out: dict[str, int] = {}
+    for item in items or []:
+        index, sep, value = item.partition("=")
+        index = index.strip()
+        if not sep or not index or not value.strip().lstrip("-").isdigit():
+            raise ScheduleError(f"--par {item!r}: expected INDEX=FACTOR, e.g. i=4")
+        out[index] = _factor(int(value), f"--par {index}")
+    return out
