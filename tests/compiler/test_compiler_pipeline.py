@@ -40,7 +40,7 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def test_pipeline_order_and_ir_types_chain() -> None:
-    assert pass_names() == ["plan", "fuse", "table", "locate", "lower", "skip", "fifo", "verify"]
+    assert pass_names() == ["plan", "fuse", "table", "locate", "lower", "skip", "par", "fifo", "verify"]
     assert PIPELINE[0].input_ir == "Program" and PIPELINE[-1].output_ir == "samml.Graph"
     assert PIPELINE[0].output_ir == f"list[{PIPELINE[1].input_ir}]"  # one group plan per graph
     for a, b in itertools.pairwise(PIPELINE[1:]):
@@ -81,7 +81,7 @@ def test_dump_ir_is_the_golden_text_and_the_compiled_graph() -> None:
                                   lambda: run_pipeline(spmm(), dump_after="codegen")])
 def test_unknown_pass_is_an_error_listing_the_passes(call) -> None:
     with pytest.raises(UnknownPass, match=r"unknown pass 'codegen'; the passes are plan, fuse, "
-                                          r"table, locate, lower, skip, fifo, verify"):
+                                          r"table, locate, lower, skip, par, fifo, verify"):
         call()
 
 

@@ -1,0 +1,138 @@
+"""Parallel lanes (``par``): values equal the unparallelized graph and numpy at every factor,
+nested and on reduced indices; bad factors and indices are clear errors; schedules validate."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuseflow.compiler import FusionError, compile_program
+from fuseflow.compiler.runner import reference, run_program
+from fuseflow.kernels import example
+from fuseflow.parallel import ParallelError, parallelize
+from fuseflow.primitives import NodeKind
+from fuseflow.schedule import ScheduleError, load_schedule, parse_par
+from fuseflow.tensor import TensorData
+from sw_sim import run_graph
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples" / "programs"))
+
+KERNEL_PARS = [
+    ("spmv", {"i": 4}), ("spmv", {"j": 3}), ("spmv", {"i": 4, "j": 2}),
+    ("spmm_dense", {"i": 2}), ("spmm_dense", {"k": 4}), ("spmm_dense", {"i": 4, "j": 4}),
+    ("spmm_csr", {"i": 8}), ("spmm_csr", {"j": 2}), ("add", {"i": 3, "j": 2}),
+    ("mul", {"i": 4}), ("spmspm_inner", {"i": 4}), ("spmspm_inner", {"k": 2}),
+    ("spmspm_inner", {"i": 2, "j": 2, "k": 2}),
+]
+
+
+@pytest.mark.parametrize(("kernel", "par"), KERNEL_PARS, ids=lambda x: str(x))
+def test_kernel_values_equal_numpy_and_unsplit(kernel, par):
+    g, data, _, expected = example(kernel, 24, 3, 0.15)
+    base = run_graph(g, data)
+    regions = parallelize(g, par)
+    assert {r.index for r in regions} == set(par)
+    kinds = [n.kind for n in g.nodes.values()]
+    assert NodeKind.PARALLELIZE in kinds
+    res = run_graph(g, data)
+    [out] = res.outputs.values()
+    assert np.array_equal(out.to_dense(), expected)
+    [ref] = base.outputs.values()
+    assert np.array_equal(out.to_dense(), ref.to_dense())
+
+
+def test_lanes_speed_up_a_row_parallel_kernel():
+    g, data, _, expected = example("spmm_dense", 32, 0, 0.1)
+    base = run_graph(g, data).cycles
+    parallelize(g, {"i": 4})
+    res = run_graph(g, data)
+    assert np.array_equal(next(iter(res.outputs.values())).to_dense(), expected)
+    assert res.cycles * 2 < base  # four lanes: well over twice as fast on this graph
+
+
+PROGRAMS = [("spmm", {"i": 4}), ("spmm", {"k": 2}), ("spmm", {"i": 2, "k": 2}),
+            ("sddmm", {"i": 4}), ("sddmm", {"j": 2}), ("gcn_layer", {"i": 4, "j": 2}),
+            ("graphsage", {"i": 3}), ("nested_matmul", {"i": 2}), ("gcn_relu", {"i": 2})]
+
+
+@pytest.mark.parametrize(("name", "par"), PROGRAMS, ids=lambda x: str(x))
+def test_compiled_programs_with_par_match_numpy(name, par):
+    mod = __import__(name)
+    data = {k: np.asarray(v) for k, v in mod.example_data(1).items()}
+    cp = compile_program(mod.program(), par=par)
+    assert any(cg.parallel for cg in cp.groups)
+    got = run_program(cp, data, simulate=run_graph)
+    want = reference(cp, data)
+    for t, v in want.items():
+        assert np.array_equal(got.outputs[t].to_dense(), v), t
+    plain = run_program(compile_program(mod.program()), data, simulate=run_graph)
+    assert sum(got.cycles) < sum(plain.cycles) or par.keys() - {"i"}
+
+
+@pytest.mark.parametrize(("par", "words"), [
+    ({"i": 0}, ["par i=0", "1 to 64"]),
+    ({"i": 65}, ["par i=65", "1 to 64"]),
+    ({"i": 2.5}, ["par i=2.5", "whole number"]),
+    ({"q": 2}, ["'q'", "does not iterate"]),
+    ({"i": 40}, ["index 'i'", "only 24", "at most 24"]),
+])
+def test_bad_factors_name_the_index(par, words):
+    g, *_ = example("spmm_csr", 24, 0, 0.1)
+    with pytest.raises(ParallelError) as exc:
+        parallelize(g, par)
+    for w in words:
+        assert w in str(exc.value)
+
+
+def test_compiler_names_an_index_no_graph_iterates():
+    import spmm
+    with pytest.raises(FusionError, match="no graph iterates index 'z'"):
+        compile_program(spmm.program(), par={"z": 2})
+
+
+@pytest.mark.parametrize("par", [{"i": 2}, {"k": 2}, {"i": 2, "j": 2}], ids=str)
+def test_skipping_graphs_parallelize(par):
+    """Skip requests inside the lanes are copied with them; at the split they stay outside."""
+    from fuseflow.skipping import enable_skipping
+    g, data, _, expected = example("spmspm_inner", 16, 0, 0.2)
+    enable_skipping(g, in_place=True)
+    parallelize(g, par)
+    assert np.array_equal(next(iter(run_graph(g, data).outputs.values())).to_dense(), expected)
+
+
+def test_parallel_graph_round_trips_through_json(tmp_path):
+    g, data, _, expected = example("spmv", 16, 0, 0.2)
+    parallelize(g, {"i": 4})
+    path = tmp_path / "g.json"
+    g.save(path)
+    from fuseflow.samml import Graph
+    g2 = Graph.load(path)
+    assert g2.indices == g.indices
+    assert np.array_equal(next(iter(run_graph(g2, data).outputs.values())).to_dense(), expected)
+
+
+def test_schedule_files_validate(tmp_path):
+    good = tmp_path / "s.toml"
+    good.write_text('fusion = "partial"\npar = { i = 4, j = 2 }\n[orders]\nT = "ikj"\n')
+    s = load_schedule(str(good))
+    assert (s.name, s.fusion, dict(s.par), dict(s.orders)) == ("s", "partial", {"i": 4, "j": 2}, {"T": "ikj"})
+    assert json.loads(json.dumps(s.to_json()))["par"] == {"i": 4, "j": 2}
+    assert load_schedule("full").fusion == "full"
+    for text, word in [('par = { i = 0 }', "par.i = 0"), ('fusoin = "full"', "unknown key 'fusoin'"),
+                       ('fusion = "most"', "fusion = 'most'"), ('par = { i = "4" }', "whole number"),
+                       ("par = [", "not valid TOML")]:
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text + "\n")
+        with pytest.raises(ScheduleError, match="bad.toml") as exc:
+            load_schedule(str(bad))
+        assert word in str(exc.value)
+    with pytest.raises(ScheduleError, match="no such file"):
+        load_schedule(str(tmp_path / "none.toml"))
+    assert parse_par(["i=4", "j=2"]) == {"i": 4, "j": 2}
+    with pytest.raises(ScheduleError, match="INDEX=FACTOR"):
+        parse_par(["i4"])
