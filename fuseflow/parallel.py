@@ -52,6 +52,7 @@ class ParallelRegion:
     broadcast: list[str] = field(default_factory=list)  # outer-level streams sent to every lane
     serialized: list[str] = field(default_factory=list)  # streams merged back in order
     combined: list[str] = field(default_factory=list)  # partial reductions combined
+    merged: dict[PortRef, PortRef] = field(default_factory=dict)  # partial output -> its merge
 
     def describe(self) -> str:
         head = (f"par {self.index}={self.factor}: {self.source} split into {self.factor} "
@@ -95,9 +96,11 @@ def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True) -> lis
         return []
     levels = stream_levels(g)
     order = sorted(wanted, key=lambda v: (min(levels[p] for p in g.indices[v]), v))
-    regions = []
+    regions: list[ParallelRegion] = []
     for v in order:  # outermost first; an inner index's sources are then the lanes' copies
         for port in list(g.indices[v]):
+            for r in regions:  # coordinates a split of this index merged back from its lanes
+                port = r.merged.get(port, port)
             if port.node not in g.nodes:
                 raise ParallelError(f"par {v}={wanted[v]}: index {v!r} is iterated again "
                                     f"inside its own parallel region ({port.node})")
@@ -132,6 +135,8 @@ def _index_dim(g: Graph, port: PortRef) -> int | None:
     """The dimension of the index whose coordinates ``port`` carries (from a scanner's level)."""
     driver = g.driver()
     node = g.nodes[port.node]
+    if node.kind is NodeKind.SPACC1:
+        return node.param("dim")
     while node.kind is not NodeKind.SCAN:
         e = driver.get(node["crd0"]) if "crd0" in node.inputs() else None
         if e is None:
@@ -147,7 +152,7 @@ def _split(g: Graph, index: str, source: PortRef, n: int) -> ParallelRegion:
     k = levels[source]
     src = g.nodes[source.node]
     split = [src[p] for p in src.outputs() if levels.get(src[p]) == k]
-    inside = _region(g, split, levels, k)
+    inside, partial = _region(g, split, levels, k)
     region = ParallelRegion(index, source.node, n, sorted(inside))
     if not inside:
         raise ParallelError(f"par {index}={n}: nothing below index {index!r} at "
@@ -155,15 +160,12 @@ def _split(g: Graph, index: str, source: PortRef, n: int) -> ParallelRegion:
     boundary_in, boundary_out, internal = [], [], []
     for e in g.edges:
         a, b = e.src.node in inside, e.dst.node in inside
-        if a and b and levels[e.src] >= k:
+        if a and (e.src in partial or not b):
+            boundary_out.append(e)  # a partial reduction read back in the lanes leaves and re-enters
+        elif a and b:
             internal.append(e)
         elif b:
             boundary_in.append(e)
-        elif a:
-            boundary_out.append(e)
-    for e in g.edges:  # a reduction read back inside the lanes leaves and re-enters them
-        if e.src.node in inside and e.dst.node in inside and levels[e.src] < k:
-            boundary_out.append(e)
     _check_feedback(g, index, n, inside, boundary_in + boundary_out)
     for name in sorted(inside):
         node = g.nodes[name]
@@ -173,7 +175,7 @@ def _split(g: Graph, index: str, source: PortRef, n: int) -> ParallelRegion:
     for e in internal:
         new_edges += [Edge(lane_port(e.src, k_), lane_port(e.dst, k_), e.depth) for k_ in range(n)]
     sels = _entries(g, index, n, boundary_in, split, levels, k, region, new_edges)
-    _exits(g, index, n, boundary_out, levels, k, region, new_edges, sels, inside)
+    _exits(g, index, n, boundary_out, levels, k, region, new_edges, sels, inside, partial)
     for d in list(g.discards):
         if d.node in inside:
             g.discards.discard(d)
@@ -184,11 +186,23 @@ def _split(g: Graph, index: str, source: PortRef, n: int) -> ParallelRegion:
         del g.nodes[name]
     for v, ports in g.indices.items():
         g.indices[v] = [q for p in ports for q in
-                        ([lane_port(p, lane) for lane in range(n)] if p.node in inside else [p])]
+                        ([region.merged[p]] if p in region.merged else
+                         [lane_port(p, lane) for lane in range(n)] if p.node in inside else [p])]
     return region
 
 
 _ACCUMULATORS = (NodeKind.SPACC1, NodeKind.SPACC2)
+
+
+def _lane_local_spacc(node, levels, driver, k: int) -> bool:
+    """A ``spacc1`` (add) that can run in the lanes of a split at level k: it adds over the
+    split index (its ``outer`` at level k: each lane holds partial sums), or it is keyed by the
+    split index (its ``inner`` at level k under an outer ``outer``: each lane holds the sums of
+    its own coordinates).  Either way a union-and-add tree merges the lanes' outputs."""
+    if node.kind is not NodeKind.SPACC1 or node.param("op") is not ReduceOp.ADD:
+        return False
+    outer, inner = levels[driver[node["outer"]].src], levels[driver[node["inner"]].src]
+    return outer == k or (outer < k and inner == k)
 
 
 def lane_port(p: PortRef, lane: int) -> PortRef:
@@ -196,14 +210,19 @@ def lane_port(p: PortRef, lane: int) -> PortRef:
     return PortRef(f"{p.node}_l{lane}", p.port)
 
 
-def _region(g: Graph, split: list[PortRef], levels: dict[PortRef, int], k: int) -> set[str]:
-    """The nodes copied per lane: downstream of the split through streams at level >= k, not
-    writers, not nodes with an output below level k (other than a ``reduce``)."""
+def _region(g: Graph, split: list[PortRef], levels: dict[PortRef, int],
+            k: int) -> tuple[set[str], set[PortRef]]:
+    """The nodes copied per lane: downstream of the split through streams at level >= k; not
+    writers, not the serializers of an enclosing region, not nodes with an output below level k
+    other than a reducer of the split index.  Also the *partial* outputs: those of the reducers
+    of the split index in the lanes (a ``reduce`` whose output is above level k, a ``spacc1``
+    adding over it), which are combined across the lanes, not followed."""
     cons: dict[PortRef, list[Edge]] = {}
     for e in g.forward_edges():
         cons.setdefault(e.src, []).append(e)
     driver = g.driver()
     inside: set[str] = set()
+    partial: set[PortRef] = set()
     todo = [e.dst.node for p in split for e in cons.get(p, [])]
     while todo:
         name = todo.pop()
@@ -213,13 +232,18 @@ def _region(g: Graph, split: list[PortRef], levels: dict[PortRef, int], k: int) 
         outs = [node[p] for p in node.outputs()]
         if node.spec.sink or node.kind is NodeKind.SERIALIZE:
             continue  # writers, and the merge of an enclosing region's lanes
-        if node.kind is not NodeKind.REDUCE and any(levels[p] < k for p in outs):
-            continue
         if node.kind in _ACCUMULATORS and levels[driver[node["outer"]].src] <= k:
-            continue  # a sparse accumulator over the split index (or an outer one)
+            if not _lane_local_spacc(node, levels, driver, k):
+                continue  # accumulates over an outer index by max, or in two dimensions
+            partial.update(outs)  # lane-local sums, merged across the lanes
+        elif node.kind is not NodeKind.REDUCE and any(levels[p] < k for p in outs):
+            continue
+        if node.kind is NodeKind.REDUCE and levels[node["val"]] < k:
+            partial.update(outs)
         inside.add(name)
-        todo += [e.dst.node for p in outs if levels[p] >= k for e in cons.get(p, [])]
-    return inside
+        todo += [e.dst.node for p in outs if levels[p] >= k and p not in partial
+                 for e in cons.get(p, [])]
+    return inside, partial
 
 
 def _check_feedback(g: Graph, index: str, n: int, inside: set[str], edges: list[Edge]) -> None:
@@ -258,9 +282,9 @@ def _entries(g, index, n, edges, split, levels, k, region, new_edges) -> list[Po
     return sels
 
 
-def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside) -> None:
+def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, partial) -> None:
     """Streams out of the lanes: serialized (level >= k) or combined (partial reductions)."""
-    serial = [e for e in edges if levels[e.src] >= k]
+    serial = [e for e in edges if e.src not in partial]
     if serial:
         sel = sels[0]
         g.discards.discard(sel)
@@ -282,13 +306,20 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside) -> No
         new_edges += [Edge(lane_port(e.src, lane), s[f"in{lane}"], depth) for lane in range(n)]
         new_edges.append(Edge(s["out"], e.dst, e.depth))
         region.serialized.append(str(e.src))
-    for e in (e for e in edges if levels[e.src] < k):
+    merged: dict[str, dict[str, PortRef]] = {}  # sparse accumulator -> its merged outputs
+    for e in (e for e in edges if e.src in partial):
         node = g.nodes[e.src.node]
-        if node.kind is not NodeKind.REDUCE:  # _region keeps these out of the lanes
-            raise ParallelError(f"par {index}={n}: {e.src} leaves the region below its level")
-        op = AluOp.ADD if node.param("op") is ReduceOp.ADD else AluOp.MAX
-        total = _combine(g, f"comb_{e.src.node}", op, [lane_port(e.src, lane) for lane in range(n)],
-                         new_edges)
+        if node.kind is NodeKind.SPACC1:
+            if node.name not in merged:
+                merged[node.name] = _merge_sparse(g, f"comb_{node.name}", [
+                    (lane_port(node["crd"], lane), lane_port(node["val"], lane)) for lane in range(n)],
+                    new_edges)
+            total = merged[node.name][e.src.port]
+        else:
+            op = AluOp.ADD if node.param("op") is ReduceOp.ADD else AluOp.MAX
+            total = _combine(g, f"comb_{e.src.node}", op,
+                             [lane_port(e.src, lane) for lane in range(n)], new_edges)
+        region.merged[e.src] = total
         if e.dst.node in inside:
             b = g.add(NodeKind.BROADCAST, _fresh(g, f"lanes_{e.src.node}"), n=n,
                       stream=StreamKind.VAL)
@@ -327,6 +358,27 @@ def _combine(g: Graph, base: str, op: AluOp, ports: list[PortRef], new_edges: li
             nxt.append(ports[-1])
         ports, level = nxt, level + 1
     return ports[0]
+
+
+def _merge_sparse(g: Graph, base: str, lanes: list[tuple[PortRef, PortRef]],
+                  new_edges: list[Edge]) -> dict[str, PortRef]:
+    """A balanced tree of unions (values riding on their reference ports) and adders over the
+    lanes' sparse partial sums (coordinate and value streams): the sum's ``crd`` and ``val``."""
+    level = 0
+    while len(lanes) > 1:
+        nxt = []
+        for i in range(0, len(lanes) - 1, 2):
+            (ca, va), (cb, vb) = lanes[i], lanes[i + 1]
+            u = g.add(NodeKind.UNION, _fresh(g, f"{base}_u{level}_{i // 2}"), n=2, val_refs=(0, 1))
+            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), op=AluOp.ADD)
+            new_edges += [Edge(ca, u["crd0"], None), Edge(va, u["ref0"], None),
+                          Edge(cb, u["crd1"], None), Edge(vb, u["ref1"], None),
+                          Edge(u["ref0"], a["a"], None), Edge(u["ref1"], a["b"], None)]
+            nxt.append((u["crd"], a["val"]))
+        if len(lanes) % 2:
+            nxt.append(lanes[-1])
+        lanes, level = nxt, level + 1
+    return {"crd": lanes[0][0], "val": lanes[0][1]}
 
 
 def _fresh(g: Graph, base: str) -> str:

@@ -39,7 +39,7 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
 def add_schedule_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedule", metavar="FILE|PRESET",
                    help="schedule: a .toml/.json file (fusion, orders, par, locate, skip) or a "
-                        "preset: unfused, partial, full (docs/compiler.md, 'Schedules')")
+                        "preset: unfused, partial, full (README, 'Parallel lanes and schedules')")
     p.add_argument("--par", action="append", default=[], metavar="INDEX=N",
                    help="parallelize index INDEX into N lanes (1-64); repeatable, nested "
                         "outermost first; added to --schedule's")

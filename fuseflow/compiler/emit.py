@@ -57,7 +57,9 @@ _UNARY_ALU = {UnOp.RELU: AluOp.RELU, UnOp.NEG: AluOp.NEG, UnOp.EXP: AluOp.EXP,
               UnOp.SCALE: AluOp.MUL_SCALAR, UnOp.SHIFT: AluOp.ADD_SCALAR}
 
 
-_COORDINATE_SOURCES = (NodeKind.SCAN, NodeKind.INTERSECT, NodeKind.UNION)
+# scanners and joins make an index's coordinates; a factored intermediate's accumulator hands
+# its output coordinates to the consumer's pipeline
+_COORDINATE_SOURCES = (NodeKind.SCAN, NodeKind.INTERSECT, NodeKind.UNION, NodeKind.SPACC1)
 
 
 def _ident(name: str) -> str:
@@ -216,7 +218,7 @@ class _TableLowering:
             return self.em.coordinates(row, self.join(row)[0])
         src = self.t.row_source(row)
         if src in self.t.children:
-            return self.bundle_of(src)[0][row]
+            return self.em.coordinates(row, self.bundle_of(src)[0][row])
         return self.em.coordinates(row, self.scan(src, row)["crd"])
 
     def join(self, row: str) -> tuple[PortRef, dict[str, PortRef]]:
