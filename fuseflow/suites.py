@@ -5,7 +5,9 @@ inputs and the expected value), plain data that ``rtl_sim.correlate`` runs in sw
 * ``variants`` — built-in kernels with coordinate skipping or double-buffered accumulators;
 * ``compiler`` — every graph of a few compiled programs (:mod:`fuseflow.compiler.suite`);
 * ``ml`` — GCN / GraphSAGE layers and BigBird pieces (:mod:`fuseflow.models.suite`);
-* ``all`` — the three in that order.
+* ``parallel`` — built-in kernels with parallel lanes (factors 2 and 4, nested, lane-local
+  sparse accumulators merged by unions);
+* ``all`` — all of them in that order.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from functools import partial
 from .compiler.suite import correlation_suite as compiler_suite
 from .kernels import example
 from .models.suite import correlation_suite as ml_suite
+from .parallel import parallelize
 from .passes import set_accumulator_buffers
 from .simulation import Case, Simulator, SuiteEntry
 from .skipping import enable_skipping
@@ -60,11 +63,33 @@ def variant_suite() -> list[SuiteEntry]:
             for kernel, variant, group in variants for n in (16, 32) for density in (0.1, 0.3)]
 
 
+def _parallel_case(kernel: str, par: tuple[tuple[str, int], ...], n: int, density: float,
+                   seed: int, simulate: Simulator) -> Case:
+    g, data, expected = _spine_case(kernel, n, density, seed, simulate)
+    parallelize(g, dict(par))
+    return g, data, expected
+
+
+PARALLEL_CASES = (("spmv", (("i", 2),)), ("spmv", (("i", 4),)), ("spmm_csr", (("i", 2),)),
+                  ("spmm_dense", (("i", 4),)), ("spmm_dense", (("k", 2),)), ("mul", (("i", 4),)),
+                  ("spmspm_inner", (("i", 2), ("j", 2))), ("spmv", (("j", 2),)))
+
+
+def parallel_suite() -> list[SuiteEntry]:
+    """Built-in kernels with ``par``: rows split 2 and 4 ways, a reduced index (partial sums
+    combined by an adder tree, a sparse accumulator's lanes merged by a union), and a nested
+    split."""
+    return [SuiteEntry(f"{kernel}_{'_'.join(f'{i}{f}' for i, f in par)}_{n}", "parallel",
+                       partial(_parallel_case, kernel, par, n, 0.15, 11))
+            for kernel, par in PARALLEL_CASES for n in (16,)]
+
+
 SUITES: dict[str, Callable[[], list[SuiteEntry]]] = {
     "spine": spine_suite,
     "variants": variant_suite,
     "compiler": compiler_suite,
     "ml": ml_suite,
+    "parallel": parallel_suite,
 }
 
 

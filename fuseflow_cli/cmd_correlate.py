@@ -14,7 +14,7 @@ from .errors import UserError
 
 def add_parser(sub) -> None:
     p = sub.add_parser("correlate", help="run a kernel suite in sw_sim and RTL; write JSON, Markdown and a PNG")
-    p.add_argument("--suite", default="all", help="spine, variants, compiler, ml or all (default)")
+    p.add_argument("--suite", default="all", help="spine, variants, compiler, ml, parallel or all (default)")
     p.add_argument("-o", "--out", required=True, help="report directory")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="worker processes (default: all cores)")
     p.add_argument("--waves", action="store_true", help="also write a VCD per graph into OUT/waves/")
