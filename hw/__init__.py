@@ -2,7 +2,7 @@
 
 One RTL model per primitive kind, in files named after the declaration families of
 :mod:`fuseflow.primitives` (``level``, ``join``, ``repeat``, ``coord``, ``memory``, ``alu``,
-``nonlinear``, ``accumulate``, ``mask``, ``stream``) and registered by kind in
+``nonlinear``, ``accumulate``, ``mask``, ``stream``, ``parallel``) and registered by kind in
 :mod:`hw.registry`.  Each mirrors the cycle model of the same name in the same-named file of
 ``sw_sim/`` decision for decision; see the docstrings there for the per-cycle rules and the
 declarations for latency and II.  Value arithmetic is generated in :mod:`hw.arith`.

@@ -2,7 +2,7 @@
 
 One model per primitive kind, in files named after the declaration families of
 :mod:`fuseflow.primitives` (``level``, ``join``, ``repeat``, ``coord``, ``memory``, ``alu``,
-``nonlinear``, ``accumulate``, ``mask``, ``stream``) and registered by kind in
+``nonlinear``, ``accumulate``, ``mask``, ``stream``, ``parallel``) and registered by kind in
 :mod:`sw_sim.registry`.  Each class mirrors the micro-architecture of the RTL primitive of the
 same name in the same-named file of ``hw/`` decision for decision; its docstring states the
 per-cycle rules.  Common rule: a primitive acts in a cycle only when every one of its output

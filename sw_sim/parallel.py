@@ -3,22 +3,23 @@
 
 from __future__ import annotations
 
-from fuseflow.tokens import DONE, EMPTY, Control, Stop, stop
+from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
 from .engine import Primitive
 from .registry import Build, model
 
 
 def _is_item(tok) -> bool:
-    """A data token or ``N``: one coordinate position of the stream."""
-    return not isinstance(tok, Control) or tok is EMPTY
+    """A data token, ``N`` or a repeat signal's ``R``: one coordinate position of the stream.
+    (``R`` travels as a data word in hardware: a repeat-signal stream splits at its ``R`` tokens.)"""
+    return not isinstance(tok, Control) or tok is EMPTY or tok is REPEAT
 
 
 class Parallelize(Primitive):
     """Round-robin split.  Fires when the input has a token and the outputs it goes to have
-    room: a data token (or ``N``) goes to lane ``ptr`` (and ``ptr`` to ``sel``), then ``ptr``
-    advances modulo n; a stop or ``D`` goes to every lane and to ``sel``.  ``D`` resets ``ptr``
-    to 0.  Latency 0, II 1."""
+    room: a data token (or ``N``, ``R``) goes to lane ``ptr`` (and ``ptr`` to ``sel``), then
+    ``ptr`` advances modulo n; a stop or ``D`` goes to every lane and to ``sel``.  ``D`` resets
+    ``ptr`` to 0.  Latency 0, II 1."""
 
     def __init__(self, name, ins, outs, *, n: int):
         super().__init__(name, ins, outs)
@@ -58,8 +59,8 @@ class Parallelize(Primitive):
 class Serialize(Primitive):
     """Merge of n lanes in the order of ``sel``.  Fires only when the output has room.
 
-    below = 0: ``sel`` data p -> pop lane p's token (a data token or ``N``) and emit it; ``sel``
-    control c -> pop c from every lane and emit it once.  II 1.
+    below = 0: ``sel`` data p -> pop lane p's token (a data token, ``N`` or ``R``) and emit it;
+    ``sel`` control c -> pop c from every lane and emit it once.  II 1.
 
     below = d >= 1: the register ``cur`` holds the ``sel`` token being served (loading it into an
     empty ``cur`` takes a cycle without output: at the start and after ``D``).  ``cur`` = lane

@@ -12,9 +12,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuseflow.tokens import DONE, EMPTY, REPEAT, Token, stop
+from fuseflow.tokens import DONE, EMPTY, REPEAT, Stop, Token, stop
 
-__all__ = ["Vector", "all_vectors", "design_vectors", "fiber_stream", "random_vectors"]
+__all__ = ["Vector", "all_vectors", "design_vectors", "fiber_stream", "lane_numbers", "random_vectors",
+           "split_round_robin"]
 
 
 def _tokens(tree: list, depth: int) -> list[Token]:
@@ -32,6 +33,36 @@ def _tokens(tree: list, depth: int) -> list[Token]:
 def fiber_stream(tree: list, depth: int) -> list[Token]:
     """The stream of the innermost level of ``tree`` (a fiber of nesting ``depth``), with ``D``."""
     return [*_tokens(tree, depth), DONE]
+
+
+def split_round_robin(tree: list, depth: int, n: int) -> list[list]:
+    """The ``n`` lane trees of a parallel region over the innermost level of ``tree`` (nesting
+    ``depth``): item k of that level, counted in stream order over the whole tree, goes to lane
+    ``k mod n``; every lane keeps every fiber (some of them empty in that lane)."""
+    count = [0]
+
+    def walk(t, d):
+        if d == 1:
+            lanes: list[list] = [[] for _ in range(n)]
+            for x in t:
+                lanes[count[0] % n].append(x)
+                count[0] += 1
+            return lanes
+        kids = [walk(c, d - 1) for c in t]
+        return [[k[i] for k in kids] for i in range(n)]
+
+    return walk(tree, depth)
+
+
+def lane_numbers(tree: list, depth: int, n: int) -> list:
+    """``tree`` with each innermost item replaced by its lane (its index in stream order mod n)."""
+    count = [-1]
+
+    def lane(_):
+        count[0] += 1
+        return count[0] % n
+
+    return _map_leaves(tree, depth, lane)
 
 
 def _map_leaves(tree, depth, fn):
@@ -110,6 +141,18 @@ def design_vectors() -> list[tuple[Vector, dict[str, str]]]:
                       "val": "1,2,S0,10,20,S1,S1,5,S2,D"}, {"dim": 8, "buffers": 2}),
          {"crd": "0,2,3,S0,S0,1,S1,D", "val": "1,12,20,S0,S0,5,S1,D"}),
         (V("repsig", {"in": "0,2,S0,5,S1,D"}), {"repsig": "R,R,S0,R,S0,D"}),
+        # items 1,2,3,4,N go to lanes 0,1,0,1,0; every stop to both lanes and to sel
+        (V("parallelize", {"in": "1,2,S0,S0,3,4,N,S1,D"}, {"n": 2}),
+         {"out0": "1,S0,S0,3,N,S1,D", "out1": "2,S0,S0,4,S1,D", "sel": "0,1,S0,S0,0,1,0,S1,D"}),
+        (V("serialize", {"sel": "0,1,S0,S0,0,1,0,S1,D", "in0": "1,S0,S0,3,N,S1,D", "in1": "2,S0,S0,4,S1,D"},
+           {"n": 2}), {"out": "1,2,S0,S0,3,4,N,S1,D"}),
+        # one level down: items a, b | c (lanes 0, 1 | 0) own the fibers [4, 5], [6] | [7]; lane 1
+        # has no item in the second fiber, so it closes it with a lone S2
+        (V("serialize", {"sel": "0,1,S0,0,S1,D", "in0": "4,5,S1,7,S2,D", "in1": "6,S1,S2,D"},
+           {"n": 2, "below": 1}), {"out": "4,5,S0,6,S1,7,S2,D"}),
+        # an empty merged fiber (no lane had an item): its stop is emitted once
+        (V("serialize", {"sel": "0,S0,S1,D", "in0": "8,S1,S2,D", "in1": "S1,S2,D", "in2": "S1,S2,D"},
+           {"n": 3, "below": 1}), {"out": "8,S1,S2,D"}),
     ]
 
 
@@ -191,6 +234,7 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         out.append(Vector("broadcast", {"in": fiber_stream(wt, depth + 1)}, {"n": 3}))
         out += _attention_vectors(rng, depth)
     out.append(Vector("root", {}, expected={"ref": [0, DONE]}))
+    out += parallel_vectors(random.Random(7000 + seed), per_kind)
     return out
 
 
@@ -237,10 +281,94 @@ def _attention_vectors(rng: random.Random, depth: int) -> list[Vector]:
     return out
 
 
+# ----------------------------------------------------------------------------- parallel regions
+# build keys: (kind, n, stream kind, below); serialize vectors are the lanes of a split tree
+_PARALLELIZE = ((2, "crd"), (3, "ref"), (4, "val"), (3, "repsig"), (64, "crd"))
+_SERIALIZE = ((2, "crd", 0), (3, "val", 0), (4, "ref", 0), (3, "repsig", 0), (2, "crd", 1), (3, "val", 1),
+              (4, "ref", 1), (2, "crd", 2), (3, "ref", 2), (4, "val", 2), (64, "crd", 1))
+
+
+def _par_fiber(stream: str, big: bool):
+    """Random innermost fibers of a stream kind (some empty; crd / ref with some ``N``)."""
+    size = 50 if big else 5
+
+    def crd(r):
+        return [c if r.random() > 0.15 else "N" for c in sorted(r.sample(range(200), r.randint(0, size)))]
+
+    def ref(r):
+        return [r.randrange(1 << 16) if r.random() > 0.15 else "N" for _ in range(r.randint(0, size))]
+
+    def val(r):
+        return [r.randint(-(2**20), 2**20) for _ in range(r.randint(0, size))]
+
+    return {"crd": crd, "ref": ref, "val": val, "repsig": crd}[stream]
+
+
+def _par_stream(tree: list, depth: int, stream: str) -> list[Token]:
+    """The stream of ``tree``; a repeat-signal stream has ``R`` for every item and only ``S0``."""
+    toks = _n(fiber_stream(tree, depth))
+    if stream == "repsig":
+        return [t if t is DONE else stop(0) if isinstance(t, Stop) else REPEAT for t in toks]
+    return toks
+
+
+def _par_tree(rng: random.Random, depth: int, stream: str, below: int, big: bool, root: bool = True) -> list:
+    """A fibertree of nesting ``depth`` (outer fibers of 1 to 3 children, a few empty below the
+    root) whose innermost items are pairs (token, subtree of nesting ``below``)."""
+    fiber, sub = _par_fiber(stream, big), _par_fiber(stream, False)
+    if depth == 1:
+        return [(x, _rand_tree(rng, below, sub, 3) if below else None) for x in fiber(rng)]
+    width = 0 if not root and rng.random() < 0.2 else rng.randint(1, 3)
+    return [_par_tree(rng, depth - 1, stream, below, big, False) for _ in range(width)]
+
+
+def _sel_stream(tree: list, depth: int, n: int, stream: str) -> list[Token]:
+    """The sel stream of a split of ``tree``: the lane of each item, the tree's stops (``S0``
+    only when the split stream is a repeat signal)."""
+    toks = _n(fiber_stream(lane_numbers(tree, depth, n), depth))
+    if stream == "repsig":
+        return [stop(0) if isinstance(t, Stop) else t for t in toks]
+    return toks
+
+
+def parallel_vectors(rng: random.Random, per_kind: int = 6) -> list[Vector]:
+    """Parallelize and serialize on random fibertrees split round-robin (split_round_robin),
+    each of nesting 1, 2 or 3 (n > 8: 2): the parallelizer's lanes and sel, and the serializer's
+    merge of the lanes' streams ``below`` levels under the split one, expected from the trees."""
+    out = []
+    for i in range(per_kind):
+        for n, stream in _PARALLELIZE:
+            d = 2 if n > 8 else 1 + i % 3
+            items = _map_leaves(_par_tree(rng, d, stream, 0, n > 8), d, lambda x: x[0])
+            lanes = split_round_robin(items, d, n)
+            out.append(Vector("parallelize", {"in": _par_stream(items, d, stream)}, {"n": n, "stream": stream},
+                              expected={**{f"out{k}": _par_stream(lanes[k], d, stream) for k in range(n)},
+                                        "sel": _sel_stream(items, d, n, stream)}))
+        for n, stream, below in _SERIALIZE:
+            out.append(serialize_vector(rng, n, stream, below, 2 if n > 8 else 1 + i % 3))
+    return out
+
+
+def serialize_vector(rng: random.Random, n: int, stream: str, below: int, depth: int) -> Vector:
+    """A serializer vector: a random tree of nesting ``depth`` split round-robin on its
+    innermost level; the lanes' streams ``below`` levels further down, the sel stream of the
+    split, and the unsplit stream as the expected output."""
+    t = _par_tree(rng, depth, stream, below, n > 8)
+    lanes = split_round_robin(t, depth, n)
+
+    def level_stream(tree):
+        if below == 0:
+            return _par_stream(_map_leaves(tree, depth, lambda x: x[0]), depth, stream)
+        return _par_stream(_map_leaves(tree, depth, lambda x: x[1]), depth + below, stream)
+
+    return Vector("serialize", {"sel": _sel_stream(t, depth, n, stream),
+                                **{f"in{k}": level_stream(lanes[k]) for k in range(n)}},
+                  {"n": n, "stream": stream, "below": below}, expected={"out": level_stream(t)})
+
+
 def _n(tokens: list) -> list[Token]:
     return [EMPTY if t == "N" else t for t in tokens]
 
 
 def all_vectors() -> list[Vector]:
     return [v for v, _ in design_vectors()] + random_vectors()
-

@@ -1,8 +1,8 @@
 """The SAMML primitive declarations: one :class:`PrimitiveSpec` per kind, grouped by family.
 
 Each module of this package (``level``, ``join``, ``repeat``, ``coord``, ``memory``, ``alu``,
-``accumulate``, ``mask``, ``stream``) declares its kinds in a ``DECLARATIONS`` tuple; this
-package collects them, builds the :class:`NodeKind` enum from their names and the
+``accumulate``, ``mask``, ``stream``, ``parallel``) declares its kinds in a ``DECLARATIONS``
+tuple; this package collects them, builds the :class:`NodeKind` enum from their names and the
 :data:`PRIMITIVES` table.  sw_sim and hw keep one model per kind in files of the same family
 name and register it by kind.  Adding a kind means one declaration here, one sw_sim model and
 one RTL model (docs/architecture.md walks through an example).

@@ -2,13 +2,13 @@
 
 A *parallel region* of a graph runs ``n`` copies (lanes) of the subgraph below one index
 variable.  Split policy: **round-robin by coordinate**.  The parallelizer sends the k-th data
-token (coordinate, reference, value or ``N``) of its input stream, counted over the whole
-stream, to lane ``k mod n``, and every control token (``Sk``, ``D``) to all lanes; so each lane
-sees the same fibers (same stop tokens) with a subset of their coordinates.  Parallelizers on
-aligned streams (the coordinate and reference streams of one index after its join) assign the
-same lanes, because the assignment depends only on the count of data tokens.  The ``sel``
-output records the lane of every data token (and copies each control token): the serializers
-read it to put the lanes' results back in order.
+token (coordinate, reference, value or ``N``; ``R`` on a repeat-signal stream) of its input
+stream, counted over the whole stream, to lane ``k mod n``, and every control token (``Sk``,
+``D``) to all lanes; so each lane sees the same fibers (same stop tokens) with a subset of
+their coordinates.  Parallelizers on aligned streams (the coordinate and reference streams of
+one index after its join) assign the same lanes, because the assignment depends only on the
+count of data tokens.  The ``sel`` output records the lane of every data token (and copies
+each control token): the serializers read it to put the lanes' results back in order.
 
 A serializer merges one stream kind of ``n`` lanes into one stream.  ``below`` is how many
 levels below the parallelized index the stream is (0: a stream aligned with the index's

@@ -39,3 +39,19 @@ def test_primitive_matches_sw_sim(key):
         if v.inputs:
             assert r["cycles"] == ref.cycles, f"{kind} cycles {r['cycles']} != sw_sim {ref.cycles}"
         assert _strip(s) == _strip(ref), f"{kind} under back-pressure {v.inputs}"
+
+
+PARALLEL = sorted((k for k, g in GROUPS.items() if k[0] in ("parallelize", "serialize") and g[0].expected), key=str)
+
+
+@pytest.mark.parametrize("key", PARALLEL, ids=lambda k: "-".join(str(x) for x in (k[0], *[v for _, v in k[1]])))
+def test_parallel_regions_under_heavy_back_pressure(key):
+    """The parallel-region primitives (one lane's room decides a split; a merge waits on one
+    lane, on sel or on all lanes) with more input gaps and output stalls than above, each vector
+    twice with different random patterns: exactly the tokens expected from the split trees,
+    none lost, none duplicated."""
+    vecs = GROUPS[key] * 2
+    kind, params = vecs[0].kind, vecs[0].params
+    runs = [{"inputs": v.inputs} for v in vecs]
+    for v, r in zip(vecs, run_primitive_batch(kind, runs, gap=0.5, stall=0.6, seed=23, **params)):
+        assert {p: r[p] for p in v.expected} == v.expected, f"{kind} {params} {v.inputs}"
