@@ -53,12 +53,16 @@ def size_fifos(g: Graph) -> None:
         if not g.is_feedback(e):
             by_src.setdefault(e.src.node, []).append(k)
     depth = {k: g.depth(e) for k, e in enumerate(g.edges)}
+    into: dict[str, list[int]] = {}  # node -> its forward in-edges (edge indices)
+    for k, e in enumerate(g.edges):
+        if not g.is_feedback(e):
+            into.setdefault(e.dst.node, []).append(k)
     for ks in (ks for ks in by_src.values() if len(ks) >= 2):
         for k in ks:
             worst = _reconvergent_capacity(g, ks, k, longest)
             if worst:
                 depth[k] = max(depth[k], 2 * worst + 2)
-            for k_in, extra in _short_path_deficits(g, ks, k, slowest, shortest):
+            for k_in, extra in _short_path_deficits(g, ks, k, slowest, shortest, into):
                 depth[k_in] = max(depth[k_in], g.depth(g.edges[k_in]) + extra)
     g.edges = [type(e)(e.src, e.dst, depth[k]) if depth[k] != g.depth(e) else e
                for k, e in enumerate(g.edges)]
@@ -123,7 +127,7 @@ def _reconvergent_capacity(g: Graph, siblings: list[int], k: int, longest: _Path
 
 
 def _short_path_deficits(g: Graph, siblings: list[int], k: int, slowest: _Paths,
-                         shortest: _Paths) -> list[tuple[int, int]]:
+                         shortest: _Paths, into: dict[str, list[int]]) -> list[tuple[int, int]]:
     """For edge ``k`` (source ``s`` -> ``c``): every node ``m`` past ``c`` where a path through
     ``c`` reconverges with a longer path through another of ``s``'s edges, entering ``m`` by a
     different edge; returns (the short side's edges into ``m``, the capacity the short path
@@ -135,24 +139,22 @@ def _short_path_deficits(g: Graph, siblings: list[int], k: int, slowest: _Paths,
     for m, d_short in near.items():
         if m == c:
             continue
-        long_in = _longest_into(g, siblings, k, m, slowest)
+        long_in = _longest_into(g, siblings, k, m, slowest, into)
         if long_in is None:
             continue
         long_cap, long_edge = long_in
-        short_edge = min((j for j, e in enumerate(g.edges)
-                          if e.dst.node == m and e.src.node in near and not g.is_feedback(e)),
+        short_edge = min((j for j in into[m] if g.edges[j].src.node in near),
                          key=lambda j: near[g.edges[j].src.node] + _weight(g, g.edges[j]))
         if short_edge != long_edge and long_cap > start + d_short:
             # every edge from the same producer into m (a scanner's crd and ref into one
             # joiner) is popped together with this one: each needs the capacity
             p = g.edges[short_edge].src.node
-            out += [(j, long_cap - start - d_short) for j, e in enumerate(g.edges)
-                    if e.src.node == p and e.dst.node == m and not g.is_feedback(e)]
+            out += [(j, long_cap - start - d_short) for j in into[m] if g.edges[j].src.node == p]
     return out
 
 
 def _longest_into(g: Graph, siblings: list[int], k: int, m: str,
-                  slowest: _Paths) -> tuple[int, int] | None:
+                  slowest: _Paths, into: dict[str, list[int]]) -> tuple[int, int] | None:
     """The longest nominal capacity from edge ``k``'s source to ``m`` through another of its
     edges that does not pass ``k``'s consumer, and the edge by which that path enters ``m``."""
     c = g.edges[k].dst.node
@@ -165,8 +167,9 @@ def _longest_into(g: Graph, siblings: list[int], k: int, m: str,
         if m not in far or c in far:
             continue
         head = _nominal(g, e2)
-        for j, e in enumerate(g.edges):
-            if e.dst.node == m and e.src.node in far and not g.is_feedback(e):
+        for j in into.get(m, ()):
+            e = g.edges[j]
+            if e.src.node in far:
                 cap = head + far[e.src.node] + _nominal(g, e)
                 if best is None or cap > best[0]:
                     best = (cap, j)

@@ -16,7 +16,7 @@ from fuseflow.samml import Graph
 from fuseflow.tensor import Format, TensorData
 from hw.elaborate import HwConfig, crd_width_needed
 
-from .cmd_common import parse_max_nnz
+from .cmd_common import add_schedule_args, apply_par, parse_max_nnz
 from .errors import UserError
 
 __all__ = [
@@ -50,6 +50,7 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cw", default="auto", metavar="BITS|auto",
                    help="crd/ref data width in bits (default auto: the narrowest that holds the "
                    "graph's coordinates and references at the --max-nnz capacities, at least 10)")
+    add_schedule_args(p)
 
 
 def add_board_arg(p: argparse.ArgumentParser) -> None:
@@ -90,14 +91,15 @@ def graph_from_args(args: argparse.Namespace) -> Graph:
     if args.kernel is not None:
         if args.size < 1:
             raise UserError(f"--size {args.size}: the kernel size must be at least 1")
-        return KERNELS[args.kernel](args.size)
+        return apply_par(args, KERNELS[args.kernel](args.size), f"kernel {args.kernel}")
     path = Path(args.graph)
     if not path.is_file():
         raise UserError(f"graph file {args.graph!r} does not exist")
     try:
-        return Graph.load(path)
+        graph = Graph.load(path)
     except (ValueError, KeyError) as exc:
         raise UserError(f"{args.graph}: {exc}") from None
+    return apply_par(args, graph, args.graph)
 
 
 def config_from_args(args: argparse.Namespace, graph: Graph) -> HwConfig:

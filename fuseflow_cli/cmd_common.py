@@ -19,7 +19,7 @@ from hw.elaborate import HwConfig
 
 from .errors import UserError
 
-__all__ = ["GraphJob", "add_graph_args", "add_schedule_args", "resolve_schedule", "add_numerics_arg", "load_graph_job", "parse_max_nnz", "table",
+__all__ = ["GraphJob", "add_graph_args", "add_schedule_args", "apply_par", "resolve_schedule", "add_numerics_arg", "load_graph_job", "parse_max_nnz", "table",
            "with_numerics"]
 
 
@@ -72,17 +72,25 @@ def load_graph_job(args: argparse.Namespace) -> GraphJob:
         enable_skipping(job.graph, in_place=True)
         job.source += ", skipping"
     sched = resolve_schedule(args)
-    if sched.par:
-        try:
-            regions = parallelize(job.graph, sched.par)
-        except ParallelError as exc:
-            raise UserError(f"{job.source}: {exc}") from None
-        job.source += "".join(dict.fromkeys(f", par {r.index}={r.factor}" for r in regions))
+    apply_par(args, job.graph, job.source, sched)
+    job.source += "".join(f", par {i}={f}" for i, f in sched.par.items() if f > 1)
+    job.schedule = sched
+    return job
+
+
+def apply_par(args: argparse.Namespace, graph: Graph, source: str,
+              sched: Schedule | None = None) -> Graph:
+    """``graph`` with the command line's ``--par`` / ``--schedule`` lanes (in place)."""
+    sched = sched or resolve_schedule(args)
     if sched.fusion or sched.orders:
         raise UserError(f"--schedule {args.schedule}: a graph file or kernel is already fused and "
                         f"ordered; only par applies (fusion and orders are for --model / compile)")
-    job.schedule = sched
-    return job
+    if sched.par:
+        try:
+            parallelize(graph, sched.par)
+        except ParallelError as exc:
+            raise UserError(f"{source}: {exc}") from None
+    return graph
 
 
 def _load_graph_job(args: argparse.Namespace) -> GraphJob:
