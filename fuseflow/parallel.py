@@ -98,13 +98,13 @@ def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True) -> lis
     order = sorted(wanted, key=lambda v: (min(levels[p] for p in g.indices[v]), v))
     regions: list[ParallelRegion] = []
     for v in order:  # outermost first; an inner index's sources are then the lanes' copies
-        for port in list(g.indices[v]):
-            for r in regions:  # coordinates a split of this index merged back from its lanes
-                port = r.merged.get(port, port)
-            if port.node not in g.nodes:
-                raise ParallelError(f"par {v}={wanted[v]}: index {v!r} is iterated again "
-                                    f"inside its own parallel region ({port.node})")
-            regions.append(_split(g, v, port, wanted[v]))
+        for group in _source_groups(g, v, g.indices[v]):
+            group = [_current(p, regions) for p in group]
+            for port in group:
+                if port.node not in g.nodes:
+                    raise ParallelError(f"par {v}={wanted[v]}: index {v!r} is iterated again "
+                                        f"inside its own parallel region ({port.node})")
+            regions.append(_split(g, v, group, wanted[v]))
     try:
         g.verify()
     except GraphError as exc:  # a rewrite the checks above should have refused
@@ -112,6 +112,43 @@ def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True) -> lis
     if resize:
         size_fifos(g)
     return regions
+
+
+def _current(port: PortRef, regions: list[ParallelRegion]) -> PortRef:
+    """``port``, or the merge of it that a split of the same index made (coordinates that a
+    lane-local accumulator hands to the next pipeline)."""
+    for r in regions:
+        port = r.merged.get(port, port)
+    return port
+
+
+def _source_groups(g: Graph, index: str, ports: list[PortRef]) -> list[list[PortRef]]:
+    """The coordinate streams of ``index`` to split, in groups split together.  A stream that
+    only feeds another one's join at the same level (a factored intermediate's coordinates
+    merged with others) is not split itself: the join's output is.  Streams whose regions meet
+    (two pipelines over the index whose results are joined further down) are split together:
+    they have the same fibres, so round-robin sends each coordinate to the same lane in both."""
+    levels = stream_levels(g)
+    reach = {}
+    for p in ports:
+        inside, partial = _region(g, _split_ports(g, p, levels), levels, levels[p])
+        reach[p] = (inside, partial)
+    keep = [p for p in ports
+            if not any(q != p and q.node in reach[p][0] and q not in reach[p][1] for q in ports)]
+    groups: list[list[PortRef]] = []
+    for p in keep:
+        hit = [grp for grp in groups if any(reach[p][0] & reach[q][0] for q in grp)]
+        merged = [p] + [q for grp in hit for q in grp]
+        groups = [grp for grp in groups if grp not in hit] + [merged]
+    order = {p: k for k, p in enumerate(ports)}
+    return sorted((sorted(grp, key=order.get) for grp in groups), key=lambda grp: order[grp[0]])
+
+
+def _split_ports(g: Graph, source: PortRef, levels: dict[PortRef, int]) -> list[PortRef]:
+    """The outputs of ``source``'s node at its level: the coordinates and the streams aligned
+    with them."""
+    node = g.nodes[source.node]
+    return [node[p] for p in node.outputs() if levels.get(node[p]) == levels[source]]
 
 
 # ----------------------------------------------------------------------------- checks
@@ -147,16 +184,19 @@ def _index_dim(g: Graph, port: PortRef) -> int | None:
 
 
 # ----------------------------------------------------------------------------- the rewrite
-def _split(g: Graph, index: str, source: PortRef, n: int) -> ParallelRegion:
+def _split(g: Graph, index: str, sources: list[PortRef], n: int) -> ParallelRegion:
     levels = stream_levels(g)
-    k = levels[source]
-    src = g.nodes[source.node]
-    split = [src[p] for p in src.outputs() if levels.get(src[p]) == k]
+    k = levels[sources[0]]
+    names = " + ".join(s.node for s in sources)
+    if any(levels[s] != k for s in sources):
+        raise ParallelError(f"par {index}={n}: the coordinate streams {names} of index "
+                            f"{index!r} are at different levels; it cannot be split here")
+    split = [p for s in sources for p in _split_ports(g, s, levels)]
     inside, partial = _region(g, split, levels, k)
-    region = ParallelRegion(index, source.node, n, sorted(inside))
+    region = ParallelRegion(index, names, n, sorted(inside))
     if not inside:
         raise ParallelError(f"par {index}={n}: nothing below index {index!r} at "
-                            f"{source.node} to parallelize")
+                            f"{names} to parallelize")
     boundary_in, boundary_out, internal = [], [], []
     for e in g.edges:
         a, b = e.src.node in inside, e.dst.node in inside

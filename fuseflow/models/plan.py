@@ -144,6 +144,11 @@ class CompiledModel:
                   f"{len(self.graphs)} graphs, compiled in {self.seconds * 1e3:.1f} ms")]
         for k, s in enumerate(self.steps):
             lines.append(f"  {k:2d}. {s.label()}")
+            if isinstance(s, CompilerStep):  # what --par can split, and what it did
+                for cg in s.compiled.groups:
+                    lines.append(f"      graph {cg.graph.name}: indices "
+                                 f"{', '.join(cg.graph.indices) or 'none'}")
+                    lines += [f"        parallel: {r.describe()}" for r in cg.parallel]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 

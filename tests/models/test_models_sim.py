@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the model zoo needs PyTorch (pip install -e '.[torch]')")
 
+from fuseflow.compiler import FusionError
 from fuseflow.models.datasets import karate
 from fuseflow.models.frontend import MKind, trace
 from fuseflow.models.plan import CompilerStep, HostStep, MLStep, compile_model, run_model
@@ -133,3 +134,25 @@ def test_model_fixed_point_q16_16(traced) -> None:
     res = run_model(compile_model(ir, "partial"), numerics="q16.16", simulate=run_graph)
     ref = case.reference()
     assert np.max(np.abs(res.outputs[ir.outputs[0]] - ref)) <= FIXED_ABS[ir.name]
+
+
+@pytest.mark.parametrize("par", [{"i": 2}, {"i": 2, "j": 2}], ids=str)
+def test_model_with_parallel_lanes_matches_pytorch(traced, par) -> None:
+    """Every model-zoo model with lanes on its row index (nested on the next): PyTorch's values,
+    in fewer cycles than one lane; every einsum graph that iterates i is split."""
+    case, ir = traced
+    cm = compile_model(ir, "partial", par=par)
+    res = run_model(cm, simulate=run_graph)
+    with torch.no_grad():
+        ref = case.module(**case.inputs).numpy()
+    out = res.outputs[ir.outputs[0]]
+    assert np.max(np.abs(out - ref)) <= RTOL * np.max(np.abs(ref))
+    groups = [g for s in cm.steps if isinstance(s, CompilerStep) for g in s.compiled.groups]
+    assert all(g.parallel for g in groups if "i" in g.graph.indices)
+    assert res.total_cycles < run_model(compile_model(ir, "partial"), simulate=run_graph).total_cycles
+
+
+def test_model_par_on_an_index_no_graph_iterates(traced) -> None:
+    _, ir = traced
+    with pytest.raises(FusionError, match="no graph iterates index 'zz'"):
+        compile_model(ir, "partial", par={"zz": 2})
