@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "programs"))
 
-from fuseflow.compiler import compile_program  # noqa: E402
-from fuseflow.compiler.runner import reference, run_program  # noqa: E402
-from fuseflow.kernels import example  # noqa: E402
-from fuseflow.parallel import parallelize  # noqa: E402
-from sw_sim import DeadlockError, run_graph  # noqa: E402
+from fuseflow.compiler import compile_program
+from fuseflow.compiler.runner import reference, run_program
+from fuseflow.kernels import example
+from fuseflow.parallel import parallelize
+from sw_sim import DeadlockError, run_graph
 
 
 def bigbird(par: dict[str, int]) -> tuple[int, bool]:

@@ -85,13 +85,19 @@ def stream_levels(g: Graph) -> dict[PortRef, int]:
 
 
 def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True) -> list[ParallelRegion]:
-    """Rewrite ``g`` in place with ``par`` (index -> number of lanes; 1 leaves the index alone).
+    """Rewrite ``g`` in place with ``par`` (index -> number of lanes; 1 leaves the index alone;
+    a key ``GRAPH:INDEX`` applies only to the graph named GRAPH and overrides ``INDEX``).
 
     Raises :class:`ParallelError` for an index the graph does not iterate, a factor outside
     1..64 or larger than the index's dimension, or a region whose boundary cannot be split
     (the message names the index and the node).  ``resize``: size the FIFOs afterwards
     (:func:`~fuseflow.passes.size_fifos`)."""
-    wanted = {v: f for v, f in par.items() if _checked_factor(g, v, f) > 1}
+    wanted = {}
+    for key, f in sorted(par.items(), key=lambda kv: ":" in kv[0]):  # GRAPH:INDEX overrides
+        graph, _, index = key.rpartition(":")
+        if graph in ("", g.name):
+            wanted[index] = f
+    wanted = {v: f for v, f in wanted.items() if _checked_factor(g, v, f) > 1}
     if not wanted:
         return []
     levels = stream_levels(g)

@@ -19,8 +19,18 @@ from hw.elaborate import HwConfig
 
 from .errors import UserError
 
-__all__ = ["GraphJob", "add_graph_args", "add_schedule_args", "apply_par", "resolve_schedule", "add_numerics_arg", "load_graph_job", "parse_max_nnz", "table",
-           "with_numerics"]
+__all__ = [
+    "GraphJob",
+    "add_graph_args",
+    "add_numerics_arg",
+    "add_schedule_args",
+    "apply_par",
+    "load_graph_job",
+    "parse_max_nnz",
+    "resolve_schedule",
+    "table",
+    "with_numerics",
+]
 
 
 def add_graph_args(p: argparse.ArgumentParser) -> None:

@@ -16,7 +16,6 @@ from fuseflow.kernels import example
 from fuseflow.parallel import ParallelError, parallelize
 from fuseflow.primitives import NodeKind
 from fuseflow.schedule import ScheduleError, load_schedule, parse_par
-from fuseflow.tensor import TensorData
 from sw_sim import run_graph
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,3 +153,16 @@ def test_schedule_files_validate(tmp_path):
     assert parse_par(["i=4", "j=2"]) == {"i": 4, "j": 2}
     with pytest.raises(ScheduleError, match="INDEX=FACTOR"):
         parse_par(["i4"])
+
+
+def test_graph_scoped_par_keys():
+    """``GRAPH:INDEX`` applies to that graph only and overrides a plain ``INDEX``."""
+    import gcn_layer
+    prog = gcn_layer.program()
+    name = compile_program(prog, fusion="unfused").groups[0].graph.name
+    cp = compile_program(prog, fusion="unfused", par={"i": 2, f"{name}:i": 4})
+    factors = {cg.graph.name: {r.factor for r in cg.parallel} for cg in cp.groups}
+    assert factors[name] == {4}
+    assert all(f == {2} for n, f in factors.items() if n != name and f)
+    with pytest.raises(FusionError, match="no graph iterates index 'nope:i'"):
+        compile_program(prog, fusion="unfused", par={"nope:i": 2})

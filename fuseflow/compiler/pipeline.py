@@ -35,9 +35,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..parallel import ParallelError, ParallelRegion, parallelize
 from ..passes import set_accumulator_buffers, size_fifos
 from ..samml import Graph
-from ..parallel import ParallelError, ParallelRegion, parallelize
 from ..skipping import enable_skipping
 from ..tensor import TensorFormat
 from .emit import CompiledGroup, CompiledProgram, emit_graph
@@ -246,15 +246,17 @@ def _skip(state: ProgramIR, g: GroupIR) -> Rejected | None:
 
 def _par(state: ProgramIR, g: GroupIR) -> Rejected | None:
     """Parallel lanes for the ``par`` indices this graph iterates (a reduced index may be named
-    as its statement wrote it, when that names one fresh index of the graph)."""
+    as its statement wrote it, when that names one fresh index of the graph).  A key
+    ``GRAPH:INDEX`` applies to that graph only and overrides a plain ``INDEX``."""
     assert g.graph is not None and g.group is not None
     par = dict(state.options.par or {})
     if not par:
         return None
     mine = {}
-    for index, factor in par.items():
+    for key, factor in sorted(par.items(), key=lambda kv: ":" in kv[0]):
+        graph, _, index = key.rpartition(":")
         fused = _fused_index(g.group, index)
-        if fused in g.graph.indices:
+        if graph in ("", g.graph.name) and fused in g.graph.indices:
             mine[fused] = factor
     try:
         g.parallel = parallelize(g.graph, mine, resize=False)
@@ -264,9 +266,14 @@ def _par(state: ProgramIR, g: GroupIR) -> Rejected | None:
 
 
 def check_par_used(par: Mapping[str, int] | None, groups: Sequence[tuple[Group, Graph]]) -> None:
-    """:class:`FusionError` if an index of ``par`` is iterated by none of the graphs."""
-    unused = [i for i in (par or {})
-              if not any(_fused_index(grp, i) in graph.indices for grp, graph in groups)]
+    """:class:`FusionError` if an index of ``par`` is iterated by none of the graphs (for a key
+    ``GRAPH:INDEX``: by graph GRAPH)."""
+    def used(key: str) -> bool:
+        name, _, index = key.rpartition(":")
+        return any(_fused_index(grp, index) in graph.indices for grp, graph in groups
+                   if name in ("", graph.name))
+
+    unused = [i for i in (par or {}) if not used(i)]
     if unused:
         have = sorted({i for _, graph in groups for i in graph.indices})
         raise FusionError(f"par: no graph iterates index {', '.join(map(repr, unused))} (the "
