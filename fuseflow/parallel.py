@@ -331,13 +331,17 @@ def _entries(g, index, n, edges, split, levels, k, region, new_edges) -> list[Po
 def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, partial) -> None:
     """Streams out of the lanes: serialized (level >= k) or combined (partial reductions)."""
     serial = [e for e in edges if e.src not in partial]
+    # A lane closes its item's fibres only when it sees its next token (next item or the
+    # fibre's stop), which the parallelizer deals after the n - 1 items of the other lanes; the
+    # serializers wait for that item, so ``sel`` must hold n items and their stops meanwhile.
+    sel_depth = 2 * n + 4
     if serial:
         sel = sels[0]
         g.discards.discard(sel)
         if len(serial) > 1:
             b = g.add(NodeKind.BROADCAST, _fresh(g, f"sel_{index}"), n=len(serial),
                       stream=StreamKind.CRD)
-            new_edges.append(Edge(sel, b["in"], None))
+            new_edges.append(Edge(sel, b["in"], sel_depth))
             sel_ports = [b[f"out{i}"] for i in range(len(serial))]
         else:
             sel_ports = [sel]
@@ -345,7 +349,7 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, parti
         below = levels[e.src] - k
         s = g.add(NodeKind.SERIALIZE, _fresh(g, f"ser_{e.src.node}_{e.src.port}"), n=n,
                   stream=g.edge_kind(e), below=below)
-        new_edges.append(Edge(sel_ports[i], s["sel"], None))
+        new_edges.append(Edge(sel_ports[i], s["sel"], sel_depth))
         # a lane's output FIFO holds one item's subtree, so the other lanes run on while the
         # serializer copies it (with two slots they would wait for it: no parallelism)
         depth = _unit_bound(g, levels, k, below) if below else None

@@ -166,3 +166,14 @@ def test_graph_scoped_par_keys():
     assert all(f == {2} for n, f in factors.items() if n != name and f)
     with pytest.raises(FusionError, match="no graph iterates index 'nope:i'"):
         compile_program(prog, fusion="unfused", par={"nope:i": 2})
+
+
+@pytest.mark.parametrize("kernel", ["spmm_dense", "spmv", "spmspm_inner"])
+@pytest.mark.parametrize("n", [3, 31, 48, 64])
+def test_wide_splits_do_not_deadlock(kernel, n):
+    """Up to one lane per row: each lane closes its row only when it sees the fibre's stop, dealt
+    after every other lane's row, so ``sel`` buffers n items (it deadlocked at 48 lanes with
+    the default FIFO sizing)."""
+    g, data, _, expected = example(kernel, 64, 4, 0.1)
+    parallelize(g, {"i": n})
+    assert np.array_equal(next(iter(run_graph(g, data).outputs.values())).to_dense(), expected)
