@@ -121,14 +121,6 @@ class SpAcc1(StreamPrimitive):
         rest = Signal(dim)
         clear = Signal()  # the flush emits ``first`` this cycle
         first_next = None  # with block RAM: ``first`` as it will be next cycle
-        tok, oh = inner.payload, outer.payload
-        ci = tok[:cw][:len(first)]  # coordinates are below ``dim``: the index bits decode the valid bit
-        # A popped (crd, val) is accumulated the next cycle from registers (the valid bit is set
-        # at once, and whether it was set is registered with it), so the input FIFOs are not on
-        # the read-add-write path.  A flush starts at least two cycles after the last pop (the
-        # stop that starts it pops no data), so it reads up-to-date sums.
-        popped = Signal()
-        pending = self._pending(m, valid, ci, popped)
         if self.block_ram:
             # One encoder, over ``rest`` while flushing (the candidate for a flush that emits)
             # and over the valid bits otherwise; a flush cycle that emits nothing holds the
@@ -143,7 +135,15 @@ class SpAcc1(StreamPrimitive):
             with m.If(~hold):
                 m.d.sync += [any_valid.eq(src.any()), rest.eq(src_rest)]
             m.d.sync += first.eq(first_next)
-        else:
+        tok, oh = inner.payload, outer.payload
+        ci = tok[:cw][:len(first)]  # coordinates are below ``dim``: the index bits decode the valid bit
+        # A popped (crd, val) is accumulated the next cycle from registers (the valid bit is set
+        # at once, and whether it was set is registered with it), so the input FIFOs are not on
+        # the read-add-write path.  A flush starts at least two cycles after the last pop (the
+        # stop that starts it pops no data), so it reads up-to-date sums.
+        popped = Signal()
+        pending = self._pending(m, valid, ci, popped)
+        if not self.block_ram:
             self._walk_ahead(m, first, any_valid, rest, flushing, clear, pending)
         flush_word = self._read_add_write(m, acc, wp, ci, pending, first, first_next)
         with m.If(self.room()):
