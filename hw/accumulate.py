@@ -90,8 +90,13 @@ class SpAcc1(StreamPrimitive):
     early (the coordinate at the input head, the flush's next index), and a word written in
     the cycle its address is read is forwarded from a register, so the cycle behaviour is the
     same as with asynchronous reads.  It also finds the lowest set bit with one encoder (over
-    ``rest`` while flushing, the valid bits otherwise) instead of two whose results are
-    selected at the end: half the logic."""
+    ``rest`` while flushing, the valid bits otherwise): the least logic.
+
+    Without ``block_ram`` (LUT RAM, the ECP5) the accumulator reads asynchronously and is built
+    for the clock: the read-add-write starts at a registered read (:meth:`_read_add_write`)
+    and the flush index is kept one step ahead (:meth:`_walk_ahead`): the memory read does
+    not share a cycle with the adder, nor the carry-chain isolate of the lowest bit with its
+    encoding."""
 
     def __init__(self, *, dim: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
                  vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
