@@ -215,10 +215,9 @@ class SpAcc1(StreamPrimitive):
         def onehot(i: Value) -> Value:
             return Cat(*[i == k for k in range(dim)])
 
-        with m.If(flushing):
-            with m.If(clear):
-                m.d.sync += [first.eq(encoded), any_valid.eq(nxt.any()), nxt.eq(low),
-                             above.eq(above & ~low)]
+        with m.If(flushing), m.If(clear):
+            m.d.sync += [first.eq(encoded), any_valid.eq(nxt.any()), nxt.eq(low),
+                         above.eq(above & ~low)]
         with m.Elif(pend & ~pend_hit):  # the bit ``c`` is set now (a flush pops no data)
             with m.If(~any_valid):
                 m.d.sync += [first.eq(c), any_valid.eq(1)]
