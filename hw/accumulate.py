@@ -90,8 +90,13 @@ class SpAcc1(StreamPrimitive):
     early (the coordinate at the input head, the flush's next index), and a word written in
     the cycle its address is read is forwarded from a register, so the cycle behaviour is the
     same as with asynchronous reads.  It also finds the lowest set bit with one encoder (over
-    ``rest`` while flushing, the valid bits otherwise) instead of two whose results are
-    selected at the end: half the logic."""
+    ``rest`` while flushing, the valid bits otherwise): the least logic.
+
+    Without ``block_ram`` (LUT RAM, the ECP5) the accumulator reads asynchronously and is built
+    for the clock: the read-add-write starts at a registered read (:meth:`_read_add_write`)
+    and the flush index is kept one step ahead (:meth:`_walk_ahead`): the memory read does
+    not share a cycle with the adder, nor the carry-chain isolate of the lowest bit with its
+    encoding."""
 
     def __init__(self, *, dim: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
                  vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
@@ -109,13 +114,10 @@ class SpAcc1(StreamPrimitive):
         wp = acc.write_port()
         valid = Signal(dim)
         flushing = Signal()
-        # The lowest set valid bit (``first``), whether any is set and the set bits above it
-        # (``rest``), all registered.  Outside a flush they follow the valid bits one cycle late
-        # (the cycle that starts a flush sets none, so they have caught up when used); a flush
-        # that emits ``first`` moves to ``rest``'s lowest bit.  Both candidates come from
-        # registers and are selected by ``clear`` at the end, so the output FIFOs' ready is not
-        # in front of the priority encoder, and the encoder is a carry-chain isolate of the
-        # lowest bit plus an OR tree.
+        # The lowest set valid bit (``first``), whether any is set (``any_valid``) and the set
+        # bits above it (``rest``), all registered: outside a flush they describe the valid bits
+        # one cycle late (the cycle that starts a flush sets none, so they have caught up when
+        # used); a flush that emits ``first`` (``clear``) moves to ``rest``'s lowest bit.
         #
         # While flushing, ``valid`` is ``rest`` plus the bit ``first`` (when ``any_valid``), so
         # emitting ``first`` clears it by loading ``rest``: no decoder of ``first``.
@@ -123,7 +125,7 @@ class SpAcc1(StreamPrimitive):
         any_valid = Signal()
         rest = Signal(dim)
         clear = Signal()  # the flush emits ``first`` this cycle
-        first_next = Signal(range(max(dim, 2)))
+        first_next = None  # with block RAM: ``first`` as it will be next cycle
         if self.block_ram:
             # One encoder, over ``rest`` while flushing (the candidate for a flush that emits)
             # and over the valid bits otherwise; a flush cycle that emits nothing holds the
@@ -131,28 +133,24 @@ class SpAcc1(StreamPrimitive):
             # selects at the end, so it is not in front of the encoder.
             src = Signal(dim)
             hold = Signal()
+            first_next = Signal(range(max(dim, 2)))
             m.d.comb += [src.eq(Mux(flushing, rest, valid)), hold.eq(flushing & ~clear)]
             src_first, src_rest = lowest_bit_grouped(m, src, dim, "low")
             m.d.comb += first_next.eq(Mux(hold, first, src_first))
             with m.If(~hold):
                 m.d.sync += [any_valid.eq(src.any()), rest.eq(src_rest)]
-        else:
-            keep_first, keep_rest = lowest_bit(m, valid, dim, "keep")
-            clear_first, clear_rest = lowest_bit(m, rest, dim, "clear")
-            m.d.comb += first_next.eq(Mux(clear, clear_first, keep_first))
-            m.d.sync += [any_valid.eq(Mux(clear, rest.any(), valid.any())),
-                         rest.eq(Mux(clear, clear_rest, keep_rest))]
-        m.d.sync += first.eq(first_next)
+            m.d.sync += first.eq(first_next)
         tok, oh = inner.payload, outer.payload
         ci = tok[:cw][:len(first)]  # coordinates are below ``dim``: the index bits decode the valid bit
         # A popped (crd, val) is accumulated the next cycle from registers (the valid bit is set
         # at once, and whether it was set is registered with it), so the input FIFOs are not on
-        # the read-add-write path.  Back-to-back tokens need no forwarding: the memory is
-        # written at the end of the cycle, before the next read.  A flush starts at least two
-        # cycles after the last pop (the stop that starts it pops no data), so it reads
-        # up-to-date sums.
+        # the read-add-write path.  A flush starts at least two cycles after the last pop (the
+        # stop that starts it pops no data), so it reads up-to-date sums.
         popped = Signal()
-        flush_word = self._read_add_write(m, acc, wp, valid, ci, popped, first, first_next)
+        pending = self._pending(m, valid, ci, popped)
+        if not self.block_ram:
+            self._walk_ahead(m, first, any_valid, rest, flushing, clear, pending)
+        flush_word = self._read_add_write(m, acc, wp, ci, pending, first, first_next)
         with m.If(self.room()):
             with m.If(flushing):
                 with m.If(any_valid):
@@ -189,19 +187,71 @@ class SpAcc1(StreamPrimitive):
                     with m.Else():
                         m.d.sync += flushing.eq(1)
 
-    def _read_add_write(self, m, acc, wp, valid, ci, popped, first, first_next):
-        """The pipelined ``acc[ci] op= val`` of a popped (``popped``) coordinate ``ci`` and the
-        flush read; returns the flushed word (= the sum at ``first``)."""
-        pend, pend_hit, pend_c, pend_v = self._pending(m, valid, ci, popped)
+    def _walk_ahead(self, m, first, any_valid, rest, flushing, clear, pending):
+        """``first``, ``any_valid`` and ``rest`` without a priority encoder between two
+        registers (for the ECP5, where the encoder of ``rest`` into ``first`` limited the clock).
+
+        Outside a flush the valid bits are only set, by the pops, and a flush starts from them
+        and ends with none left: the registers take in each newly set bit, the pending
+        coordinate ``c``, by compares of ``c`` with ``first`` and with the second-lowest set bit,
+        whose index is kept for that (all from registers).  While flushing they walk one step
+        ahead: ``rest`` is kept as its lowest bit, one-hot (``nxt``), and the bits above it
+        (``above``), so emitting ``first`` loads ``first`` from ``nxt`` encoded (an OR tree)
+        and ``nxt`` / ``above`` from the lowest bit of ``above`` isolated as ``x & -x`` (a
+        carry chain) and the bits without it: each register's input is one half of the
+        encoder.  Same values in every cycle as the encoder of the valid bits."""
+        dim = self.dim
+        pend, pend_hit, c, _ = pending
+        nxt = Signal(dim, name="nxt")  # one-hot: the second-lowest set bit (none: 0)
+        nxt_idx = Signal(range(max(dim, 2)), name="nxt_idx")  # its index (kept outside a flush)
+        above = Signal(dim, name="above")  # the set bits above ``nxt``
+        low = Signal(dim, name="above_low")
+        m.d.comb += [rest.eq(nxt | above), low.eq(above & (~above + 1)[:dim])]
+        encoded = Signal(len(first), name="nxt_encoded")
+        for b in range(len(first)):
+            terms = [nxt[k] for k in range(dim) if (k >> b) & 1]
+            m.d.comb += encoded[b].eq(Cat(*terms).any() if terms else 0)
+
+        def onehot(i: Value) -> Value:
+            return Cat(*[i == k for k in range(dim)])
+
+        with m.If(flushing), m.If(clear):
+            m.d.sync += [first.eq(encoded), any_valid.eq(nxt.any()), nxt.eq(low),
+                         above.eq(above & ~low)]
+        with m.Elif(pend & ~pend_hit):  # the bit ``c`` is set now (a flush pops no data)
+            with m.If(~any_valid):
+                m.d.sync += [first.eq(c), any_valid.eq(1)]
+            with m.Elif(c < first):  # ``first`` becomes the second-lowest
+                m.d.sync += [first.eq(c), nxt.eq(onehot(first)), nxt_idx.eq(first),
+                             above.eq(above | nxt)]
+            with m.Elif(~nxt.any()):
+                m.d.sync += [nxt.eq(onehot(c)), nxt_idx.eq(c)]
+            with m.Elif(c < nxt_idx):
+                m.d.sync += [nxt.eq(onehot(c)), nxt_idx.eq(c), above.eq(above | nxt)]
+            with m.Else():
+                m.d.sync += above.eq(above | onehot(c))
+
+    def _read_add_write(self, m, acc, wp, ci, pending, first, first_next):
+        """The pipelined ``acc[ci] op= val`` of a popped coordinate ``ci`` (``pending``: the
+        registers of the pop, see :meth:`_pending`) and the flush read; returns the flushed word
+        (= the sum at ``first``).
+
+        The stored word is read in the cycle of the pop, at the input head's coordinate, and
+        registered (a word written in that cycle at the same coordinate, by the previous pop,
+        is taken from the write port instead of the RAM), so the read-add-write of the next
+        cycle starts at registers: the memory's read is not in front of the adder."""
+        pend, pend_hit, pend_c, pend_v = pending
         m.d.comb += [wp.addr.eq(pend_c), wp.en.eq(pend)]
         if self.block_ram:
             acc_word = forwarded_read(m, acc, wp, ci, "acc")  # = acc[pend_c] next cycle
             flush_word = forwarded_read(m, acc, wp, first_next, "flush", addr_q=first)  # = acc[first] next cycle
         else:
-            rp = acc.read_port(domain="comb")  # read-add-write
+            rp = acc.read_port(domain="comb")  # read-add-write, a cycle early
             fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
-            m.d.comb += [rp.addr.eq(pend_c), fp.addr.eq(first)]
-            acc_word, flush_word = rp.data, fp.data
+            acc_word = Signal(self.vw, name="acc_word")  # = acc[pend_c] as written up to now
+            m.d.comb += [rp.addr.eq(ci), fp.addr.eq(first)]
+            m.d.sync += acc_word.eq(Mux(wp.en & (wp.addr == ci), wp.data, rp.data))
+            flush_word = fp.data
         self._write_back(m, wp, acc_word, pend_hit, pend_v)
         return flush_word
 

@@ -124,12 +124,12 @@ def test_reduce_fixed(op):
     _check("reduce", {"op": op}, runs)
 
 
-def _many_fiber_runs(seed: int) -> list[dict]:
+def _many_fiber_runs(seed: int, dim: int = 8) -> list[dict]:
     """spacc1 inputs of many outer fibers (nesting 2 and 3, some fibers empty, fibers of
     different sizes so that some ends wait for the previous flush), saturating fixed values."""
     rng = random.Random(seed)
     lo, hi = Q.to_raw(-20000.0), Q.to_raw(20000.0)
-    return [spacc1_inputs(*spacc1_tree(rng, depth, rng.randint(6, 14), 8, lo, hi), depth)
+    return [spacc1_inputs(*spacc1_tree(rng, depth, rng.randint(6, 14), dim, lo, hi), depth)
             for depth in (2, 3, 2, 3)]
 
 
@@ -171,6 +171,16 @@ def test_spacc1_double_random_stalls(block_ram):
     and hand-overs waiting for it."""
     _same_tokens_under_stalls("spacc1", {"dim": 8, "buffers": 2}, _many_fiber_runs(81),
                               replace(CFG, spacc_block_ram=block_ram))
+
+
+@pytest.mark.parametrize("block_ram", [False, True], ids=["lutram", "block_ram"])
+def test_spacc1_random_stalls(block_ram):
+    """Single bank, a dimension that is not a power of two: the same cycles as sw_sim, and the
+    flush (held by full outputs) and the registers that follow the valid bits under input
+    gaps and output stalls."""
+    runs, cfg = _many_fiber_runs(82, dim=13), replace(CFG, spacc_block_ram=block_ram)
+    _check("spacc1", {"dim": 13}, runs, cfg)
+    _same_tokens_under_stalls("spacc1", {"dim": 13}, runs, cfg)
 
 
 def test_value_repeat():
