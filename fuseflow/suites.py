@@ -23,7 +23,7 @@ from .passes import set_accumulator_buffers
 from .simulation import Case, Simulator, SuiteEntry
 from .skipping import enable_skipping
 
-__all__ = ["SUITES", "spine_entry", "spine_suite", "suite"]
+__all__ = ["SUITES", "spine_entry", "spine_suite", "suite", "with_par"]
 
 
 def _spine_case(kernel: str, n: int, density: float, seed: int, simulate: Simulator) -> Case:
@@ -91,6 +91,33 @@ SUITES: dict[str, Callable[[], list[SuiteEntry]]] = {
     "ml": ml_suite,
     "parallel": parallel_suite,
 }
+
+
+def _applicable(graph, par: dict[str, int]) -> dict[str, int]:
+    """The keys of ``par`` (``INDEX`` or ``GRAPH:INDEX``) that ``graph`` iterates."""
+    return {k: f for k, f in par.items()
+            if k.rpartition(":")[0] in ("", graph.name) and k.rpartition(":")[2] in graph.indices}
+
+
+def _par_case(make, par: tuple[tuple[str, int], ...], simulate: Simulator) -> Case:
+    g, data, expected = make(simulate)
+    parallelize(g, _applicable(g, dict(par)))
+    return g, data, expected
+
+
+def with_par(entries: list[SuiteEntry], par: dict[str, int],
+             simulate: Simulator) -> tuple[list[SuiteEntry], list[str]]:
+    """The entries whose graphs iterate an index of ``par``, with those lanes (names suffixed
+    ``_par_<index><factor>``), and the names of the entries left out (no such index)."""
+    tag = "_par_" + "_".join(f"{k.replace(':', '-')}{f}" for k, f in par.items())
+    kept, left = [], []
+    for e in entries:
+        if _applicable(e.make(simulate)[0], par):
+            kept.append(SuiteEntry(e.name + tag, e.model,
+                                   partial(_par_case, e.make, tuple(par.items()))))
+        else:
+            left.append(e.name)
+    return kept, left
 
 
 def suite(name: str = "all") -> list[SuiteEntry]:

@@ -6,9 +6,12 @@ import os
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from fuseflow.suites import suite
+from fuseflow.parallel import ParallelError
+from fuseflow.suites import suite, with_par
 from rtl_sim.correlate import run_suite, write_report
+from sw_sim import run_graph
 
+from .cmd_common import add_schedule_args, resolve_schedule
 from .errors import UserError
 
 
@@ -19,6 +22,7 @@ def add_parser(sub) -> None:
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="worker processes (default: all cores)")
     p.add_argument("--waves", action="store_true", help="also write a VCD per graph into OUT/waves/")
     p.add_argument("--list", action="store_true", help="list the suite's kernels and exit")
+    add_schedule_args(p)  # par only: every graph of the suite that iterates the index
 
 
 def run(args) -> int:
@@ -26,6 +30,20 @@ def run(args) -> int:
         entries = suite(args.suite)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    sched = resolve_schedule(args)
+    if sched.fusion or sched.orders:
+        raise UserError(f"--schedule {args.schedule}: the suites' graphs are already compiled; "
+                        f"only par applies to correlate")
+    if sched.par:
+        try:
+            entries, left = with_par(entries, dict(sched.par), run_graph)
+        except ParallelError as exc:
+            raise UserError(f"--par: {exc}") from None
+        if not entries:
+            raise UserError(f"--par: no graph of suite {args.suite!r} iterates "
+                            f"{', '.join(sched.par)}")
+        if left:
+            print(f"left out (no index {', '.join(sched.par)}): {', '.join(left)}")
     if args.list:
         for e in entries:
             print(f"{e.name}  ({e.model})")
@@ -40,7 +58,8 @@ def run(args) -> int:
         def progress(done: int, total: int, names: str) -> None:
             bar.update(task, completed=done, description=f"done: {names[:60]}")
 
-        results = run_suite(args.suite, jobs=args.jobs, waves_dir=waves, progress=progress)
+        results = run_suite(entries if sched.par else args.suite, jobs=args.jobs,
+                            waves_dir=waves, progress=progress)
     summary = write_report(results, args.out)
     print(f"{len(results)} kernels: R² = {summary['r2']:.6f}, worst relative error "
           f"{summary['max_rel_error'] * 100:.3f} %, outputs identical: {summary['all_values_equal']}")

@@ -177,3 +177,16 @@ def test_wide_splits_do_not_deadlock(kernel, n):
     g, data, _, expected = example(kernel, 64, 4, 0.1)
     parallelize(g, {"i": n})
     assert np.array_equal(next(iter(run_graph(g, data).outputs.values())).to_dense(), expected)
+
+
+def test_suite_entries_with_par():
+    """``correlate --par``: the suite's graphs that iterate the index get the lanes; values stay
+    numpy's."""
+    from fuseflow.suites import suite, with_par
+    entries, left = with_par(suite("spine")[:4], {"i": 2}, run_graph)
+    assert len(entries) == 4 and not left and all(e.name.endswith("_par_i2") for e in entries)
+    g, data, expected = entries[0].make(run_graph)
+    assert any(n.kind is NodeKind.PARALLELIZE for n in g.nodes.values())
+    assert np.array_equal(next(iter(run_graph(g, data).outputs.values())).to_dense(), expected)
+    kept, left = with_par(suite("spine")[:2], {"nope": 2}, run_graph)
+    assert not kept and len(left) == 2
