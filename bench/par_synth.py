@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fpga.boards import get_board  # noqa: E402
+from fpga.boards import get_board
 
 DESIGNS = {
     "spmv": ("SpMV 64×64, B ≤ 512", ["--kernel", "spmv", "--size", "64", "--max-nnz", "B=512"]),
