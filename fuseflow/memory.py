@@ -184,13 +184,24 @@ def _from(base: str, overrides: Mapping[str, Any], where: str) -> MemoryModel:
 # --------------------------------------------------------------------------- placement
 @dataclass(frozen=True)
 class Placement:
-    """Which tensors stay on chip (everything else is off-chip unless the model is ideal)."""
+    """Which tensors stay on chip (everything else is off-chip unless the model is ideal).
+    ``strict``: a name that is not a tensor of the graph is an error (a program's or model's
+    runner checks names against all its graphs and passes ``strict=False``)."""
 
     onchip: frozenset[str] = frozenset()
+    strict: bool = True
 
     @classmethod
-    def of(cls, names: Iterable[str] | None) -> Placement:
-        return cls(frozenset(names or ()))
+    def of(cls, names: Iterable[str] | None, strict: bool = True) -> Placement:
+        return cls(frozenset(names or ()), strict)
+
+    def check(self, tensors: Iterable[str], where: str) -> None:
+        """An error naming the on-chip names that are none of ``tensors``."""
+        known = set(tensors)
+        unknown = sorted(self.onchip - known)
+        if unknown:
+            raise MemoryError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in {where} "
+                              f"(tensors: {', '.join(sorted(known))})")
 
     def offchip(self, model: MemoryModel, tensor: str) -> bool:
         return not model.ideal and tensor not in self.onchip
@@ -237,10 +248,8 @@ def plan_ports(graph, model: MemoryModel, placement: Placement = Placement(), *,
     """The memory ports of ``graph`` under ``model``: every (node, array) that reads or writes an
     array of an off-chip tensor, ordered by node name then array (seg, crd, vals).  Empty for the
     ideal model.  Unknown tensor names in the placement are errors."""
-    unknown = sorted(set(placement.onchip) - set(graph.tensors))
-    if unknown:
-        raise MemoryError(f"placement: no tensor {', '.join(map(repr, unknown))} in graph {graph.name!r} "
-                          f"(tensors: {', '.join(graph.tensors)})")
+    if placement.strict:
+        placement.check(graph.tensors, f"graph {graph.name!r}")
     if model.ideal:
         return []
     wanted: list[tuple[str, str, str, int | None, int, bool]] = []
@@ -268,6 +277,10 @@ def plan_ports(graph, model: MemoryModel, placement: Placement = Placement(), *,
                 wanted += [(name, "seg", tensor, lvl, cw, False), (name, "crd", tensor, lvl, cw, False)]
         else:
             wanted.append((name, "vals", tensor, None, vw, use.writes))
+    widest = max((word_bytes(w) for *_, w, _ in wanted), default=1)
+    if widest > model.burst_bytes:
+        raise MemoryError(f"memory model {model.name!r}: burst_bytes = {model.burst_bytes} is smaller than a "
+                          f"{widest}-byte memory word; use bursts of at least {widest} bytes")
     arrays = sorted({(t, a, lv if lv is not None else -1) for _, a, t, lv, _, _ in wanted})
     ids = {k: i for i, k in enumerate(arrays)}
     return [MemPort(i, n, a, t, lv, ids[(t, a, lv if lv is not None else -1)], word_bytes(w), wr)

@@ -1,7 +1,9 @@
 """Schedules: one object for how a program or model is compiled.
 
 A :class:`Schedule` holds the fusion granularity, the dataflow order of statements, the
-parallelization factors per index (``par``) and the compiler switches (locate, skip).  It is
+parallelization factors per index (``par``), the compiler switches (locate, skip) and the
+memory system: the off-chip memory model (``memory``, a preset name or a table of fields; see
+:mod:`fuseflow.memory`) and the tensors kept on chip (``onchip``).  It is
 built in Python, read from a small TOML or JSON file, or named: the presets ``unfused``,
 ``partial`` and ``full`` are the fusion granularities with nothing else set.  Example file::
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .memory import MemoryError, MemoryModel, parse_memory
 from .primitives.parallel import MAX_LANES
 
 __all__ = ["FUSIONS", "PRESETS", "Schedule", "ScheduleError", "load_schedule", "parse_par"]
@@ -44,6 +47,8 @@ class Schedule:
     par: Mapping[str, int] = field(default_factory=dict)
     locate: bool | None = None
     skip: bool | None = None
+    memory: MemoryModel | None = None
+    onchip: tuple[str, ...] | None = None
 
     def with_par(self, par: Mapping[str, int]) -> Schedule:
         """This schedule with ``par`` added (its factors replace the schedule's for the same
@@ -54,9 +59,12 @@ class Schedule:
         return replace(self, name=name, par={**self.par, **par})
 
     def to_json(self) -> dict[str, Any]:
-        """Stable field names: name, fusion, orders, par, locate, skip (null: not set)."""
+        """Stable field names: name, fusion, orders, par, locate, skip, memory (the model's
+        fields), onchip (null: not set)."""
         return {"name": self.name, "fusion": self.fusion, "orders": dict(self.orders),
-                "par": dict(self.par), "locate": self.locate, "skip": self.skip}
+                "par": dict(self.par), "locate": self.locate, "skip": self.skip,
+                "memory": self.memory.to_json() if self.memory else None,
+                "onchip": list(self.onchip) if self.onchip is not None else None}
 
     def describe(self) -> str:
         parts = [f"schedule {self.name}"]
@@ -68,12 +76,17 @@ class Schedule:
         for key in ("locate", "skip"):
             if getattr(self, key) is not None:
                 parts.append(f"{key} {'on' if getattr(self, key) else 'off'}")
+        if self.memory is not None:
+            parts.append(f"memory {self.memory.name}")
+        if self.onchip:
+            parts.append("on chip " + ", ".join(self.onchip))
         return "; ".join(parts)
 
 
 PRESETS = {f: Schedule(f, fusion=f) for f in FUSIONS}
 
-_KEYS = {"name": str, "fusion": str, "orders": dict, "par": dict, "locate": bool, "skip": bool}
+_KEYS = {"name": str, "fusion": str, "orders": dict, "par": dict, "locate": bool, "skip": bool,
+         "memory": (str, dict), "onchip": list}
 
 
 def load_schedule(text: str) -> Schedule:
@@ -103,7 +116,8 @@ def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str
         if key not in _KEYS:
             problems.append(f"unknown key {key!r} (keys: {', '.join(_KEYS)})")
         elif not isinstance(value, _KEYS[key]):
-            problems.append(f"{key} = {value!r} must be {_KEYS[key].__name__}")
+            kinds = _KEYS[key] if isinstance(_KEYS[key], tuple) else (_KEYS[key],)
+            problems.append(f"{key} = {value!r} must be {' or '.join(k.__name__ for k in kinds)}")
     if problems:
         raise ScheduleError(f"{source}: " + "; ".join(problems))
     fusion = data.get("fusion")
@@ -114,8 +128,20 @@ def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str
         if not isinstance(order, str) or not order:
             raise ScheduleError(f"{source}: orders.{tensor} = {order!r} must be index letters")
     par = {str(i): _factor(f, f"{source}: par.{i}") for i, f in data.get("par", {}).items()}
+    memory = None
+    if "memory" in data:
+        try:
+            memory = parse_memory(data["memory"], where=f"{source}: memory")
+        except MemoryError as exc:
+            raise ScheduleError(str(exc)) from None
+    onchip = data.get("onchip")
+    if onchip is not None:
+        bad = [t for t in onchip if not isinstance(t, str) or not t]
+        if bad:
+            raise ScheduleError(f"{source}: onchip = {onchip!r} must be a list of tensor names")
+        onchip = tuple(onchip)
     return Schedule(data.get("name", default_name), fusion, dict(orders), par,
-                    data.get("locate"), data.get("skip"))
+                    data.get("locate"), data.get("skip"), memory, onchip)
 
 
 def _factor(value: Any, where: str) -> int:

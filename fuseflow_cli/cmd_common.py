@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from fuseflow.kernels import KERNELS, example, random_operands
+from fuseflow.memory import PRESETS as MEMORY_PRESETS
+from fuseflow.memory import MemoryError, MemoryModel, Placement, parse_memory
 from fuseflow.numerics import Mode, Numerics
 from fuseflow.parallel import ParallelError, parallelize
 from fuseflow.samml import Graph, GraphError
@@ -22,11 +24,13 @@ from .errors import UserError
 __all__ = [
     "GraphJob",
     "add_graph_args",
+    "add_memory_args",
     "add_numerics_arg",
     "add_schedule_args",
     "apply_par",
     "load_graph_job",
     "parse_max_nnz",
+    "resolve_memory",
     "resolve_schedule",
     "table",
     "with_numerics",
@@ -62,6 +66,31 @@ def resolve_schedule(args: argparse.Namespace) -> Schedule:
         return base.with_par(parse_par(getattr(args, "par", None)))
     except ScheduleError as exc:
         raise UserError(str(exc)) from None
+
+
+def add_memory_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--memory", metavar="PRESET[:K=V,...]",
+                   help=f"off-chip memory model: {', '.join(MEMORY_PRESETS)} (default ideal, or the "
+                        "schedule's), optionally with fields changed, e.g. hbm2:bytes_per_cycle=16 "
+                        "(docs/memory.md)")
+    p.add_argument("--onchip", action="append", default=[], metavar="TENSOR[,TENSOR]",
+                   help="keep these tensors in on-chip block RAM (the others are off-chip under a "
+                        "non-ideal --memory); repeatable")
+
+
+def resolve_memory(args: argparse.Namespace, sched: Schedule | None = None) -> tuple[MemoryModel, Placement]:
+    """The memory model and placement of the command line: ``--memory`` / ``--onchip``, else the
+    schedule's, else ideal with nothing named."""
+    sched = sched or resolve_schedule(args)
+    try:
+        text = getattr(args, "memory", None)
+        model = parse_memory(text) if text else (sched.memory or parse_memory(None))
+    except MemoryError as exc:
+        raise UserError(str(exc)) from None
+    names = [t.strip() for item in getattr(args, "onchip", None) or [] for t in item.split(",") if t.strip()]
+    if not names and sched.onchip:
+        names = list(sched.onchip)
+    return model, Placement.of(names)
 
 
 @dataclass

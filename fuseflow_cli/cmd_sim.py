@@ -8,34 +8,40 @@ import numpy as np
 
 from sw_sim import SimError, run_graph
 
-from .cmd_common import add_graph_args, load_graph_job, table
+from fuseflow.memory import MemoryError
+
+from .cmd_common import add_graph_args, add_memory_args, load_graph_job, resolve_memory, table
 from .errors import UserError
-from .models import add_model_args, run_model
+from .models import add_model_args, counters_text, run_model
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("sim", help="run a graph in sw_sim (values + cycles)")
     add_graph_args(p)
-    p.add_argument("--stats", action="store_true", help="print per-node statistics")
+    p.add_argument("--stats", action="store_true",
+                   help="print per-node statistics and per-array counters (words, bytes, lines)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (cycles, ok, schedule, per-node counters; README "
                         "'Machine-readable output') instead of text")
+    add_memory_args(p)
     add_model_args(p)
 
 
 def node_counters(stats) -> dict[str, dict[str, int]]:
     """Per-node counters with the stable JSON field names."""
     return {n: {"tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "active": s.fire_cycles,
-                "stalled": s.stall_cycles, "starved": s.starve_cycles} for n, s in stats.items()}
+                "stalled": s.stall_cycles, "starved": s.starve_cycles, "memory_wait": s.mem_cycles}
+            for n, s in stats.items()}
 
 
 def run(args) -> int:
     if args.model:
         return run_model(args)
     job = load_graph_job(args)
+    model, placement = resolve_memory(args, job.schedule)
     try:
-        res = run_graph(job.graph, job.data)
-    except SimError as exc:
+        res = run_graph(job.graph, job.data, memory=model, onchip=placement)
+    except (SimError, MemoryError) as exc:
         raise UserError(str(exc)) from None
     ok = None
     if job.expected is not None:
@@ -45,14 +51,17 @@ def run(args) -> int:
         print(json.dumps({"source": job.source, "graph": job.graph.name, "cycles": res.cycles,
                           "ok": ok, "schedule": job.schedule.to_json() if job.schedule else None,
                           "wall_seconds": round(res.wall_seconds, 4),
-                          "nodes": node_counters(res.stats)}, indent=1))
+                          "memory": model.to_json(), "onchip": sorted(placement.onchip),
+                          "counters": res.counters, "nodes": node_counters(res.stats)}, indent=1))
         return 0 if ok is not False else 1
     print(f"{job.source}: {res.cycles} cycles in sw_sim ({res.wall_seconds * 1e3:.1f} ms, "
           f"{res.node_cycles / max(res.wall_seconds, 1e-9) / 1e6:.2f} M node-cycles/s)")
+    print(f"memory: {model.describe()}")
+    print(counters_text(res.counters, stats=args.stats))
     if args.stats:
-        rows = [[n, s.tokens_in, s.tokens_out, s.fire_cycles, s.stall_cycles, s.starve_cycles]
+        rows = [[n, s.tokens_in, s.tokens_out, s.fire_cycles, s.stall_cycles, s.starve_cycles, s.mem_cycles]
                 for n, s in res.stats.items()]
-        print(table(rows, ["node", "tokens in", "tokens out", "active", "stalled", "starved"]))
+        print(table(rows, ["node", "tokens in", "tokens out", "active", "stalled", "starved", "memory wait"]))
     if ok is not None:
         print(f"check against numpy: {'PASS' if ok else 'FAIL'}")
     return 0 if ok is not False else 1

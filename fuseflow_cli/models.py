@@ -18,7 +18,10 @@ from fuseflow.numerics import Mode, Numerics
 from hw import HwConfig, build_graph
 from sw_sim import run_graph
 
-from .cmd_common import resolve_schedule, with_numerics
+from fuseflow.memory import MemoryError, Placement
+from sw_sim.counters import merge_counters
+
+from .cmd_common import resolve_memory, resolve_schedule, table, with_numerics
 from .errors import UserError
 
 __all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "run_model"]
@@ -98,7 +101,14 @@ def run_model(args: argparse.Namespace) -> int:
         raise UserError(f"--numerics {args.numerics}: models need float or fixed point (e.g. q16.16)")
     for note in [] if as_json else cm.notes:
         print(f"note: {note.splitlines()[0]}")
-    res = simulate_model(cm, numerics=str(num), simulate=run_graph)
+    model, placement = resolve_memory(args)
+    try:
+        placement.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
+        res = simulate_model(cm, numerics=str(num), simulate=run_graph, memory=model,
+                             onchip=Placement(placement.onchip, strict=False))
+    except MemoryError as exc:
+        raise UserError(str(exc)) from None
+    counters = merge_counters([c for _, c in res.counters])
     ref = case.reference()
     out = res.outputs[ir.outputs[0]]
     scale = float(np.max(np.abs(ref))) or 1.0
@@ -113,13 +123,36 @@ def run_model(args: argparse.Namespace) -> int:
                           "schedule": resolve_schedule(args).to_json(), "cycles": res.total_cycles,
                           "ok": ok, "error": err, "tolerance": tol, "numerics": str(num),
                           "graphs": [{"name": n, "cycles": c} for n, c in res.cycles],
+                          "memory": model.to_json(), "onchip": sorted(placement.onchip),
+                          "counters": summary_counters(counters),
                           "wall_seconds": round(res.wall_seconds, 3)}, indent=1))
         return 0 if ok else 1
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, compiled in {cm.seconds * 1e3:.1f} ms; "
           f"{res.total_cycles} cycles in sw_sim ({res.wall_seconds:.1f} s)")
+    print(f"memory: {model.describe()}")
+    print(counters_text(counters, stats=getattr(args, "stats", False)))
     print(f"check against PyTorch (float64; {what} {err:.2e}, tolerance {tol:.0e}): "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
+
+
+def summary_counters(c: dict) -> dict:
+    """The counters for JSON: everything but the per-stream token counts of a many-graph run."""
+    return {k: v for k, v in c.items() if k != "tokens"}
+
+
+def counters_text(c: dict, stats: bool = False) -> str:
+    """Counters as text: totals; with ``stats`` the per-array table too."""
+    flops = ", ".join(f"{k} {v}" for k, v in c["flops"].items()) or "none"
+    lines = [f"FLOPs {c['flops_total']} ({flops}); bytes read {c['bytes_read']}, written "
+             f"{c['bytes_written']}, moved off chip {c['bytes_offchip']}; intensity "
+             f"{c['intensity'] if c['intensity'] is not None else '-'} FLOP/B"]
+    if stats and c["arrays"]:
+        rows = [[k, "off" if a["offchip"] else "on", a["words_read"], a["bytes_read"], a["words_written"],
+                 a["bytes_written"], a.get("lines", "-"), a.get("bytes_moved", "-")] for k, a in c["arrays"].items()]
+        lines.append(table(rows, ["array", "chip", "words read", "bytes read", "words written",
+                                  "bytes written", "lines", "bytes moved"]))
+    return "\n".join(lines)
 
 
 def build_model(args: argparse.Namespace) -> int:

@@ -69,6 +69,7 @@ class SpAcc1(Primitive):
         v = 0 if v is EMPTY else v
         acc = self.acc
         acc[tok] = self.fn(acc[tok], v) if tok in acc else v
+        self.flops += 1
         inner.pop()
         val.pop()
         return True
@@ -262,6 +263,7 @@ class SpAcc2(Primitive):
         v = 0 if v is EMPTY else v
         key = (self.cur_i, tok)
         self.acc[key] = self.fn(self.acc[key], v) if key in self.acc else v
+        self.flops += 1
         ij.pop()
         val.pop()
         return True

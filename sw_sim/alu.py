@@ -70,7 +70,10 @@ class Alu(Staged):
 
     def leave_front(self, v):
         x, y = v
-        return x if isinstance(x, Control) else self.fn(x, y)
+        if isinstance(x, Control):
+            return x
+        self.flops += 1
+        return self.fn(x, y)
 
     def step(self) -> bool:
         progressed = self.advance()
@@ -116,8 +119,10 @@ class Reduce(Primitive):
         tok = self.inp.q[0]
         if not isinstance(tok, Control):
             self.acc = self.fn(self.acc, tok)
+            self.flops += 1
         elif tok is EMPTY:
             self.acc = self.fn(self.acc, 0)
+            self.flops += 1
         elif tok is DONE:
             self.out.push(DONE)
             self.finish()

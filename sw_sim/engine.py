@@ -15,6 +15,7 @@ Timing contract, shared with the RTL:
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass
 
@@ -117,6 +118,7 @@ class NodeStats:
     fire_cycles: int = 0  # cycles in which the node made progress
     stall_cycles: int = 0  # cycles waiting with an output FIFO full (back-pressure)
     starve_cycles: int = 0  # cycles waiting for input
+    mem_cycles: int = 0  # cycles waiting for an off-chip memory line
     done_cycle: int | None = None
 
 
@@ -136,6 +138,8 @@ class Primitive:
             c.consumer = self
         for c in outs.values():
             c.producer = self
+
+    flops = 0  # value operations done (ALUs, reductions, accumulators): the FLOP counters
 
     def step(self) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -183,8 +187,20 @@ class Engine:
         self.cycle = 0
         self.dirty: list[Channel] = []
         self.node_cycles_active = 0
+        self._nxt: dict[Primitive, None] = {}
+        self._timers: list[tuple[int, int, Primitive]] = []  # (cycle, seq, node) wake-ups
+        self._seq = 0
         for p in prims:
             p.engine = self
+
+    def wake(self, p: Primitive) -> None:
+        """Step ``p`` next cycle (the memory controller, when a port raises a request)."""
+        self._nxt[p] = None
+
+    def wake_at(self, p: Primitive, cycle: int) -> None:
+        """Step ``p`` in ``cycle`` (a node whose memory line arrives then)."""
+        self._seq += 1
+        heapq.heappush(self._timers, (cycle, self._seq, p))
 
     def run(self, max_cycles: int = 50_000_000) -> int:
         dirty: list[Channel] = []
@@ -195,11 +211,15 @@ class Engine:
         sink_set = set(self.sinks)
         end_cycle = 0
         cycle = 0
-        while awake:
+        timers = self._timers
+        while awake or timers:
+            if timers:
+                cycle = self._due(awake, cycle)
             if cycle >= max_cycles:
                 raise SimError(f"simulation exceeded {max_cycles} cycles")
             self.cycle = cycle
             nxt: dict[Primitive, None] = {}
+            self._nxt = nxt
             for p in awake:
                 if p.step():
                     p._fires += 1
@@ -223,6 +243,21 @@ class Engine:
             self._deadlock()
         self.cycle = end_cycle
         return end_cycle
+
+    def _due(self, awake: dict[Primitive, None], cycle: int) -> int:
+        """Wake the nodes whose timers are due (jumping ahead if nothing else is awake); the
+        cycle to run."""
+        timers = self._timers
+        if not awake:
+            cycle = max(cycle, timers[0][0])
+        while timers and timers[0][0] <= cycle:
+            w = heapq.heappop(timers)[2]
+            if not w.done and w not in awake:
+                if w._sleep_since >= 0:
+                    w.stats.mem_cycles += cycle - w._sleep_since
+                    w._sleep_since = -1
+                awake[w] = None
+        return cycle
 
     def _finish_stats(self) -> None:
         for p in self.prims:

@@ -53,14 +53,17 @@ class Scan(Primitive):
     IDLE: ``Sk`` -> emit ``S(k+1)``; ``D`` -> emit ``D``, finish; data/N -> load (no output).
     """
 
-    def __init__(self, name, ins, outs, *, seg=None, crd=None, dim=None):
+    def __init__(self, name, ins, outs, *, seg=None, crd=None, dim=None, mem=None):
         super().__init__(name, ins, outs)
+        mem = mem or {}
+        self.mseg, self.mcrd = mem.get("seg"), mem.get("crd")  # off-chip ports (sw_sim.dram)
         self.inp = ins["ref"]
         self.ocrd = outs["crd"]
         self.oref = outs["ref"]
         self.seg = None if seg is None else [int(x) for x in seg]
         self.crd = None if crd is None else [int(x) for x in crd]
         self.dim = dim
+        self.seg_reads = self.crd_reads = 0  # words read
         self.pipe = None  # token in the pipeline register
         self.pipe_lo = self.pipe_hi = 0
         self.mode = _IDLE
@@ -89,8 +92,11 @@ class Scan(Primitive):
         mode = self.mode
         if mode == _FIBER:
             p = self.p
+            if self.mcrd is not None and not self.mcrd.read(self.engine.cycle, p, p):
+                return False
             self.ocrd.push(self.crd[p] if self.crd is not None else p - self.lo)
             self.oref.push(p)
+            self.crd_reads += 1
             self.p = p = p + 1
             if p == self.hi:
                 self.mode = _END
@@ -130,7 +136,13 @@ class Scan(Primitive):
         """The front stage: fill a free pipeline register; True if it popped."""
         if self.pipe is not None or not self.inp.q:
             return False
-        tok = self.inp.pop()
+        tok = self.inp.q[0]
+        if (self.mseg is not None and not isinstance(tok, Control)
+                and not self.mseg.read(self.engine.cycle, tok, tok + 1)):
+            return False
+        self.inp.pop()
+        if self.seg is not None and not isinstance(tok, Control):
+            self.seg_reads += 2
         if tok is EMPTY:
             self.pipe_lo = self.pipe_hi = 0
         elif not isinstance(tok, Control):
@@ -245,6 +257,7 @@ class SkipScan(Scan):
         """One SEARCH cycle: compare the probe ``crd[p]`` with the target and narrow."""
         p, t = self.p, self.t
         v = self.crd[p]
+        self.crd_reads += 1
         hit = v >= t
         if hit:
             self.sh, self.known = p, True
@@ -285,28 +298,46 @@ class SkipScan(Scan):
 
 class _Writer(Primitive):
     """A writer pops one token per cycle from its one input and finishes on ``D``; data goes to
-    ``on_data``, other control tokens to ``on_control``."""
+    ``on_data``, other control tokens to ``on_control``; each returns False when an off-chip
+    port holds the write back (the token stays).  ``D`` waits until the ports have sent every
+    word (``docs/memory.md``)."""
 
-    def __init__(self, name, ins, outs):
+    ARRAYS: tuple[str, ...] = ()
+
+    def __init__(self, name, ins, outs, mem=None):
         super().__init__(name, ins, outs)
         self.inp = next(iter(ins.values()))
+        mem = mem or {}
+        self.ports = [(mem[a], a) for a in self.ARRAYS if mem.get(a) is not None]
 
     def step(self) -> bool:
         if not self.inp.q:
             return False
-        tok = self.inp.pop()
+        tok = self.inp.q[0]
         if tok is DONE:
+            if self.ports and not self._flushed():
+                return False
             self.finish()
         elif isinstance(tok, Control):
-            self.on_control(tok)
-        else:
-            self.on_data(tok)
+            if not self.on_control(tok):
+                return False
+        elif not self.on_data(tok):
+            return False
+        self.inp.pop()
         return True
 
-    def on_data(self, tok) -> None:  # pragma: no cover - abstract
+    def _flushed(self) -> bool:
+        now = self.engine.cycle
+        done = [port.flush(now, len(getattr(self, a)) - 1) for port, a in self.ports]
+        return all(done)
+
+    def _written(self, port, word: int) -> bool:
+        return port is None or port.write(self.engine.cycle, word)
+
+    def on_data(self, tok) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def on_control(self, tok) -> None:  # pragma: no cover - abstract
+    def on_control(self, tok) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -316,59 +347,83 @@ class LevelWrite(_Writer):
     fibers were dropped and their stops only close outer levels); dense counts coordinates.
     Pops one token per cycle; finishes on ``D``."""
 
-    def __init__(self, name, ins, outs, *, compressed: bool, skip_empty: bool = False):
-        super().__init__(name, ins, outs)
+    ARRAYS = ("seg", "crd")
+
+    def __init__(self, name, ins, outs, *, compressed: bool, skip_empty: bool = False, mem=None):
+        super().__init__(name, ins, outs, mem)
+        self.mseg, self.mcrd = (mem or {}).get("seg"), (mem or {}).get("crd")
         self.compressed = compressed
         self.skip_empty = skip_empty
         self.seg = [0]
         self.crd: list[int] = []
         self.open = False  # a coordinate arrived since the last stop
 
-    def on_control(self, tok) -> None:
+    def on_control(self, tok) -> bool:
         if type(tok) is not Stop:
             raise self.error(f"unexpected token {tok} in a crd stream")
         if self.open or not self.skip_empty:
+            if not self._written(self.mseg, len(self.seg)):
+                return False
             self.seg.append(len(self.crd))
         self.open = False
+        return True
 
-    def on_data(self, tok) -> None:
+    def on_data(self, tok) -> bool:
+        if not self._written(self.mcrd, len(self.crd)):
+            return False
         self.crd.append(tok)
         self.open = True
+        return True
 
 
 class ValsWrite(_Writer):
     """Values writer: appends each data token to ``vals`` (``N`` as 0); ignores stops; finishes
     on ``D``."""
 
-    def __init__(self, name, ins, outs):
-        super().__init__(name, ins, outs)
+    ARRAYS = ("vals",)
+
+    def __init__(self, name, ins, outs, *, mem=None):
+        super().__init__(name, ins, outs, mem)
+        self.mvals = (mem or {}).get("vals")
         self.vals: list = []
 
-    def on_control(self, tok) -> None:
+    def on_control(self, tok) -> bool:
         if tok is EMPTY:
+            if not self._written(self.mvals, len(self.vals)):
+                return False
             self.vals.append(0)
+        return True
 
-    def on_data(self, tok) -> None:
+    def on_data(self, tok) -> bool:
+        if not self._written(self.mvals, len(self.vals)):
+            return False
         self.vals.append(tok)
+        return True
 
 
 @model("scan")
 def _scan(b: Build) -> Primitive:
     dense = Format.parse(b.params.get("format", "compressed")) is Format.DENSE
+    mem = b.params.get("mem")
     if b.params.get("skip"):
         if dense:
             raise ValueError(f"node {b.name!r} (scan): parameter 'skip' needs a compressed level")
         return SkipScan(b.name, b.ins, b.outs, seg=b.params["seg"], crd=b.params["crd"])
     if dense:
         return Scan(b.name, b.ins, b.outs, dim=int(b.params["dim"]))
-    return Scan(b.name, b.ins, b.outs, seg=b.params["seg"], crd=b.params["crd"])
+    return Scan(b.name, b.ins, b.outs, seg=b.params["seg"], crd=b.params["crd"], mem=mem)
 
 
 @model("write")
 def _write(b: Build) -> Primitive:
     compressed = Format.parse(b.params.get("format", "compressed")) is Format.COMPRESSED
-    return LevelWrite(b.name, b.ins, b.outs, compressed=compressed, skip_empty=bool(b.params["skip_empty"]))
+    return LevelWrite(b.name, b.ins, b.outs, compressed=compressed, skip_empty=bool(b.params["skip_empty"]),
+                      mem=b.params.get("mem"))
+
+
+@model("vals_write")
+def _vals_write(b: Build) -> Primitive:
+    return ValsWrite(b.name, b.ins, b.outs, mem=b.params.get("mem"))
 
 
 plain("root", Root)
-plain("vals_write", ValsWrite)

@@ -22,12 +22,14 @@ class ArrayLoad(Staged):
     Stages advance back to front as in :class:`Alu`: a full last stage whose output has room
     emits; the read stage moves up when the last stage is free; a free read stage pops."""
 
-    def __init__(self, name, ins, outs, *, vals):
+    def __init__(self, name, ins, outs, *, vals, mem=None):
         super().__init__(name, ins, outs)
+        self.mvals = (mem or {}).get("vals")  # off-chip port (sw_sim.dram)
         self.inp = ins["ref"]
         self.out = outs["val"]
         self.vals = list(vals)
         self.stages: list = [None] * LATENCY
+        self.reads = 0  # vals words read
 
     def step(self) -> bool:
         progressed = self.advance()
@@ -35,13 +37,17 @@ class ArrayLoad(Staged):
             return True
         st = self.stages
         if st[0] is None and self.inp.q:
-            tok = self.inp.pop()
+            tok = self.inp.q[0]
             if not isinstance(tok, Control):
                 if not 0 <= tok < len(self.vals):
                     raise self.error(f"reference {tok} outside vals array of {len(self.vals)} entries")
+                if self.mvals is not None and not self.mvals.read(self.engine.cycle, tok, tok):
+                    return progressed
+                self.reads += 1
                 tok = self.vals[tok]
             elif tok is EMPTY:
                 tok = 0
+            self.inp.pop()
             st[0] = tok
             progressed = True
         return progressed
@@ -50,4 +56,4 @@ class ArrayLoad(Staged):
 
 @model("array_load")
 def _array_load(b: Build) -> Primitive:
-    return ArrayLoad(b.name, b.ins, b.outs, vals=b.params["vals"])
+    return ArrayLoad(b.name, b.ins, b.outs, vals=b.params["vals"], mem=b.params.get("mem"))

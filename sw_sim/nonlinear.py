@@ -43,7 +43,11 @@ class UnaryAlu(Primitive):
             progressed = True
         if self.opnd is not None and self.res is None:
             x = self.opnd
-            self.res = x if isinstance(x, Control) else self.fn(x)
+            if isinstance(x, Control):
+                self.res = x
+            else:
+                self.res = self.fn(x)
+                self.flops += 1
             self.opnd = None
             progressed = True
         inp = self.inp

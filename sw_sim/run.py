@@ -9,12 +9,15 @@ from typing import Any
 
 import numpy as np
 
+from fuseflow.memory import MemoryModel, Placement, parse_memory, plan_ports
 from fuseflow.numerics import FLOAT, Numerics
 from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, TensorUse
 from fuseflow.tensor import Format, TensorData
-from fuseflow.tokens import VAL_WIDTH, Token, parse_stream
+from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH, Token, parse_stream
 
 from . import registry
+from .counters import collect_counters
+from .dram import Controller
 from .engine import Channel, Engine, NodeStats, NullChannel, Primitive
 from .registry import Build
 from .stream import Sink, Source
@@ -30,6 +33,7 @@ class SimResult:
     wall_seconds: float = 0.0
     node_cycles: int = 0  # nodes x cycles: the work a lock-step simulator would do
     extra: dict[str, Any] = field(default_factory=dict)
+    counters: dict[str, Any] = field(default_factory=dict)  # sw_sim.counters
 
 
 class PrimitiveResult(dict):
@@ -83,12 +87,24 @@ def resolve_params(graph: Graph, node, data: Mapping[str, TensorData]) -> dict[s
 
 def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int | None = None,
               val_width: int | None = VAL_WIDTH, verify: bool = True,
-              max_cycles: int = 50_000_000, numerics: Numerics | str | None = None) -> SimResult:
-    """Simulate ``graph`` on the input tensors in ``data``; return outputs, cycles and stats.
+              max_cycles: int = 50_000_000, numerics: Numerics | str | None = None,
+              memory: MemoryModel | str | None = None, onchip=None, crd_width: int = CRD_WIDTH) -> SimResult:
+    """Simulate ``graph`` on the input tensors in ``data``; return outputs, cycles, stats and
+    counters.
 
     ``numerics`` (``Numerics`` or text such as ``"q16.16"``) sets the value arithmetic of every
-    node; tensor values are then the raw token values (``Numerics.quantize``)."""
+    node; tensor values are then the raw token values (``Numerics.quantize``).  ``memory`` (a
+    :class:`fuseflow.memory.MemoryModel` or preset name; default ideal) puts the arrays of
+    every tensor not named in ``onchip`` behind an off-chip memory (``docs/memory.md``)."""
     num = resolve_numerics(numerics, val_width)
+    model = parse_memory(memory)
+    placement = onchip if isinstance(onchip, Placement) else Placement.of(onchip)
+    vw = num.width if num.width else 32
+    ports = plan_ports(graph, model, placement, cw=crd_width, vw=vw)
+    ctrl = Controller(model, ports) if ports else None
+    mem_of: dict[str, dict[str, Any]] = {}
+    for port in ctrl.ports if ctrl else ():
+        mem_of.setdefault(port.spec.node, {})[port.spec.array] = port
     if verify:
         graph.verify(data)
     t0 = time.perf_counter()
@@ -105,20 +121,26 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
     for node in graph.nodes.values():
         ins = {p: chan_in[node[p]] for p in node.inputs()}
         outs = {p: chan_out[node[p]] for p in node.outputs()}
-        prim = build_primitive(node.kind, node.name, ins, outs, resolve_params(graph, node, data),
-                               numerics=num)
+        params = resolve_params(graph, node, data)
+        if node.name in mem_of:
+            params["mem"] = mem_of[node.name]
+        prim = build_primitive(node.kind, node.name, ins, outs, params, numerics=num)
+        for port in mem_of.get(node.name, {}).values():
+            port.node = prim
         prims.append(prim)
         by_name[node.name] = prim
         if node.spec.sink:
             sinks.append(prim)
     if not sinks:
         raise ValueError(f"graph {graph.name!r} has no writer: nothing defines when it is done")
-    eng = Engine(prims, list(chan_out.values()), sinks)
+    eng = Engine(prims + ([ctrl] if ctrl else []), list(chan_out.values()), sinks)
     cycles = eng.run(max_cycles)
     outputs = collect_outputs(graph, by_name)
     wall = time.perf_counter() - t0
+    named = {str(e): chan_out[e.src] for e in graph.edges}
+    counters = collect_counters(graph, by_name, named, model, placement, ctrl, cw=crd_width, vw=vw)
     return SimResult(outputs, cycles, {p.name: p.stats for p in prims}, wall,
-                     node_cycles=cycles * len(prims))
+                     node_cycles=cycles * len(prims), counters=counters)
 
 
 def collect_outputs(graph: Graph, prims: Mapping[str, Any]) -> dict[str, TensorData]:

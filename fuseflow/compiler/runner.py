@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,7 @@ __all__ = ["ProgramResult", "graph_runs", "reference", "reference_all", "run_pro
 class ProgramResult:
     outputs: dict[str, TensorData]
     cycles: list[int]  # per graph, in order
+    counters: list[dict] = field(default_factory=list)  # per graph (sw_sim.counters), if reported
 
     @property
     def total_cycles(self) -> int:
@@ -83,12 +84,15 @@ def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tenso
     names to dense arrays (or TensorData); ``sim_args`` go to ``simulate`` (e.g.
     ``numerics="float"``)."""
     cycles: list[int] = []
+    counters: list[dict] = []
     written: dict[str, TensorData] = {}
     for _, _, res in graph_runs(compiled, data, simulate=simulate, **sim_args):
         cycles.append(res.cycles)
+        if getattr(res, "counters", None):
+            counters.append(res.counters)
         written.update(res.outputs)
     outs = {n: written[n] for n in compiled.program.result_names()}
-    return ProgramResult(outs, cycles)
+    return ProgramResult(outs, cycles, counters)
 
 
 def reference(compiled_or_program, data: Mapping[str, np.ndarray | TensorData],

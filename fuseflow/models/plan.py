@@ -159,6 +159,7 @@ class ModelRun:
     cycles: list[tuple[str, int]]  # (graph name, cycles) in run order
     wall_seconds: float
     tensors: dict[str, TensorData] = field(default_factory=dict)
+    counters: list[tuple[str, dict]] = field(default_factory=list)  # (graph, sw_sim counters)
 
     @property
     def total_cycles(self) -> int:
@@ -505,7 +506,7 @@ def _to_fmt(td: TensorData, fmt: TensorFormat) -> TensorData:
 
 def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
               numerics: str = "float", max_cycles: int | None = None, *,
-              simulate: Simulator) -> ModelRun:
+              simulate: Simulator, **sim_args) -> ModelRun:
     """Run every step with ``simulate`` (``sw_sim.run_graph``); ``data`` overrides the traced
     input values; ``max_cycles`` raises the simulator's per-graph cycle limit (default: its own).
 
@@ -515,6 +516,8 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     t0 = time.perf_counter()
     num = Numerics.parse(numerics)
     limit = {} if max_cycles is None else {"max_cycles": max_cycles}
+    limit.update(sim_args)  # e.g. memory=, onchip= (sw_sim.run_graph)
+    counters: list[tuple[str, dict]] = []
     ir = cm.ir
     tensors: dict[str, TensorData] = {}
     for n in ir.nodes:
@@ -532,11 +535,14 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
                               numerics=numerics, **limit)
             for g, c in zip(s.graphs, res.cycles):
                 cycles.append((g.name, c))
+            counters += [(g.name, c) for g, c in zip(s.graphs, res.counters)]
             tensors.update(res.outputs)
         elif isinstance(s, MLStep):
             r = simulate(s.graph, {s.input: _to_fmt(tensors[s.input], s.in_fmt)}, numerics=numerics,
                          **limit)
             cycles.append((s.graph.name, r.cycles))
+            if getattr(r, "counters", None):
+                counters.append((s.graph.name, r.counters))
             tensors.update(r.outputs)
         else:
             n = s.node
@@ -544,4 +550,4 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             arr = np.einsum(n.attrs["spec"], arr) if n.kind is MKind.EINSUM else arr.reshape(n.shape)
             tensors[n.name] = TensorData.from_dense(arr, TensorFormat((Format.DENSE,) * len(n.shape)))
     outs = {o: np.asarray(num.dequantize(tensors[o].to_dense()), dtype=np.float64) for o in ir.outputs}
-    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors)
+    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters)
