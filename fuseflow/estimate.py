@@ -40,6 +40,7 @@ from .tokens import CRD_WIDTH, VAL_WIDTH
 
 __all__ = ["Estimate", "TensorStats", "estimate_graph", "estimate_program", "stats_of", "uniform_stats"]
 
+ANY_PLACEMENT = Placement(strict=False)  # nothing on chip; names not checked
 _HIST_MAX = 1 << 22  # histograms longer than this are dropped (scalar rates instead)
 
 
@@ -480,7 +481,7 @@ def _written_stats(graph: Graph, tensor: str, crds: dict[int, Stat]) -> TensorSt
 
 
 def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData], *,
-                   memory: MemoryModel = IDEAL, placement: Placement = Placement(strict=False),
+                   memory: MemoryModel = IDEAL, placement: Placement = ANY_PLACEMENT,
                    cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, rates: Mapping[str, float] | None = None,
                    est: Estimate | None = None) -> tuple[Estimate, dict[str, TensorStats]]:
     """Estimate one graph (its input tensors as data or statistics); returns the estimate (added
