@@ -119,7 +119,7 @@ class Estimate:
     arrays: dict[str, dict[str, Any]] = field(default_factory=dict)
     cycles: float = 0.0
     graphs: list[tuple[str, float]] = field(default_factory=list)  # (graph, cycle bound)
-    tokens: dict[str, float] = field(default_factory=dict)  # stream (edge) -> expected tokens
+    tokens: dict[str, float] = field(default_factory=dict)  # "graph:edge" -> expected tokens
     seconds: float = 0.0
 
     @property
@@ -269,10 +269,12 @@ def _join(c, node, ins, union: bool):
     out = {"crd": Stat(n, dim, h)}
     for i in range(k):
         r = ins[f"ref{i}"]
-        if union:
+        if union:  # every input element comes out (same positions), the rest as N
             present = min(crds[i].data, d)
-            s = r.scaled(present, crds[0].n[:-1])
-            out[f"ref{i}"] = Stat(n, None, None, d - present + s.nn)
+            out[f"ref{i}"] = Stat(n, None, r.h, d - present + r.nn)
+        elif r.h is not None and len(r.h) == dim and crds[i].h is not None and np.allclose(r.h, crds[i].h):
+            # positions that are the coordinates (a dense outer level): they survive as those do
+            out[f"ref{i}"] = Stat(n, None, h.copy(), r.nn * (d / r.data if r.data else 0.0))
         else:
             out[f"ref{i}"] = r.scaled(d, crds[0].n[:-1])
     return out
@@ -509,7 +511,8 @@ def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData]
         busiest = max(busiest, _work(node, ins, outs))
     for e in graph.edges:
         if e.src in streams:
-            est.tokens[str(e)] = est.tokens.get(str(e), 0.0) + streams[e.src].tokens
+            key = f"{graph.name}:{e}"
+            est.tokens[key] = est.tokens.get(key, 0.0) + streams[e.src].tokens
     cycles = busiest
     if not memory.ideal:
         moved = 0.0
