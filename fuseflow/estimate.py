@@ -94,6 +94,8 @@ class Stat:
     h: np.ndarray | None = None  # histogram of the data values, when known
     nn: float = 0.0  # N tokens among the data tokens
     held: Stat | None = None  # crd_hold output: each fibre repeats one coordinate of this stream
+    run: float = 1.0  # expected run of consecutive values (positions read one after another)
+    seq: bool = False  # values ascend through each outer fibre (a prefetching port streams them)
 
     @property
     def data(self) -> float:
@@ -108,7 +110,8 @@ class Stat:
         """Same shape with ``data`` tokens (histogram and N thinned alike)."""
         f = data / self.data if self.data else 0.0
         h = self.h * f if self.h is not None else None
-        return Stat((n or self.n[:-1]) + (data,), self.dim, h, self.nn * f)
+        return Stat((n or self.n[:-1]) + (data,), self.dim, h, self.nn * f,
+                    run=max(1.0, self.run * min(f, 1.0)), seq=self.seq)
 
 
 @dataclass
@@ -164,6 +167,13 @@ class _Ctx:
     rates: Mapping[str, float]
     est: Estimate
     written: dict[str, dict[int, Stat]] = field(default_factory=dict)  # tensor -> level -> crd stat
+    reads: list[tuple[str, str, int | None, float, float]] = field(default_factory=list)  # port reads
+
+    def read_port(self, tensor: str, array: str, level: int | None, words: float, runs: float) -> None:
+        """An off-chip read port's words and runs (a run = consecutive words; each new run may
+        miss the port's two lines), for the latency term of the cycle bound."""
+        if self.placement.offchip(self.model, tensor):
+            self.reads.append((tensor, array, level, words, runs))
 
     def words(self, tensor: str, array: str, level: int | None, words: float, write: bool) -> None:
         key = f"{tensor}.{array}" if level is None else f"{tensor}.{array}{level}"
@@ -193,7 +203,7 @@ def rule(kind: str) -> Callable[[Rule], Rule]:
 
 @rule("root")
 def _root(c, node, ins):
-    return {"ref": Stat((1.0,), None, np.ones(1))}
+    return {"ref": Stat((1.0,), None, np.ones(1), seq=True)}
 
 
 @rule("scan")
@@ -216,11 +226,17 @@ def _scan(c, node, ins):
         d = live * (lv.nnz / lv.parents if lv.parents else 0.0)
         crd_h = lv.crd_hist * (d / lv.crd_hist.sum()) if lv.crd_hist is not None and lv.crd_hist.sum() else None
         pos_h = None
+    mean = d / live if live else 0.0
     if not lv.dense:
         c.words(t, "seg", lvl, 2 * live, False)
         c.words(t, "crd", lvl, d, False)
+        runs = _passes(ref) if ref.seq else live / max(ref.run, 1.0)
+        c.read_port(t, "seg", lvl, 2 * live, runs)
+        c.read_port(t, "crd", lvl, d, runs)
     n = ref.n + (d,)
-    return {"crd": Stat(n, lv.dim, crd_h), "ref": Stat(n, None, pos_h)}
+    crd_run = float(lv.dim) if lv.dense else 1.0
+    return {"crd": Stat(n, lv.dim, crd_h, run=max(crd_run, 1.0), seq=True),
+            "ref": Stat(n, None, pos_h, run=max(mean, 1.0), seq=ref.seq)}
 
 
 def _fibres(s: Stat) -> float:
@@ -271,10 +287,10 @@ def _join(c, node, ins, union: bool):
         r = ins[f"ref{i}"]
         if union:  # every input element comes out (same positions), the rest as N
             present = min(crds[i].data, d)
-            out[f"ref{i}"] = Stat(n, None, r.h, d - present + r.nn)
+            out[f"ref{i}"] = Stat(n, None, r.h, d - present + r.nn, run=r.run, seq=r.seq)
         elif r.h is not None and len(r.h) == dim and crds[i].h is not None and np.allclose(r.h, crds[i].h):
             # positions that are the coordinates (a dense outer level): they survive as those do
-            out[f"ref{i}"] = Stat(n, None, h.copy(), r.nn * (d / r.data if r.data else 0.0))
+            out[f"ref{i}"] = Stat(n, None, h.copy(), r.nn * (d / r.data if r.data else 0.0), seq=r.seq)
         else:
             out[f"ref{i}"] = r.scaled(d, crds[0].n[:-1])
     return out
@@ -310,7 +326,10 @@ def _repsig(c, node, ins):
 @rule("repeat")
 def _repeat(c, node, ins):
     ref, sig = ins["ref"], ins["repsig"]
-    return {"ref": ref.scaled(sig.data, sig.n[:-1])}
+    out = ref.scaled(sig.data, sig.n[:-1])
+    per = sig.data / ref.data if ref.data else 1.0  # each reference repeated this often: one line
+    out.run = max(1.0, ref.run * per)
+    return {"ref": out}
 
 
 @rule("locate")
@@ -320,13 +339,16 @@ def _locate(c, node, ins):
     h = None
     if outer.h is not None and inner.h is not None and len(outer.h) * dim <= _HIST_MAX and outer.h.sum():
         h = np.outer(outer.h / outer.h.sum(), inner.h).ravel()
-    return {"ref": Stat(inner.n, None, h, inner.nn)}
+    dense_inner = inner.dim is not None and inner.run >= inner.dim
+    return {"ref": Stat(inner.n, None, h, inner.nn, run=inner.run, seq=outer.seq and dense_inner)}
 
 
 @rule("array_load")
 def _array_load(c, node, ins):
     ref = ins["ref"]
     c.words(node.params["tensor"], "vals", None, ref.data - ref.nn, False)
+    live = ref.data - ref.nn
+    c.read_port(node.params["tensor"], "vals", None, live, _passes(ref) if ref.seq else live / max(ref.run, 1.0))
     return {"val": Stat(ref.n, None, None, 0.0)}
 
 
@@ -524,12 +546,33 @@ def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData]
                 a["lines"] = a.get("lines", 0.0) + lines
                 a["bytes_moved"] = a.get("bytes_moved", 0.0) + lines * memory.burst_bytes
                 moved += lines * memory.burst_bytes
-        cycles = max(busiest, moved / memory.bytes_per_cycle) + memory.t_rcd + memory.t_cl + memory.latency
+        cycles = max(busiest + _stalls(ctx), moved / memory.bytes_per_cycle) + memory.t_rcd + memory.t_cl + memory.latency
     est.cycles += cycles
     est.graphs.append((graph.name, cycles))
     est.seconds += time.perf_counter() - t0
     out = {t: _written_stats(graph, t, crds) for t, crds in ctx.written.items()}
     return est, out
+
+
+def _passes(s: Stat) -> float:
+    """How often an ascending stream starts over (once per fibre of its parent level)."""
+    return s.n[-3] if len(s.n) > 2 else 1.0
+
+
+def _stalls(c: _Ctx) -> float:
+    """Latency stalls: each run of an off-chip read port that does not start in one of its two
+    lines waits one access; ports wait side by side, so the longest wait bounds the graph's."""
+    m = c.model
+    wait = m.latency + m.t_cl + m.xfer_cycles
+    worst = 0.0
+    for tensor, array, level, words, runs in c.reads:
+        lv = c.tensors[tensor].levels
+        size = (lv[level].parents + 1 if array == "seg" else lv[level].nnz) if level is not None else lv[-1].nnz
+        wb = word_bytes(c.vw if array == "vals" else c.cw)
+        lines = max(1.0, size * wb / m.burst_bytes)
+        hit = min(1.0, 2.0 / lines)
+        worst = max(worst, runs * (1 - hit) * wait)
+    return worst
 
 
 def _work(node, ins: dict[str, Stat], outs: dict[str, Stat]) -> float:
