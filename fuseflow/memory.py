@@ -178,7 +178,10 @@ def _from(base: str, overrides: Mapping[str, Any], where: str) -> MemoryModel:
         raise MemoryError(f"{where}: the ideal model has no parameters to change; start from hbm2, "
                           "ddr4 or sdram")
     name = f"{base}*" if base != "custom" else base
-    return replace(model, name=name, **overrides)
+    try:
+        return replace(model, name=name, **overrides)
+    except MemoryError as exc:
+        raise MemoryError(f"{where}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- placement

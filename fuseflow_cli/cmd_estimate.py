@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     sched = resolve_schedule(args)
     model, placement = resolve_memory(args, sched)
     kw = {"memory": model, "placement": Placement(placement.onchip, strict=False), "rates": _rates(args.rate)}
+    kw["check_names"] = placement
     try:
         source, rows = _estimate(args, sched, kw)
     except (MemoryError, ProgramError, GraphError, SimError) as exc:
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace, sched, kw: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    names = kw.pop("check_names")
     fusions = (sched.fusion,) if sched.fusion else FUSIONS
     if args.model:
         rows = []
@@ -123,6 +125,7 @@ def _estimate(args: argparse.Namespace, sched, kw: dict[str, Any]) -> tuple[str,
             args.fusion = fusion
             args.schedule = None  # the fusion is set here; the rest of the schedule was read above
             _, _ir, cm = load_compiled(args)
+            names.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
             e = estimate_model(cm, **kw)
             sim = None
             if args.check:
@@ -131,8 +134,9 @@ def _estimate(args: argparse.Namespace, sched, kw: dict[str, Any]) -> tuple[str,
             rows.append(_row(fusion, e, sim))
         return f"model {args.model}", rows
     if args.graph and args.graph.endswith(".py"):
-        return _program(args, sched, fusions, kw)
+        return _program(args, sched, fusions, kw, names)
     job = load_graph_job(args)
+    names.check(job.graph.tensors, f"graph {job.graph.name!r}")
     e, _ = estimate_graph(job.graph, job.data, **kw)
     sim = None
     if args.check:
@@ -141,7 +145,7 @@ def _estimate(args: argparse.Namespace, sched, kw: dict[str, Any]) -> tuple[str,
     return job.source, [_row(job.graph.name, e, sim)]
 
 
-def _program(args, sched, fusions, kw) -> tuple[str, list[dict[str, Any]]]:
+def _program(args, sched, fusions, kw, names) -> tuple[str, list[dict[str, Any]]]:
     module = load_program_module(args.graph)
     make = getattr(module, "example_data", None)
     if not callable(make):
@@ -152,6 +156,7 @@ def _program(args, sched, fusions, kw) -> tuple[str, list[dict[str, Any]]]:
     rows = []
     for fusion in fusions:
         compiled = compile_program(program, fusion, dict(sched.orders) or None, par=dict(sched.par) or None)
+        names.check({t for g in compiled.graphs for t in g.tensors}, f"program {args.graph}")
         e = estimate_program(compiled, data, **kw)
         sim = None
         if args.check:

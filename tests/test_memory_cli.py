@@ -115,20 +115,14 @@ def test_bad_schedule_memory_names_the_key(tmp_path, text, key):
     assert key in str(exc.value) and "bad.toml" in str(exc.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fuseflow/memory.py:181 (_from): a bad field value is raised by MemoryModel.__post_init__ "
-    "inside dataclasses.replace without the `where` prefix, so a schedule's memory value error "
-    "(banks = 3) does not name the schedule file, although ScheduleError's contract is to name "
-    "the file and the key (fuseflow/schedule.py:17, :39); wrap replace() and re-raise "
-    "MemoryError(f'{where}: {exc}')"))
 @pytest.mark.parametrize("text", ['[memory]\npreset = "hbm2"\nbanks = 3\n', 'memory = "hbm2:banks=3"\n'])
 def test_bad_schedule_memory_value_names_the_file(tmp_path, text):
     path = tmp_path / "bad.toml"
     path.write_text(text)
     with pytest.raises(ScheduleError) as exc:
         load_schedule(str(path))
-    assert "banks = 3" in str(exc.value)  # holds today
-    assert "bad.toml" in str(exc.value)  # fails: the file is not named
+    assert "banks = 3" in str(exc.value)
+    assert "bad.toml" in str(exc.value)
 
 
 def test_bad_schedule_memory_on_the_command_line(tmp_path, capsys):
@@ -138,12 +132,6 @@ def test_bad_schedule_memory_on_the_command_line(tmp_path, capsys):
     assert "memory = 5" in err
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fuseflow_cli/cmd_estimate.py:90 builds Placement(placement.onchip, strict=False) and never "
-    "checks the names (sim, sim --model and rank do: cmd_rank.py:44, models.py:105), so "
-    "`estimate --onchip nosuch` silently estimates with every tensor off chip; check the names "
-    "against the target's graphs (job.graph.tensors, the compiled program's / model's graphs) "
-    "and raise UserError"))
 @pytest.mark.parametrize("target", [["--kernel", "spmv", "--size", "8"], [str(Path(__file__).resolve().parent.parent / "examples/programs/spmm.py")]])
 def test_estimate_unknown_onchip_tensor(capsys, target):
     assert main(["estimate", *target, "--memory", "hbm2", "--onchip", "nosuch"]) == 2

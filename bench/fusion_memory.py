@@ -1,0 +1,119 @@
+"""The fusion study with a memory system, and the heuristic's error against sw_sim.
+
+For each model (GCN, GraphSAGE, SAE on KarateClub-sized data, GPT with BigBird attention) x
+{unfused, partial, full} x memory {ideal, hbm2}: sw_sim cycles, speedup over unfused, FLOPs,
+bytes read + written, bytes moved off chip, and the heuristic's (``fuseflow.estimate``) FLOPs,
+bytes and cycle estimate with its % error and time.  Then the heuristic's error over several
+densities (GCN / GraphSAGE on uniform random graphs).  Writes docs/fusion_memory.json.
+
+    python bench/fusion_memory.py            # all models (GPT takes ~10 minutes)
+    python bench/fusion_memory.py --no-gpt   # the graph models and SAE only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fuseflow.memory import parse_memory
+from fuseflow.models.datasets import load_dataset
+from fuseflow.models.estimate import estimate_model
+from fuseflow.models.frontend import trace
+from fuseflow.models.plan import FUSIONS, compile_model, run_model
+from fuseflow.models.zoo import make_case
+from sw_sim import run_graph
+from sw_sim.counters import merge_counters
+
+OUT = Path(__file__).resolve().parents[1] / "docs" / "fusion_memory.json"
+
+
+def pct(est: float, ref: float) -> float:
+    return 100.0 * abs(est - ref) / ref if ref else 0.0
+
+
+def measure(label: str, case, memories: list[str]) -> list[dict]:
+    ir = trace(case.module, case.inputs, case.formats, name=case.name)
+    rows = []
+    for mem in memories:
+        model = parse_memory(mem)
+        base = None
+        for f in FUSIONS:
+            cm = compile_model(ir, f)
+            t0 = time.perf_counter()
+            est = estimate_model(cm, memory=model)
+            est_s = time.perf_counter() - t0
+            res = run_model(cm, simulate=run_graph, memory=model)
+            c = merge_counters([x for _, x in res.counters])
+            base = base or res.total_cycles
+            moved = c["bytes_read"] + c["bytes_written"]
+            emoved = est.bytes_read + est.bytes_written
+            row = {"model": label, "memory": mem, "fusion": f, "graphs": len(cm.graphs),
+                   "cycles": res.total_cycles, "speedup": round(base / res.total_cycles, 3),
+                   "flops": c["flops_total"], "bytes": moved, "bytes_offchip": c["bytes_offchip"],
+                   "intensity": c["intensity"], "est_flops": round(est.flops_total), "est_bytes": round(emoved),
+                   "est_cycles": round(est.cycles), "err_flops": round(pct(est.flops_total, c["flops_total"]), 2),
+                   "err_bytes": round(pct(emoved, moved), 2), "err_cycles": round(pct(est.cycles, res.total_cycles), 2),
+                   "est_ms": round(est_s * 1e3, 1), "sim_s": round(res.wall_seconds, 2)}
+            rows.append(row)
+            print(f"{label:10s} {mem:5s} {f:8s} {row['cycles']:>9d} {row['speedup']:5.2f}x "
+                  f"FLOPs {row['flops']:>9d} bytes {row['bytes']:>9d} off-chip {row['bytes_offchip']:>9d} | "
+                  f"est {row['est_cycles']:>9d} err F/B/C {row['err_flops']:.1f}/{row['err_bytes']:.1f}/"
+                  f"{row['err_cycles']:.1f}% in {row['est_ms']} ms", flush=True)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-gpt", action="store_true")
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    memories = ["ideal", "hbm2"]
+    karate = load_dataset("karate")
+    cases = [("gcn", make_case("gcn", karate)), ("graphsage", make_case("graphsage", karate)),
+             ("sae", make_case("sae"))]
+    if not args.no_gpt:
+        cases.append(("gpt", make_case("gpt")))
+    rows = []
+    for label, case in cases:
+        rows += measure(label, case, memories)
+    sweep = []
+    for density in (0.01, 0.03, 0.1):
+        ds = load_dataset("uniform", nodes=128, density=density)
+        for m in ("gcn", "graphsage"):
+            sweep += measure(f"{m}@{density}", make_case(m, ds), ["hbm2"])
+    winners = {}
+    for r in rows:
+        if r["memory"] == "hbm2":
+            key = r["model"]
+            sim_best = min((x for x in rows if x["model"] == key and x["memory"] == "hbm2"), key=lambda x: x["cycles"])
+            est_best = min((x for x in rows if x["model"] == key and x["memory"] == "hbm2"), key=lambda x: x["est_cycles"])
+            winners[key] = {"simulated": sim_best["fusion"], "estimated": est_best["fusion"]}
+    errs = {}
+    for r in rows + sweep:
+        m = r["model"].split("@")[0]
+        e = errs.setdefault(m, {"flops": [], "bytes": [], "cycles": []})
+        for k in e:
+            e[k].append(r[f"err_{k}"])
+    summary = {m: {k: {"mean": round(float(np.mean(v)), 2), "worst": round(float(np.max(v)), 2)} for k, v in e.items()}
+               for m, e in errs.items()}
+    print("\nheuristic error per model (mean / worst %):")
+    for m, s in summary.items():
+        print(f"  {m:10s} FLOPs {s['flops']['mean']:.1f} / {s['flops']['worst']:.1f}   bytes "
+              f"{s['bytes']['mean']:.1f} / {s['bytes']['worst']:.1f}   cycles {s['cycles']['mean']:.1f} / {s['cycles']['worst']:.1f}")
+    print("fastest granularity under hbm2 (simulated / estimated):", winners)
+    OUT.write_text(json.dumps({"rows": rows, "density_sweep": sweep, "errors": summary, "winners_hbm2": winners},
+                              indent=1) + "\n")
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
