@@ -171,7 +171,7 @@ class Controller(wiring.Component):
         m.d.sync += cycle.eq(cycle + 1)
         m.d.comb += [p.cycle.eq(cycle) for p in ports]
         # the first waiting port at or after rr (later assignments take priority)
-        rr, sel, any_w = Signal(range(n)), Signal(range(n)), Signal()
+        rr, sel, any_w = Signal(range(max(n, 2))), Signal(range(max(n, 2))), Signal()  # no 0-bit signals
         for first_pass in (True, False):
             for i in reversed(range(n)):
                 cond = ports[i].waiting if first_pass else ports[i].waiting & (rr <= i)
