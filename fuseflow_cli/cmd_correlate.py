@@ -27,6 +27,28 @@ def add_parser(sub) -> None:
     add_memory_args(p)  # both simulators; --onchip names apply to the graphs that have them
 
 
+def _memory(args, sched, entries: list) -> tuple[MemorySetup, list, list[str]]:
+    """``--memory`` / ``--onchip``: the setup, the entries that can run under it and the reasons
+    for the others (printed)."""
+    model, placement = resolve_memory(args, sched)
+    mem = MemorySetup(model, tuple(sorted(placement.onchip)))
+    if mem.onchip:
+        known = {t for e in entries for t in e.make(run_graph)[0].tensors}
+        unknown = sorted(set(mem.onchip) - known)
+        if unknown:
+            raise UserError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in any graph of suite "
+                            f"{args.suite!r}")
+    left: list[str] = []
+    if not model.ideal:
+        entries, left = memory_left_out(entries, mem)
+    for why in left:
+        print(f"left out under --memory {model.name}: {why}")
+    if not entries:
+        raise UserError(f"--memory {model.name}: no graph of suite {args.suite!r} can run with these "
+                        "tensors off chip")
+    return mem, entries, left
+
+
 def run(args) -> int:
     try:
         entries = suite(args.suite)
@@ -46,22 +68,7 @@ def run(args) -> int:
                             f"{', '.join(sched.par)}")
         if left:
             print(f"left out (no index {', '.join(sched.par)}): {', '.join(left)}")
-    model, placement = resolve_memory(args, sched)
-    mem = MemorySetup(model, tuple(sorted(placement.onchip)))
-    if mem.onchip:
-        known = {t for e in entries for t in e.make(run_graph)[0].tensors}
-        unknown = sorted(set(mem.onchip) - known)
-        if unknown:
-            raise UserError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in any graph of suite "
-                            f"{args.suite!r}")
-    mem_left: list[str] = []
-    if not model.ideal:
-        entries, mem_left = memory_left_out(entries, mem)
-    for why in mem_left:
-        print(f"left out under --memory {model.name}: {why}")
-    if not entries:
-        raise UserError(f"--memory {model.name}: no graph of suite {args.suite!r} can run with these "
-                        "tensors off chip")
+    mem, entries, mem_left = _memory(args, sched, entries)
     if args.list:
         for e in entries:
             print(f"{e.name}  ({e.model})")

@@ -204,11 +204,10 @@ class Controller(wiring.Component):
                     with m.Case(b):
                         m.d.comb += [cur.eq(rows[b]), cur_open.eq(opened[b])]
             m.d.comb += access.eq(Mux(~cur_open, t_closed, Mux(cur == tag, t_hit, t_conflict)))
-            with m.If(any_w):
-                with m.Switch(bank):
-                    for b in range(model.banks):
-                        with m.Case(b):
-                            m.d.sync += [rows[b].eq(tag), opened[b].eq(1)]
+            with m.If(any_w), m.Switch(bank):
+                for b in range(model.banks):
+                    with m.Case(b):
+                        m.d.sync += [rows[b].eq(tag), opened[b].eq(1)]
         else:
             m.d.comb += access.eq(t_closed)
         bus_free, ready_at, done = Signal(CYCLE_WIDTH), Signal(CYCLE_WIDTH), Signal(CYCLE_WIDTH)
