@@ -26,7 +26,7 @@ __all__ = ["PRESETS", "MemPort", "MemoryError", "MemoryModel", "Placement", "par
            "plan_ports", "word_bytes"]
 
 
-class MemoryError(ValueError):  # noqa: A001 - the memory model's own error type
+class MemoryError(ValueError):
     """A memory model or placement that is not valid (names the field and the value)."""
 
 

@@ -6,9 +6,8 @@ import json
 
 import numpy as np
 
-from sw_sim import SimError, run_graph
-
 from fuseflow.memory import MemoryError
+from sw_sim import SimError, run_graph
 
 from .cmd_common import add_graph_args, add_memory_args, load_graph_job, resolve_memory, table
 from .errors import UserError

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fuseflow.memory import MemoryError, Placement
 from fuseflow.models.datasets import DATASETS, load_dataset
 from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.plan import compile_model
@@ -17,8 +18,6 @@ from fuseflow.models.plan import run_model as simulate_model
 from fuseflow.numerics import Mode, Numerics
 from hw import HwConfig, build_graph
 from sw_sim import run_graph
-
-from fuseflow.memory import MemoryError, Placement
 from sw_sim.counters import merge_counters
 
 from .cmd_common import resolve_memory, resolve_schedule, table, with_numerics
@@ -144,9 +143,9 @@ def summary_counters(c: dict) -> dict:
 def counters_text(c: dict, stats: bool = False) -> str:
     """Counters as text: totals; with ``stats`` the per-array table too."""
     flops = ", ".join(f"{k} {v}" for k, v in c["flops"].items()) or "none"
-    lines = [f"FLOPs {c['flops_total']} ({flops}); bytes read {c['bytes_read']}, written "
-             f"{c['bytes_written']}, moved off chip {c['bytes_offchip']}; intensity "
-             f"{c['intensity'] if c['intensity'] is not None else '-'} FLOP/B"]
+    lines = [(f"FLOPs {c['flops_total']} ({flops}); bytes read {c['bytes_read']}, written "
+              f"{c['bytes_written']}, moved off chip {c['bytes_offchip']}; intensity "
+              f"{c['intensity'] if c['intensity'] is not None else '-'} FLOP/B")]
     if stats and c["arrays"]:
         rows = [[k, "off" if a["offchip"] else "on", a["words_read"], a["bytes_read"], a["words_written"],
                  a["bytes_written"], a.get("lines", "-"), a.get("bytes_moved", "-")] for k, a in c["arrays"].items()]

@@ -145,6 +145,7 @@ class Group:
     orders_count: int = 0
     lowerable_count: int = 0
     orders_capped: bool = False
+    lowerable_orders: list[tuple[str, ...]] = field(default_factory=list)  # the first MAX_KEPT
     permuted: list[PermutedCopy] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)  # fresh index -> what the user wrote
@@ -728,6 +729,9 @@ def order_lowerable(order: Sequence[str], out: FusedOutput) -> str | None:
     return None
 
 
+MAX_KEPT = 32  # lowerable orders kept per group (for schedule ranking)
+
+
 def _choose_order(g: Group) -> str | None:
     """Pick the first lowerable topological order of the POG; None, or why there is none."""
     pog = g.pog
@@ -741,6 +745,8 @@ def _choose_order(g: Group) -> str | None:
         count += 1
         if all(order_lowerable(order, o) is None for o in g.outputs):
             lowerable += 1
+            if len(g.lowerable_orders) < MAX_KEPT:
+                g.lowerable_orders.append(tuple(order))
             if chosen is None:
                 chosen = tuple(order)
         if count >= MAX_ORDERS:

@@ -45,7 +45,7 @@ def _as_data(name: str, value: np.ndarray | TensorData, fmt: TensorFormat,
     return TensorData.from_dense(arr, fmt)
 
 
-def _initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData]
+def initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData]
                      ) -> dict[str, TensorData]:
     program = compiled.program
     missing = [n for n in program.inputs() if n not in data]
@@ -66,7 +66,7 @@ def graph_runs(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tensor
     """Simulate the graphs in order with ``simulate`` (e.g. ``sw_sim.run_graph``), yielding each
     graph, the tensors it read and its result (intermediates are handed on, permuted copies made
     on the host)."""
-    tensors = _initial_tensors(compiled, data)
+    tensors = initial_tensors(compiled, data)
     for cg in compiled.groups:
         g = cg.graph
         inputs = {t: tensors[t] for t in g.input_tensors()}

@@ -80,6 +80,7 @@ class CompilerStep:
     compiled: CompiledProgram
     inputs: list[str]
     outputs: list[str]
+    options: Options | None = None  # what it was compiled with (schedule ranking recompiles)
 
     @property
     def graphs(self) -> list[Graph]:
@@ -386,7 +387,7 @@ def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
             compiled = run_pipeline(program, options)
             produced = {n.name for n in run}
             formats.update({k: v for k, v in compiled.formats.items() if k in produced})
-            return CompilerStep(run, compiled, inputs, outputs)
+            return CompilerStep(run, compiled, inputs, outputs, options)
     raise LoweringError(f"model {ir.name}: cannot compile [{run[0].name} .. {run[-1].name}]:\n  "
                         + "\n  ".join(rejected))
 

@@ -1,0 +1,590 @@
+"""The FuseFlow heuristic: FLOPs, bytes and cycles of a graph, a program or a model without
+simulating.
+
+Each stream of a graph gets a :class:`Stat`: its expected tree sizes (``n[k]`` = elements at
+nesting depth ``k``; ``n[-1]`` is the data tokens), the ``N`` tokens among them, and where it is
+cheap a histogram ``h`` of the data values (coordinates over the index's dimension, or positions
+of the level a reference stream points into).  A rule per primitive kind maps input stats to
+output stats and counts the operations and memory words of the node:
+
+* scanners of an input tensor weight each fibre by the histogram of the references that open
+  it (a row opened by many references counts that often), so chains of scans are exact;
+* intersections multiply per-coordinate presence rates (``h / fibres``), unions combine them
+  (independence between operands: the one assumption; ``rates`` overrides it per index);
+* reductions and accumulators fold fibres (an accumulator's output is the expected union of
+  the fibres it merges);
+* writers turn their input stats into the stats of the tensor they write, which later graphs
+  read (their fibre lengths are then taken as uniform).
+
+``cycles`` is a bound, not a schedule: the busiest stream's tokens (every node moves one token
+per cycle) or, with an off-chip memory, the bytes moved over the bandwidth, whichever is larger,
+per graph.  The counters have the names of ``sw_sim.counters`` so the two compare directly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .compiler.runner import initial_tensors
+from .masks import mask_keep, mask_params
+from .memory import IDEAL, MemoryModel, Placement, word_bytes
+from .samml import Graph, NodeKind
+from .tensor import Format, TensorData
+from .tokens import CRD_WIDTH, VAL_WIDTH
+
+__all__ = ["Estimate", "TensorStats", "estimate_graph", "estimate_program", "stats_of", "uniform_stats"]
+
+ANY_PLACEMENT = Placement(strict=False)  # nothing on chip; names not checked
+_HIST_MAX = 1 << 22  # histograms longer than this are dropped (scalar rates instead)
+
+
+# ----------------------------------------------------------------------------- tensor statistics
+@dataclass
+class LevelStats:
+    """One storage level: its dimension, the positions of its parent level, its own positions,
+    and (when known) the fibre length per parent position and the coordinate histogram."""
+
+    dim: int
+    dense: bool
+    parents: float  # positions of the parent level (1 for level 0)
+    nnz: float  # positions of this level
+    lens: np.ndarray | None = None  # fibre length per parent position
+    parent_of: np.ndarray | None = None  # parent position of each position (compressed)
+    crd: np.ndarray | None = None  # coordinate of each position (compressed)
+    crd_hist: np.ndarray | None = None  # expected count of each coordinate over all fibres
+
+
+@dataclass
+class TensorStats:
+    levels: list[LevelStats]
+
+
+def stats_of(td: TensorData) -> TensorStats:
+    """Exact statistics of stored data (fibre lengths and coordinates per level)."""
+    levels: list[LevelStats] = []
+    parents = 1
+    for lvl, fmt in enumerate(td.fmt.levels):
+        dim = td.shape[td.fmt.mode_order[lvl]]
+        if fmt is Format.DENSE:
+            lens = np.full(parents, dim, dtype=np.float64) if parents <= _HIST_MAX else None
+            levels.append(LevelStats(dim, True, parents, parents * dim, lens, None, None,
+                                     np.full(dim, float(parents))))
+            parents *= dim
+        else:
+            seg, crd = np.asarray(td.seg[lvl]), np.asarray(td.crd[lvl])
+            lens = np.diff(seg).astype(np.float64)
+            parent_of = np.repeat(np.arange(len(lens)), np.diff(seg))
+            hist = np.bincount(crd, minlength=dim).astype(np.float64)
+            levels.append(LevelStats(dim, False, parents, float(len(crd)), lens, parent_of, crd, hist))
+            parents = len(crd)
+    return TensorStats(levels)
+
+
+# ----------------------------------------------------------------------------- stream statistics
+@dataclass
+class Stat:
+    n: tuple[float, ...]  # elements per nesting depth; n[-1] = data tokens
+    dim: int | None = None  # coordinate domain (crd streams)
+    h: np.ndarray | None = None  # histogram of the data values, when known
+    nn: float = 0.0  # N tokens among the data tokens
+    held: Stat | None = None  # crd_hold output: each fibre repeats one coordinate of this stream
+
+    @property
+    def data(self) -> float:
+        return self.n[-1]
+
+    @property
+    def tokens(self) -> float:
+        """Data tokens, one stop per innermost fibre, and D."""
+        return self.n[-1] + (self.n[-2] if len(self.n) > 1 else 0.0) + 1.0
+
+    def scaled(self, data: float, n: tuple[float, ...] | None = None) -> Stat:
+        """Same shape with ``data`` tokens (histogram and N thinned alike)."""
+        f = data / self.data if self.data else 0.0
+        h = self.h * f if self.h is not None else None
+        return Stat((n or self.n[:-1]) + (data,), self.dim, h, self.nn * f)
+
+
+@dataclass
+class Estimate:
+    """Predicted counters (``sw_sim.counters`` names) and a cycle bound."""
+
+    flops: dict[str, float] = field(default_factory=dict)
+    arrays: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cycles: float = 0.0
+    graphs: list[tuple[str, float]] = field(default_factory=list)  # (graph, cycle bound)
+    tokens: dict[str, float] = field(default_factory=dict)  # stream (edge) -> expected tokens
+    seconds: float = 0.0
+
+    @property
+    def flops_total(self) -> float:
+        return sum(self.flops.values())
+
+    @property
+    def bytes_read(self) -> float:
+        return sum(a["bytes_read"] for a in self.arrays.values())
+
+    @property
+    def bytes_written(self) -> float:
+        return sum(a["bytes_written"] for a in self.arrays.values())
+
+    @property
+    def bytes_offchip(self) -> float:
+        return sum(a.get("bytes_moved", 0.0) for a in self.arrays.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable field names: flops, flops_total, bytes_read, bytes_written, bytes_offchip,
+        intensity, cycles, graphs [{name, cycles}], arrays, seconds."""
+        moved = self.bytes_read + self.bytes_written
+        return {"flops": {k: round(v, 1) for k, v in sorted(self.flops.items())},
+                "flops_total": round(self.flops_total, 1), "bytes_read": round(self.bytes_read, 1),
+                "bytes_written": round(self.bytes_written, 1), "bytes_offchip": round(self.bytes_offchip, 1),
+                "intensity": round(self.flops_total / moved, 6) if moved else None,
+                "cycles": round(self.cycles), "graphs": [{"name": g, "cycles": round(c)} for g, c in self.graphs],
+                "arrays": {k: {f: (round(v, 1) if isinstance(v, float) else v) for f, v in a.items()}
+                           for k, a in sorted(self.arrays.items())},
+                "seconds": round(self.seconds, 6)}
+
+
+# ----------------------------------------------------------------------------- the rules
+@dataclass
+class _Ctx:
+    graph: Graph
+    tensors: Mapping[str, TensorStats]
+    model: MemoryModel
+    placement: Placement
+    cw: int
+    vw: int
+    rates: Mapping[str, float]
+    est: Estimate
+    written: dict[str, dict[int, Stat]] = field(default_factory=dict)  # tensor -> level -> crd stat
+
+    def words(self, tensor: str, array: str, level: int | None, words: float, write: bool) -> None:
+        key = f"{tensor}.{array}" if level is None else f"{tensor}.{array}{level}"
+        a = self.est.arrays.setdefault(key, {"offchip": self.placement.offchip(self.model, tensor),
+                                             "words_read": 0.0, "words_written": 0.0,
+                                             "bytes_read": 0.0, "bytes_written": 0.0})
+        wb = word_bytes(self.vw if array == "vals" else self.cw)
+        a["words_written" if write else "words_read"] += words
+        a["bytes_written" if write else "bytes_read"] += words * wb
+
+    def flop(self, node, count: float) -> None:
+        op = node.all_params().get("op", node.kind.value)
+        op = getattr(op, "value", str(op))
+        self.est.flops[op] = self.est.flops.get(op, 0.0) + count
+
+
+Rule = Callable[[_Ctx, Any, dict[str, Stat]], dict[str, Stat]]
+RULES: dict[NodeKind, Rule] = {}
+
+
+def rule(kind: str) -> Callable[[Rule], Rule]:
+    def reg(fn: Rule) -> Rule:
+        RULES[NodeKind(kind)] = fn
+        return fn
+    return reg
+
+
+@rule("root")
+def _root(c, node, ins):
+    return {"ref": Stat((1.0,), None, np.ones(1))}
+
+
+@rule("scan")
+def _scan(c, node, ins):
+    p = node.all_params()
+    t, lvl = p["tensor"], p["level"]
+    ref = ins["ref"]
+    lv = c.tensors[t].levels[lvl]
+    live = ref.data - ref.nn
+    if ref.h is not None and lv.lens is not None and len(ref.h) == len(lv.lens):
+        d = float(ref.h @ lv.lens)
+        if lv.dense:
+            crd_h = np.full(lv.dim, float(ref.h.sum()))
+            pos_h = np.repeat(ref.h, lv.dim) if len(ref.h) * lv.dim <= _HIST_MAX else None
+        else:
+            w = ref.h[lv.parent_of]
+            crd_h = np.bincount(lv.crd, weights=w, minlength=lv.dim)
+            pos_h = w
+    else:
+        d = live * (lv.nnz / lv.parents if lv.parents else 0.0)
+        crd_h = lv.crd_hist * (d / lv.crd_hist.sum()) if lv.crd_hist is not None and lv.crd_hist.sum() else None
+        pos_h = None
+    if not lv.dense:
+        c.words(t, "seg", lvl, 2 * live, False)
+        c.words(t, "crd", lvl, d, False)
+    n = ref.n + (d,)
+    return {"crd": Stat(n, lv.dim, crd_h), "ref": Stat(n, None, pos_h)}
+
+
+def _fibres(s: Stat) -> float:
+    return s.n[-2] if len(s.n) > 1 else 1.0
+
+
+def _index_dim(ins: list[Stat]) -> int:
+    return max((s.dim or 0) for s in ins) or max(1, int(max(s.data for s in ins)))
+
+
+def _presence(c: _Ctx, node, crds: list[Stat]) -> list[np.ndarray | float]:
+    """Per-coordinate presence rate per fibre of each joined stream (histogram / fibres), or a
+    scalar density when a histogram is missing."""
+    f = max(_fibres(crds[0]), 1e-12)
+    dim = _index_dim(crds)
+    out = []
+    for s in crds:
+        if s.h is not None and len(s.h) == dim:
+            out.append(np.minimum(s.h / f, 1.0))
+        else:
+            out.append(min(s.data / (f * dim), 1.0))
+    return out
+
+
+def _join(c, node, ins, union: bool):
+    k = node.all_params()["n"]
+    crds = [ins[f"crd{i}"] for i in range(k)]
+    f = _fibres(crds[0])
+    dim = _index_dim(crds)
+    pres = _presence(c, node, crds)
+    if union:
+        miss = np.ones(dim)
+        for r in pres:
+            miss = miss * (1 - r)
+        per = 1 - miss
+    else:
+        per = np.ones(dim)
+        for r in pres:
+            per = per * r
+        index = _index_name(c.graph, node)
+        if index in c.rates:
+            per = np.full(dim, c.rates[index])
+    h = per * f
+    d = float(h.sum())
+    n = crds[0].n[:-1] + (d,)
+    out = {"crd": Stat(n, dim, h)}
+    for i in range(k):
+        r = ins[f"ref{i}"]
+        if union:
+            present = min(crds[i].data, d)
+            s = r.scaled(present, crds[0].n[:-1])
+            out[f"ref{i}"] = Stat(n, None, None, d - present + s.nn)
+        else:
+            out[f"ref{i}"] = r.scaled(d, crds[0].n[:-1])
+    return out
+
+
+def _index_name(graph: Graph, node) -> str | None:
+    for index, refs in graph.indices.items():
+        if any(r.node == node.name for r in refs):
+            return index
+    return None
+
+
+@rule("intersect")
+def _intersect(c, node, ins):
+    out = _join(c, node, ins, union=False)
+    if node.all_params().get("skip"):
+        for i in range(node.all_params()["n"]):
+            out[f"skip{i}"] = Stat((1.0, 0.0))
+    return out
+
+
+@rule("union")
+def _union(c, node, ins):
+    return _join(c, node, ins, union=True)
+
+
+@rule("repsig")
+def _repsig(c, node, ins):
+    s = ins["in"]
+    return {"repsig": Stat(s.n, None, None)}
+
+
+@rule("repeat")
+def _repeat(c, node, ins):
+    ref, sig = ins["ref"], ins["repsig"]
+    return {"ref": ref.scaled(sig.data, sig.n[:-1])}
+
+
+@rule("locate")
+def _locate(c, node, ins):
+    outer, inner = ins["outer"], ins["inner"]
+    dim = node.all_params()["dim"]
+    h = None
+    if outer.h is not None and inner.h is not None and len(outer.h) * dim <= _HIST_MAX and outer.h.sum():
+        h = np.outer(outer.h / outer.h.sum(), inner.h).ravel()
+    return {"ref": Stat(inner.n, None, h, inner.nn)}
+
+
+@rule("array_load")
+def _array_load(c, node, ins):
+    ref = ins["ref"]
+    c.words(node.params["tensor"], "vals", None, ref.data - ref.nn, False)
+    return {"val": Stat(ref.n, None, None, 0.0)}
+
+
+@rule("alu")
+def _alu(c, node, ins):
+    a = ins["a"]
+    c.flop(node, a.data)
+    return {"val": Stat(a.n, None, None)}
+
+
+@rule("reduce")
+def _reduce(c, node, ins):
+    v = ins["val"]
+    c.flop(node, v.data)
+    return {"val": Stat(v.n[:-1] if len(v.n) > 1 else (1.0,), None, None)}
+
+
+def _merged(inner: Stat, groups: float) -> tuple[float, np.ndarray | None]:
+    """Expected union size of the fibres of ``inner`` merged ``groups`` ways (fibres per group
+    each drawing coordinates at the stream's rates)."""
+    fib = _fibres(inner)
+    m = fib / groups if groups else 0.0
+    if inner.h is not None and fib:
+        q = np.minimum(inner.h / fib, 1.0)
+        per = 1 - (1 - q) ** m
+        return float(per.sum() * groups), per * groups
+    dim = inner.dim or 1
+    q = min(inner.data / (fib * dim), 1.0) if fib else 0.0
+    return groups * dim * (1 - (1 - q) ** m), None
+
+
+@rule("spacc1")
+def _spacc1(c, node, ins):
+    inner, val = ins["inner"], ins["val"]
+    c.flop(node, val.data)
+    groups = inner.n[-3] if len(inner.n) > 2 else 1.0
+    if inner.held is not None:  # one coordinate per fibre: the union is the held coordinates
+        o = inner.held
+        mu = inner.data / o.data if o.data else 0.0
+        d = o.data * (1 - math.exp(-mu)) if mu < 30 else o.data
+        h = o.h * (d / o.data) if o.h is not None and o.data else None
+    else:
+        d, h = _merged(inner, groups)
+    n = inner.n[:-2] + (d,)
+    return {"crd": Stat(n, inner.dim, h), "val": Stat(n)}
+
+
+@rule("spacc2")
+def _spacc2(c, node, ins):
+    i1, val = ins["inner1"], ins["val"]
+    c.flop(node, val.data)
+    p = node.all_params()
+    groups = i1.n[-4] if len(i1.n) > 3 else 1.0
+    cells = p["dim0"] * p["dim1"] * groups
+    d = cells * (1 - math.exp(-val.data / cells)) if cells else 0.0
+    rows = min(p["dim0"] * groups, d)
+    n1 = i1.n[:-3] + (rows,)
+    return {"crd0": Stat(n1, p["dim0"]), "crd1": Stat(n1 + (d,), p["dim1"]), "val": Stat(n1 + (d,))}
+
+
+@rule("crd_drop")
+def _crd_drop(c, node, ins):
+    outer, inner = ins["outer"], ins["inner"]
+    mu = inner.data / outer.data if outer.data else 0.0
+    kept = outer.data * (1 - math.exp(-mu)) if mu < 30 else outer.data
+    return {"outer": outer.scaled(kept), "inner": inner}
+
+
+@rule("crd_hold")
+def _crd_hold(c, node, ins):
+    outer, inner = ins["outer"], ins["inner"]
+    return {"outer": Stat(inner.n, outer.dim, None, held=outer), "inner": inner}
+
+
+@rule("crd_mask")
+def _crd_mask(c, node, ins):
+    outer, inner, ref = ins["outer"], ins["inner"], ins["ref"]
+    p = mask_params(node.name, node.all_params())
+    di, dj = outer.dim or 1, inner.dim or 1
+    if di * dj <= _HIST_MAX:
+        keep = np.array([[mask_keep(j=j, i=i, **p) for j in range(dj)] for i in range(di)], dtype=np.float64)
+        hi = outer.h if outer.h is not None and len(outer.h) == di else np.ones(di)
+        hj = inner.h if inner.h is not None and len(inner.h) == dj else np.ones(dj)
+        wi = hi / hi.sum() if hi.sum() else hi
+        frac_j = (wi @ keep) * (hj / hj.sum() if hj.sum() else hj)
+        frac = float(frac_j.sum())
+        h = frac_j * inner.data if inner.h is not None else None
+    else:
+        frac, h = 1.0, None
+    d = inner.data * frac
+    s = Stat(inner.n[:-1] + (d,), inner.dim, h)
+    return {"crd": s, "ref": ref.scaled(d)}
+
+
+@rule("broadcast")
+def _broadcast(c, node, ins):
+    return {f"out{i}": ins["in"] for i in range(node.all_params()["n"])}
+
+
+@rule("stkn_drop")
+def _stkn_drop(c, node, ins):
+    return {"out": ins["in"]}
+
+
+@rule("parallelize")
+def _parallelize(c, node, ins):
+    k = node.all_params()["n"]
+    s = ins["in"]
+    lane = s.scaled(s.data / k)
+    return {**{f"out{i}": lane for i in range(k)}, "sel": Stat(s.n, None, None)}
+
+
+@rule("serialize")
+def _serialize(c, node, ins):
+    k = node.all_params()["n"]
+    lanes = [ins[f"in{i}"] for i in range(k)]
+    return {"out": lanes[0].scaled(sum(s.data for s in lanes))}
+
+
+@rule("write")
+def _write(c, node, ins):
+    p = node.all_params()
+    t, lvl = p["tensor"], p["level"]
+    s = ins["crd"]
+    if c.graph.tensors[t].fmt.levels[lvl] is Format.COMPRESSED:
+        c.words(t, "crd", lvl, s.data, True)
+        c.words(t, "seg", lvl, _fibres(s) + 1, True)
+    c.written.setdefault(t, {})[lvl] = s
+    return {}
+
+
+@rule("vals_write")
+def _vals_write(c, node, ins):
+    c.words(node.params["tensor"], "vals", None, ins["val"].data, True)
+    return {}
+
+
+# ----------------------------------------------------------------------------- graphs, programs
+def _written_stats(graph: Graph, tensor: str, crds: dict[int, Stat]) -> TensorStats:
+    """Statistics of a tensor a graph writes, from its writers' input streams (fibre lengths
+    uniform, coordinate histograms kept)."""
+    spec = graph.tensors[tensor]
+    levels = []
+    parents = 1.0
+    for lvl, fmt in enumerate(spec.fmt.levels):
+        dim = spec.level_dim(lvl)
+        s = crds.get(lvl)
+        nnz = s.data if s is not None and fmt is Format.COMPRESSED else parents * dim
+        hist = s.h if s is not None and s.h is not None and len(s.h) == dim else None
+        levels.append(LevelStats(dim, fmt is Format.DENSE, parents, nnz, None, None, None,
+                                 hist if fmt is Format.COMPRESSED else np.full(dim, parents)))
+        parents = nnz
+    return TensorStats(levels)
+
+
+def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData], *,
+                   memory: MemoryModel = IDEAL, placement: Placement = ANY_PLACEMENT,
+                   cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, rates: Mapping[str, float] | None = None,
+                   est: Estimate | None = None) -> tuple[Estimate, dict[str, TensorStats]]:
+    """Estimate one graph (its input tensors as data or statistics); returns the estimate (added
+    to ``est`` if given) and the statistics of the tensors it writes."""
+    t0 = time.perf_counter()
+    est = est if est is not None else Estimate()
+    stats = {t: (stats_of(v) if isinstance(v, TensorData) else v) for t, v in tensors.items()}
+    ctx = _Ctx(graph, stats, memory, placement, cw, vw, rates or {}, est)
+    before = {k: dict(a) for k, a in est.arrays.items()}
+    streams: dict[Any, Stat] = {}
+    driver = graph.driver()
+    busiest = 0.0
+    for name in graph.topo_order():
+        node = graph.nodes[name]
+        ins = {}
+        for port in node.inputs():
+            e = driver.get(node[port])
+            if e is not None and not graph.is_feedback(e):
+                ins[port] = streams[e.src]
+        if len(ins) < sum(1 for port in node.inputs() if not _is_feedback_port(node, port)):
+            raise ValueError(f"estimate: node {name!r} has unconnected inputs")
+        outs = RULES[node.kind](ctx, node, ins)
+        for port, s in outs.items():
+            streams[node[port]] = s
+        busiest = max(busiest, _work(node, ins, outs))
+    for e in graph.edges:
+        if e.src in streams:
+            est.tokens[str(e)] = est.tokens.get(str(e), 0.0) + streams[e.src].tokens
+    cycles = busiest
+    if not memory.ideal:
+        moved = 0.0
+        for key, a in est.arrays.items():
+            old = before.get(key, {})
+            if a["offchip"]:
+                new = (a["bytes_read"] - old.get("bytes_read", 0.0)) + (a["bytes_written"] - old.get("bytes_written", 0.0))
+                lines = math.ceil(new / memory.burst_bytes) + (1 if new else 0)
+                a["lines"] = a.get("lines", 0.0) + lines
+                a["bytes_moved"] = a.get("bytes_moved", 0.0) + lines * memory.burst_bytes
+                moved += lines * memory.burst_bytes
+        cycles = max(busiest, moved / memory.bytes_per_cycle) + memory.t_rcd + memory.t_cl + memory.latency
+    est.cycles += cycles
+    est.graphs.append((graph.name, cycles))
+    est.seconds += time.perf_counter() - t0
+    out = {t: _written_stats(graph, t, crds) for t, crds in ctx.written.items()}
+    return est, out
+
+
+def _work(node, ins: dict[str, Stat], outs: dict[str, Stat]) -> float:
+    """Cycles a node is busy (one token per cycle on its busiest port): a join walks its
+    inputs' coordinates (those matched move together), an accumulator takes its inputs then
+    flushes its outputs."""
+    t_in = max((s.tokens for s in ins.values()), default=0.0)
+    t_out = max((s.tokens for s in outs.values()), default=0.0)
+    if node.kind in (NodeKind.INTERSECT, NodeKind.UNION):
+        crds = [s.tokens for p, s in ins.items() if p.startswith("crd")]
+        return max(sum(crds) - outs["crd"].tokens * (len(crds) - 1), t_out)
+    if node.kind in (NodeKind.SPACC1, NodeKind.SPACC2):
+        return t_in + t_out
+    return max(t_in, t_out)
+
+
+def _is_feedback_port(node, port: str) -> bool:
+    return port in node.spec.feedback
+
+
+def estimate_program(compiled, data: Mapping[str, Any], **kw) -> Estimate:
+    """Estimate every graph of a compiled program in order (intermediates' statistics handed
+    on; permuted copies keep their source's counts with uniform fibres)."""
+    t0 = time.perf_counter()
+    tensors: dict[str, TensorStats | TensorData] = dict(initial_tensors(compiled, data))
+    est = Estimate()
+    for cg in compiled.groups:
+        g = cg.graph
+        _, written = estimate_graph(g, {t: tensors[t] for t in g.input_tensors()}, est=est, **kw)
+        tensors.update(written)
+        for p in compiled.permuted:
+            if p.source in written:
+                tensors[p.name] = _permuted(written[p.source], g, p)
+    est.seconds = time.perf_counter() - t0
+    return est
+
+
+def _permuted(src: TensorStats, graph: Graph, p) -> TensorStats:
+    shape = graph.tensors[p.source].shape
+    return uniform_stats(shape, p.fmt, src.levels[-1].nnz if src.levels else 0.0)
+
+
+def uniform_stats(shape: tuple[int, ...], fmt, total: float) -> TensorStats:
+    """Statistics of a tensor of ``total`` nonzeros spread uniformly (a host-side reformat)."""
+    levels = []
+    parents = 1.0
+    frac = min(1.0, total / max(1.0, math.prod(shape)))
+    order = len(fmt.levels)
+    for lvl, f in enumerate(fmt.levels):
+        dim = shape[fmt.mode_order[lvl]]
+        dense = f is Format.DENSE
+        if dense:
+            nnz = parents * dim
+        elif lvl == order - 1:
+            nnz = total
+        else:  # coordinates of this level that have any nonzero below
+            below = math.prod(shape[fmt.mode_order[k]] for k in range(lvl + 1, order))
+            nnz = parents * dim * (1 - (1 - frac) ** below)
+        levels.append(LevelStats(dim, dense, parents, nnz, None, None, None, np.full(dim, nnz / dim)))
+        parents = nnz
+    return TensorStats(levels)
