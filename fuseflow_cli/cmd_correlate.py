@@ -1,4 +1,5 @@
-"""``fuseflow-hw correlate``: sw_sim vs RTL cycles over a kernel suite, with a report."""
+"""``fuseflow-hw correlate``: sw_sim vs RTL cycles over a kernel suite, with a report (under an
+off-chip memory model with ``--memory`` / ``--onchip``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from fuseflow.parallel import ParallelError
 from fuseflow.suites import suite, with_par
-from rtl_sim.correlate import run_suite, write_report
+from rtl_sim.correlate import MemorySetup, memory_left_out, run_suite, write_report
 from sw_sim import run_graph
 
-from .cmd_common import add_schedule_args, resolve_schedule
+from .cmd_common import add_memory_args, add_schedule_args, resolve_memory, resolve_schedule
 from .errors import UserError
 
 
@@ -23,6 +24,29 @@ def add_parser(sub) -> None:
     p.add_argument("--waves", action="store_true", help="also write a VCD per graph into OUT/waves/")
     p.add_argument("--list", action="store_true", help="list the suite's kernels and exit")
     add_schedule_args(p)  # par only: every graph of the suite that iterates the index
+    add_memory_args(p)  # both simulators; --onchip names apply to the graphs that have them
+
+
+def _memory(args, sched, entries: list) -> tuple[MemorySetup, list, list[str]]:
+    """``--memory`` / ``--onchip``: the setup, the entries that can run under it and the reasons
+    for the others (printed)."""
+    model, placement = resolve_memory(args, sched)
+    mem = MemorySetup(model, tuple(sorted(placement.onchip)))
+    if mem.onchip:
+        known = {t for e in entries for t in e.make(run_graph)[0].tensors}
+        unknown = sorted(set(mem.onchip) - known)
+        if unknown:
+            raise UserError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in any graph of suite "
+                            f"{args.suite!r}")
+    left: list[str] = []
+    if not model.ideal:
+        entries, left = memory_left_out(entries, mem)
+    for why in left:
+        print(f"left out under --memory {model.name}: {why}")
+    if not entries:
+        raise UserError(f"--memory {model.name}: no graph of suite {args.suite!r} can run with these "
+                        "tensors off chip")
+    return mem, entries, left
 
 
 def run(args) -> int:
@@ -44,6 +68,7 @@ def run(args) -> int:
                             f"{', '.join(sched.par)}")
         if left:
             print(f"left out (no index {', '.join(sched.par)}): {', '.join(left)}")
+    mem, entries, mem_left = _memory(args, sched, entries)
     if args.list:
         for e in entries:
             print(f"{e.name}  ({e.model})")
@@ -58,8 +83,8 @@ def run(args) -> int:
         def progress(done: int, total: int, names: str) -> None:
             bar.update(task, completed=done, description=f"done: {names[:60]}")
 
-        results = run_suite(entries if sched.par else args.suite, jobs=args.jobs,
-                            waves_dir=waves, progress=progress)
+        results = run_suite(entries if sched.par or mem_left else args.suite, jobs=args.jobs,
+                            waves_dir=waves, progress=progress, memory=mem)
     summary = write_report(results, args.out)
     print(f"{len(results)} kernels: R² = {summary['r2']:.6f}, worst relative error "
           f"{summary['max_rel_error'] * 100:.3f} %, outputs identical: {summary['all_values_equal']}")

@@ -1,11 +1,13 @@
 """The hardware configuration of a build: data widths, FIFO depths, memory capacities,
-numerics and implementation choices (block-RAM FIFOs and accumulators)."""
+numerics, implementation choices (block-RAM FIFOs and accumulators) and the off-chip memory
+timing model with the tensors kept on chip (``docs/memory.md``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from fuseflow.memory import IDEAL, MemoryModel, MemPort, Placement, parse_memory, plan_ports
 from fuseflow.numerics import Mode, Numerics
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
@@ -23,8 +25,17 @@ class HwConfig:
     ram_fifo_depth: int | None = None
     # sparse accumulators keep their sums in block RAM (synchronous reads, same timing)
     spacc_block_ram: bool = False
+    # off-chip memory timing (hw.dram): every array of a tensor not in ``onchip`` is behind a
+    # memory port unless the model is ideal; the data stays in block RAM
+    memory: MemoryModel = IDEAL
+    onchip: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.memory, MemoryModel):
+            object.__setattr__(self, "memory", parse_memory(self.memory, where="HwConfig memory"))
+        if isinstance(self.onchip, str) or not all(isinstance(t, str) for t in self.onchip):
+            raise ValueError(f"HwConfig: onchip = {self.onchip!r} must be a sequence of tensor names")
+        object.__setattr__(self, "onchip", tuple(sorted(set(self.onchip))))
         num = self.numerics
         if num is None:
             return
@@ -47,6 +58,11 @@ class HwConfig:
 
     def nnz_for(self, tensor: str) -> int | None:
         return dict(self.max_nnz).get(tensor)
+
+    def mem_ports(self, graph) -> list[MemPort]:
+        """The memory ports of ``graph`` under ``memory`` and ``onchip`` (the numbering sw_sim
+        uses); raises ``fuseflow.memory.MemoryError`` for an invalid placement."""
+        return plan_ports(graph, self.memory, Placement.of(self.onchip), cw=self.cw, vw=self.vw)
 
 
 DEFAULT_HW = HwConfig()  # frozen: safe to share as a default argument

@@ -9,6 +9,10 @@ cycle.  Address map (also written as ``memory_map.json`` by ``fuseflow-hw build`
 * ``2 + k``: the entry counts of the output arrays, in the map's ``lengths`` order.
 * then one region per tensor array (``"A.1.seg"``, ``"A.vals"``, …), aligned to its size.
   Writing an input array updates every memory copy of it (one per node that reads it).
+
+With an off-chip memory model (``HwConfig.memory``) the top also holds the memory controller
+of ``hw.dram``, joined to the nodes' memory ports in ``fuseflow.memory.plan_ports`` order; the
+data still lives in the block RAMs (same memory map), only the timing changes.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from fuseflow.tensor import Format
 from . import registry
 from .base import bits_for
 from .config import DEFAULT_HW, HwConfig
+from .dram import Controller, bus_link
 from .registry import HwBuild, Memories, stream_width
 from .word import CTL_WIDTH
 
@@ -246,6 +251,10 @@ class GraphTop(wiring.Component):
                              f"{tensor!r} has coordinates or references up to {top}, which need "
                              f"{need} bits (use a width of at least {need})")
         self.graph, self.cfg = graph, cfg
+        self.mem_ports = cfg.mem_ports(graph)
+        mem_of: dict[str, dict[str, Any]] = {}
+        for port in self.mem_ports:
+            mem_of.setdefault(port.node, {})[port.array] = port
         self.caps = {t: tensor_capacities(s, cfg.nnz_for(t)) for t, s in graph.tensors.items()}
         self.mmap = MemoryMap()
         self.core = _Core()
@@ -260,7 +269,10 @@ class GraphTop(wiring.Component):
         for name in graph.topo_order():
             node = graph.nodes[name]
             depths = {p: out_depths.get(name, {}).get(p, depth_default) for p in node.outputs()}
-            comp, mems = make_primitive(node.kind, _node_hw_params(graph, node, self.caps), cfg, depths)
+            params = _node_hw_params(graph, node, self.caps)
+            if name in mem_of:
+                params["mem"] = mem_of[name]
+            comp, mems = make_primitive(node.kind, params, cfg, depths)
             comp.ram_fifo_depth = cfg.ram_fifo_depth
             self.components[name] = comp
             self.core.subs[f"n_{name}"] = comp
@@ -284,6 +296,11 @@ class GraphTop(wiring.Component):
             self.core.stmts += [dst.payload.eq(src.payload), dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
         for d in graph.discards:
             self.core.stmts.append(getattr(self.components[d.node], f"o_{d.port}").ready.eq(1))
+        if self.mem_ports:
+            ctrl = self.core.subs["memory"] = Controller(cfg.memory, self.mem_ports, cfg.cw)
+            for port in self.mem_ports:
+                self.core.stmts += bus_link(getattr(ctrl, f"p{port.index}"),
+                                            getattr(self.components[port.node], f"mem_{port.array}"))
         super().__init__({**_host_members(self.mmap.addr_width), "done": Out(1), "running": Out(1)})
 
     def elaborate(self, platform):
@@ -316,7 +333,8 @@ class GraphTop(wiring.Component):
         for n in self.graph.nodes.values():
             counts[n.kind.value] = counts.get(n.kind.value, 0) + 1
         return {"graph": self.graph.name, "nodes": len(self.graph.nodes), "edges": len(self.graph.edges),
-                "primitives": counts, "config": asdict(self.cfg), "memory_map": self.mmap.to_json()}
+                "primitives": counts, "config": asdict(self.cfg), "memory_map": self.mmap.to_json(),
+                "memory_ports": [f"{p.node}.{p.array} ({p.key})" for p in self.mem_ports]}
 
 
 # --------------------------------------------------------------------------- primitive harness

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
@@ -13,6 +14,7 @@ from fuseflow.tensor import Format
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import MemRead, MemWrite, StreamPrimitive, bits_for
+from .dram import ReadGate, WriteGate, attach, bus_members
 from .registry import HwBuild, plain, rtl
 from .word import (
     data_word,
@@ -57,18 +59,25 @@ class Scan(StreamPrimitive):
     dense: dimension ``dim``.  Latency 2 (pipeline register, then fiber walk), II 1.
 
     ``skip`` (compressed only): input ``skip`` takes an intersect's skip requests, and the
-    scanner jumps ahead by a search in its ``crd`` memory (see sw_sim.level.SkipScan)."""
+    scanner jumps ahead by a search in its ``crd`` memory (see sw_sim.level.SkipScan).
+
+    ``mem`` (compressed, no skip): the off-chip ``seg`` / ``crd`` ports (``hw.dram``): the front
+    stage pops a data reference ``r`` once ``seg`` words ``r`` and ``r + 1`` are resident, the
+    back stage emits position ``p`` once ``crd`` word ``p`` is."""
 
     def __init__(self, *, compressed: bool, dim: int = 0, seg_depth: int = 2, crd_depth: int = 1,
-                 cw: int = CRD_WIDTH, depths=None, skip: bool = False):
+                 cw: int = CRD_WIDTH, depths=None, skip: bool = False, mem=None, model=None):
         if skip and not compressed:
             raise ValueError("parameter 'skip' needs a compressed level; a dense scanner cannot skip")
+        if mem and (skip or not compressed):
+            raise ValueError("off-chip memory ports need a compressed scanner without skip")
         self.compressed, self.dim, self.cw, self.skip = compressed, dim, cw, skip
         self.seg_depth, self.crd_depth = seg_depth, crd_depth
-        extra = {}
+        self.mem, self.model = dict(mem or {}), model
+        extra = bus_members(self.mem, cw)
         if compressed:
-            extra = {"seg_wr": In(MemWrite(bits_for(seg_depth), cw)),
-                     "crd_wr": In(MemWrite(bits_for(crd_depth), cw))}
+            extra |= {"seg_wr": In(MemWrite(bits_for(seg_depth), cw)),
+                      "crd_wr": In(MemWrite(bits_for(crd_depth), cw))}
         ins = {"ref": cw, "skip": cw} if skip else {"ref": cw}
         super().__init__(ins, {"crd": cw, "ref": cw}, depths, extra)
 
@@ -76,9 +85,10 @@ class Scan(StreamPrimitive):
         w = self.cw
         inp = self.i_ref
         s = SimpleNamespace(pipe_valid=Signal(), pipe_tok=Signal(w + 1), mode=Signal(2, init=IDLE),
-                            p=Signal(w), hi=Signal(w), p_next=Signal(w), consumed=Signal())
+                            p=Signal(w), hi=Signal(w), p_next=Signal(w), consumed=Signal(), crd_ok=None)
         pipe_free = Signal()
         m.d.comb += pipe_free.eq(~s.pipe_valid | s.consumed)
+        seg_ok = None  # off-chip seg: the head token may be popped (control, or lines resident)
 
         if self.compressed:
             seg = memory.Memory(shape=unsigned(w), depth=self.seg_depth, init=[])
@@ -96,6 +106,15 @@ class Scan(StreamPrimitive):
                          seg_hi.en.eq(pipe_free), crd_rp.addr.eq(s.p_next), crd_rp.en.eq(1)]
             s.pipe_lo, s.pipe_hi = seg_lo.data, seg_hi.data
             s.crd_out = crd_rp.data
+            if "seg" in self.mem:  # a data reference waits for its seg lines
+                g = attach(m, self, "seg", ReadGate(self.mem["seg"], self.model, w, pair=True))
+                data = is_data(inp.payload, w)
+                m.d.comb += [g.word.eq(r), g.want.eq(pipe_free & inp.valid & data)]
+                seg_ok = ~data | g.ok
+            if "crd" in self.mem:  # a FIBER step waits for its crd line
+                g = attach(m, self, "crd", ReadGate(self.mem["crd"], self.model, w))
+                m.d.comb += [g.word.eq(s.p), g.want.eq(self.room() & (s.mode == FIBER))]
+                s.crd_ok = g.ok
         else:
             # Only the fiber start r * dim is registered (the multiplier is one DSP block).  The
             # coordinate is a counter beside the position, and the fiber ends when it reaches
@@ -133,14 +152,19 @@ class Scan(StreamPrimitive):
         else:
             with m.If(self.room()):
                 self._back(m, s)
-        m.d.comb += inp.ready.eq(pipe_free)
+        if seg_ok is None:
+            m.d.comb += inp.ready.eq(pipe_free)
+            take = inp.valid
+        else:
+            m.d.comb += inp.ready.eq(pipe_free & seg_ok)
+            take = inp.valid & seg_ok
         with m.If(pipe_free):
-            m.d.sync += [s.pipe_valid.eq(inp.valid), s.pipe_tok.eq(inp.payload)]
+            m.d.sync += [s.pipe_valid.eq(take), s.pipe_tok.eq(inp.payload)]
 
     def _back(self, m, s):
         """The back stage (the outputs have room)."""
         w, mode, p, hi, pipe_tok = self.cw, s.mode, s.p, s.hi, s.pipe_tok
-        with m.If(mode == FIBER):
+        with m.If(mode == FIBER), (m.If(s.crd_ok) if s.crd_ok is not None else nullcontext()):
             self.push(m, "crd")
             self.push(m, "ref")
             m.d.comb += s.p_next.eq(p + 1)
@@ -270,16 +294,39 @@ class Scan(StreamPrimitive):
             m.d.sync += [p.eq(sl), mode.eq(FIBER)]
 
 
+def _write_gates(m, node, valid, tok, w: int, writes: dict) -> Signal | None:
+    """The off-chip writes of a writer: one :class:`WriteGate` per array of ``node.mem``, fed
+    with ``writes[array] = (words written so far, the head token writes one)``; at ``D`` the
+    gates flush.  Returns whether the head token may be popped (``None``: nothing off-chip)."""
+    if not node.mem:
+        return None
+    at_done = valid & is_done(tok, w)
+    all_ok, all_flushed = Const(1, 1), Const(1, 1)
+    for array, spec in node.mem.items():
+        count, writes_it = writes[array]
+        g = attach(m, node, array, WriteGate(spec, node.model, node.cw))
+        m.d.comb += [g.word.eq(count[:node.cw]), g.want.eq(valid & writes_it), g.flush.eq(at_done)]
+        all_ok = all_ok & (~writes_it | g.ok)
+        all_flushed = all_flushed & g.flushed
+    pop_ok = Signal()
+    m.d.comb += pop_ok.eq(Mux(is_done(tok, w), all_flushed, all_ok))
+    return pop_ok
+
+
 class LevelWrite(StreamPrimitive):
     """Level writer.  Compressed: fills ``seg``/``crd`` memories (host reads them through
     ``seg_rd``/``crd_rd``; ``seg_len``/``crd_len`` count entries).  Dense: counts coordinates.
-    Pops every cycle; ``done`` rises after ``D``."""
+    Pops every cycle; ``done`` rises after ``D``.  ``mem``: the off-chip ``seg`` / ``crd``
+    ports (``hw.dram``), which may hold a write (and ``D``) back."""
 
     def __init__(self, *, compressed: bool, seg_depth: int = 2, crd_depth: int = 1, cw: int = CRD_WIDTH,
-                 skip_empty: bool = False):
+                 skip_empty: bool = False, mem=None, model=None):
+        if mem and not compressed:
+            raise ValueError("off-chip memory ports need a compressed level writer")
         self.compressed, self.cw, self.skip_empty = compressed, cw, skip_empty
         self.seg_depth, self.crd_depth = seg_depth, crd_depth
-        extra = {"done": Out(1), "seg_len": Out(32), "crd_len": Out(32)}
+        self.mem, self.model = dict(mem or {}), model
+        extra = {"done": Out(1), "seg_len": Out(32), "crd_len": Out(32)} | bus_members(self.mem, cw)
         if compressed:
             extra |= {"seg_rd": In(MemRead(bits_for(seg_depth), cw)),
                       "crd_rd": In(MemRead(bits_for(crd_depth), cw))}
@@ -291,8 +338,13 @@ class LevelWrite(StreamPrimitive):
         seg_n = Signal(32, init=1)
         crd_n = Signal(32)
         done = Signal()
-        m.d.comb += [self.done.eq(done), self.seg_len.eq(seg_n), self.crd_len.eq(crd_n), inp.ready.eq(1)]
         tok = inp.payload
+        fiber_open = Signal()  # a coordinate arrived since the last stop
+        closes = fiber_open if self.skip_empty else 1
+        pop_ok = _write_gates(m, self, inp.valid, tok, w,
+                              {"seg": (seg_n, is_stop(tok, w) & closes), "crd": (crd_n, is_data(tok, w))})
+        m.d.comb += [self.done.eq(done), self.seg_len.eq(seg_n), self.crd_len.eq(crd_n),
+                     inp.ready.eq(1 if pop_ok is None else pop_ok)]
         if self.compressed:
             seg = memory.Memory(shape=unsigned(w), depth=self.seg_depth, init=[])
             crd = memory.Memory(shape=unsigned(w), depth=self.crd_depth, init=[])
@@ -303,9 +355,7 @@ class LevelWrite(StreamPrimitive):
                 m.d.comb += [rp.addr.eq(port.addr), port.data.eq(rp.data)]
             m.d.comb += [seg_wp.addr.eq(seg_n), seg_wp.data.eq(crd_n), crd_wp.addr.eq(crd_n),
                          crd_wp.data.eq(tok[:w])]
-        fiber_open = Signal()  # a coordinate arrived since the last stop
-        closes = fiber_open if self.skip_empty else 1
-        with m.If(inp.valid):
+        with m.If(inp.valid if pop_ok is None else inp.valid & pop_ok):
             with m.If(is_data(tok, w)):
                 m.d.sync += [crd_n.eq(crd_n + 1), fiber_open.eq(1)]
                 if self.compressed:
@@ -322,12 +372,15 @@ class LevelWrite(StreamPrimitive):
 
 
 class ValsWrite(StreamPrimitive):
-    """Values writer: fills ``vals`` (host reads through ``vals_rd``; ``vals_len`` counts)."""
+    """Values writer: fills ``vals`` (host reads through ``vals_rd``; ``vals_len`` counts).
+    ``mem``: the off-chip ``vals`` port (``hw.dram``; word indices of ``cw`` bits)."""
 
-    def __init__(self, *, depth: int, vw: int = VAL_WIDTH):
-        self.vw, self.depth = vw, depth
+    def __init__(self, *, depth: int, vw: int = VAL_WIDTH, cw: int = CRD_WIDTH, mem=None, model=None):
+        self.vw, self.depth, self.cw = vw, depth, cw
+        self.mem, self.model = dict(mem or {}), model
         super().__init__({"val": vw}, {}, None, {"done": Out(1), "vals_len": Out(32),
-                                                 "vals_rd": In(MemRead(bits_for(depth), vw))})
+                                                 "vals_rd": In(MemRead(bits_for(depth), vw))}
+                         | bus_members(self.mem, cw))
 
     def logic(self, m):
         w = self.vw
@@ -339,10 +392,11 @@ class ValsWrite(StreamPrimitive):
         wp = vals.write_port()
         rp = vals.read_port(domain="sync")
         tok = inp.payload
-        m.d.comb += [self.done.eq(done), self.vals_len.eq(n), inp.ready.eq(1),
+        pop_ok = _write_gates(m, self, inp.valid, tok, w, {"vals": (n, is_data(tok, w) | is_empty(tok, w))})
+        m.d.comb += [self.done.eq(done), self.vals_len.eq(n), inp.ready.eq(1 if pop_ok is None else pop_ok),
                      rp.addr.eq(self.vals_rd.addr), self.vals_rd.data.eq(rp.data),
                      wp.addr.eq(n), wp.data.eq(Mux(is_data(tok, w), tok[:w], 0))]
-        with m.If(inp.valid):
+        with m.If(inp.valid if pop_ok is None else inp.valid & pop_ok):
             with m.If(is_data(tok, w) | is_empty(tok, w)):
                 m.d.comb += wp.en.eq(1)
                 m.d.sync += n.eq(n + 1)
@@ -356,7 +410,8 @@ def _scan(b: HwBuild):
     p, cw = b.params, b.cfg.cw
     compressed = Format.parse(p["format"]) is Format.COMPRESSED
     c = Scan(compressed=compressed, dim=p.get("dim", 0), seg_depth=p.get("seg_depth", 2),
-             crd_depth=p.get("crd_depth", 1), cw=cw, depths=b.depths, skip=bool(p.get("skip", False)))
+             crd_depth=p.get("crd_depth", 1), cw=cw, depths=b.depths, skip=bool(p.get("skip", False)),
+             mem=p.get("mem"), model=b.cfg.memory)
     if not compressed:
         return c, {}
     return c, {"seg": ("seg_wr", c.seg_depth, cw, "w", None), "crd": ("crd_wr", c.crd_depth, cw, "w", None)}
@@ -367,7 +422,8 @@ def _write(b: HwBuild):
     p, cw = b.params, b.cfg.cw
     compressed = Format.parse(p["format"]) is Format.COMPRESSED
     c = LevelWrite(compressed=compressed, seg_depth=p.get("seg_depth", 2), crd_depth=p.get("crd_depth", 1),
-                   cw=cw, skip_empty=bool(p.get("skip_empty", False)))
+                   cw=cw, skip_empty=bool(p.get("skip_empty", False)), mem=b.params.get("mem"),
+                   model=b.cfg.memory)
     if not compressed:
         return c, {}
     return c, {"seg": ("seg_rd", c.seg_depth, cw, "r", "seg_len"), "crd": ("crd_rd", c.crd_depth, cw, "r", "crd_len")}
@@ -375,7 +431,8 @@ def _write(b: HwBuild):
 
 @rtl("vals_write")
 def _vals_write(b: HwBuild):
-    c = ValsWrite(depth=b.params.get("vals_depth", 1), vw=b.cfg.vw)
+    c = ValsWrite(depth=b.params.get("vals_depth", 1), vw=b.cfg.vw, cw=b.cfg.cw, mem=b.params.get("mem"),
+                  model=b.cfg.memory)
     return c, {"vals": ("vals_rd", c.depth, b.cfg.vw, "r", "vals_len")}
 
 

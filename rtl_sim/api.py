@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fuseflow.memory import MemoryModel, Placement, parse_memory
 from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import Token, decode, encode, parse_stream
@@ -24,6 +25,7 @@ from .toolchain import run_cocotb, verilator_build
 __all__ = [
     "RtlResult",
     "graph_build",
+    "memory_config",
     "run_graph",
     "run_graph_batch",
     "run_primitive_batch",
@@ -131,9 +133,22 @@ class RtlResult:
     cycles: int
 
 
+def memory_config(cfg: HwConfig, memory: MemoryModel | str | None = None,
+                  onchip: Placement | Iterable[str] | None = None) -> HwConfig:
+    """``cfg`` with the memory model and on-chip tensors given (``None``: keep ``cfg``'s), as
+    ``sw_sim.run_graph(memory=, onchip=)`` takes them."""
+    if memory is not None:
+        cfg = replace(cfg, memory=parse_memory(memory))
+    if onchip is not None:
+        names = onchip.onchip if isinstance(onchip, Placement) else onchip
+        cfg = replace(cfg, onchip=tuple(names))
+    return cfg
+
+
 def graph_build(graph: Graph, cfg: HwConfig = DEFAULT_HW, waves: bool = False) -> tuple[Path, dict]:
-    """The cached Verilator build of ``graph`` (keyed by its structure) and its memory map."""
-    key = _key("graph", graph.structure_hash(), cfg)
+    """The cached Verilator build of ``graph`` (keyed by its structure and the whole config,
+    memory model and on-chip tensors included) and its memory map."""
+    key = _key("graph", graph.structure_hash(), cfg, cfg.memory.to_json(), cfg.onchip)
 
     def make():
         top = GraphTop(graph, cfg)
@@ -144,8 +159,11 @@ def graph_build(graph: Graph, cfg: HwConfig = DEFAULT_HW, waves: bool = False) -
 
 
 def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *, cfg: HwConfig = DEFAULT_HW,
-                    waves: bool = False, wave_file: Path | None = None) -> list[RtlResult]:
-    """Run ``graph`` in RTL on each dataset (one Verilator build, one simulator process)."""
+                    waves: bool = False, wave_file: Path | None = None, memory: MemoryModel | str | None = None,
+                    onchip: Placement | Iterable[str] | None = None) -> list[RtlResult]:
+    """Run ``graph`` in RTL on each dataset (one Verilator build, one simulator process).
+    ``memory`` / ``onchip`` (as in ``sw_sim.run_graph``) override ``cfg.memory`` / ``cfg.onchip``."""
+    cfg = memory_config(cfg, memory, onchip)
     for data in datasets:
         graph.verify(data)
     bdir, meta = graph_build(graph, cfg, waves)
@@ -170,8 +188,10 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
 
 
 def run_graph(graph: Graph, data: Mapping[str, TensorData], *, cfg: HwConfig = DEFAULT_HW, waves: bool = False,
-              wave_file: Path | None = None) -> RtlResult:
-    return run_graph_batch(graph, [data], cfg=cfg, waves=waves, wave_file=wave_file)[0]
+              wave_file: Path | None = None, memory: MemoryModel | str | None = None,
+              onchip: Placement | Iterable[str] | None = None) -> RtlResult:
+    return run_graph_batch(graph, [data], cfg=cfg, waves=waves, wave_file=wave_file, memory=memory,
+                           onchip=onchip)[0]
 
 
 def _outputs(graph: Graph, arrays: Mapping[str, list[int]], cfg: HwConfig) -> dict[str, TensorData]:

@@ -2,7 +2,8 @@
 
 A *suite entry* (:class:`fuseflow.simulation.SuiteEntry`, suites named in :mod:`fuseflow.suites`)
 is a graph plus one dataset.  Entries that share a graph share one Verilator
-build and one simulator process; graphs are spread over worker processes.
+build and one simulator process; graphs are spread over worker processes.  Both simulators run
+under the same memory model and on-chip tensors (``docs/memory.md``).
 """
 
 from __future__ import annotations
@@ -12,18 +13,49 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from fuseflow.memory import MemoryError, MemoryModel, Placement, parse_memory, plan_ports
 from fuseflow.simulation import SuiteEntry
 from fuseflow.suites import suite
+from hw.config import HwConfig
 from sw_sim import run_graph
 
 from .api import run_graph_batch
 
-__all__ = ["KernelResult", "r_squared", "run_suite", "write_report"]
+__all__ = ["KernelResult", "MemorySetup", "memory_left_out", "r_squared", "run_suite", "write_report"]
+
+
+@dataclass(frozen=True)
+class MemorySetup:
+    """The memory model and on-chip tensors of a correlation run; tensor names a graph does not
+    have are ignored for it (a suite's graphs name their tensors differently)."""
+
+    model: MemoryModel = field(default_factory=lambda: parse_memory(None))
+    onchip: tuple[str, ...] = ()
+
+    def placement(self) -> Placement:
+        return Placement.of(self.onchip, strict=False)
+
+    def config(self, graph) -> HwConfig:
+        return HwConfig(memory=self.model, onchip=tuple(t for t in self.onchip if t in graph.tensors))
+
+
+def memory_left_out(entries: list[SuiteEntry], mem: MemorySetup) -> tuple[list[SuiteEntry], list[str]]:
+    """The entries whose graphs can run under ``mem``, and ``name: reason`` for the others (a
+    scanner with coordinate skipping needs its tensor on chip)."""
+    kept, left = [], []
+    for e in entries:
+        try:
+            plan_ports(e.make(run_graph)[0], mem.model, mem.placement())
+        except MemoryError as exc:
+            left.append(f"{e.name}: {exc}")
+        else:
+            kept.append(e)
+    return kept, left
 
 
 @dataclass
@@ -38,21 +70,23 @@ class KernelResult:
     reference_ok: bool | None
     nodes: int = 0
     note: str = ""
+    memory: str = "ideal"
 
 
-def _run_named(suite_name: str, names: list[str], waves_dir: str | None) -> list[KernelResult]:
+def _run_named(suite_name: str, names: list[str], waves_dir: str | None, mem: MemorySetup) -> list[KernelResult]:
     by_name = {e.name: e for e in suite(suite_name)}
-    return _run_group([by_name[n] for n in names], waves_dir)
+    return _run_group([by_name[n] for n in names], waves_dir, mem)
 
 
-def _run_group(entries: list[SuiteEntry], waves_dir: str | None) -> list[KernelResult]:
+def _run_group(entries: list[SuiteEntry], waves_dir: str | None, mem: MemorySetup) -> list[KernelResult]:
     made = [e.make(run_graph) for e in entries]
     graph = made[0][0]
     wave_file = Path(waves_dir) / f"{entries[0].name}.vcd" if waves_dir else None
-    rtl = run_graph_batch(graph, [d for _, d, _ in made], waves=bool(waves_dir), wave_file=wave_file)
+    rtl = run_graph_batch(graph, [d for _, d, _ in made], cfg=mem.config(graph), waves=bool(waves_dir),
+                          wave_file=wave_file)
     results = []
     for e, (g, data, expected), r in zip(entries, made, rtl):
-        sw = run_graph(g, data)
+        sw = run_graph(g, data, memory=mem.model, onchip=mem.placement())
         equal = all(np.array_equal(r.outputs[t].to_dense(), sw.outputs[t].to_dense()) for t in sw.outputs)
         ref_ok = None
         if expected is not None:
@@ -60,17 +94,20 @@ def _run_group(entries: list[SuiteEntry], waves_dir: str | None) -> list[KernelR
             ref_ok = bool(np.array_equal(sw.outputs[t].to_dense(), expected))
         rel = abs(r.cycles - sw.cycles) / max(r.cycles, 1)
         results.append(KernelResult(e.name, e.model, sw.cycles, r.cycles, r.cycles / max(sw.cycles, 1), rel,
-                                    equal, ref_ok, len(g.nodes)))
+                                    equal, ref_ok, len(g.nodes), memory=mem.model.name))
     return results
 
 
 def run_suite(entries: Iterable[SuiteEntry] | str, *, jobs: int | None = None, waves_dir: str | None = None,
-              progress: Callable[[int, int, str], None] | None = None) -> list[KernelResult]:
+              progress: Callable[[int, int, str], None] | None = None,
+              memory: MemorySetup | None = None) -> list[KernelResult]:
     """Run every entry in sw_sim and RTL, grouping entries by graph structure.
 
     ``entries`` is a suite name (workers rebuild the suite and pick entries by name, so entry
     factories may be closures) or a list of entries with picklable ``make`` callables.
+    ``memory``: the memory model and on-chip tensors of both simulators (default: ideal).
     """
+    mem = memory or MemorySetup()
     suite_name = entries if isinstance(entries, str) else None
     entries = suite(suite_name) if suite_name else list(entries)
     groups: dict[str, list[SuiteEntry]] = {}
@@ -81,8 +118,8 @@ def run_suite(entries: Iterable[SuiteEntry] | str, *, jobs: int | None = None, w
     results: list[KernelResult] = []
     done = 0
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futs = {(pool.submit(_run_named, suite_name, [e.name for e in grp], waves_dir) if suite_name
-                 else pool.submit(_run_group, grp, waves_dir)): grp for grp in groups.values()}
+        futs = {(pool.submit(_run_named, suite_name, [e.name for e in grp], waves_dir, mem) if suite_name
+                 else pool.submit(_run_group, grp, waves_dir, mem)): grp for grp in groups.values()}
         for fut in as_completed(futs):
             grp = futs[fut]
             res = fut.result()
@@ -113,11 +150,13 @@ def write_report(results: list[KernelResult], outdir: str | Path, title: str = "
         "kernels": [asdict(r) for r in results],
         "all_values_equal": all(r.values_equal for r in results),
         "differing": [r.name for r in results if r.sw_cycles != r.rtl_cycles],
+        "memory": sorted({r.memory for r in results}),
     }
     (out / "correlation.json").write_text(json.dumps(summary, indent=1) + "\n")
     _plot(results, summary, out / "correlation.png", title)
     lines = [f"# {title} cycle correlation", "",
-             f"- kernels: {len(results)}", f"- R² (parity line): {summary['r2']:.6f}",
+             f"- kernels: {len(results)}", f"- memory: {', '.join(summary['memory']) or 'ideal'}",
+             f"- R² (parity line): {summary['r2']:.6f}",
              f"- worst relative error: {summary['max_rel_error'] * 100:.3f} %",
              f"- outputs identical in RTL and sw_sim: {'all' if summary['all_values_equal'] else 'NO'}",
              f"- kernels whose cycles differ: {', '.join(summary['differing']) or 'none'}", "",
