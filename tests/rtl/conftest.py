@@ -6,10 +6,6 @@ import os
 import pytest
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: long RTL runs; run with -m slow or FUSEFLOW_SLOW=1")
-
-
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("FUSEFLOW_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
         return
