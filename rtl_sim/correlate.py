@@ -71,6 +71,9 @@ class KernelResult:
     nodes: int = 0
     note: str = ""
     memory: str = "ideal"
+    flops: int = 0  # sw_sim counters of the run (sw_sim.counters)
+    bytes: int = 0  # read + written, all arrays
+    bytes_offchip: int = 0  # moved off chip (lines x burst)
 
 
 def _run_named(suite_name: str, names: list[str], waves_dir: str | None, mem: MemorySetup) -> list[KernelResult]:
@@ -93,8 +96,11 @@ def _run_group(entries: list[SuiteEntry], waves_dir: str | None, mem: MemorySetu
             [t] = sw.outputs
             ref_ok = bool(np.array_equal(sw.outputs[t].to_dense(), expected))
         rel = abs(r.cycles - sw.cycles) / max(r.cycles, 1)
+        c = sw.counters
         results.append(KernelResult(e.name, e.model, sw.cycles, r.cycles, r.cycles / max(sw.cycles, 1), rel,
-                                    equal, ref_ok, len(g.nodes), memory=mem.model.name))
+                                    equal, ref_ok, len(g.nodes), memory=mem.model.name,
+                                    flops=c["flops_total"], bytes=c["bytes_read"] + c["bytes_written"],
+                                    bytes_offchip=c["bytes_offchip"]))
     return results
 
 
@@ -161,12 +167,13 @@ def write_report(results: list[KernelResult], outdir: str | Path, title: str = "
              f"- outputs identical in RTL and sw_sim: {'all' if summary['all_values_equal'] else 'NO'}",
              f"- kernels whose cycles differ: {', '.join(summary['differing']) or 'none'}", "",
              "![correlation](correlation.png)", "",
-             "| kernel | group | nodes | sw_sim cycles | RTL cycles | RTL/sw | values equal | vs reference |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| kernel | group | nodes | sw_sim cycles | RTL cycles | RTL/sw | values equal | vs reference "
+             "| FLOPs | bytes | off-chip bytes |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         ref = "—" if r.reference_ok is None else ("pass" if r.reference_ok else "FAIL")
         lines.append(f"| {r.name} | {r.model} | {r.nodes} | {r.sw_cycles} | {r.rtl_cycles} | {r.ratio:.4f} | "
-                     f"{'yes' if r.values_equal else 'NO'} | {ref} |")
+                     f"{'yes' if r.values_equal else 'NO'} | {ref} | {r.flops} | {r.bytes} | {r.bytes_offchip} |")
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return summary
 
