@@ -5,8 +5,10 @@
 * ``spmm_csr``: the built-in SpMM kernel, CSR × CSR (128 × 128, 10 % dense).
 * ``gcn_full``: the zoo's 2-layer GCN on KarateClub, full fusion (float numerics).
 
-Each figure is the median over ``--repeat`` runs of the process's CPU time, so other load on a
-shared machine distorts it little.  ``--json`` prints the rows as a list of objects.
+Both cycle models run, each in a process of its own (``FUSEFLOW_SW_SIM=python`` and
+``compiled``, see sw_sim/native.py), on the same graphs and data; both must give the same cycle
+counts.  Each figure is the median over ``--repeat`` runs of the process's CPU time, so other
+load on a shared machine distorts it little.  ``--json`` prints the rows as a list of objects.
 
     python bench/sim_speed.py [--repeat 3] [--json]
 """
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -32,6 +36,7 @@ from fuseflow.models.frontend import trace
 from fuseflow.models.plan import compile_model, run_model
 from fuseflow.models.zoo import make_case
 from fuseflow_cli.cmd_common import table
+import sw_sim  # the cycle model FUSEFLOW_SW_SIM chooses
 from sw_sim import run_graph
 
 
@@ -99,20 +104,43 @@ def measure(name: str, repeat: int) -> dict:
             "cycles_per_second": round(cycles / cpu)}
 
 
+def one_engine(engine: str, names: list[str], repeat: int) -> list[dict]:
+    """The rows of one cycle model, measured in a process of its own."""
+    env = {**os.environ, "FUSEFLOW_SW_SIM": engine}
+    cmd = [sys.executable, __file__, "--worker", "--repeat", str(repeat)]
+    for n in names:
+        cmd += ["--only", n]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
 def main() -> int:
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=sorted(WORKLOADS), action="append")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    rows = [measure(n, args.repeat) for n in (args.only or WORKLOADS)]
+    names = args.only or list(WORKLOADS)
+    if args.worker:
+        print(json.dumps([{**measure(n, args.repeat), "engine": sw_sim.ENGINE} for n in names]))
+        return 0
+    py, comp = one_engine("python", names, args.repeat), one_engine("compiled", names, args.repeat)
+    rows = []
+    for a, b in zip(py, comp, strict=True):
+        if a["cycles"] != b["cycles"]:
+            raise SystemExit(f"{a['workload']}: the two models disagree ({a['cycles']} vs {b['cycles']} cycles)")
+        rows.append({"workload": a["workload"], "cycles": a["cycles"],
+                     "python_cycles_per_second": a["cycles_per_second"],
+                     "compiled_cycles_per_second": b["cycles_per_second"],
+                     "speedup": round(b["cycles_per_second"] / a["cycles_per_second"], 2)})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(table([[r["workload"], f"{r['cycles']:,}", f"{r['cpu_seconds']:.3f}",
-                  f"{r['cycles_per_second'] / 1e3:.0f} k"] for r in rows],
-                ["workload", "cycles", "CPU s (median)", "cycles/s"]))
+    print(table([[r["workload"], f"{r['cycles']:,}", f"{r['python_cycles_per_second'] / 1e3:.0f} k",
+                  f"{r['compiled_cycles_per_second'] / 1e3:.0f} k", f"{r['speedup']:.1f}x"] for r in rows],
+                ["workload", "cycles", "Python model cycles/s", "compiled cycles/s", "speedup"]))
     return 0
 
 

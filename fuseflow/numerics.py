@@ -34,6 +34,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -285,12 +286,16 @@ class Numerics:
             AluOp.ADD: self.add, AluOp.SUB: self.sub, AluOp.MUL: self.mul, AluOp.DIV: self.div,
             AluOp.MAX: max, AluOp.MIN: min,
         }
+        if self.mode is Mode.FLOAT:  # fix() is the identity: the plain operators (faster)
+            fns.update({AluOp.ADD: operator.add, AluOp.SUB: operator.sub, AluOp.MUL: operator.mul})
         if op not in fns:
             raise ValueError(f"ALU op {op.value!r} is not binary")
         return fns[op]
 
     def reduce_fn(self, op: ReduceOp) -> Callable[[Any, Any], Any]:
-        return self.add if op is ReduceOp.ADD else max
+        if op is not ReduceOp.ADD:
+            return max
+        return operator.add if self.mode is Mode.FLOAT else self.add
 
     # ------------------------------------------------------------------ unary ops
     def scalar_raw(self, scalar: float, where: str = "scalar") -> Any:

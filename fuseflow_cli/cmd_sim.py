@@ -7,6 +7,7 @@ import json
 import numpy as np
 
 from fuseflow.memory import MemoryError
+import sw_sim
 from sw_sim import SimError, run_graph
 
 from .cmd_common import add_graph_args, add_memory_args, load_graph_job, resolve_memory, table
@@ -49,12 +50,13 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({"source": job.source, "graph": job.graph.name, "cycles": res.cycles,
                           "ok": ok, "schedule": job.schedule.to_json() if job.schedule else None,
-                          "wall_seconds": round(res.wall_seconds, 4),
+                          "wall_seconds": round(res.wall_seconds, 4), "engine": sw_sim.ENGINE,
                           "memory": model.to_json(), "onchip": sorted(placement.onchip),
                           "counters": res.counters, "nodes": node_counters(res.stats)}, indent=1))
         return 0 if ok is not False else 1
     print(f"{job.source}: {res.cycles} cycles in sw_sim ({res.wall_seconds * 1e3:.1f} ms, "
-          f"{res.node_cycles / max(res.wall_seconds, 1e-9) / 1e6:.2f} M node-cycles/s)")
+          f"{res.node_cycles / max(res.wall_seconds, 1e-9) / 1e6:.2f} M node-cycles/s, "
+          f"{sw_sim.ENGINE} model)")
     print(f"memory: {model.describe()}")
     print(counters_text(res.counters, stats=args.stats))
     if args.stats:

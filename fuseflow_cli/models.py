@@ -17,6 +17,7 @@ from fuseflow.models.plan import compile_model
 from fuseflow.models.plan import run_model as simulate_model
 from fuseflow.numerics import Mode, Numerics
 from hw import HwConfig, build_graph
+import sw_sim
 from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
@@ -124,10 +125,11 @@ def run_model(args: argparse.Namespace) -> int:
                           "graphs": [{"name": n, "cycles": c} for n, c in res.cycles],
                           "memory": model.to_json(), "onchip": sorted(placement.onchip),
                           "counters": summary_counters(counters),
-                          "wall_seconds": round(res.wall_seconds, 3)}, indent=1))
+                          "wall_seconds": round(res.wall_seconds, 3), "engine": sw_sim.ENGINE},
+                         indent=1))
         return 0 if ok else 1
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, compiled in {cm.seconds * 1e3:.1f} ms; "
-          f"{res.total_cycles} cycles in sw_sim ({res.wall_seconds:.1f} s)")
+          f"{res.total_cycles} cycles in sw_sim ({res.wall_seconds:.1f} s, {sw_sim.ENGINE} model)")
     print(f"memory: {model.describe()}")
     print(counters_text(counters, stats=getattr(args, "stats", False)))
     print(f"check against PyTorch (float64; {what} {err:.2e}, tolerance {tol:.0e}): "

@@ -8,12 +8,21 @@ same name in the same-named file of ``hw/`` decision for decision; its docstring
 per-cycle rules.  Common rule: a primitive acts in a cycle only when every one of its output
 FIFOs has room ("fire"), except where a docstring says otherwise (writers have no outputs; the
 front stage of the memory-reading primitives fills its pipeline register independently).
+
+The hot modules run compiled (Cython) when they can: :mod:`sw_sim.native`.
 """
+
+from . import native
+
+native.activate(__path__)  # before any model module is imported
 
 from .engine import DeadlockError, NodeStats, ProtocolError, SimError
 from .run import PrimitiveResult, SimResult, run_graph, simulate_primitive
 
+ENGINE = native.ENGINE  # "compiled" or "python"
+
 __all__ = [
+           "ENGINE",
            "DeadlockError",
            "NodeStats",
            "PrimitiveResult",

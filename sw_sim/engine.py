@@ -15,8 +15,8 @@ Timing contract, shared with the RTL:
 
 from __future__ import annotations
 
+import gc
 import heapq
-from collections import deque
 from dataclasses import dataclass
 
 from fuseflow.tokens import Token, format_stream
@@ -63,7 +63,7 @@ class Channel:
     def __init__(self, name: str, depth: int) -> None:
         self.name = name
         self.depth = depth
-        self.q: deque[Token] = deque()
+        self.q: list[Token] = []  # the FIFO's entries, head first (a list: FIFOs are short)
         self.freed = 0  # pops this cycle (their slots become free next cycle)
         self.inc: Token | None = None  # token pushed this cycle (visible next cycle)
         self.dirty = False
@@ -85,7 +85,7 @@ class Channel:
         if not self.dirty:
             self.dirty = True
             self._dirty_list.append(self)
-        return self.q.popleft()
+        return self.q.pop(0)
 
     def push(self, tok: Token) -> None:
         self.inc = tok
@@ -134,12 +134,12 @@ class Primitive:
         self.engine: Engine | None = None  # the engine running this primitive (its clock)
         self._sleep_since = -1
         self._fires = 0
+        self._sched = -1  # the cycle the engine has listed this node for
+        self.flops = 0  # value operations done (ALUs, reductions, accumulators): the FLOP counters
         for c in ins.values():
             c.consumer = self
         for c in outs.values():
             c.producer = self
-
-    flops = 0  # value operations done (ALUs, reductions, accumulators): the FLOP counters
 
     def step(self) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -178,7 +178,10 @@ class Primitive:
 
 class Engine:
     """Runs primitives cycle by cycle until nothing can move.  Each primitive reads the cycle
-    from the engine it is given to (``Primitive.engine``)."""
+    from the engine it is given to (``Primitive.engine``).
+
+    The nodes to step in a cycle are kept in a list in the order they were woken; a node's
+    ``_sched`` holds the cycle it is listed for, so waking it twice lists it once."""
 
     def __init__(self, prims: list[Primitive], channels: list[Channel], sinks: list[Primitive]) -> None:
         self.prims = prims
@@ -187,7 +190,7 @@ class Engine:
         self.cycle = 0
         self.dirty: list[Channel] = []
         self.node_cycles_active = 0
-        self._nxt: dict[Primitive, None] = {}
+        self._nxt: list[Primitive] = []
         self._timers: list[tuple[int, int, Primitive]] = []  # (cycle, seq, node) wake-ups
         self._seq = 0
         for p in prims:
@@ -195,7 +198,9 @@ class Engine:
 
     def wake(self, p: Primitive) -> None:
         """Step ``p`` next cycle (the memory controller, when a port raises a request)."""
-        self._nxt[p] = None
+        if p._sched != self.cycle + 1:
+            p._sched = self.cycle + 1
+            self._nxt.append(p)
 
     def wake_at(self, p: Primitive, cycle: int) -> None:
         """Step ``p`` in ``cycle`` (a node whose memory line arrives then)."""
@@ -203,10 +208,24 @@ class Engine:
         heapq.heappush(self._timers, (cycle, self._seq, p))
 
     def run(self, max_cycles: int = 50_000_000) -> int:
+        """Run to the end (every sink done); the cycle count.  The cyclic garbage collector is
+        paused meanwhile: the loop allocates many short-lived tuples and lists (each would count
+        toward a collection) but makes no reference cycles."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(max_cycles)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _run(self, max_cycles: int) -> int:
         dirty: list[Channel] = []
         for ch in self.channels:
             ch._dirty_list = dirty
-        awake: dict[Primitive, None] = dict.fromkeys(self.prims)
+        awake: list[Primitive] = list(self.prims)
+        for p in awake:
+            p._sched = 0
         sinks_left = len(self.sinks)
         sink_set = set(self.sinks)
         end_cycle = 0
@@ -218,21 +237,24 @@ class Engine:
             if cycle >= max_cycles:
                 raise SimError(f"simulation exceeded {max_cycles} cycles")
             self.cycle = cycle
-            nxt: dict[Primitive, None] = {}
+            nxt: list[Primitive] = []
             self._nxt = nxt
+            after = cycle + 1
             for p in awake:
                 if p.step():
                     p._fires += 1
                     if not p.done:
-                        nxt[p] = None
+                        if p._sched != after:
+                            p._sched = after
+                            nxt.append(p)
                     elif p in sink_set:
                         sink_set.discard(p)
                         sinks_left -= 1
-                        end_cycle = cycle + 1
+                        end_cycle = after
                 elif not p.done:
-                    p._sleep_since = cycle + 1
+                    p._sleep_since = after
             self.node_cycles_active += len(awake)
-            cycle += 1
+            cycle = after
             _commit(dirty, nxt, cycle)
             if sinks_left == 0:
                 break
@@ -244,7 +266,7 @@ class Engine:
         self.cycle = end_cycle
         return end_cycle
 
-    def _due(self, awake: dict[Primitive, None], cycle: int) -> int:
+    def _due(self, awake: list[Primitive], cycle: int) -> int:
         """Wake the nodes whose timers are due (jumping ahead if nothing else is awake); the
         cycle to run."""
         timers = self._timers
@@ -252,18 +274,19 @@ class Engine:
             cycle = max(cycle, timers[0][0])
         while timers and timers[0][0] <= cycle:
             w = heapq.heappop(timers)[2]
-            if not w.done and w not in awake:
+            if not w.done and w._sched != cycle:
                 if w._sleep_since >= 0:
                     w.stats.mem_cycles += cycle - w._sleep_since
                     w._sleep_since = -1
-                awake[w] = None
+                w._sched = cycle
+                awake.append(w)
         return cycle
 
     def _finish_stats(self) -> None:
         for p in self.prims:
             p.stats.fire_cycles = p._fires
-            p.stats.tokens_in = sum(c.count for c in p.ins.values())
-            p.stats.tokens_out = sum(c.count for c in p.outs.values())
+            p.stats.tokens_in = sum([c.count for c in p.ins.values()])
+            p.stats.tokens_out = sum([c.count for c in p.outs.values()])
 
     def _deadlock(self) -> None:
         blocked = [p for p in self.prims if not p.done]
@@ -274,9 +297,9 @@ class Engine:
         )
 
 
-def _commit(dirty: list[Channel], nxt: dict[Primitive, None], cycle: int) -> None:
+def _commit(dirty: list[Channel], nxt: list[Primitive], cycle: int) -> None:
     """End of a cycle: pushed tokens become visible, popped slots free; the consumers and
-    producers of the changed channels wake in ``nxt``."""
+    producers of the changed channels are listed in ``nxt`` for ``cycle``."""
     # the two wake-ups are written out (not a helper): this loop runs for every token moved
     for ch in dirty:
         ch.dirty = False
@@ -284,18 +307,20 @@ def _commit(dirty: list[Channel], nxt: dict[Primitive, None], cycle: int) -> Non
             ch.q.append(ch.inc)
             ch.inc = None
             w = ch.consumer
-            if w is not None and w not in nxt and not w.done:
+            if w is not None and w._sched != cycle and not w.done:
                 if w._sleep_since >= 0:
                     w.stats.starve_cycles += cycle - w._sleep_since
                     w._sleep_since = -1
-                nxt[w] = None
+                w._sched = cycle
+                nxt.append(w)
         if ch.freed:
             ch.freed = 0
             w = ch.producer
-            if w is not None and w not in nxt and not w.done:
+            if w is not None and w._sched != cycle and not w.done:
                 if w._sleep_since >= 0:
                     w.stats.stall_cycles += cycle - w._sleep_since
                     w._sleep_since = -1
-                nxt[w] = None
+                w._sched = cycle
+                nxt.append(w)
         ch.isfull = len(ch.q) >= ch.depth
     dirty.clear()

@@ -34,7 +34,7 @@ class _Joiner(Primitive):
         for h in heads:
             if h is not first:
                 raise self.error(
-                    "inputs disagree on control tokens: " + ", ".join(str(x) for x in heads)
+                    "inputs disagree on control tokens: " + ", ".join([str(x) for x in heads])
                 )
         for i in range(self.n):
             self.icrd[i].pop()
@@ -57,26 +57,39 @@ class Intersect(_Joiner):
         heads = self._heads()
         if heads is None:
             return False
-        ctl = [isinstance(h, Control) for h in heads]
-        if not any(ctl):
-            m = max(heads)
-            if all(h == m for h in heads):
-                self.ocrd.push(m)
-                for i in range(self.n):
-                    self.icrd[i].pop()
-                    self.oref[i].push(self.iref[i].pop())
-            else:
+        n = self.n
+        nctl = 0
+        m = None
+        for h in heads:
+            if isinstance(h, Control):
+                nctl += 1
+            elif m is None or h > m:
+                m = h
+        if nctl == 0:
+            return self._all_data(heads, m)
+        if nctl == n:
+            return self._all_control(heads)
+        for h in heads:
+            if h is DONE:
+                raise self.error("an input reached D while another still has data")
+        for i in range(n):
+            if not isinstance(heads[i], Control):
+                self._drop(i, S0)
+        return True
+
+    def _all_data(self, heads, m) -> bool:
+        """Every head is a coordinate, ``m`` the largest: all equal -> emit it and the refs,
+        pop all; else pop the inputs below ``m``."""
+        for h in heads:
+            if h != m:
                 for i in range(self.n):
                     if heads[i] < m:
                         self._drop(i, m)
-            return True
-        if all(ctl):
-            return self._all_control(heads)
-        if any(h is DONE for h in heads):
-            raise self.error("an input reached D while another still has data")
+                return True
+        self.ocrd.push(m)
         for i in range(self.n):
-            if not ctl[i]:
-                self._drop(i, S0)
+            self.icrd[i].pop()
+            self.oref[i].push(self.iref[i].pop())
         return True
 
     def _drop(self, i: int, target) -> None:
@@ -98,14 +111,14 @@ class SkipIntersect(Intersect):
         self.oskip = [outs[f"skip{i}"] for i in range(n)]
 
     def _drop(self, i: int, target) -> None:
-        super()._drop(i, target)
+        Intersect._drop(self, i, target)  # (explicit base: the compiled model has no super() here)
         self.oskip[i].push(target)
 
     def _all_control(self, heads):
         if heads[0] is DONE:  # before finish(); disagreeing heads raise in the base class
             for o in self.oskip:
                 o.push(DONE)
-        return super()._all_control(heads)
+        return Intersect._all_control(self, heads)
 
 
 class Union(_Joiner):
@@ -116,12 +129,15 @@ class Union(_Joiner):
         heads = self._heads()
         if heads is None:
             return False
-        data = [h for h in heads if not isinstance(h, Control)]
-        if not data:
+        m = None
+        for h in heads:
+            if not isinstance(h, Control) and (m is None or h < m):
+                m = h
+        if m is None:
             return self._all_control(heads)
-        if any(h is DONE for h in heads):
-            raise self.error("an input reached D while another still has data")
-        m = min(data)
+        for h in heads:
+            if h is DONE:
+                raise self.error("an input reached D while another still has data")
         self.ocrd.push(m)
         for i in range(self.n):
             if heads[i] == m and not isinstance(heads[i], Control):

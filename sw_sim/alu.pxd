@@ -1,0 +1,21 @@
+cimport cython
+from sw_sim.engine cimport Primitive, Channel
+
+cdef class Staged(Primitive):
+    cdef public list stages
+    cdef public Channel out
+    cpdef object leave_front(self, v)
+    @cython.locals(k=int, st=list, progressed=bint)
+    cpdef object advance(self)
+
+cdef class Alu(Staged):
+    cdef public Channel a, b
+    cdef public object fn
+    @cython.locals(st=list, a=Channel, b=Channel)
+    cpdef bint step(self) except -1
+
+cdef class Reduce(Primitive):
+    cdef public Channel inp, out
+    cdef public object op, init, fn, acc
+    cdef public bint flushed
+    cpdef bint step(self) except -1

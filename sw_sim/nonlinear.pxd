@@ -1,0 +1,8 @@
+cimport cython
+from sw_sim.engine cimport Primitive, Channel
+
+cdef class UnaryAlu(Primitive):
+    cdef public Channel inp, out
+    cdef public object fn, opnd, res
+    @cython.locals(progressed=bint, inp=Channel)
+    cpdef bint step(self) except -1
