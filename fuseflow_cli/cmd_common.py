@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fuseflow.executor import Executor, ExecutorError, make_executor
 from fuseflow.kernels import KERNELS, example, random_operands
 from fuseflow.memory import PRESETS as MEMORY_PRESETS
 from fuseflow.memory import MemoryError, MemoryModel, Placement, parse_memory
@@ -27,8 +28,10 @@ __all__ = [
     "add_memory_args",
     "add_numerics_arg",
     "add_schedule_args",
+    "add_scheduler_arg",
     "apply_par",
     "load_graph_job",
+    "open_executor",
     "parse_max_nnz",
     "resolve_memory",
     "resolve_schedule",
@@ -66,6 +69,20 @@ def resolve_schedule(args: argparse.Namespace) -> Schedule:
         return base.with_par(parse_par(getattr(args, "par", None)))
     except ScheduleError as exc:
         raise UserError(str(exc)) from None
+
+
+def add_scheduler_arg(p: argparse.ArgumentParser, default: str = "processes") -> None:
+    p.add_argument("--scheduler", default=default, metavar="serial|processes|dask|tcp://HOST:PORT",
+                   help=f"where jobs run: in this process, in -j local processes, on a local Dask cluster of "
+                        f"-j workers, or on a running Dask scheduler (default {default}; README 'Sweeps')")
+
+
+def open_executor(args: argparse.Namespace) -> Executor:
+    """The executor of ``--scheduler`` / ``-j`` (a clear error for a bad name or address)."""
+    try:
+        return make_executor(args.scheduler, args.jobs)
+    except ExecutorError as exc:
+        raise UserError(f"--scheduler {args.scheduler}: {exc}") from None
 
 
 def add_memory_args(p: argparse.ArgumentParser) -> None:

@@ -3,7 +3,9 @@ off-chip memory model with ``--memory`` / ``--onchip``)."""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -12,7 +14,14 @@ from fuseflow.suites import suite, with_par
 from rtl_sim.correlate import MemorySetup, memory_left_out, run_suite, write_report
 from sw_sim import run_graph
 
-from .cmd_common import add_memory_args, add_schedule_args, resolve_memory, resolve_schedule
+from .cmd_common import (
+    add_memory_args,
+    add_schedule_args,
+    add_scheduler_arg,
+    open_executor,
+    resolve_memory,
+    resolve_schedule,
+)
 from .errors import UserError
 
 
@@ -20,7 +29,10 @@ def add_parser(sub) -> None:
     p = sub.add_parser("correlate", help="run a kernel suite in sw_sim and RTL; write JSON, Markdown and a PNG")
     p.add_argument("--suite", default="all", help="spine, variants, compiler, ml, parallel or all (default)")
     p.add_argument("-o", "--out", required=True, help="report directory")
-    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="worker processes (default: all cores)")
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="local workers (default: all cores)")
+    add_scheduler_arg(p)
+    p.add_argument("--json", action="store_true",
+                   help="print the report's summary (correlation.json's fields) as JSON instead of text")
     p.add_argument("--waves", action="store_true", help="also write a VCD per graph into OUT/waves/")
     p.add_argument("--list", action="store_true", help="list the suite's kernels and exit")
     add_schedule_args(p)  # par only: every graph of the suite that iterates the index
@@ -42,7 +54,7 @@ def _memory(args, sched, entries: list) -> tuple[MemorySetup, list, list[str]]:
     if not model.ideal:
         entries, left = memory_left_out(entries, mem)
     for why in left:
-        print(f"left out under --memory {model.name}: {why}")
+        print(f"left out under --memory {model.name}: {why}", file=sys.stderr)
     if not entries:
         raise UserError(f"--memory {model.name}: no graph of suite {args.suite!r} can run with these "
                         "tensors off chip")
@@ -67,7 +79,7 @@ def run(args) -> int:
             raise UserError(f"--par: no graph of suite {args.suite!r} iterates "
                             f"{', '.join(sched.par)}")
         if left:
-            print(f"left out (no index {', '.join(sched.par)}): {', '.join(left)}")
+            print(f"left out (no index {', '.join(sched.par)}): {', '.join(left)}", file=sys.stderr)
     mem, entries, mem_left = _memory(args, sched, entries)
     if args.list:
         for e in entries:
@@ -77,21 +89,27 @@ def run(args) -> int:
     if args.waves:
         waves = os.path.join(args.out, "waves")
         os.makedirs(waves, exist_ok=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
+    with open_executor(args) as ex, Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                             TimeElapsedColumn(), disable=args.json) as bar:
         task = bar.add_task("building + simulating", total=len(entries))
 
         def progress(done: int, total: int, names: str) -> None:
             bar.update(task, completed=done, description=f"done: {names[:60]}")
 
-        results = run_suite(entries if sched.par or mem_left else args.suite, jobs=args.jobs,
-                            waves_dir=waves, progress=progress, memory=mem)
+        results = run_suite(entries if sched.par or mem_left else args.suite, waves_dir=waves,
+                            progress=progress, memory=mem, executor=ex)
     summary = write_report(results, args.out)
-    print(f"{len(results)} kernels: R² = {summary['r2']:.6f}, worst relative error "
+    bad = [r.name for r in results if not r.values_equal or r.reference_ok is False]
+    if args.json:
+        print(json.dumps({"suite": args.suite, "scheduler": ex.describe(), **summary,
+                          "report": os.path.join(args.out, "report.md"),
+                          "plot": os.path.join(args.out, "correlation.png")}, indent=1))
+        return 1 if bad else 0
+    print(f"{len(results)} kernels on {ex.describe()}: R² = {summary['r2']:.6f}, worst relative error "
           f"{summary['max_rel_error'] * 100:.3f} %, outputs identical: {summary['all_values_equal']}")
     if summary["differing"]:
         print("cycles differ for: " + ", ".join(summary["differing"]))
     print(f"report: {os.path.join(args.out, 'report.md')}, plot: {os.path.join(args.out, 'correlation.png')}")
-    bad = [r.name for r in results if not r.values_equal or r.reference_ok is False]
     if bad:
         print("value mismatches: " + ", ".join(bad))
         return 1

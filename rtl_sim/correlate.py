@@ -2,7 +2,8 @@
 
 A *suite entry* (:class:`fuseflow.simulation.SuiteEntry`, suites named in :mod:`fuseflow.suites`)
 is a graph plus one dataset.  Entries that share a graph share one Verilator
-build and one simulator process; graphs are spread over worker processes.  Both simulators run
+build and one simulator process; graphs are spread over the workers of a
+:class:`fuseflow.executor.Executor` (local processes by default, or a Dask cluster).  Both simulators run
 under the same memory model and on-chip tensors (``docs/memory.md``).
 """
 
@@ -10,14 +11,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from fuseflow.executor import Executor, make_executor
 from fuseflow.memory import MemoryError, MemoryModel, Placement, parse_memory, plan_ports
 from fuseflow.simulation import SuiteEntry
 from fuseflow.suites import suite
@@ -106,12 +107,13 @@ def _run_group(entries: list[SuiteEntry], waves_dir: str | None, mem: MemorySetu
 
 def run_suite(entries: Iterable[SuiteEntry] | str, *, jobs: int | None = None, waves_dir: str | None = None,
               progress: Callable[[int, int, str], None] | None = None,
-              memory: MemorySetup | None = None) -> list[KernelResult]:
+              memory: MemorySetup | None = None, executor: Executor | None = None) -> list[KernelResult]:
     """Run every entry in sw_sim and RTL, grouping entries by graph structure.
 
     ``entries`` is a suite name (workers rebuild the suite and pick entries by name, so entry
     factories may be closures) or a list of entries with picklable ``make`` callables.
     ``memory``: the memory model and on-chip tensors of both simulators (default: ideal).
+    ``executor``: where the groups run (default: ``jobs`` local processes).
     """
     mem = memory or MemorySetup()
     suite_name = entries if isinstance(entries, str) else None
@@ -120,19 +122,20 @@ def run_suite(entries: Iterable[SuiteEntry] | str, *, jobs: int | None = None, w
     for e in entries:
         g = e.make(run_graph)[0]
         groups.setdefault(g.structure_hash(), []).append(e)
-    jobs = jobs or os.cpu_count() or 1
+    grps = list(groups.values())
+    if suite_name:
+        fn, jobs_args = _run_named, [(suite_name, [e.name for e in grp], waves_dir, mem) for grp in grps]
+    else:
+        fn, jobs_args = _run_group, [(grp, waves_dir, mem) for grp in grps]
     results: list[KernelResult] = []
     done = 0
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futs = {(pool.submit(_run_named, suite_name, [e.name for e in grp], waves_dir, mem) if suite_name
-                 else pool.submit(_run_group, grp, waves_dir, mem)): grp for grp in groups.values()}
-        for fut in as_completed(futs):
-            grp = futs[fut]
-            res = fut.result()
+    # an executor the caller passes stays open for its next use
+    with nullcontext(executor) if executor else make_executor("processes", jobs) as ex:
+        for i, res in ex.map_unordered(fn, jobs_args):
             results += res
-            done += len(grp)
+            done += len(grps[i])
             if progress:
-                progress(done, len(entries), ", ".join(e.name for e in grp))
+                progress(done, len(entries), ", ".join(e.name for e in grps[i]))
     order = {e.name: i for i, e in enumerate(entries)}
     return sorted(results, key=lambda r: order[r.name])
 
@@ -167,8 +170,8 @@ def write_report(results: list[KernelResult], outdir: str | Path, title: str = "
              f"- outputs identical in RTL and sw_sim: {'all' if summary['all_values_equal'] else 'NO'}",
              f"- kernels whose cycles differ: {', '.join(summary['differing']) or 'none'}", "",
              "![correlation](correlation.png)", "",
-             "| kernel | group | nodes | sw_sim cycles | RTL cycles | RTL/sw | values equal | vs reference "
-             "| FLOPs | bytes | off-chip bytes |",
+             ("| kernel | group | nodes | sw_sim cycles | RTL cycles | RTL/sw | values equal | vs reference "
+              "| FLOPs | bytes | off-chip bytes |"),
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         ref = "—" if r.reference_ok is None else ("pass" if r.reference_ok else "FAIL")
