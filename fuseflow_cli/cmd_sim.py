@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 
-from fuseflow.memory import MemoryError
 import sw_sim
-from sw_sim import SimError, run_graph
+from fuseflow.memory import MemoryError, MemoryModel
+from sw_sim import SimError, SimResult, run_graph
 
 from .cmd_common import add_graph_args, add_memory_args, load_graph_job, resolve_memory, table
 from .errors import UserError
@@ -34,9 +34,9 @@ def node_counters(stats) -> dict[str, dict[str, int]]:
             for n, s in stats.items()}
 
 
-def run(args) -> int:
-    if args.model:
-        return run_model(args)
+def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
+    """Run the graph or kernel of ``args`` in sw_sim: the ``sim --json`` record, the result and
+    the memory model."""
     job = load_graph_job(args)
     model, placement = resolve_memory(args, job.schedule)
     try:
@@ -47,14 +47,23 @@ def run(args) -> int:
     if job.expected is not None:
         [out] = res.outputs.values()
         ok = bool(np.array_equal(out.to_dense(), job.expected))
+    record = {"source": job.source, "graph": job.graph.name, "cycles": res.cycles,
+              "ok": ok, "schedule": job.schedule.to_json() if job.schedule else None,
+              "wall_seconds": round(res.wall_seconds, 4), "engine": sw_sim.ENGINE,
+              "memory": model.to_json(), "onchip": sorted(placement.onchip),
+              "counters": res.counters, "nodes": node_counters(res.stats)}
+    return record, res, model
+
+
+def run(args) -> int:
+    if args.model:
+        return run_model(args)
+    record, res, model = simulate_graph(args)
+    ok = record["ok"]
     if args.json:
-        print(json.dumps({"source": job.source, "graph": job.graph.name, "cycles": res.cycles,
-                          "ok": ok, "schedule": job.schedule.to_json() if job.schedule else None,
-                          "wall_seconds": round(res.wall_seconds, 4), "engine": sw_sim.ENGINE,
-                          "memory": model.to_json(), "onchip": sorted(placement.onchip),
-                          "counters": res.counters, "nodes": node_counters(res.stats)}, indent=1))
+        print(json.dumps(record, indent=1))
         return 0 if ok is not False else 1
-    print(f"{job.source}: {res.cycles} cycles in sw_sim ({res.wall_seconds * 1e3:.1f} ms, "
+    print(f"{record['source']}: {res.cycles} cycles in sw_sim ({res.wall_seconds * 1e3:.1f} ms, "
           f"{res.node_cycles / max(res.wall_seconds, 1e-9) / 1e6:.2f} M node-cycles/s, "
           f"{sw_sim.ENGINE} model)")
     print(f"memory: {model.describe()}")

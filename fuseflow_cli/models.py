@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+import sw_sim
 from fuseflow.memory import MemoryError, Placement
 from fuseflow.models.datasets import DATASETS, load_dataset
 from fuseflow.models.frontend import FrontendError, trace
@@ -17,14 +18,13 @@ from fuseflow.models.plan import compile_model
 from fuseflow.models.plan import run_model as simulate_model
 from fuseflow.numerics import Mode, Numerics
 from hw import HwConfig, build_graph
-import sw_sim
 from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
 from .cmd_common import resolve_memory, resolve_schedule, table, with_numerics
 from .errors import UserError
 
-__all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "run_model"]
+__all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "run_model", "simulate_model_args"]
 
 RTOL = 1e-6  # float-mode check: max |sim - torch| <= RTOL * max |torch|
 FIXED_ATOL = 1e-3  # fixed-point check: max |sim - torch| <= FIXED_ATOL * max(1, max |torch|)
@@ -85,22 +85,17 @@ def load_compiled(args: argparse.Namespace):
     return case, ir, cm
 
 
-def run_model(args: argparse.Namespace) -> int:
-    """Compile the model, run it in sw_sim (float numerics), check against PyTorch."""
+def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
+    """Compile the model of ``args``, run it in sw_sim and check it against PyTorch: the
+    ``sim --json`` record and what the text output adds (case, compiled model, memory model,
+    merged counters, check description)."""
     case, ir, cm = load_compiled(args)
-    as_json = getattr(args, "json", False)
-    if not as_json:
-        print(case.description)
-    if getattr(args, "explain", False) and not as_json:
-        print(cm.explain())
     try:
         num = Numerics.parse(args.numerics)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     if num.mode is Mode.INT:
         raise UserError(f"--numerics {args.numerics}: models need float or fixed point (e.g. q16.16)")
-    for note in [] if as_json else cm.notes:
-        print(f"note: {note.splitlines()[0]}")
     model, placement = resolve_memory(args)
     try:
         placement.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
@@ -118,21 +113,34 @@ def run_model(args: argparse.Namespace) -> int:
     else:
         err, tol, what = abs_err / max(1.0, scale), FIXED_ATOL, f"{num}, max abs error / max(1, |ref|)"
     ok = bool(np.isfinite(err) and err <= tol)
-    if as_json:
-        print(json.dumps({"source": case.description, "model": args.model, "fusion": args.fusion,
-                          "schedule": resolve_schedule(args).to_json(), "cycles": res.total_cycles,
-                          "ok": ok, "error": err, "tolerance": tol, "numerics": str(num),
-                          "graphs": [{"name": n, "cycles": c} for n, c in res.cycles],
-                          "memory": model.to_json(), "onchip": sorted(placement.onchip),
-                          "counters": summary_counters(counters),
-                          "wall_seconds": round(res.wall_seconds, 3), "engine": sw_sim.ENGINE},
-                         indent=1))
+    record = {"source": case.description, "model": args.model, "fusion": args.fusion,
+              "schedule": resolve_schedule(args).to_json(), "cycles": res.total_cycles,
+              "ok": ok, "error": err, "tolerance": tol, "numerics": str(num),
+              "graphs": [{"name": n, "cycles": c} for n, c in res.cycles],
+              "memory": model.to_json(), "onchip": sorted(placement.onchip),
+              "counters": summary_counters(counters),
+              "wall_seconds": round(res.wall_seconds, 3), "engine": sw_sim.ENGINE}
+    return record, {"case": case, "compiled": cm, "memory": model, "counters": counters, "what": what}
+
+
+def run_model(args: argparse.Namespace) -> int:
+    """Compile the model, run it in sw_sim (float numerics), check against PyTorch."""
+    record, more = simulate_model_args(args)
+    ok = record["ok"]
+    if getattr(args, "json", False):
+        print(json.dumps(record, indent=1))
         return 0 if ok else 1
+    cm = more["compiled"]
+    print(more["case"].description)
+    if getattr(args, "explain", False):
+        print(cm.explain())
+    for note in cm.notes:
+        print(f"note: {note.splitlines()[0]}")
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, compiled in {cm.seconds * 1e3:.1f} ms; "
-          f"{res.total_cycles} cycles in sw_sim ({res.wall_seconds:.1f} s, {sw_sim.ENGINE} model)")
-    print(f"memory: {model.describe()}")
-    print(counters_text(counters, stats=getattr(args, "stats", False)))
-    print(f"check against PyTorch (float64; {what} {err:.2e}, tolerance {tol:.0e}): "
+          f"{record['cycles']} cycles in sw_sim ({record['wall_seconds']:.1f} s, {sw_sim.ENGINE} model)")
+    print(f"memory: {more['memory'].describe()}")
+    print(counters_text(more["counters"], stats=getattr(args, "stats", False)))
+    print(f"check against PyTorch (float64; {more['what']} {record['error']:.2e}, tolerance {record['tolerance']:.0e}): "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
