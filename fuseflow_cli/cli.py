@@ -21,6 +21,7 @@ from . import (
     cmd_rtl,
     cmd_run,
     cmd_sim,
+    cmd_sweep,
     cmd_synth,
 )
 from .errors import UserError
@@ -36,6 +37,7 @@ SUBCOMMANDS = {
     "compile": cmd_compile,
     "estimate": cmd_estimate,
     "rank": cmd_rank,
+    "sweep": cmd_sweep,
     "correlate": cmd_correlate,
     "synth": cmd_synth,
     "run": cmd_run,

@@ -1,0 +1,327 @@
+"""Design-space sweeps: a TOML file of grids expands into ``sim`` configurations that run on an
+executor (:mod:`fuseflow.executor`), with a content-addressed result cache.
+
+A sweep file::
+
+    name = "fusion"                  # optional
+    [defaults]                       # sim options every configuration shares (scalars)
+    hidden = 16
+    [[grid]]                         # each grid: the product of its list-valued keys
+    model = ["gcn", "graphsage"]
+    dataset = "karate"
+    fusion = ["unfused", "partial", "full"]
+    memory = ["ideal", "hbm2"]
+
+Keys are ``fuseflow-hw sim`` options (:data:`KEYS`); a list is always an axis.  Every
+configuration is the argument list of one ``sim`` run, parsed by the ``sim`` parser itself, so a
+sweep measures exactly what ``fuseflow-hw sim ... --json`` prints.
+
+The cache key of a configuration is the digest of its argument list, the contents of the files
+it names and the sources of the code that computes the result; results are stored one JSON file
+per key under the cache directory as they finish, so a killed sweep resumes where it stopped and
+never runs a finished configuration again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import socket
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fuseflow.executor import Executor
+
+from . import cmd_sim
+from .errors import UserError
+from .models import simulate_model_args
+
+__all__ = ["KEYS", "Config", "Sweep", "SweepRun", "config_key", "load_sweep", "run_config", "run_sweep"]
+
+# sweep key -> (sim option, type); "flag" options take no value (true sets them)
+KEYS: dict[str, tuple[str, type | str]] = {
+    "model": ("--model", str), "dataset": ("--dataset", str), "fusion": ("--fusion", str),
+    "hidden": ("--hidden", int), "features": ("--features", int), "nodes": ("--nodes", int),
+    "seq": ("--seq", int), "dmodel": ("--dmodel", int), "heads": ("--heads", int),
+    "blocks": ("--blocks", int), "numerics": ("--numerics", str), "locate": ("--no-locate", "noflag"),
+    "kernel": ("--kernel", str), "graph": ("", "path"), "size": ("--size", int),
+    "density": ("--density", float), "seed": ("--seed", int), "data": ("--data", "path"),
+    "skip": ("--skip", "flag"), "schedule": ("--schedule", "schedule"), "par": ("--par", "par"),
+    "memory": ("--memory", str), "onchip": ("--onchip", str),
+}
+_SCHEDULE_PRESETS = ("unfused", "partial", "full")
+
+
+class _Parser(argparse.ArgumentParser):
+    """The ``sim`` parser, raising :class:`UserError` instead of exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(message)
+
+
+def _sim_parser() -> argparse.ArgumentParser:
+    root = _Parser(prog="fuseflow-hw")
+    cmd_sim.add_parser(root.add_subparsers(dest="command", parser_class=_Parser))
+    return root
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration: its sweep keys (for the results table) and its ``sim`` arguments."""
+
+    keys: dict[str, Any]
+    argv: tuple[str, ...]
+    files: tuple[str, ...] = ()  # files it reads (their contents are part of the cache key)
+
+    def label(self) -> str:
+        return " ".join(f"{k}={_text(v)}" for k, v in self.keys.items())
+
+
+@dataclass
+class Sweep:
+    name: str
+    path: Path
+    configs: list[Config]
+    duplicates: int = 0  # configurations given twice (run once)
+    axes: list[str] = field(default_factory=list)  # keys in the order first given
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, Mapping):
+        return ",".join(f"{i}={f}" for i, f in v.items()) or "none"
+    return str(v)
+
+
+def _check_value(where: str, key: str, value: Any) -> None:
+    kind = KEYS[key][1]
+    if kind in ("flag", "noflag"):
+        ok = isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif kind == "par":
+        ok = isinstance(value, str | Mapping)
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        want = {"flag": "true or false", "noflag": "true or false", int: "an integer", float: "a number",
+                "par": "a string like \"i=2,j=2\" or a table like {i = 2}"}.get(kind, "a string")
+        raise UserError(f"{where}: {key} = {value!r} must be {want} (or a list of them, one per axis point)")
+
+
+def _resolve_path(base: Path, text: str) -> str:
+    p = Path(text)
+    return str(p if p.is_absolute() else (base / p))
+
+
+def _argv(keys: Mapping[str, Any], base: Path) -> tuple[list[str], list[str]]:
+    """The ``sim`` arguments of one configuration and the files it reads."""
+    argv, files = ["sim"], []
+    for key, value in keys.items():
+        flag, kind = KEYS[key]
+        if kind == "flag":
+            argv += [flag] if value else []
+        elif kind == "noflag":
+            argv += [] if value else [flag]
+        elif kind == "par":
+            items = value.items() if isinstance(value, Mapping) else (
+                x.split("=", 1) for x in value.split(",") if x.strip())
+            for index, factor in items:
+                argv += [flag, f"{str(index).strip()}={str(factor).strip()}"]
+        elif kind in ("path", "schedule") or (key == "dataset" and Path(value).suffix in (".mtx", ".npz")):
+            if kind == "schedule" and value in _SCHEDULE_PRESETS:
+                argv += [flag, value]
+                continue
+            path = _resolve_path(base, value)
+            files.append(path)
+            argv += [flag, path] if flag else [path]
+        else:
+            argv += [flag, str(value)]
+    return argv + ["--json"], files
+
+
+def _expand(where: str, grid: Mapping[str, Any], defaults: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    for key, value in grid.items():
+        if key not in KEYS:
+            raise UserError(f"{where}: unknown key {key!r}; the keys are the sim options {', '.join(KEYS)}")
+        for v in value if isinstance(value, list) else [value]:
+            _check_value(where, key, v)
+        if isinstance(value, list) and not value:
+            raise UserError(f"{where}: {key} = [] has no values")
+    merged = {**defaults, **grid}
+    axes = [(k, v if isinstance(v, list) else [v]) for k, v in merged.items()]
+    for combo in itertools.product(*(vals for _, vals in axes)):
+        yield dict(zip((k for k, _ in axes), combo))
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read and expand a sweep file; every configuration is checked by the ``sim`` parser."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"sweep file {str(path)!r} does not exist")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+    unknown = set(doc) - {"name", "description", "defaults", "grid"}
+    if unknown:
+        raise UserError(f"{path}: unknown top-level key(s) {sorted(unknown)}; a sweep file has name, "
+                        f"description, [defaults] and [[grid]] tables")
+    defaults = doc.get("defaults", {})
+    grids = doc.get("grid", [])
+    if not isinstance(defaults, dict) or any(isinstance(v, list) for v in defaults.values()):
+        raise UserError(f"{path}: [defaults] holds single values (put axes in a [[grid]])")
+    if not isinstance(grids, list) or not grids:
+        raise UserError(f"{path}: no [[grid]] table: nothing to sweep")
+    list(_expand(f"{path} [defaults]", defaults, {}))  # checks the keys and values
+    parser = _sim_parser()
+    configs: list[Config] = []
+    seen: set[tuple[str, ...]] = set()
+    axes: list[str] = []
+    duplicates = 0
+    for gi, grid in enumerate(grids, 1):
+        where = f"{path} grid {gi}"
+        for keys in _expand(where, grid, defaults):
+            if not {"model", "kernel", "graph"} & set(keys):
+                raise UserError(f"{where}: a configuration needs model, kernel or graph")
+            argv, files = _argv(keys, path.parent)
+            try:
+                parser.parse_args(argv)
+            except UserError as exc:
+                raise UserError(f"{where} ({Config(keys, ()).label()}): {exc}") from None
+            axes += [k for k in keys if k not in axes]
+            if tuple(argv) in seen:
+                duplicates += 1
+                continue
+            seen.add(tuple(argv))
+            configs.append(Config(keys, tuple(argv), tuple(files)))
+    return Sweep(str(doc.get("name", path.stem)), path, configs, duplicates, axes)
+
+
+_CODE_DIGEST: str | None = None
+
+
+def code_digest() -> str:
+    """Digest of the sources that compute a configuration's result (compiler, cycle model, CLI)."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.sha256()
+        for pkg in ("fuseflow", "sw_sim", "fuseflow_cli"):
+            for f in sorted((root / pkg).rglob("*.p[yx]*")):
+                if f.suffix in (".py", ".pxd"):
+                    h.update(str(f.relative_to(root)).encode())
+                    h.update(f.read_bytes())
+        _CODE_DIGEST = h.hexdigest()[:16]
+    return _CODE_DIGEST
+
+
+def config_key(cfg: Config) -> str:
+    """The content address of ``cfg``'s result: its arguments, its files' bytes, the code."""
+    h = hashlib.sha256(json.dumps([list(cfg.argv), code_digest()]).encode())
+    for f in cfg.files:
+        p = Path(f)
+        h.update(p.read_bytes() if p.is_file() else f"missing:{f}".encode())
+    return h.hexdigest()[:20]
+
+
+def _summary_row(record: Mapping[str, Any]) -> dict[str, Any]:
+    c = record.get("counters") or {}
+    return {"cycles": record["cycles"], "check": record.get("ok"), "rel_error": record.get("error"),
+            "wall_seconds": record.get("wall_seconds"), "flops": c.get("flops_total"),
+            "bytes_read": c.get("bytes_read"), "bytes_written": c.get("bytes_written"),
+            "bytes_offchip": c.get("bytes_offchip"), "intensity": c.get("intensity"),
+            "graphs": len(record.get("graphs", [])) or 1, "engine": record.get("engine"),
+            "source": record.get("source")}
+
+
+def run_config(argv: tuple[str, ...]) -> dict[str, Any]:
+    """Run one configuration (a worker job): the result row without the sweep's keys.  Bad input
+    is a row with status ``error`` and the message; the sweep goes on."""
+    t0 = time.perf_counter()
+    row: dict[str, Any] = {"status": "ok", "message": ""}
+    try:
+        args = _sim_parser().parse_args(list(argv))
+        record = simulate_model_args(args)[0] if args.model else cmd_sim.simulate_graph(args)[0]
+        row.update(_summary_row(record))
+    except UserError as exc:
+        row.update(status="error", message=str(exc))
+    except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the sweep; reported
+        row.update(status="error", message=f"{type(exc).__name__}: {exc}")
+    row["worker"] = f"{socket.gethostname()}:{os.getpid()}"
+    row["run_seconds"] = round(time.perf_counter() - t0, 3)
+    row["finished"] = time.time()
+    return row
+
+
+@dataclass
+class SweepRun:
+    rows: list[dict[str, Any]]  # one per configuration, in the sweep's order
+    ran: int  # configurations run now
+    cached: int  # configurations taken from the cache
+    wall_seconds: float
+    executor: str
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def run_sweep(sweep: Sweep, cache_dir: Path, executor: Executor, *,
+              progress: Callable[[int, int, dict[str, Any]], None] | None = None,
+              rerun_errors: bool = False) -> SweepRun:
+    """Run every configuration of ``sweep`` not already in ``cache_dir``; results are written to
+    the cache as they arrive (and each run is appended to ``cache_dir/runs.log``)."""
+    t0 = time.perf_counter()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    keys = [config_key(c) for c in sweep.configs]
+    rows: list[dict[str, Any] | None] = [None] * len(keys)
+    for i, k in enumerate(keys):
+        f = cache_dir / f"{k}.json"
+        if f.is_file():
+            row = json.loads(f.read_text())
+            if row.get("status") == "ok" or not rerun_errors:
+                rows[i] = {**row, "cached": True}
+    todo = [i for i, r in enumerate(rows) if r is None]
+    cached = len(keys) - len(todo)
+    done = cached
+    if progress:
+        progress(done, len(keys), {})
+    with open(cache_dir / "runs.log", "a") as log:
+        for j, row in executor.map_unordered(run_config, [(sweep.configs[i].argv,) for i in todo]):
+            i = todo[j]
+            row = {"key": keys[i], **row}
+            _write_atomic(cache_dir / f"{keys[i]}.json", json.dumps(row) + "\n")
+            log.write(json.dumps({"key": keys[i], "worker": row["worker"], "finished": row["finished"]}) + "\n")
+            log.flush()
+            rows[i] = {**row, "cached": False}
+            done += 1
+            if progress:
+                progress(done, len(keys), rows[i])
+    out = [{"config": i, **_axes(sweep, cfg), **row} for i, (cfg, row) in enumerate(zip(sweep.configs, rows))]
+    return SweepRun(out, len(todo), cached, time.perf_counter() - t0, executor.describe())
+
+
+def _axes(sweep: Sweep, cfg: Config) -> dict[str, Any]:
+    """The configuration's sweep keys as table cells (``None`` where it does not set one), plus
+    ``lanes`` (the product of its par factors) when the sweep varies par."""
+    cells: dict[str, Any] = {a: None for a in sweep.axes}
+    for k, v in cfg.keys.items():
+        cells[k] = _text(v) if isinstance(v, Mapping) else v
+    if "par" in sweep.axes:
+        lanes = 1
+        for arg, nxt in zip(cfg.argv, cfg.argv[1:]):
+            if arg == "--par":
+                lanes *= int(nxt.split("=", 1)[1])
+        cells["lanes"] = lanes
+    return cells
