@@ -20,6 +20,7 @@ yields ``(index, result)`` as jobs finish; an exception raised by a job propagat
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -65,7 +66,10 @@ class ProcessExecutor(Executor):
 
     def __init__(self, workers: int) -> None:
         super().__init__(workers)
-        self._pool = ProcessPoolExecutor(max_workers=workers)
+        # spawn, not fork: a forked child inherits the parent's threads' locks (torch's intra-op
+        # pool, a test runner's I/O threads) held by threads that do not exist in the child, and
+        # can wait on them forever
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
 
     def close(self) -> None:
         self._pool.shutdown(cancel_futures=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from dask.distributed import Client
 
 from fuseflow.executor import Executor, ExecutorError, make_executor
 from fuseflow.kernels import example
@@ -176,6 +177,8 @@ def test_real_dask_scheduler_and_two_workers(tmp_path):
             procs.append(subprocess.Popen([dask, "worker", "--scheduler-file", str(sfile), "--nthreads", "1",
                                            "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
+        with Client(address, timeout=30) as client:  # both workers registered before the sweep starts
+            client.wait_for_workers(2, timeout=120)
         sweep = _write(tmp_path, KERNELS)
         out = tmp_path / "out"
         proc = subprocess.run([sys.executable, "-m", "fuseflow_cli", "sweep", str(sweep), "-o", str(out),
