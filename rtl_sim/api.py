@@ -1,4 +1,5 @@
-"""Running primitives and graphs in RTL (Amaranth -> Verilator, driven by cocotb)."""
+"""Running primitives and graphs in RTL (Amaranth -> Verilator, driven by cocotb or, for
+graphs, by the compiled harness of ``rtl_sim/native.py``)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ from hw.elaborate import DEFAULT_HW, GraphTop, HwConfig, PrimitiveHarness
 from hw.registry import stream_width
 from sw_sim.run import PrimitiveResult
 
+from .native import DEFAULT_MAX_CYCLES, native_build, run_native
 from .toolchain import run_cocotb, verilator_build
 
 __all__ = [
+    "COCOTB_MAX_CYCLES",
+    "RUNNERS",
     "RtlResult",
     "graph_build",
     "memory_config",
@@ -35,6 +39,9 @@ __all__ = [
 _MEM_PARAMS = ("seg", "crd", "vals")
 _PRIM_TOP = "fuseflow_prim"
 _GRAPH_TOP = "fuseflow_top"
+# how a graph top is driven: the cocotb testbench (rtl_sim/tb_graph.py) or the compiled harness
+RUNNERS = ("cocotb", "native")
+COCOTB_MAX_CYCLES = 5_000_000  # tb_graph's default cycle limit of a run
 
 
 def _pow2(n: int, floor: int = 64) -> int:
@@ -145,28 +152,29 @@ def memory_config(cfg: HwConfig, memory: MemoryModel | str | None = None,
     return cfg
 
 
-def graph_build(graph: Graph, cfg: HwConfig = DEFAULT_HW, waves: bool = False) -> tuple[Path, dict]:
-    """The cached Verilator build of ``graph`` (keyed by its structure and the whole config,
-    memory model and on-chip tensors included) and its memory map."""
+def _check_runner(runner: str) -> None:
+    if runner not in RUNNERS:
+        raise ValueError(f"runner {runner!r}: use one of {', '.join(RUNNERS)}")
+
+
+def graph_build(graph: Graph, cfg: HwConfig = DEFAULT_HW, waves: bool = False,
+                runner: str = "cocotb") -> tuple[Path, dict]:
+    """The cached Verilator build of ``graph`` for ``runner`` (keyed by its structure and the
+    whole config, memory model and on-chip tensors included) and its memory map."""
+    _check_runner(runner)
     key = _key("graph", graph.structure_hash(), cfg, cfg.memory.to_json(), cfg.onchip)
 
     def make():
         top = GraphTop(graph, cfg)
         return to_verilog(top, _GRAPH_TOP), {"memory_map": top.mmap.to_json(), "summary": top.summary()}
 
-    bdir = verilator_build(key, make, _GRAPH_TOP, waves=waves)
+    build = native_build if runner == "native" else verilator_build
+    bdir = build(key, make, _GRAPH_TOP, waves=waves)
     return bdir, json.loads((bdir / "meta.json").read_text())
 
 
-def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *, cfg: HwConfig = DEFAULT_HW,
-                    waves: bool = False, wave_file: Path | None = None, memory: MemoryModel | str | None = None,
-                    onchip: Placement | Iterable[str] | None = None) -> list[RtlResult]:
-    """Run ``graph`` in RTL on each dataset (one Verilator build, one simulator process).
-    ``memory`` / ``onchip`` (as in ``sw_sim.run_graph``) override ``cfg.memory`` / ``cfg.onchip``."""
-    cfg = memory_config(cfg, memory, onchip)
-    for data in datasets:
-        graph.verify(data)
-    bdir, meta = graph_build(graph, cfg, waves)
+def _memory_runs(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], meta: dict) -> list[dict]:
+    """Per dataset, the words of every input array the build holds, by region name."""
     regions = {r["name"]: r for r in meta["memory_map"]["regions"]}
     runs = []
     for data in datasets:
@@ -182,16 +190,48 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
                                      f"{r['depth']} (raise max_nnz in HwConfig)")
                 mem[name] = [int(v) & ((1 << r["width"]) - 1) for v in values]
         runs.append({"mem": mem})
-    res = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": runs}, waves=waves,
-                     wave_file=wave_file)
-    return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"]) for r in res["results"]]
+    return runs
+
+
+def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *, cfg: HwConfig = DEFAULT_HW,
+                    waves: bool = False, wave_file: Path | None = None, memory: MemoryModel | str | None = None,
+                    onchip: Placement | Iterable[str] | None = None, runner: str = "cocotb",
+                    max_cycles: int | None = None) -> list[RtlResult]:
+    """Run ``graph`` in RTL on each dataset (one Verilator build, one simulator process).
+    ``memory`` / ``onchip`` (as in ``sw_sim.run_graph``) override ``cfg.memory`` / ``cfg.onchip``.
+
+    ``runner``: ``"cocotb"`` (the cocotb testbench ``rtl_sim/tb_graph.py``) or ``"native"`` (the
+    compiled harness of ``rtl_sim/native.py``: the same bus protocol, results and cycle counts,
+    about a hundred times faster); both write a VCD to ``wave_file`` with ``waves``.
+    ``max_cycles``: a run not done within that many cycles of its start raises an error
+    (default: 5 M for cocotb, ``native.DEFAULT_MAX_CYCLES`` for native).
+    """
+    _check_runner(runner)
+    if max_cycles is not None and max_cycles < 1:
+        raise ValueError(f"max_cycles = {max_cycles}: must be at least 1")
+    cfg = memory_config(cfg, memory, onchip)
+    for data in datasets:
+        graph.verify(data)
+    bdir, meta = graph_build(graph, cfg, waves, runner)
+    runs = _memory_runs(graph, datasets, meta)
+    if runner == "native":
+        results = run_native(bdir, meta, runs, max_cycles=max_cycles or DEFAULT_MAX_CYCLES,
+                             wave_file=wave_file if waves else None, what=f"graph {graph.name!r}")
+    else:
+        for r in runs:
+            r["limit"] = max_cycles or COCOTB_MAX_CYCLES
+        results = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": runs}, waves=waves,
+                             wave_file=wave_file)["results"]
+    return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"]) for r in results]
 
 
 def run_graph(graph: Graph, data: Mapping[str, TensorData], *, cfg: HwConfig = DEFAULT_HW, waves: bool = False,
               wave_file: Path | None = None, memory: MemoryModel | str | None = None,
-              onchip: Placement | Iterable[str] | None = None) -> RtlResult:
+              onchip: Placement | Iterable[str] | None = None, runner: str = "cocotb",
+              max_cycles: int | None = None) -> RtlResult:
+    """One dataset of :func:`run_graph_batch`."""
     return run_graph_batch(graph, [data], cfg=cfg, waves=waves, wave_file=wave_file, memory=memory,
-                           onchip=onchip)[0]
+                           onchip=onchip, runner=runner, max_cycles=max_cycles)[0]
 
 
 def _outputs(graph: Graph, arrays: Mapping[str, list[int]], cfg: HwConfig) -> dict[str, TensorData]:
