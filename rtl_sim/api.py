@@ -174,7 +174,8 @@ def graph_build(graph: Graph, cfg: HwConfig = DEFAULT_HW, waves: bool = False,
 
 
 def _memory_runs(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], meta: dict) -> list[dict]:
-    """Per dataset, the words of every input array the build holds, by region name."""
+    """Per dataset, the words of every input array the build holds, by region name (int64
+    arrays)."""
     regions = {r["name"]: r for r in meta["memory_map"]["regions"]}
     runs = []
     for data in datasets:
@@ -188,7 +189,7 @@ def _memory_runs(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], met
                 if len(values) > r["depth"]:
                     raise ValueError(f"tensor {t!r} array {array!r} has {len(values)} entries; the build holds "
                                      f"{r['depth']} (raise max_nnz in HwConfig)")
-                mem[name] = [int(v) & ((1 << r["width"]) - 1) for v in values]
+                mem[name] = np.asarray(values, dtype=np.int64) & ((1 << r["width"]) - 1)
         runs.append({"mem": mem})
     return runs
 
@@ -218,9 +219,9 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
         results = run_native(bdir, meta, runs, max_cycles=max_cycles or DEFAULT_MAX_CYCLES,
                              wave_file=wave_file if waves else None, what=f"graph {graph.name!r}")
     else:
-        for r in runs:
-            r["limit"] = max_cycles or COCOTB_MAX_CYCLES
-        results = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": runs}, waves=waves,
+        job_runs = [{"mem": {name: words.tolist() for name, words in r["mem"].items()},
+                     "limit": max_cycles or COCOTB_MAX_CYCLES} for r in runs]
+        results = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": job_runs}, waves=waves,
                              wave_file=wave_file)["results"]
     return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"]) for r in results]
 
@@ -245,6 +246,7 @@ def _outputs(graph: Graph, arrays: Mapping[str, list[int]], cfg: HwConfig) -> di
             if f is Format.COMPRESSED:
                 segs[lvl] = np.asarray(arrays[f"{t}.{lvl}.seg"], dtype=np.int64)
                 crds[lvl] = np.asarray(arrays[f"{t}.{lvl}.crd"], dtype=np.int64)
-        vals = np.asarray([_signed(w, cfg.vw) for w in arrays[f"{t}.vals"]], dtype=np.int64)
+        words = np.asarray(arrays[f"{t}.vals"], dtype=np.int64)
+        vals = words - (((words >> (cfg.vw - 1)) & 1) << cfg.vw)  # two's complement of vw bits
         out[t] = TensorData(spec.shape, spec.fmt, segs, crds, vals)
     return out
