@@ -14,9 +14,9 @@ from fpga.boards import BOARDS, Board, get_board
 from fuseflow.kernels import KERNELS
 from fuseflow.samml import Graph
 from fuseflow.tensor import Format, TensorData
-from hw.elaborate import HwConfig, crd_width_needed
+from hw.elaborate import HwConfig
 
-from .cmd_common import add_schedule_args, apply_par, parse_max_nnz
+from .cmd_common import add_schedule_args, add_width_args, apply_par, parse_max_nnz, resolve_widths
 from .errors import UserError
 
 __all__ = [
@@ -46,10 +46,7 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
         help="memory capacity (stored values) of a sparse input or output, e.g. B=512; "
         "repeatable; default: the dense size, which rarely fits an FPGA",
     )
-    p.add_argument("--vw", type=int, default=32, help="value data width in bits (default 32; 16 fits one DSP)")
-    p.add_argument("--cw", default="auto", metavar="BITS|auto",
-                   help="crd/ref data width in bits (default auto: the narrowest that holds the "
-                   "graph's coordinates and references at the --max-nnz capacities, at least 10)")
+    add_width_args(p, vw_help="value data width in bits (default 32; 16 fits one DSP)")
     add_schedule_args(p)
 
 
@@ -104,20 +101,7 @@ def graph_from_args(args: argparse.Namespace) -> Graph:
 
 def config_from_args(args: argparse.Namespace, graph: Graph) -> HwConfig:
     max_nnz = parse_max_nnz(args.max_nnz, graph)
-    vw = getattr(args, "vw", 32)
-    if vw < 10:
-        raise UserError(f"--vw {vw}: values need at least 10 bits (control words use bits 9..0)")
-    need, tensor, top = crd_width_needed(graph, max_nnz)
-    cw_arg = str(getattr(args, "cw", "auto"))
-    if cw_arg == "auto":
-        cw = need
-    elif not cw_arg.isdigit():
-        raise UserError(f"--cw {cw_arg!r}: give a width in bits or 'auto'")
-    else:
-        cw = int(cw_arg)
-        if cw < need:
-            raise UserError(f"--cw {cw}: too narrow for graph {graph.name!r}; tensor {tensor!r} has "
-                            f"coordinates or references up to {top}, which need {need} bits")
+    cw, vw = resolve_widths(args, graph, max_nnz)
     return HwConfig(cw=cw, vw=vw, max_nnz=max_nnz)
 
 

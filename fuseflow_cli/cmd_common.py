@@ -18,7 +18,7 @@ from fuseflow.samml import Graph, GraphError
 from fuseflow.schedule import Schedule, ScheduleError, load_schedule, parse_par
 from fuseflow.skipping import enable_skipping, explain_skipping, skip_sites
 from fuseflow.tensor import TensorData
-from hw.elaborate import HwConfig
+from hw.elaborate import HwConfig, crd_width_needed
 
 from .errors import UserError
 
@@ -29,12 +29,14 @@ __all__ = [
     "add_numerics_arg",
     "add_schedule_args",
     "add_scheduler_arg",
+    "add_width_args",
     "apply_par",
     "load_graph_job",
     "open_executor",
     "parse_max_nnz",
     "resolve_memory",
     "resolve_schedule",
+    "resolve_widths",
     "table",
     "with_numerics",
 ]
@@ -229,3 +231,32 @@ def with_numerics(cfg: HwConfig, text: str | None, model: bool) -> HwConfig:
     if num.mode is Mode.FLOAT:
         raise UserError(f"--numerics {text}: float is sw_sim only; the RTL needs int or fixed point")
     return replace(cfg, vw=num.width, numerics=num)
+
+
+def add_width_args(p: argparse.ArgumentParser, *, vw_help: str = "value data width in bits (default 32)") -> None:
+    """``--vw BITS`` and ``--cw BITS|auto`` (the crd/ref width; auto: what the graph needs)."""
+    p.add_argument("--vw", type=int, default=32, help=vw_help)
+    p.add_argument("--cw", default="auto", metavar="BITS|auto",
+                   help="crd/ref data width in bits (default auto: the narrowest that holds the "
+                   "graph's coordinates and references at the --max-nnz capacities, at least 10)")
+
+
+def resolve_widths(args: argparse.Namespace, graph: Graph,
+                   max_nnz: tuple[tuple[str, int], ...] = ()) -> tuple[int, int]:
+    """``(cw, vw)`` of ``--cw`` / ``--vw``: ``--cw auto`` is the narrowest crd/ref width
+    ``graph`` needs at the ``max_nnz`` capacities; a narrower explicit width is refused naming
+    the tensor that needs more."""
+    vw = getattr(args, "vw", 32)
+    if vw < 10:
+        raise UserError(f"--vw {vw}: values need at least 10 bits (control words use bits 9..0)")
+    need, tensor, top = crd_width_needed(graph, max_nnz)
+    cw_arg = str(getattr(args, "cw", "auto"))
+    if cw_arg == "auto":
+        return need, vw
+    if not cw_arg.isdigit():
+        raise UserError(f"--cw {cw_arg!r}: give a width in bits or 'auto'")
+    cw = int(cw_arg)
+    if cw < need:
+        raise UserError(f"--cw {cw}: too narrow for graph {graph.name!r}; tensor {tensor!r} has "
+                        f"coordinates or references up to {top}, which need {need} bits")
+    return cw, vw

@@ -1,46 +1,98 @@
-"""``fuseflow-hw rtl``: run a graph in RTL (Verilator + cocotb) and compare with sw_sim."""
+"""``fuseflow-hw rtl``: run a graph in RTL (Verilator, driven by the compiled native harness or
+by cocotb) and compare values and cycles with sw_sim."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import numpy as np
 
 from fuseflow.memory import MemoryError
+from hw.elaborate import HwConfig
 from rtl_sim import ToolchainError
 from rtl_sim import run_graph as rtl_run
+from rtl_sim.api import RUNNERS, graph_build, memory_config
 from sw_sim import run_graph
 
-from .cmd_common import add_graph_args, add_memory_args, load_graph_job, resolve_memory
+from .cmd_common import (
+    add_graph_args,
+    add_memory_args,
+    add_width_args,
+    load_graph_job,
+    resolve_memory,
+    resolve_widths,
+)
 from .errors import UserError
+
+# the fields of ``rtl --json`` (README, "Machine-readable output")
+JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
+               "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("rtl", help="run a graph in RTL under cocotb and compare with sw_sim")
+    p = sub.add_parser("rtl", help="run a graph in RTL (Verilator) and compare with sw_sim")
     add_graph_args(p)
+    p.add_argument("--runner", choices=RUNNERS, default="native",
+                   help="native (default): a compiled C++ harness drives the Verilated model; "
+                        "cocotb: the cocotb testbench (about a hundred times slower)")
+    add_width_args(p)
+    p.add_argument("--max-cycles", type=int, metavar="N",
+                   help="stop with an error when the run is not done after N cycles (default: "
+                        "50 M native, 5 M cocotb)")
     p.add_argument("--waves", metavar="FILE", help="write a waveform (VCD) of the RTL run")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (README 'Machine-readable output') instead of text")
     add_memory_args(p)  # both simulators (docs/memory.md)
 
 
 def run(args) -> int:
     job = load_graph_job(args)
     model, placement = resolve_memory(args, job.schedule)
+    cw, vw = resolve_widths(args, job.graph)
+    if args.max_cycles is not None and args.max_cycles < 1:
+        raise UserError(f"--max-cycles {args.max_cycles}: must be at least 1")
+    waves = Path(args.waves) if args.waves else None
     try:
         sw = run_graph(job.graph, job.data, memory=model, onchip=placement)
-        rtl = rtl_run(job.graph, job.data, waves=bool(args.waves), wave_file=Path(args.waves) if args.waves else None,
-                      memory=model, onchip=placement)
-    except (ToolchainError, MemoryError) as exc:
+        cfg = memory_config(HwConfig(cw=cw, vw=vw), model, placement)
+        t0 = time.perf_counter()
+        graph_build(job.graph, cfg, waves is not None, args.runner)  # cached: the run reuses it
+        t1 = time.perf_counter()
+        rtl = rtl_run(job.graph, job.data, cfg=cfg, runner=args.runner, waves=waves is not None,
+                      wave_file=waves, max_cycles=args.max_cycles)
+        wall = time.perf_counter() - t1
+    except (ToolchainError, MemoryError, ValueError) as exc:
         raise UserError(str(exc)) from None
     same = all(np.array_equal(rtl.outputs[t].to_dense(), sw.outputs[t].to_dense()) for t in sw.outputs)
+    check = None
+    if job.expected is not None:
+        [name] = rtl.outputs
+        check = bool(np.array_equal(rtl.outputs[name].to_dense(), job.expected))
+    ratio = rtl.cycles / max(sw.cycles, 1)
+    if args.json:
+        out = {"source": job.source, "graph": job.graph.name, "runner": args.runner, "rtl_cycles": rtl.cycles,
+               "sw_cycles": sw.cycles, "ratio": round(ratio, 6), "outputs_identical": same,
+               "check": None if check is None else ("pass" if check else "fail"), "cw": cw, "vw": vw,
+               "memory": model.to_json(), "onchip": sorted(placement.onchip), "build_s": round(t1 - t0, 3),
+               "wall_s": round(wall, 4), "cycles_per_s": round(rtl.cycles / max(wall, 1e-9)),
+               "waves": args.waves}
+        print(json.dumps({k: out[k] for k in JSON_FIELDS}, indent=1))
+    else:
+        _print_text(args, job, model, rtl, sw, same, check, (cw, vw, wall))
+    return 0 if same and check is not False else 1
+
+
+def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: tuple[int, int, float]) -> None:
+    cw, vw, wall = run
     if not model.ideal:
         print(f"memory: {model.describe()}")
     print(f"{job.source}: RTL {rtl.cycles} cycles, sw_sim {sw.cycles} cycles "
           f"(ratio {rtl.cycles / max(sw.cycles, 1):.4f}); outputs {'identical' if same else 'DIFFER'}")
-    if job.expected is not None:
-        [name] = rtl.outputs
-        ok = np.array_equal(rtl.outputs[name].to_dense(), job.expected)
-        print(f"check against numpy: {'PASS' if ok else 'FAIL'}")
-        same = same and ok
+    print(f"RTL: {args.runner} runner, cw {cw}, vw {vw}, {wall:.2f} s "
+          f"({rtl.cycles / max(wall, 1e-9) / 1e6:.2f} M cycles/s)")
+    if check is not None:
+        print(f"check against numpy: {'PASS' if check else 'FAIL'}")
     if args.waves:
         print(f"waveform: {args.waves}")
-    return 0 if same else 1

@@ -256,7 +256,7 @@ def harness_digest() -> str:
 
 def _flags(waves: bool) -> list[str]:
     return ["--cc", "--exe", "--build", "-O3", "--x-assign", "0", "--x-initial", "0", "-Wno-fatal",
-            *LINT_WAIVERS, "--prefix", "Vtop", "-o", _EXE, *(["--trace"] if waves else []),
+            *LINT_WAIVERS, "--timescale", "1ns/1ns", "--prefix", "Vtop", "-o", _EXE, *(["--trace"] if waves else []),
             "-MAKEFLAGS", "OPT_FAST=-O2"]
 
 
@@ -344,8 +344,8 @@ def run_native(bdir: Path, meta: Mapping[str, Any], runs: Sequence[Mapping[str, 
     if proc.returncode == _TIMEOUT_STATUS:
         done = len(parse_result(words, lengths))
         where = f" (dataset {done + 1} of {len(runs)})" if len(runs) > 1 else ""
-        raise RtlTimeout(f"{what} did not finish within {max_cycles} cycles in RTL{where}: raise "
-                         "max_cycles if it needs more, or it is stuck (a deadlock)")
+        raise RtlTimeout(f"{what} did not finish within {max_cycles} cycles in RTL{where}: raise the "
+                         "cycle limit (max_cycles, rtl --max-cycles) if it needs more, or it is stuck")
     if proc.returncode:
         raise ToolchainError(f"native RTL run of {what} failed (exit {proc.returncode}): {proc.stderr[-3000:]}")
     results = parse_result(words, lengths)
