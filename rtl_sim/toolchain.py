@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,7 @@ def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], topl
     from cocotb_tools.runner import get_runner  # cocotb's runner: loaded only to build or simulate
 
     def build(d: Path) -> dict:
+        t0 = time.perf_counter()
         vfile = write_sources(d, make_verilog, toplevel)
         runner = get_runner("verilator")
         log = d / "build.log"
@@ -160,7 +162,7 @@ def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], topl
             tail = log.read_text()[-3000:] if log.exists() else ""
             shutil.rmtree(d / "sim", ignore_errors=True)
             raise ToolchainError(f"Verilator build of {toplevel} ({key}) failed: {exc}\n{tail}") from None
-        return {"toplevel": toplevel}
+        return {"toplevel": toplevel, "build_seconds": round(time.perf_counter() - t0, 2)}
 
     return cached_build("verilator", key, build, suffix="-waves" if waves else "")
 
