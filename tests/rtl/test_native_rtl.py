@@ -15,7 +15,8 @@ from fuseflow.kernels import KERNELS, example
 from fuseflow_cli.cli import main
 from hw.elaborate import crd_width_needed
 from rtl_sim import run_graph, run_graph_batch
-from rtl_sim.native import RtlTimeout
+from rtl_sim.native import RtlTimeout, run_native
+from rtl_sim.toolchain import ToolchainError
 from sw_sim import run_graph as sw_run_graph
 
 pytestmark = pytest.mark.rtl
@@ -164,3 +165,19 @@ def test_readme_documents_the_rtl_json_fields():
     section = readme[readme.index("`rtl --json`"):]
     for field in RTL_JSON_FIELDS:
         assert f"`{field}`" in section[:2500], field
+
+
+def test_native_length_above_depth_is_an_error(tmp_path):
+    """A length register above its array's depth (a broken design) ends the harness instead of
+    reading on; Python names the array.  (A stand-in executable plays the harness here.)"""
+    exe = tmp_path / "obj" / "fuseflow_native"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\necho 'fuseflow_native: run 1: output 1 has length 999, its memory holds 64' >&2\n"
+                   "exit 4\n")
+    exe.chmod(0o755)
+    meta = {"memory_map": {"lengths": ["y.0.seg", "y.vals"],
+                           "regions": [{"name": "y.0.seg", "base": 64, "depth": 2},
+                                       {"name": "y.vals", "base": 128, "depth": 64}]}}
+    with pytest.raises(ToolchainError, match=r"\(dataset 2 of 2\): output array 'y.vals' reports 999 entries "
+                                             r"but its memory holds 64"):
+        run_native(tmp_path, meta, [{"mem": {}}, {"mem": {}}])
