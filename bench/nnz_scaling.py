@@ -90,7 +90,7 @@ def graph_adjacency(n: int, density: float, pattern: str, seed: int) -> sp.csr_m
     deg = max(1.0, density * n)
     g = (uniform_random(n, deg, features=1, seed=seed) if pattern == "uniform"
          else power_law(n, max(1, round(deg / 2)), features=1, seed=seed))
-    return sp.csr_matrix(g.adjacency.astype(np.int64) + np.eye(n, dtype=np.int64))
+    return sp.csr_matrix(g.adjacency.astype(np.int64) + sp.eye_array(n, dtype=np.int64, format="csr"))
 
 
 # ----------------------------------------------------------------------------- kernels

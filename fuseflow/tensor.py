@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = ["CSC", "CSR", "DCSR", "DENSE2", "Format", "TensorData", "TensorFormat"]
 
@@ -138,7 +139,9 @@ class TensorData:
                                               np.r_[seg[rows], seg[-1]].astype(np.int64)],
                    [rows, crd], vals)
 
-    def to_dense(self, dtype=None) -> np.ndarray:
+    def _stored_coords(self) -> tuple[np.ndarray, np.ndarray]:
+        """The storage-order coordinates of every stored position (``positions × order``) and
+        their values."""
         stored_shape = tuple(self.shape[m] for m in self.fmt.mode_order)
         prefix = np.zeros((1, 0), dtype=np.int64)
         for lvl, f in enumerate(self.fmt.levels):
@@ -157,12 +160,45 @@ class TensorData:
                 counts = np.diff(seg)
                 prefix = np.concatenate([np.repeat(prefix, counts, axis=0), crd[: seg[-1], None]], axis=1)
         vals = np.asarray(self.vals)
-        out = np.zeros(stored_shape, dtype=dtype or (vals.dtype if vals.size else np.int64))
         if len(vals) < prefix.shape[0]:
             raise ValueError(f"vals has {len(vals)} entries, expected {prefix.shape[0]}")
-        out[tuple(prefix.T)] = vals[: prefix.shape[0]]
+        return prefix, vals[: prefix.shape[0]]
+
+    def to_dense(self, dtype=None) -> np.ndarray:
+        stored_shape = tuple(self.shape[m] for m in self.fmt.mode_order)
+        prefix, vals = self._stored_coords()
+        out = np.zeros(stored_shape, dtype=dtype or (vals.dtype if vals.size else np.int64))
+        out[tuple(prefix.T)] = vals
         inverse = np.argsort(self.fmt.mode_order)
         return np.transpose(out, inverse)
+
+    def to_scipy(self) -> sp.csr_array:
+        """A matrix as a ``scipy.sparse`` CSR array of its non-zero entries (no dense copy)."""
+        if self.fmt.order != 2:
+            raise ValueError(f"to_scipy: a tensor of order {self.fmt.order} is not a matrix")
+        prefix, vals = self._stored_coords()
+        keep = vals != 0
+        coords = np.empty_like(prefix)
+        coords[:, list(self.fmt.mode_order)] = prefix  # storage order -> mode order
+        m = sp.csr_array((vals[keep], (coords[keep, 0], coords[keep, 1])), shape=self.shape)
+        m.sort_indices()
+        return m
+
+    def convert(self, fmt: TensorFormat) -> TensorData:
+        """The same tensor in another format; a matrix goes through ``scipy.sparse`` when the
+        new format is sparse (CSR / CSC / DCSR / DCSC), so it is never made dense."""
+        if fmt == self.fmt:
+            return self
+        if fmt.order == 2 and self.fmt.order == 2 and fmt.levels[1] is Format.COMPRESSED:
+            return TensorData.from_scipy(self.to_scipy(), fmt)
+        return TensorData.from_dense(self.to_dense(), fmt)
+
+    @classmethod
+    def from_array(cls, value, fmt: TensorFormat) -> TensorData:
+        """:meth:`from_scipy` for a ``scipy.sparse`` matrix, :meth:`from_dense` otherwise."""
+        if sp.issparse(value):
+            return cls.from_scipy(value, fmt)
+        return cls.from_dense(np.asarray(value), fmt)
 
     # ------------------------------------------------------------------ arrays by name
     def arrays(self) -> dict[str, list]:

@@ -34,8 +34,11 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     g = p.add_argument_group("model zoo (needs torch: pip install -e '.[torch]')")
     g.add_argument("--model", choices=("gcn", "graphsage", "sae", "gpt"),
                    help="compile a model-zoo PyTorch module instead of a graph / kernel")
-    g.add_argument("--dataset", default="karate",
-                   help=f"graph models: {', '.join(DATASETS)} or a .mtx/.npz file (default karate)")
+    g.add_argument("--dataset",
+                   help=f"graph models: {', '.join(DATASETS)} (real graphs shipped with networkx, "
+                        "then synthetic graphs of the named datasets' size), a .mtx/.npz file or a "
+                        "Planetoid/OGB directory (default karate); sae: random (default) or digits "
+                        "(scikit-learn's handwritten digits)")
     g.add_argument("--fusion", choices=("unfused", "partial", "full"), default="partial", help="fusion configuration (default partial)")
     g.add_argument("--hidden", type=int, default=16, help="hidden width of GCN / GraphSAGE (default 16)")
     g.add_argument("--features", type=int, help="feature width of synthetic graphs / cora")
@@ -66,6 +69,10 @@ def load_compiled(args: argparse.Namespace):
 
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
     try:
+        if args.model == "gpt" and args.dataset is not None:
+            raise UserError(f"--dataset {args.dataset}: gpt runs on a seeded random sequence (--seq, --dmodel)")
+        if args.dataset is None:
+            args.dataset = {"gcn": "karate", "graphsage": "karate", "sae": "random"}.get(args.model)
         ds = args.dataset
         if args.model in ("gcn", "graphsage"):
             ds = load_dataset(args.dataset, nodes=args.nodes, features=args.features)

@@ -122,6 +122,11 @@ def _resolve_path(base: Path, text: str) -> str:
     return str(p if p.is_absolute() else (base / p))
 
 
+def _is_data_path(base: Path, text: str) -> bool:
+    """A ``dataset`` value naming a file or a Planetoid / OGB directory, not a built-in name."""
+    return Path(text).suffix in (".mtx", ".npz") or Path(_resolve_path(base, text)).is_dir()
+
+
 def _argv(keys: Mapping[str, Any], base: Path) -> tuple[list[str], list[str]]:
     """The ``sim`` arguments of one configuration and the files it reads."""
     argv, files = ["sim"], []
@@ -136,7 +141,7 @@ def _argv(keys: Mapping[str, Any], base: Path) -> tuple[list[str], list[str]]:
                 x.split("=", 1) for x in value.split(",") if x.strip())
             for index, factor in items:
                 argv += [flag, f"{str(index).strip()}={str(factor).strip()}"]
-        elif kind in ("path", "schedule") or (key == "dataset" and Path(value).suffix in (".mtx", ".npz")):
+        elif kind in ("path", "schedule") or (key == "dataset" and _is_data_path(base, str(value))):
             if kind == "schedule" and value in _SCHEDULE_PRESETS:
                 argv += [flag, value]
                 continue
@@ -229,7 +234,12 @@ def config_key(cfg: Config) -> str:
     h = hashlib.sha256(json.dumps([list(cfg.argv), code_digest()]).encode())
     for f in cfg.files:
         p = Path(f)
-        h.update(p.read_bytes() if p.is_file() else f"missing:{f}".encode())
+        for part in sorted(p.rglob("*")) if p.is_dir() else [p]:  # a dataset directory: every file
+            if part.is_file():
+                h.update(str(part.relative_to(p.parent)).encode())
+                h.update(part.read_bytes())
+            elif not p.exists():
+                h.update(f"missing:{f}".encode())
     return h.hexdigest()[:20]
 
 

@@ -63,3 +63,34 @@ def test_from_scipy_equals_from_dense(fmt):
         np.testing.assert_array_equal(x.to_dense(), a)
         for p, q in [*zip(x.seg, y.seg), *zip(x.crd, y.crd), (x.vals, y.vals)]:
             assert (p is None and q is None) or np.array_equal(p, q)
+
+
+SPARSE2 = [CSR, CSC, DCSR, TensorFormat(("compressed", "compressed"), (1, 0))]
+
+
+@pytest.mark.parametrize("src", SPARSE2 + [DENSE2])
+def test_convert_and_to_scipy_without_a_dense_copy(src, monkeypatch):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, (6, 11)) * (rng.random((6, 11)) < 0.25)
+    a[2] = 0
+    td = TensorData.from_dense(a, src)
+    ref = sp.csr_array(a)
+    if src != DENSE2:  # from a sparse format, nothing may go through a dense array
+        monkeypatch.setattr(TensorData, "to_dense", lambda *_a, **_k: pytest.fail("made dense"))
+        monkeypatch.setattr(TensorData, "from_dense", lambda *_a, **_k: pytest.fail("made dense"))
+    m = td.to_scipy()
+    assert m.shape == a.shape and (m != ref).nnz == 0
+    for dst in SPARSE2:
+        x = td.convert(dst)
+        assert x.fmt == dst and (x.to_scipy() != ref).nnz == 0
+    monkeypatch.undo()
+    for dst in SPARSE2:  # the level arrays equal those built from the dense array
+        x, y = td.convert(dst), TensorData.from_dense(a, dst)
+        for p, q in [*zip(x.seg, y.seg), *zip(x.crd, y.crd), (x.vals, y.vals)]:
+            assert (p is None and q is None) or np.array_equal(p, q)
+    assert np.array_equal(td.convert(DENSE2).to_dense(), a)
+    assert TensorData.from_array(ref, CSR).nnz == np.count_nonzero(a)
+    with pytest.raises(ValueError, match="order 3 is not a matrix"):
+        TensorData.from_dense(np.zeros((2, 2, 2)), TensorFormat(("dense",) * 3)).to_scipy()

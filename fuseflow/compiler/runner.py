@@ -33,16 +33,13 @@ class ProgramResult:
         return self.outputs[name].to_dense()
 
 
-def _as_data(name: str, value: np.ndarray | TensorData, fmt: TensorFormat,
+def _as_data(name: str, value, fmt: TensorFormat,
              shape: tuple[int, ...]) -> TensorData:
+    if tuple(value.shape) != tuple(shape):
+        raise ProgramError(f"input {name!r}: data shape {tuple(value.shape)} != declared {shape}")
     if isinstance(value, TensorData):
-        if value.fmt == fmt:
-            return value
-        value = value.to_dense()
-    arr = np.asarray(value)
-    if tuple(arr.shape) != tuple(shape):
-        raise ProgramError(f"input {name!r}: data shape {tuple(arr.shape)} != declared {shape}")
-    return TensorData.from_dense(arr, fmt)
+        return value.convert(fmt)
+    return TensorData.from_array(value, fmt)
 
 
 def initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData]
@@ -57,7 +54,7 @@ def initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | T
         tensors[n] = _as_data(n, data[n], d.fmt, d.shape)
     for p in compiled.permuted:  # host-side reformat: the primitive set has no sorter
         if p.source in tensors:
-            tensors[p.name] = TensorData.from_dense(tensors[p.source].to_dense(), p.fmt)
+            tensors[p.name] = tensors[p.source].convert(p.fmt)
     return tensors
 
 
@@ -75,7 +72,7 @@ def graph_runs(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tensor
         tensors.update(res.outputs)
         for p in compiled.permuted:
             if p.source in res.outputs:
-                tensors[p.name] = TensorData.from_dense(res.outputs[p.source].to_dense(), p.fmt)
+                tensors[p.name] = res.outputs[p.source].convert(p.fmt)
 
 
 def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData], *,

@@ -26,8 +26,7 @@ def estimate_model(cm: CompiledModel, **kw: Any) -> Estimate:
     for n in ir.nodes:
         if n.kind is MKind.INPUT:
             fmt = _input_format(ir, n)
-            arr = np.asarray(ir.data[n.name], dtype=np.float64)
-            tensors[n.name] = (stats_of(TensorData.from_dense(arr, fmt)), n.shape, fmt)
+            tensors[n.name] = (stats_of(TensorData.from_array(ir.data[n.name], fmt)), n.shape, fmt)
     for name, arr in cm.consts.items():
         fmt = TensorFormat((Format.DENSE,) * arr.ndim)
         tensors[name] = (stats_of(TensorData.from_dense(np.ones(arr.shape), fmt)), arr.shape, fmt)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 from torch import fx, nn
@@ -84,13 +85,67 @@ class _Builder:
         return name
 
 
-def _np(value) -> np.ndarray:
+def _np(value) -> np.ndarray | sp.csr_array:
+    """A traced value as numpy; a torch sparse matrix as a ``scipy.sparse`` CSR array (never
+    densified: its level arrays are cut from the CSR arrays)."""
     if isinstance(value, torch.Tensor):
         if value.layout != torch.strided:
-            value = value.to_dense()
+            return _scipy(value)
         return value.detach().to(torch.float64).numpy().copy() if value.dtype != torch.bool else \
             value.detach().numpy().copy()
     return np.asarray(value)
+
+
+def _scipy(t: torch.Tensor) -> sp.csr_array:
+    if t.dim() != 2 or t.layout not in (torch.sparse_csr, torch.sparse_coo):
+        raise FrontendError(f"sparse input of layout {t.layout} and order {t.dim()}: only sparse CSR "
+                            "or COO matrices are supported")
+    if t.layout is torch.sparse_coo:
+        t = t.coalesce()
+        r, c = t.indices().numpy()
+        m = sp.coo_array((t.values().to(torch.float64).numpy(), (r, c)), shape=tuple(t.shape)).tocsr()
+    else:
+        m = sp.csr_array((t.values().to(torch.float64).numpy().copy(), t.col_indices().numpy().copy(),
+                          t.crow_indices().numpy().copy()), shape=tuple(t.shape))
+    m.sum_duplicates()
+    m.sort_indices()
+    return m
+
+
+# a sparse operand of more elements than this is never made dense to evaluate an einsum
+DENSE_LIMIT = 1 << 24
+
+
+def _einsum_value(spec: str, ts: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.einsum(spec, *ts)`` where sparse operands stay sparse: a 2-D sparse matrix in a
+    contraction of two matrices over one index is multiplied by scipy (``A·B``, ``Aᵀ·B``, …);
+    any other einsum densifies its sparse operands, up to :data:`DENSE_LIMIT` elements."""
+    sparse = [t.layout != torch.strided for t in ts]
+    if not any(sparse):
+        return torch.einsum(spec, *ts)
+    ins, out = spec.split("->")
+    terms = ins.split(",")
+    if len(ts) == 2 and all(len(x) == 2 for x in terms) and len(out) == 2:
+        shared = set(terms[0]) & set(terms[1])
+        if len(shared) == 1 and len(set(out)) == 2 and set(out) == set(terms[0] + terms[1]) - shared:
+            k = shared.pop()
+            a = _scipy(ts[0]) if sparse[0] else ts[0].numpy()
+            b = _scipy(ts[1]) if sparse[1] else ts[1].numpy()
+            a = a if terms[0][1] == k else a.T  # (free, k)
+            b = b if terms[1][0] == k else b.T  # (k, free)
+            prod = a @ b
+            if sp.issparse(prod) and math.prod(prod.shape) > DENSE_LIMIT:
+                raise FrontendError(f"einsum {spec!r} of two sparse matrices has a {prod.shape} dense "
+                                    f"result, over {DENSE_LIMIT} elements")
+            prod = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
+            fa = terms[0].replace(k, "")
+            return torch.from_numpy(np.ascontiguousarray(prod if out[0] == fa else prod.T))
+    for t, s in zip(ts, sparse):
+        if s and t.numel() > DENSE_LIMIT:
+            raise FrontendError(f"einsum {spec!r} reads a sparse operand of shape {tuple(t.shape)}: only "
+                                "the contraction of two matrices keeps it sparse, and it is too large "
+                                f"(over {DENSE_LIMIT} elements) to make dense")
+    return torch.einsum(spec, *[t.to_dense() if s else t for t, s in zip(ts, sparse)])
 
 
 def _layout_format(value) -> str | None:
@@ -352,7 +407,7 @@ class _Interp:
         return v
 
     def einsum(self, spec: str, ops: list[_Val], region: str, src: str, base: str) -> _Val:
-        value = torch.einsum(spec, *[o.t.to_dense() if o.t.layout != torch.strided else o.t for o in ops])
+        value = _einsum_value(spec, [o.t for o in ops])
         for o in ops:
             if self.b.nodes and self._kind(o.name) is MKind.MASK:
                 raise FrontendError(f"{src}: {base} reads the masked scores {o.name!r}; apply softmax first")

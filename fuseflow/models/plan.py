@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from fuseflow import compiler as fc
 from fuseflow.compiler import (
@@ -500,9 +501,18 @@ def _ml_step(nodes: list[MNode], src: str, in_fmt: TensorFormat, shapes: Mapping
 
 # ----------------------------------------------------------------------------- running
 def _to_fmt(td: TensorData, fmt: TensorFormat) -> TensorData:
-    if td.fmt == fmt:
-        return td
-    return TensorData.from_dense(td.to_dense(), fmt)
+    return td.convert(fmt)
+
+
+def _quantized_input(name: str, value, shape: tuple[int, ...], num: Numerics, fmt: TensorFormat) -> TensorData:
+    """An input array (numpy, or ``scipy.sparse``: kept sparse) quantised into its format."""
+    if tuple(value.shape) != shape:
+        raise ValueError(f"input {name!r}: data shape {tuple(value.shape)} != traced shape {shape}")
+    if sp.issparse(value):
+        q = sp.csr_array(value, dtype=np.float64)
+        q = sp.csr_array((num.quantize(q.data), q.indices, q.indptr), shape=q.shape)
+        return TensorData.from_scipy(q, fmt)
+    return TensorData.from_dense(num.quantize(np.asarray(value, dtype=np.float64)), fmt)
 
 
 def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
@@ -523,10 +533,8 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     tensors: dict[str, TensorData] = {}
     for n in ir.nodes:
         if n.kind is MKind.INPUT:
-            arr = np.asarray((data or {}).get(n.name, ir.data[n.name]), dtype=np.float64)
-            if tuple(arr.shape) != n.shape:
-                raise ValueError(f"input {n.name!r}: data shape {tuple(arr.shape)} != traced shape {n.shape}")
-            tensors[n.name] = TensorData.from_dense(num.quantize(arr), _input_format(ir, n))
+            value = (data or {}).get(n.name, ir.data[n.name])
+            tensors[n.name] = _quantized_input(n.name, value, n.shape, num, _input_format(ir, n))
     for name, arr in cm.consts.items():
         tensors[name] = TensorData.from_dense(num.quantize(arr), TensorFormat((Format.DENSE,) * arr.ndim))
     cycles: list[tuple[str, int]] = []

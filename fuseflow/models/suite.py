@@ -43,7 +43,7 @@ def _declare(p: Program, env: dict[str, np.ndarray], formats: dict[str, str]) ->
 def _gcn_layer() -> Built:
     ds = karate()
     rng = np.random.default_rng(5)
-    a = ds.adjacency + np.eye(ds.num_nodes)
+    a = ds.adjacency.toarray() + np.eye(ds.num_nodes)  # 34 x 34: the suite's numpy reference
     x = ds.features
     w = rng.integers(-2, 3, size=(ds.num_features, 4)).astype(np.float64)
     b = rng.integers(-2, 3, size=4).astype(np.float64)
@@ -64,7 +64,7 @@ def _gcn_layer() -> Built:
 def _sage_layer() -> Built:
     ds = karate(features=8, seed=3)
     rng = np.random.default_rng(6)
-    a, x = ds.adjacency, ds.features
+    a, x = ds.adjacency.toarray(), ds.features
     wn = rng.integers(-2, 3, size=(8, 4)).astype(np.float64)
     ws = rng.integers(-2, 3, size=(8, 4)).astype(np.float64)
     p = Program("sage_layer_karate")

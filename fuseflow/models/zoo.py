@@ -20,15 +20,24 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .datasets import GraphDataset, bigbird_mask, gcn_normalize, load_dataset, mean_normalize
+from .datasets import (
+    GraphDataset,
+    bigbird_mask,
+    digits,
+    gcn_normalize,
+    load_dataset,
+    mean_normalize,
+)
 
 __all__ = [
     "GCN",
     "MODELS",
+    "SAE_DATASETS",
     "GPTBigBird",
     "GraphSAGE",
     "ModelCase",
@@ -42,10 +51,16 @@ __all__ = [
 MODELS = ("gcn", "graphsage", "sae", "gpt")
 
 
-def to_torch_csr(a: np.ndarray) -> torch.Tensor:
-    """A dense numpy matrix as a float64 torch sparse CSR tensor (the frontend reads its layout
-    as the ``csr`` annotation)."""
-    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to_sparse_csr()
+def to_torch_csr(a) -> torch.Tensor:
+    """A ``scipy.sparse`` (or dense numpy) matrix as a float64 torch sparse CSR tensor, without
+    a dense copy of a sparse one (the frontend reads its layout as the ``csr`` annotation)."""
+    if not sp.issparse(a):
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to_sparse_csr()
+    m = sp.csr_array(a, dtype=np.float64)
+    m.sort_indices()
+    return torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
+                                   torch.from_numpy(m.indices.astype(np.int64)),
+                                   torch.from_numpy(m.data.copy()), size=m.shape, dtype=torch.float64)
 
 
 class GCNLayer(nn.Module):
@@ -210,27 +225,46 @@ def _graph_inputs(ds: GraphDataset, model: str) -> dict[str, torch.Tensor]:
     return {"adj": to_torch_csr(adj), "x": torch.from_numpy(ds.features.copy())}
 
 
-def make_case(model: str, dataset: str | GraphDataset = "karate", *, hidden: int = 16,
+SAE_DATASETS = ("random", "digits")
+
+
+def _sae_input(dataset: str | None, batch: int, sae_in: int, seed: int) -> tuple[np.ndarray, str]:
+    if dataset in (None, "random"):
+        rng = np.random.default_rng(seed)
+        x = rng.random((batch, sae_in))
+        x[x < 0.5] = 0.0  # half-dark synthetic images
+        return x, f"{batch} seeded random half-dark images"
+    if dataset == "digits":
+        if sae_in != 64:
+            raise ValueError(f"sae on digits: the images have 64 pixels, not {sae_in}")
+        return digits(batch), f"{batch} scikit-learn handwritten digits (8x8)"
+    raise ValueError(f"sae dataset {dataset!r}: use one of {', '.join(SAE_DATASETS)}")
+
+
+def make_case(model: str, dataset: str | GraphDataset | None = None, *, hidden: int = 16,
               classes: int = 4, seed: int = 0, seq: int = 64, d: int = 64, heads: int = 2,
               blocks: int = 2, sae_in: int = 64, batch: int = 5) -> ModelCase:
     """``model`` in :data:`MODELS`.  Graph models use ``dataset`` (a name for
-    :func:`~fuseflow.models.datasets.load_dataset` or a :class:`GraphDataset`); the SAE takes a
-    batch of ``batch`` seeded "images" of ``sae_in`` pixels; GPT takes one sequence."""
+    :func:`~fuseflow.models.datasets.load_dataset` or a :class:`GraphDataset`; default
+    ``karate``); the SAE takes a batch of ``batch`` images of ``sae_in`` pixels (``dataset``
+    ``random``, the default: seeded half-dark ones; ``digits``: scikit-learn's handwritten
+    digits, 64 pixels); GPT takes one seeded random sequence (no dataset)."""
     torch.manual_seed(seed)
     if model in ("gcn", "graphsage"):
+        dataset = "karate" if dataset is None else dataset
         ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, seed=seed)
         cls = GCN if model == "gcn" else GraphSAGE
         m = cls(ds.num_features, hidden, classes).double().eval()
         return ModelCase(model, m, _graph_inputs(ds, model), {"x": "csr"},
                          f"{model} on {ds.describe()}; hidden {hidden}, {classes} classes")
     if model == "sae":
-        rng = np.random.default_rng(seed)
-        x = rng.random((batch, sae_in))
-        x[x < 0.5] = 0.0  # half-dark synthetic images
+        x, what = _sae_input(dataset if isinstance(dataset, str | None) else "graph", batch, sae_in, seed)
         m = SparseAutoencoder(sae_in, sae_in // 2, sae_in // 4).double().eval()
         return ModelCase(model, m, {"x": torch.from_numpy(x)}, dict(m.sparse_formats),
-                         f"sae {sae_in}->{sae_in // 2}->{sae_in // 4}->{sae_in}, batch {batch}, "
+                         f"sae {sae_in}->{sae_in // 2}->{sae_in // 4}->{sae_in} on {what}, "
                          "50% pruned weights")
+    if model == "gpt" and dataset is not None:
+        raise ValueError(f"gpt takes a seeded random sequence, not dataset {dataset!r}")
     if model == "gpt":
         m = GPTBigBird(seq, d, heads, 2 * d, blocks, seed=seed).double().eval()
         x = torch.from_numpy(np.random.default_rng(seed).standard_normal((seq, d)))
