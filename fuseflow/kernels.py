@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from .passes import size_fifos
 from .samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
 from .tensor import CSR, DENSE2, Format, TensorData, TensorFormat
 
-__all__ = ["KERNELS", "GraphBuilder", "elementwise", "example", "inner_product", "random_operands",
+__all__ = ["KERNELS", "GraphBuilder", "elementwise", "example", "example_from_matrix", "inner_product",
+           "integer_matrix", "random_operands", "sparse_inputs",
            "spmm", "spmv"]
 
 
@@ -216,6 +218,45 @@ def random_operands(graph: Graph, seed: int = 0, density: float = 0.1) -> dict[s
             a[rng.random(spec.shape) > density] = 0
         ops[name] = a
     return ops
+
+
+def sparse_inputs(graph: Graph) -> list[str]:
+    """The input tensors of ``graph`` with a compressed level."""
+    return [t for t in graph.input_tensors()
+            if any(f.value == "compressed" for f in graph.tensors[t].fmt.levels)]
+
+
+def integer_matrix(matrix, what: str) -> sp.csr_array:
+    """``matrix`` (scipy sparse) as an int64 CSR array; non-integer values are an error naming
+    one (the kernels' datapath is integer)."""
+    m = sp.csr_array(matrix)
+    m.sum_duplicates()
+    bad = np.flatnonzero(np.asarray(m.data) != np.round(np.asarray(m.data, dtype=np.float64)))
+    if bad.size:
+        r = int(np.searchsorted(m.indptr, bad[0], side="right") - 1)
+        raise ValueError(f"{what}: the datapath is integer, but entry ({r}, {int(m.indices[bad[0]])}) is "
+                         f"{float(m.data[bad[0]])}; give a pattern or integer matrix")
+    return sp.csr_array((np.asarray(m.data).astype(np.int64), m.indices, m.indptr), shape=m.shape)
+
+
+def example_from_matrix(kernel: str, matrix, seed: int = 0, what: str = "matrix"):
+    """A built-in kernel on a user's square integer matrix (``scipy.sparse``): every sparse
+    operand is the matrix (SpMM CSR computes A·A, add A + A, the inner product A·Aᵀ), dense
+    operands are seeded random integers; the reference is computed by scipy.  Returns
+    ``(graph, data, operands, expected)`` like :func:`example`; nothing is made dense but the
+    dense operands and the reference of a dense output."""
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; built-in kernels: {sorted(KERNELS)}")
+    m = integer_matrix(matrix, what)
+    if m.shape[0] != m.shape[1]:
+        raise ValueError(f"{what}: kernel {kernel!r} needs a square matrix, got {m.shape[0]}x{m.shape[1]}")
+    g = KERNELS[kernel](m.shape[0])
+    rng = np.random.default_rng(seed)
+    ops = {t: (m if t in sparse_inputs(g) else rng.integers(-8, 9, size=g.tensors[t].shape))
+           for t in g.input_tensors()}
+    data = {t: TensorData.from_array(v, g.tensors[t].fmt) for t, v in ops.items()}
+    expected = _REFERENCE[kernel](ops)
+    return g, data, ops, expected.toarray() if sp.issparse(expected) else np.asarray(expected)
 
 
 def example(kernel: str, n: int = 64, seed: int = 0, density: float = 0.1):

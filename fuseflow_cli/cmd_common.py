@@ -9,9 +9,17 @@ from pathlib import Path
 import numpy as np
 
 from fuseflow.executor import Executor, ExecutorError, make_executor
-from fuseflow.kernels import KERNELS, example, random_operands
+from fuseflow.kernels import (
+    KERNELS,
+    example,
+    example_from_matrix,
+    integer_matrix,
+    random_operands,
+    sparse_inputs,
+)
 from fuseflow.memory import PRESETS as MEMORY_PRESETS
 from fuseflow.memory import MemoryError, MemoryModel, Placement, parse_memory
+from fuseflow.models.datasets import read_matrix
 from fuseflow.numerics import Mode, Numerics
 from fuseflow.parallel import ParallelError, parallelize
 from fuseflow.samml import Graph, GraphError
@@ -46,7 +54,9 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("graph", nargs="?", help="SAMML graph JSON (or use --kernel)")
     p.add_argument("--kernel", choices=sorted(KERNELS), help="a built-in kernel graph instead of a file")
     p.add_argument("--size", type=int, default=64, help="matrix size of --kernel (default 64)")
-    p.add_argument("--data", help=".npz of dense operands named by tensor (default: seeded random data)")
+    p.add_argument("--data", help="operands: a .npz of arrays named by tensor (graph files), or one "
+                   "matrix (.mtx Matrix Market or scipy sparse .npz with --kernel; .mtx with a graph "
+                   "file) for every sparse input, dense inputs seeded random (default: all seeded random)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random operands")
     p.add_argument("--density", type=float, default=0.1, help="density of random sparse operands")
     p.add_argument("--skip", action="store_true",
@@ -151,12 +161,55 @@ def apply_par(args: argparse.Namespace, graph: Graph, source: str,
     return graph
 
 
+def _data_file(args: argparse.Namespace) -> Path:
+    path = Path(args.data)
+    if not path.is_file():
+        raise UserError(f"--data {str(path)!r}: no such file")
+    return path
+
+
+def _matrix_operands(g: Graph, path: Path, seed: int) -> dict[str, object]:
+    """``--data X.mtx``: the matrix for every sparse input of a graph file, seeded random dense
+    operands."""
+    try:
+        m = integer_matrix(read_matrix(path), f"--data {str(path)!r}")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    targets = sparse_inputs(g)
+    if not targets:
+        raise UserError(f"--data {str(path)!r}: graph {g.name!r} has no sparse input for the matrix; "
+                        "give a .npz of arrays named by tensor")
+    ops: dict[str, object] = random_operands(g, seed)
+    for t in targets:
+        if tuple(m.shape) != g.tensors[t].shape:
+            raise UserError(f"--data {str(path)!r}: the matrix is {m.shape[0]}x{m.shape[1]}, but the "
+                            f"graph's sparse input {t!r} is {'x'.join(map(str, g.tensors[t].shape))}")
+        ops[t] = m
+    return ops
+
+
+def _kernel_job(args: argparse.Namespace) -> GraphJob:
+    if not args.data:
+        g, data, _, expected = example(args.kernel, args.size, args.seed, args.density)
+        return GraphJob(g, data, expected, f"kernel {args.kernel} ({args.size}x{args.size})")
+    path = _data_file(args)
+    if path.suffix not in (".mtx", ".npz"):
+        raise UserError(f"--data {str(path)!r}: a kernel takes one matrix, a .mtx (Matrix Market) or "
+                        "scipy sparse .npz file")
+    try:
+        g, data, _, expected = example_from_matrix(args.kernel, read_matrix(path), args.seed,
+                                                   f"--data {str(path)!r}")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    n = g.tensors[sparse_inputs(g)[0]].shape[0]
+    return GraphJob(g, data, expected, f"kernel {args.kernel} on {path.name} ({n}x{n})")
+
+
 def _load_graph_job(args: argparse.Namespace) -> GraphJob:
     if args.kernel and args.graph:
         raise UserError("give either a graph file or --kernel, not both")
     if args.kernel:
-        g, data, _, expected = example(args.kernel, args.size, args.seed, args.density)
-        return GraphJob(g, data, expected, f"kernel {args.kernel} ({args.size}x{args.size})")
+        return _kernel_job(args)
     if not args.graph:
         raise UserError("no graph: give GRAPH.json or --kernel NAME")
     try:
@@ -164,12 +217,15 @@ def _load_graph_job(args: argparse.Namespace) -> GraphJob:
         g.verify()
     except GraphError as exc:
         raise UserError(str(exc)) from None
-    if args.data:
-        path = Path(args.data)
-        if not path.exists():
-            raise UserError(f"data file {str(path)!r} does not exist")
-        with np.load(path) as npz:
-            ops = {k: npz[k] for k in npz.files}
+    if args.data and Path(args.data).suffix == ".mtx":
+        ops = _matrix_operands(g, _data_file(args), args.seed)
+    elif args.data:
+        path = _data_file(args)
+        try:
+            with np.load(path) as npz:
+                ops = {k: npz[k] for k in npz.files}
+        except (OSError, ValueError, EOFError) as exc:
+            raise UserError(f"--data {str(path)!r}: not a readable .npz of arrays: {exc}") from None
         missing = set(g.input_tensors()) - set(ops)
         if missing:
             raise UserError(f"data file {str(path)!r} has no array for tensor(s) {sorted(missing)}; "
@@ -181,7 +237,7 @@ def _load_graph_job(args: argparse.Namespace) -> GraphJob:
         spec = g.tensors[t]
         if tuple(ops[t].shape) != spec.shape:
             raise UserError(f"tensor {t!r}: data shape {tuple(ops[t].shape)} does not match the graph's {spec.shape}")
-        data[t] = TensorData.from_dense(ops[t], spec.fmt)
+        data[t] = TensorData.from_array(ops[t], spec.fmt)
     return GraphJob(g, data, None, f"graph {args.graph}")
 
 

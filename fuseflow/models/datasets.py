@@ -58,6 +58,7 @@ __all__ = [
     "mean_normalize",
     "power_law",
     "random_features",
+    "read_matrix",
     "real_graph",
     "uniform_random",
 ]
@@ -389,7 +390,11 @@ def _read_ogb(d: Path) -> tuple[str, sp.csr_array, np.ndarray | None]:
     return d.name, a, x
 
 
-def _read_matrix_file(p: Path) -> sp.csr_array:
+def read_matrix(p: str | Path) -> sp.csr_array:
+    """A matrix from a Matrix Market ``.mtx`` (``scipy.io.mmread``) or scipy sparse ``.npz``
+    file (``scipy.sparse.load_npz``), as a CSR array; an unreadable file is a ``ValueError``
+    naming it."""
+    p = Path(p)
     try:
         if p.suffix == ".mtx":
             m = scipy.io.mmread(p)
@@ -397,7 +402,7 @@ def _read_matrix_file(p: Path) -> sp.csr_array:
             m = sp.load_npz(p)
     except (OSError, EOFError, ValueError, IndexError, KeyError, TypeError) as exc:
         kind = "Matrix Market" if p.suffix == ".mtx" else "scipy sparse .npz"
-        raise ValueError(f"graph file {str(p)!r}: not a readable {kind} matrix: {exc}") from None
+        raise ValueError(f"file {str(p)!r}: not a readable {kind} matrix: {exc}") from None
     if not sp.issparse(m):
         m = sp.csr_array(np.asarray(m))
     return sp.csr_array(m)
@@ -421,7 +426,7 @@ def load_graph_file(path: str | Path, features: int = 16, feature_density: float
             raise ValueError(f"graph directory {str(p)!r}: neither a Planetoid directory "
                              "(ind.<name>.graph) nor an OGB dataset (raw/edge.csv.gz)")
     elif p.suffix in (".mtx", ".npz"):
-        name, m = p.stem, _read_matrix_file(p)
+        name, m = p.stem, read_matrix(p)
         if m.shape[0] != m.shape[1]:
             raise ValueError(f"graph file {str(p)!r}: adjacency must be square, got {m.shape}")
         a = _csr(m)
