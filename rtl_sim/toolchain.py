@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sw_sim.native import cache_root as sw_cache_root
+
 __all__ = [
     "LINT_WAIVERS",
     "ToolchainError",
@@ -69,7 +71,8 @@ def ensure_verilator() -> str:
 
 
 def cache_root() -> Path:
-    root = Path(os.environ.get("FUSEFLOW_CACHE", Path.home() / ".cache" / "fuseflow-hw"))
+    """The user cache (:func:`sw_sim.native.cache_root`), created."""
+    root = sw_cache_root()
     root.mkdir(parents=True, exist_ok=True)
     return root
 
