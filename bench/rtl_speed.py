@@ -14,7 +14,9 @@ so a warm cache still shows them); the run figures are warm: the median wall tim
 ``run_graph(..., runner=...)`` over ``--repeat`` runs (cocotb: one run), from the call to the
 decoded outputs, load and read-back of the arrays included.  ``cycles`` is the RTL cycle counter
 (start to done); cycles/s = cycles / wall seconds.  Both runners must agree with each other and
-with sw_sim on cycles and outputs, or the script stops.  ``--json`` prints the rows.
+with sw_sim on cycles and outputs, or the script stops.  ``--json`` prints the rows; ``--png``
+plots seconds per run against the operands' non-zeros for sw_sim and both runners.  sw_sim (the compiled cycle model, median of ``--repeat`` runs) runs
+the same graph and data, for comparison.
 
     python bench/rtl_speed.py [--only spmm_csr] [--sizes 64,128,256] [--runners native,cocotb]
 """
@@ -85,7 +87,15 @@ def measure(name: str, n: int, runners: list[str], repeat: int) -> dict:
     sw = sw_run_graph(g, data)
     [out] = sw.outputs
     assert np.array_equal(sw.outputs[out].to_dense(), want), f"{name} {n}: sw_sim differs from numpy"
-    row: dict = {"workload": name, "size": n, "cw": cfg.cw, "cycles": sw.cycles}
+    row: dict = {"workload": name, "size": n, "nnz": sum(d.nnz for d in data.values()), "cw": cfg.cw,
+                 "cycles": sw.cycles}
+    walls = []
+    for _ in range(repeat):  # sw_sim on the same graph and data, for comparison
+        t0 = time.perf_counter()
+        sw_run_graph(g, data)
+        walls.append(time.perf_counter() - t0)
+    row["sw_sim_wall_s"] = round(statistics.median(walls), 4)
+    row["sw_sim_cycles_per_s"] = round(sw.cycles / statistics.median(walls))
     for runner in runners:
         t0 = time.perf_counter()
         bdir, _ = graph_build(g, cfg, runner=runner)
@@ -106,6 +116,27 @@ def measure(name: str, n: int, runners: list[str], repeat: int) -> dict:
     return row
 
 
+def plot(rows: list[dict], runners: list[str], path: str) -> None:
+    """Wall seconds of a run against the operands' non-zeros, per workload and engine (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r["workload"] for r in rows))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        pts = sorted((r for r in rows if r["workload"] == name), key=lambda r: r["nnz"])
+        for eng in ["sw_sim", *runners]:
+            ax.plot([r["nnz"] for r in pts], [r[f"{eng}_wall_s"] for r in pts], marker="o", label=eng)
+        ax.set(xscale="log", yscale="log", title=name, xlabel="non-zeros of the operands",
+               ylabel="seconds per run (warm)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def _rate(v: float) -> str:
     return f"{v / 1e6:.2f} M" if v >= 1e6 else f"{v / 1e3:.1f} k"
 
@@ -117,6 +148,7 @@ def main() -> int:
     ap.add_argument("--runners", default="native,cocotb", help="comma-separated: native, cocotb")
     ap.add_argument("--repeat", type=int, default=3, help="native runs per design (median)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--png", help="write the seconds-vs-nonzeros plot here")
     args = ap.parse_args()
     runners = [r for r in args.runners.split(",") if r]
     bad = [r for r in runners if r not in RUNNERS]
@@ -129,17 +161,20 @@ def main() -> int:
             rows.append(measure(name, n, runners, args.repeat))
             if not args.json:
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if args.png:
+        plot(rows, runners, args.png)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    header = ["workload", "N", "cw", "RTL cycles"]
+    header = ["workload", "N", "nnz", "cw", "RTL cycles", "sw_sim cycles/s"]
     for r in runners:
         header += [f"{r} build s", f"{r} wall s", f"{r} cycles/s"]
     if len(runners) == 2:
         header.append("native/cocotb")
     body = []
     for row in rows:
-        cells = [row["workload"], row["size"], row["cw"], f"{row['cycles']:,}"]
+        cells = [row["workload"], row["size"], f"{row['nnz']:,}", row["cw"], f"{row['cycles']:,}",
+                 _rate(row["sw_sim_cycles_per_s"])]
         for r in runners:
             cells += [row[f"{r}_build_s"], row[f"{r}_wall_s"], _rate(row[f"{r}_cycles_per_s"])]
         if "native_over_cocotb" in row:
