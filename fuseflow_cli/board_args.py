@@ -16,6 +16,7 @@ from fuseflow.samml import Graph
 from fuseflow.tensor import Format, TensorData
 from hw.elaborate import HwConfig
 
+from .argtypes import MAX_SIZE, int_range
 from .cmd_common import add_schedule_args, add_width_args, apply_par, parse_max_nnz, resolve_widths
 from .errors import UserError
 
@@ -37,7 +38,7 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kernel", choices=sorted(KERNELS), help="a built-in kernel instead of GRAPH.json"
     )
-    p.add_argument("--size", type=int, default=64, help="kernel size N (N×N operands; default 64)")
+    p.add_argument("--size", type=int_range(1, MAX_SIZE), default=64, help="kernel size N (N×N operands; default 64)")
     p.add_argument(
         "--max-nnz",
         action="append",
@@ -71,7 +72,7 @@ def add_board_parser(subparsers, name: str, help: str, doc: str, *, graph: bool
 
 def add_baud_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--baud", type=int, default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})"
+        "--baud", type=int_range(1), default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})"
     )
 
 

@@ -47,7 +47,11 @@ SUBCOMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand.  Exit status: 0 done, 1 a check failed, 2 bad input (a message naming
+    it), 3 an unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted."""
     parser = argparse.ArgumentParser(prog="fuseflow-hw", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in SUBCOMMANDS.values():
         mod.add_parser(sub)
@@ -57,6 +61,21 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"fuseflow-hw {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"fuseflow-hw {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # a file that cannot be read or written: name it
+        if args.debug:
+            raise
+        where = f" {exc.filename!r}" if exc.filename else ""
+        print(f"fuseflow-hw {args.command}: error:{where} {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the last line of defence: no traceback reaches a user
+        if args.debug:
+            raise
+        print(f"fuseflow-hw {args.command}: unexpected error: {type(exc).__name__}: {exc} "
+              "(run `fuseflow-hw --debug ...` for the traceback, and please report it)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from pathlib import Path
 from hw import HwConfig, build_graph
 from rtl_sim.toolchain import lint
 
+from .argtypes import MAX_FIFO_DEPTH, int_range
 from .cmd_common import (
     add_graph_args,
     add_numerics_arg,
@@ -16,16 +17,16 @@ from .cmd_common import (
     with_numerics,
 )
 from .errors import UserError
-from .models import add_model_args, build_model
+from .models import add_model_args, build_model, reject_model_options
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("build", help="elaborate a graph to Verilog (+ memory map, summary, DOT)")
     add_graph_args(p)
     p.add_argument("-o", "--out", required=True, help="output directory")
-    p.add_argument("--cw", type=int, default=16, help="crd/ref data width (default 16)")
-    p.add_argument("--vw", type=int, default=32, help="value data width (default 32)")
-    p.add_argument("--fifo-depth", type=int, help="default channel FIFO depth (default: the graph's, 2)")
+    p.add_argument("--cw", type=int_range(2, 64), default=16, help="crd/ref data width (default 16)")
+    p.add_argument("--vw", type=int_range(2, 64), default=32, help="value data width (default 32)")
+    p.add_argument("--fifo-depth", type=int_range(2, MAX_FIFO_DEPTH), help="default channel FIFO depth (default: the graph's, 2)")
     p.add_argument("--max-nnz", action="append", metavar="TENSOR=N",
                    help="capacity (stored values) of a tensor's memories; default: its dense size")
     p.add_argument("--lint", action="store_true", help="also run verilator --lint-only on the result")
@@ -36,6 +37,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     if args.model:
         return build_model(args)
+    reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
     job = load_graph_job(args)
     if args.cw < 10 or args.vw < 10:
         raise UserError("--cw and --vw must be at least 10 bits (control words use bits 9..0)")

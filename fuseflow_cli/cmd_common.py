@@ -28,6 +28,7 @@ from fuseflow.skipping import enable_skipping, explain_skipping, skip_sites
 from fuseflow.tensor import TensorData
 from hw.elaborate import HwConfig, crd_width_needed
 
+from .argtypes import MAX_SIZE, fraction, int_range
 from .errors import UserError
 
 __all__ = [
@@ -53,12 +54,12 @@ __all__ = [
 def add_graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("graph", nargs="?", help="SAMML graph JSON (or use --kernel)")
     p.add_argument("--kernel", choices=sorted(KERNELS), help="a built-in kernel graph instead of a file")
-    p.add_argument("--size", type=int, default=64, help="matrix size of --kernel (default 64)")
+    p.add_argument("--size", type=int_range(1, MAX_SIZE), default=64, help="matrix size of --kernel (default 64)")
     p.add_argument("--data", help="operands: a .npz of arrays named by tensor (graph files), or one "
                    "matrix (.mtx Matrix Market or scipy sparse .npz with --kernel; .mtx with a graph "
                    "file) for every sparse input, dense inputs seeded random (default: all seeded random)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random operands")
-    p.add_argument("--density", type=float, default=0.1, help="density of random sparse operands")
+    p.add_argument("--seed", type=int_range(0), default=0, help="seed of the random operands")
+    p.add_argument("--density", type=fraction, default=0.1, help="density of random sparse operands")
     p.add_argument("--skip", action="store_true",
                    help="coordinate skipping on the graph's intersections of compressed fibres "
                         "(an error if none can skip)")
@@ -291,7 +292,7 @@ def with_numerics(cfg: HwConfig, text: str | None, model: bool) -> HwConfig:
 
 def add_width_args(p: argparse.ArgumentParser, *, vw_help: str = "value data width in bits (default 32)") -> None:
     """``--vw BITS`` and ``--cw BITS|auto`` (the crd/ref width; auto: what the graph needs)."""
-    p.add_argument("--vw", type=int, default=32, help=vw_help)
+    p.add_argument("--vw", type=int_range(2, 64), default=32, help=vw_help)
     p.add_argument("--cw", default="auto", metavar="BITS|auto",
                    help="crd/ref data width in bits (default auto: the narrowest that holds the "
                    "graph's coordinates and references at the --max-nnz capacities, at least 10)")

@@ -30,6 +30,7 @@ from fuseflow.compiler import (
 from fuseflow.samml import GraphError
 from sw_sim import run_graph
 
+from .argtypes import int_range
 from .cmd_common import add_schedule_args, resolve_schedule
 from .errors import UserError
 
@@ -75,7 +76,7 @@ def add_parser(subparsers) -> None:
                    help="print fused einsum, POG, chosen order and fusion table per graph")
     p.add_argument("--run", action="store_true",
                    help="simulate with the program's example_data() and compare with numpy")
-    p.add_argument("--seed", type=int, default=0, help="seed passed to example_data()")
+    p.add_argument("--seed", type=int_range(0), default=0, help="seed passed to example_data()")
 
 
 def load_program_module(path: str) -> ModuleType:

@@ -14,6 +14,7 @@ from fuseflow.suites import suite, with_par
 from rtl_sim.correlate import MemorySetup, memory_left_out, run_suite, write_report
 from sw_sim import run_graph
 
+from .argtypes import int_range
 from .cmd_common import (
     add_memory_args,
     add_schedule_args,
@@ -29,7 +30,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("correlate", help="run a kernel suite in sw_sim and RTL; write JSON, Markdown and a PNG")
     p.add_argument("--suite", default="all", help="spine, variants, compiler, ml, parallel or all (default)")
     p.add_argument("-o", "--out", required=True, help="report directory")
-    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="local workers (default: all cores)")
+    p.add_argument("-j", "--jobs", type=int_range(1), default=os.cpu_count(), help="local workers (default: all cores)")
     add_scheduler_arg(p)
     p.add_argument("--json", action="store_true",
                    help="print the report's summary (correlation.json's fields) as JSON instead of text")

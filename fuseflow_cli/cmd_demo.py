@@ -12,13 +12,14 @@ from hw import build_graph
 from rtl_sim import run_graph as rtl_run
 from sw_sim import run_graph
 
+from .argtypes import MAX_SIZE, int_range
 from .cmd_common import table
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="numpy -> sw_sim -> Verilog -> Verilator on SpMV and SpMM (64x64)")
     p.add_argument("-o", "--out", default="fuseflow-demo", help="where to write the Verilog (default ./fuseflow-demo)")
-    p.add_argument("--size", type=int, default=64)
+    p.add_argument("--size", type=int_range(1, MAX_SIZE), default=64)
     p.add_argument("--no-rtl", action="store_true", help="skip the Verilator runs")
 
 

@@ -12,6 +12,7 @@ from fuseflow.models.plan import run_model
 from fuseflow.models.rank import rank_model
 from sw_sim import SimError, run_graph
 
+from .argtypes import int_range
 from .cmd_common import add_memory_args, resolve_memory, table
 from .errors import UserError
 from .models import add_model_args, load_compiled
@@ -24,10 +25,10 @@ def add_parser(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_args(p)
     add_memory_args(p)
-    p.add_argument("--per-group", type=int, default=8, metavar="N",
+    p.add_argument("--per-group", type=int_range(1), default=8, metavar="N",
                    help="orders tried per fused group, one group varied at a time (default 8)")
-    p.add_argument("--simulate", type=int, default=0, metavar="K", help="run the best K in sw_sim")
-    p.add_argument("--top", type=int, default=15, metavar="N", help="rows to print (default 15)")
+    p.add_argument("--simulate", type=int_range(0), default=0, metavar="K", help="run the best K in sw_sim")
+    p.add_argument("--top", type=int_range(1), default=15, metavar="N", help="rows to print (default 15)")
     p.add_argument("--json", action="store_true", help="print one JSON object (README 'Machine-readable output')")
 
 

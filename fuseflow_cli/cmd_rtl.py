@@ -16,6 +16,7 @@ from rtl_sim import run_graph as rtl_run
 from rtl_sim.api import RUNNERS, graph_build, memory_config
 from sw_sim import run_graph
 
+from .argtypes import int_range
 from .cmd_common import (
     add_graph_args,
     add_memory_args,
@@ -38,7 +39,7 @@ def add_parser(sub) -> None:
                    help="native (default): a compiled C++ harness drives the Verilated model; "
                         "cocotb: the cocotb testbench (about a hundred times slower)")
     add_width_args(p)
-    p.add_argument("--max-cycles", type=int, metavar="N",
+    p.add_argument("--max-cycles", type=int_range(1), metavar="N",
                    help="stop with an error when the run is not done after N cycles (default: "
                         "50 M native, 5 M cocotb)")
     p.add_argument("--waves", metavar="FILE", help="write a waveform (VCD) of the RTL run")

@@ -23,6 +23,7 @@ from fuseflow.samml import Graph
 from fuseflow.tensor import TensorData
 from hw.elaborate import HwConfig
 
+from .argtypes import fraction, int_range, positive_float
 from .board_args import (
     add_baud_arg,
     add_board_parser,
@@ -59,11 +60,11 @@ def add_parser(subparsers) -> None:
         "(default: seeded random integers)",
     )
     p.add_argument(
-        "--density", type=float, default=0.1, help="density of random sparse inputs (default 0.1)"
+        "--density", type=fraction, default=0.1, help="density of random sparse inputs (default 0.1)"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=int_range(0), default=0, help="seed of the random inputs")
     p.add_argument(
-        "--timeout", type=float, default=2.0, help="seconds to wait for each reply from the board"
+        "--timeout", type=positive_float, default=2.0, help="seconds to wait for each reply from the board"
     )
 
 

@@ -12,7 +12,7 @@ from sw_sim import SimError, SimResult, run_graph
 
 from .cmd_common import add_graph_args, add_memory_args, load_graph_job, resolve_memory, table
 from .errors import UserError
-from .models import add_model_args, counters_text, run_model
+from .models import add_model_args, counters_text, reject_model_options, run_model
 
 
 def add_parser(sub) -> None:
@@ -58,6 +58,7 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
 def run(args) -> int:
     if args.model:
         return run_model(args)
+    reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"))
     record, res, model = simulate_graph(args)
     ok = record["ok"]
     if args.json:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .argtypes import int_range
 from .cmd_common import add_scheduler_arg, open_executor
 from .errors import UserError
 from .sweep import load_sweep, run_sweep
@@ -20,7 +21,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="run every configuration of a sweep file on Dask or local processes")
     p.add_argument("sweep", help="sweep file (TOML: [defaults] and [[grid]] tables of sim options; README 'Sweeps')")
     p.add_argument("-o", "--out", help="output directory (results.csv/.parquet, report.md, plots)")
-    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="local workers (default: all cores)")
+    p.add_argument("-j", "--jobs", type=int_range(1), default=os.cpu_count(), help="local workers (default: all cores)")
     add_scheduler_arg(p, default="dask")
     p.add_argument("--cache", metavar="DIR", help="result cache (default OUT/cache): finished configurations "
                                                   "are never run again")

@@ -19,9 +19,10 @@ from fuseflow.samml import Graph
 from hw.elaborate import GraphTop, HwConfig
 
 from . import board_args
+from .argtypes import int_range, positive_float
 from .cmd_common import add_numerics_arg, with_numerics
 from .errors import UserError
-from .models import add_model_args, load_compiled
+from .models import add_model_args, load_compiled, reject_model_options
 
 __all__ = ["add_parser", "run"]
 
@@ -39,12 +40,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("-o", "--outdir", required=True, metavar="BUILDDIR", help="build directory")
     p.add_argument(
         "--clock-mhz",
-        type=float,
+        type=positive_float,
         help="timing constraint for place and route (default: the board's oscillator, "
         "which the bitstream runs at); use it to measure Fmax against a goal",
     )
     board_args.add_baud_arg(p)
-    p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    p.add_argument("--seed", type=int_range(0), default=1, help="nextpnr placement seed")
     p.add_argument(
         "--json", action="store_true", help="print the report as JSON instead of a table"
     )
@@ -80,6 +81,7 @@ def _graph(args: argparse.Namespace) -> Graph:
     if args.graph is None and args.kernel is None and args.model is None:
         raise UserError("give GRAPH.json, --kernel NAME or --model NAME")
     if args.model is None:
+        reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
         return board_args.graph_from_args(args)
     if args.graph is not None or args.kernel is not None:
         raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")

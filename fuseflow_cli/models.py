@@ -21,10 +21,12 @@ from hw import HwConfig, build_graph
 from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
+from .argtypes import MAX_SIZE, int_range
 from .cmd_common import resolve_memory, resolve_schedule, table, with_numerics
 from .errors import UserError
 
-__all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "run_model", "simulate_model_args"]
+__all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "reject_model_options",
+           "run_model", "simulate_model_args"]
 
 RTOL = 1e-6  # float-mode check: max |sim - torch| <= RTOL * max |torch|
 FIXED_ATOL = 1e-3  # fixed-point check: max |sim - torch| <= FIXED_ATOL * max(1, max |torch|)
@@ -40,13 +42,13 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
                         "Planetoid/OGB directory (default karate); sae: random (default) or digits "
                         "(scikit-learn's handwritten digits)")
     g.add_argument("--fusion", choices=("unfused", "partial", "full"), default="partial", help="fusion configuration (default partial)")
-    g.add_argument("--hidden", type=int, default=16, help="hidden width of GCN / GraphSAGE (default 16)")
-    g.add_argument("--features", type=int, help="feature width of synthetic graphs / cora")
-    g.add_argument("--nodes", type=int, default=256, help="nodes of uniform/powerlaw/blockdiag graphs")
-    g.add_argument("--seq", type=int, default=64, help="GPT sequence length (default 64)")
-    g.add_argument("--dmodel", type=int, default=64, help="GPT hidden size (default 64)")
-    g.add_argument("--heads", type=int, default=2, help="GPT heads (default 2)")
-    g.add_argument("--blocks", type=int, default=2, help="GPT decoder blocks (default 2)")
+    g.add_argument("--hidden", type=int_range(1, MAX_SIZE), default=16, help="hidden width of GCN / GraphSAGE (default 16)")
+    g.add_argument("--features", type=int_range(1, MAX_SIZE), help="feature width of synthetic graphs / cora")
+    g.add_argument("--nodes", type=int_range(2, MAX_SIZE), default=256, help="nodes of uniform/powerlaw/blockdiag graphs")
+    g.add_argument("--seq", type=int_range(1, MAX_SIZE), default=64, help="GPT sequence length (default 64)")
+    g.add_argument("--dmodel", type=int_range(1, MAX_SIZE), default=64, help="GPT hidden size (default 64)")
+    g.add_argument("--heads", type=int_range(1), default=2, help="GPT heads (default 2)")
+    g.add_argument("--blocks", type=int_range(1), default=2, help="GPT decoder blocks (default 2)")
     g.add_argument("--no-locate", dest="locate", action="store_false",
                    help="scan and intersect dense levels instead of locating into them (for "
                         "comparison: work then grows with the dense dimension)")
@@ -55,6 +57,22 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
         g.add_argument("--numerics", default="float",
                        help="sw_sim value numerics: float (default; check within 1e-6 relative) or a "
                             "fixed-point format such as q16.16 (check within 1e-3 absolute)")
+
+
+# the model options and their defaults (add_model_args); a graph or kernel command rejects them
+_MODEL_OPTIONS = {"dataset": None, "fusion": "partial", "hidden": 16, "features": None, "nodes": 256,
+                  "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2, "locate": True, "explain": False,
+                  "numerics": "float"}
+
+
+def reject_model_options(args: argparse.Namespace, source: str, *, keep: tuple[str, ...] = ()) -> None:
+    """A ``UserError`` naming the model-only options given with a graph file or kernel (they
+    would be ignored); ``keep``: options the command uses itself (e.g. ``numerics`` in build)."""
+    given = [k for k, default in _MODEL_OPTIONS.items()
+             if k not in keep and hasattr(args, k) and getattr(args, k) != default]
+    if given:
+        flags = ", ".join("--no-locate" if k == "locate" else f"--{k}" for k in given)
+        raise UserError(f"{flags}: model options, but {source} is not a model (use --model M)")
 
 
 def load_compiled(args: argparse.Namespace):

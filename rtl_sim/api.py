@@ -16,6 +16,7 @@ from fuseflow.memory import MemoryModel, Placement, parse_memory
 from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import Token, decode, encode, parse_stream
+from fuseflow.validate import require_valid_inputs
 from hw.build import to_verilog
 from hw.elaborate import DEFAULT_HW, GraphTop, HwConfig, PrimitiveHarness
 from hw.registry import stream_width
@@ -212,7 +213,7 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
         raise ValueError(f"max_cycles = {max_cycles}: must be at least 1")
     cfg = memory_config(cfg, memory, onchip)
     for data in datasets:
-        graph.verify(data)
+        require_valid_inputs(graph, data)
     bdir, meta = graph_build(graph, cfg, waves, runner)
     runs = _memory_runs(graph, datasets, meta)
     if runner == "native":

@@ -14,6 +14,7 @@ from fuseflow.numerics import FLOAT, Numerics
 from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, TensorUse
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH, Token, parse_stream
+from fuseflow.validate import require_valid_inputs
 
 from . import registry
 from .counters import collect_counters
@@ -106,7 +107,7 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
     for port in ctrl.ports if ctrl else ():
         mem_of.setdefault(port.spec.node, {})[port.spec.array] = port
     if verify:
-        graph.verify(data)
+        require_valid_inputs(graph, data)
     t0 = time.perf_counter()
     depth_default = fifo_depth or graph.fifo_depth
     chan_out: dict[Any, Channel] = {}
