@@ -7,6 +7,7 @@ lists them.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 
 from . import (
@@ -46,10 +47,18 @@ SUBCOMMANDS = {
 }
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("fuseflow-hw")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "(not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand.  Exit status: 0 done, 1 a check failed, 2 bad input (a message naming
     it), 3 an unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted."""
     parser = argparse.ArgumentParser(prog="fuseflow-hw", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"fuseflow-hw {_version()}")
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -97,3 +97,9 @@ def test_no_traceback_reaches_a_user(tmp_path, capsys) -> None:
     blocked.write_text("")
     assert main(["build", "--kernel", "spmv", "-o", str(blocked / "sub")]) == 2
     assert str(blocked) in capsys.readouterr().err
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("fuseflow-hw ")
