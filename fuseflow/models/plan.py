@@ -504,7 +504,7 @@ def _to_fmt(td: TensorData, fmt: TensorFormat) -> TensorData:
     return td.convert(fmt)
 
 
-def _quantized_input(name: str, value, shape: tuple[int, ...], num: Numerics, fmt: TensorFormat) -> TensorData:
+def quantized_input(name: str, value, shape: tuple[int, ...], num: Numerics, fmt: TensorFormat) -> TensorData:
     """An input array (numpy, or ``scipy.sparse``: kept sparse) quantised into its format."""
     if tuple(value.shape) != shape:
         raise ValueError(f"input {name!r}: data shape {tuple(value.shape)} != traced shape {shape}")
@@ -534,7 +534,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     for n in ir.nodes:
         if n.kind is MKind.INPUT:
             value = (data or {}).get(n.name, ir.data[n.name])
-            tensors[n.name] = _quantized_input(n.name, value, n.shape, num, _input_format(ir, n))
+            tensors[n.name] = quantized_input(n.name, value, n.shape, num, _input_format(ir, n))
     for name, arr in cm.consts.items():
         tensors[name] = TensorData.from_dense(num.quantize(arr), TensorFormat((Format.DENSE,) * arr.ndim))
     cycles: list[tuple[str, int]] = []

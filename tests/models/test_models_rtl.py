@@ -6,7 +6,7 @@ import pytest
 
 from fuseflow.compiler import graph_runs
 from fuseflow.models.frontend import trace
-from fuseflow.models.plan import CompilerStep, _input_format, compile_model
+from fuseflow.models.plan import CompilerStep, _input_format, compile_model, quantized_input
 from fuseflow.models.suite import correlation_suite
 from fuseflow.numerics import Numerics
 from fuseflow.tensor import TensorData
@@ -50,8 +50,7 @@ def test_gcn_two_layers_fixed_point_rtl_equals_sw_sim_and_pytorch():
     cm = compile_model(ir, "partial")
     [step] = cm.steps
     assert isinstance(step, CompilerStep) and len(step.graphs) == 2
-    data = {n.name: TensorData.from_dense(num.quantize(np.asarray(ir.data[n.name], dtype=np.float64)),
-                                       _input_format(ir, n))
+    data = {n.name: quantized_input(n.name, ir.data[n.name], n.shape, num, _input_format(ir, n))
             for n in ir.nodes if n.name in step.inputs}
     last = None
     for g, inputs, sw in graph_runs(step.compiled, data, numerics=num, simulate=run_graph):
