@@ -20,6 +20,7 @@ import numpy as np
 
 from fuseflow.samml import Graph, Role
 from fuseflow.tensor import Format, TensorData, TensorFormat
+from fuseflow.validate import require_words
 from hw.elaborate import REG_CTRL, REG_CYCLES, MemoryMap
 
 from .uart import ACK, CMD_IDENT, CMD_READ, CMD_WRITE
@@ -160,6 +161,7 @@ def load_words(
                     f"tensor {t!r} array {array!r} has {len(values)} entries; the hardware holds "
                     f"{r.depth} (build it with a larger max_nnz for {t!r})"
                 )
+            require_words(values, r.width, signed=array == "vals", where=f"tensor {t!r} array {array!r}")
             mem[name] = [int(v) & ((1 << r.width) - 1) for v in values]
     return mem
 

@@ -11,8 +11,9 @@ import numpy as np
 
 from fpga.board_top import DEFAULT_BAUD
 from fpga.boards import BOARDS, Board, get_board
+from fuseflow.graph_file import load_graph
 from fuseflow.kernels import KERNELS
-from fuseflow.samml import Graph
+from fuseflow.samml import Graph, GraphError
 from fuseflow.tensor import Format, TensorData
 from hw.elaborate import HwConfig
 
@@ -94,9 +95,9 @@ def graph_from_args(args: argparse.Namespace) -> Graph:
     if not path.is_file():
         raise UserError(f"graph file {args.graph!r} does not exist")
     try:
-        graph = Graph.load(path)
-    except (ValueError, KeyError) as exc:
-        raise UserError(f"{args.graph}: {exc}") from None
+        graph = load_graph(path)
+    except GraphError as exc:
+        raise UserError(str(exc)) from None
     return apply_par(args, graph, args.graph)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from fuseflow.executor import Executor, ExecutorError, make_executor
+from fuseflow.graph_file import load_graph
 from fuseflow.kernels import (
     KERNELS,
     example,
@@ -26,6 +27,7 @@ from fuseflow.samml import Graph, GraphError
 from fuseflow.schedule import Schedule, ScheduleError, load_schedule, parse_par
 from fuseflow.skipping import enable_skipping, explain_skipping, skip_sites
 from fuseflow.tensor import TensorData
+from fuseflow.validate import saturate_inputs
 from hw.elaborate import HwConfig, crd_width_needed
 
 from .argtypes import MAX_SIZE, fraction, int_range
@@ -36,6 +38,7 @@ __all__ = [
     "add_graph_args",
     "add_memory_args",
     "add_numerics_arg",
+    "add_saturate_arg",
     "add_schedule_args",
     "add_scheduler_arg",
     "add_width_args",
@@ -46,6 +49,8 @@ __all__ = [
     "resolve_memory",
     "resolve_schedule",
     "resolve_widths",
+    "saturate_job",
+    "saturated_text",
     "table",
     "with_numerics",
 ]
@@ -132,6 +137,27 @@ class GraphJob:
     schedule: Schedule | None = None
 
 
+def add_saturate_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--saturate", action="store_true",
+                   help="clamp input values outside the datapath's range to its bounds and report "
+                        "how many were clamped (default: such a value is an error naming it)")
+
+
+def saturate_job(args: argparse.Namespace, job: GraphJob, word: Numerics | int) -> dict[str, int]:
+    """With ``--saturate``: clamp the job's input values to ``word`` (numerics, or a signed
+    width in bits) in place; the counts of clamped values per tensor."""
+    if not getattr(args, "saturate", False):
+        return {}
+    job.data, counts = saturate_inputs(job.graph, job.data, word)
+    return counts
+
+
+def saturated_text(counts: dict[str, int], word: Numerics | int | str) -> str:
+    what = f"{word}-bit" if isinstance(word, int) else str(word)
+    return ("saturated: " + ", ".join(f"{n} value(s) of {t!r}" for t, n in counts.items())
+            + f" clamped to the {what} range") if counts else "saturated: none"
+
+
 def load_graph_job(args: argparse.Namespace) -> GraphJob:
     job = _load_graph_job(args)
     if getattr(args, "skip", False):
@@ -214,8 +240,7 @@ def _load_graph_job(args: argparse.Namespace) -> GraphJob:
     if not args.graph:
         raise UserError("no graph: give GRAPH.json or --kernel NAME")
     try:
-        g = Graph.load(args.graph)
-        g.verify()
+        g = load_graph(args.graph)
     except GraphError as exc:
         raise UserError(str(exc)) from None
     if args.data and Path(args.data).suffix == ".mtx":

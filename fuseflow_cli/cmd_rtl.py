@@ -20,16 +20,19 @@ from .argtypes import int_range
 from .cmd_common import (
     add_graph_args,
     add_memory_args,
+    add_saturate_arg,
     add_width_args,
     load_graph_job,
     resolve_memory,
     resolve_widths,
+    saturate_job,
+    saturated_text,
 )
 from .errors import UserError
 
 # the fields of ``rtl --json`` (README, "Machine-readable output")
 JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
-               "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves")
+               "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated")
 
 
 def add_parser(sub) -> None:
@@ -46,6 +49,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (README 'Machine-readable output') instead of text")
     add_memory_args(p)  # both simulators (docs/memory.md)
+    add_saturate_arg(p)
 
 
 def run(args) -> int:
@@ -55,6 +59,7 @@ def run(args) -> int:
     if args.max_cycles is not None and args.max_cycles < 1:
         raise UserError(f"--max-cycles {args.max_cycles}: must be at least 1")
     waves = Path(args.waves) if args.waves else None
+    saturated = saturate_job(args, job, vw)
     try:
         sw = run_graph(job.graph, job.data, memory=model, onchip=placement)
         cfg = memory_config(HwConfig(cw=cw, vw=vw), model, placement)
@@ -78,14 +83,15 @@ def run(args) -> int:
                "check": None if check is None else ("pass" if check else "fail"), "cw": cw, "vw": vw,
                "memory": model.to_json(), "onchip": sorted(placement.onchip), "build_s": round(t1 - t0, 3),
                "wall_s": round(wall, 4), "cycles_per_s": round(rtl.cycles / max(wall, 1e-9)),
-               "waves": args.waves}
+               "waves": args.waves, "saturated": saturated if args.saturate else None}
         print(json.dumps({k: out[k] for k in JSON_FIELDS}, indent=1))
     else:
-        _print_text(args, job, model, rtl, sw, same, check, (cw, vw, wall))
+        _print_text(args, job, model, rtl, sw, same, check, (cw, vw, wall), saturated)
     return 0 if same and check is not False else 1
 
 
-def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: tuple[int, int, float]) -> None:
+def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: tuple[int, int, float],
+                saturated: dict[str, int]) -> None:
     cw, vw, wall = run
     if not model.ideal:
         print(f"memory: {model.describe()}")
@@ -95,5 +101,7 @@ def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: 
           f"({rtl.cycles / max(wall, 1e-9) / 1e6:.2f} M cycles/s)")
     if check is not None:
         print(f"check against numpy: {'PASS' if check else 'FAIL'}")
+    if args.saturate:
+        print(saturated_text(saturated, vw))
     if args.waves:
         print(f"waveform: {args.waves}")

@@ -19,7 +19,8 @@ import sw_sim
 from fpga.board_sim import simulate_board
 from fpga.board_top import config_from_json, host_view
 from fpga.host import BoardLink, BoardResult, LinkError, SerialTransport, run_on_board
-from fuseflow.samml import Graph
+from fuseflow.graph_file import load_graph
+from fuseflow.samml import Graph, GraphError
 from fuseflow.tensor import TensorData
 from hw.elaborate import HwConfig
 
@@ -81,7 +82,10 @@ def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
         raise UserError(
             f"--build {args.build} was built for board {report['board']!r}, not {args.board!r}"
         )
-    graph = Graph.load(files["graph.json"])
+    try:
+        graph = load_graph(files["graph.json"])
+    except GraphError as exc:
+        raise UserError(f"--build {args.build}: {exc}") from None
     cfg = config_from_json(json.loads(files["design.json"].read_text())["hw_config"])
     return graph, cfg, int(report["baud"])
 

@@ -8,11 +8,24 @@ import numpy as np
 
 import sw_sim
 from fuseflow.memory import MemoryError, MemoryModel
+from fuseflow.numerics import INT32
+from fuseflow.samml import GraphError
 from sw_sim import SimError, SimResult, run_graph
 
-from .cmd_common import add_graph_args, add_memory_args, load_graph_job, resolve_memory, table
+from .cmd_common import (
+    add_graph_args,
+    add_memory_args,
+    add_saturate_arg,
+    load_graph_job,
+    resolve_memory,
+    saturate_job,
+    saturated_text,
+    table,
+)
 from .errors import UserError
 from .models import add_model_args, counters_text, reject_model_options, run_model
+
+SIM_NUMERICS = INT32  # graphs and kernels: raw integer values (models choose with --numerics)
 
 
 def add_parser(sub) -> None:
@@ -24,6 +37,7 @@ def add_parser(sub) -> None:
                    help="print one JSON object (cycles, ok, schedule, per-node counters; README "
                         "'Machine-readable output') instead of text")
     add_memory_args(p)
+    add_saturate_arg(p)
     add_model_args(p)
 
 
@@ -39,9 +53,10 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
     the memory model."""
     job = load_graph_job(args)
     model, placement = resolve_memory(args, job.schedule)
+    saturated = saturate_job(args, job, SIM_NUMERICS)
     try:
-        res = run_graph(job.graph, job.data, memory=model, onchip=placement)
-    except (SimError, MemoryError) as exc:
+        res = run_graph(job.graph, job.data, memory=model, onchip=placement, numerics=SIM_NUMERICS)
+    except (SimError, MemoryError, GraphError) as exc:
         raise UserError(str(exc)) from None
     ok = None
     if job.expected is not None:
@@ -51,7 +66,8 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
               "ok": ok, "schedule": job.schedule.to_json() if job.schedule else None,
               "wall_seconds": round(res.wall_seconds, 4), "engine": sw_sim.ENGINE,
               "memory": model.to_json(), "onchip": sorted(placement.onchip),
-              "counters": res.counters, "nodes": node_counters(res.stats)}
+              "counters": res.counters, "nodes": node_counters(res.stats),
+              "saturated": saturated if args.saturate else None}
     return record, res, model
 
 
@@ -68,6 +84,8 @@ def run(args) -> int:
           f"{res.node_cycles / max(res.wall_seconds, 1e-9) / 1e6:.2f} M node-cycles/s, "
           f"{sw_sim.ENGINE} model)")
     print(f"memory: {model.describe()}")
+    if args.saturate:
+        print(saturated_text(record["saturated"], SIM_NUMERICS))
     print(counters_text(res.counters, stats=args.stats))
     if args.stats:
         rows = [[n, s.tokens_in, s.tokens_out, s.fire_cycles, s.stall_cycles, s.starve_cycles, s.mem_cycles]

@@ -22,7 +22,7 @@ from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
 from .argtypes import MAX_SIZE, int_range
-from .cmd_common import resolve_memory, resolve_schedule, table, with_numerics
+from .cmd_common import resolve_memory, resolve_schedule, saturated_text, table, with_numerics
 from .errors import UserError
 
 __all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "reject_model_options",
@@ -125,8 +125,9 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
     try:
         placement.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
         res = simulate_model(cm, numerics=str(num), simulate=run_graph, memory=model,
-                             onchip=Placement(placement.onchip, strict=False))
-    except MemoryError as exc:
+                             onchip=Placement(placement.onchip, strict=False),
+                             saturate=getattr(args, "saturate", False))
+    except (MemoryError, ValueError) as exc:
         raise UserError(str(exc)) from None
     counters = merge_counters([c for _, c in res.counters])
     ref = case.reference()
@@ -144,7 +145,8 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
               "graphs": [{"name": n, "cycles": c} for n, c in res.cycles],
               "memory": model.to_json(), "onchip": sorted(placement.onchip),
               "counters": summary_counters(counters),
-              "wall_seconds": round(res.wall_seconds, 3), "engine": sw_sim.ENGINE}
+              "wall_seconds": round(res.wall_seconds, 3), "engine": sw_sim.ENGINE,
+              "saturated": res.saturated if getattr(args, "saturate", False) else None}
     return record, {"case": case, "compiled": cm, "memory": model, "counters": counters, "what": what}
 
 
@@ -164,6 +166,8 @@ def run_model(args: argparse.Namespace) -> int:
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, compiled in {cm.seconds * 1e3:.1f} ms; "
           f"{record['cycles']} cycles in sw_sim ({record['wall_seconds']:.1f} s, {sw_sim.ENGINE} model)")
     print(f"memory: {more['memory'].describe()}")
+    if getattr(args, "saturate", False):
+        print(saturated_text(record["saturated"], record["numerics"]))
     print(counters_text(more["counters"], stats=getattr(args, "stats", False)))
     print(f"check against PyTorch (float64; {more['what']} {record['error']:.2e}, tolerance {record['tolerance']:.0e}): "
           f"{'PASS' if ok else 'FAIL'}")

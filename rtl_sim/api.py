@@ -16,7 +16,7 @@ from fuseflow.memory import MemoryModel, Placement, parse_memory
 from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import Token, decode, encode, parse_stream
-from fuseflow.validate import require_valid_inputs
+from fuseflow.validate import primitive_run_problems, require_valid_inputs, require_words
 from hw.build import to_verilog
 from hw.elaborate import DEFAULT_HW, GraphTop, HwConfig, PrimitiveHarness
 from hw.registry import stream_width
@@ -98,12 +98,16 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
         unknown = set(r["inputs"]) - set(in_kinds)
         if unknown or set(in_kinds) - set(r["inputs"]):
             raise ValueError(f"{kind.value}: input ports are {sorted(in_kinds)}, got {sorted(r['inputs'])}")
+        problems = primitive_run_problems(spec, params, {p: parse_stream(r["inputs"][p]) for p in in_kinds})
+        if problems:
+            raise ValueError(f"{kind.value} run {i}: " + "; ".join(problems))
         inputs = {p: [encode(t, stream_width(k, cfg), repsig=k is StreamKind.REPSIG) for t in parse_stream(r["inputs"][p])]
                   for p, k in in_kinds.items()}
         mem = {}
         for m in _MEM_PARAMS:
             if m in r:
                 w = cfg.vw if m == "vals" else cfg.cw
+                require_words(r[m], w, signed=m == "vals", where=f"{kind.value} run {i}: {m}")
                 mem[m] = [int(x) & ((1 << w) - 1) for x in r[m]]
         job_runs.append({"inputs": inputs, "mem": mem, "gap": gap, "stall": stall, "seed": seed + 1000 * i})
     res = run_cocotb(bdir, _PRIM_TOP, "rtl_sim.tb_primitive", {"meta": meta, "runs": job_runs})
@@ -213,7 +217,7 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
         raise ValueError(f"max_cycles = {max_cycles}: must be at least 1")
     cfg = memory_config(cfg, memory, onchip)
     for data in datasets:
-        require_valid_inputs(graph, data)
+        require_valid_inputs(graph, data, cfg.numerics or cfg.vw)
     bdir, meta = graph_build(graph, cfg, waves, runner)
     runs = _memory_runs(graph, datasets, meta)
     if runner == "native":

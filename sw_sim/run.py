@@ -14,7 +14,7 @@ from fuseflow.numerics import FLOAT, Numerics
 from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, TensorUse
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH, Token, parse_stream
-from fuseflow.validate import require_valid_inputs
+from fuseflow.validate import primitive_run_problems, require_valid_inputs
 
 from . import registry
 from .counters import collect_counters
@@ -107,7 +107,7 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
     for port in ctrl.ports if ctrl else ():
         mem_of.setdefault(port.spec.node, {})[port.spec.array] = port
     if verify:
-        require_valid_inputs(graph, data)
+        require_valid_inputs(graph, data, num, integers=numerics is not None)
     t0 = time.perf_counter()
     depth_default = fifo_depth or graph.fifo_depth
     chan_out: dict[Any, Channel] = {}
@@ -190,7 +190,11 @@ def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Tok
                          f"unknown {sorted(unknown)}, missing {sorted(missing)}")
     ins = {p: Channel(f"{kind.value}.{p}", depth) for p in in_ports}
     outs = {p: Channel(f"{kind.value}.{p}", depth) for p in out_ports}
-    sources = [Source(f"src_{p}", {p: ins[p]}, parse_stream(inputs[p])) for p in in_ports]
+    streams = {p: parse_stream(inputs[p]) for p in in_ports}
+    problems = primitive_run_problems(spec, params, streams)
+    if problems:
+        raise ValueError(f"node {kind.value!r} ({kind.value}): " + "; ".join(problems))
+    sources = [Source(f"src_{p}", {p: ins[p]}, streams[p]) for p in in_ports]
     prim = build_primitive(kind, kind.value, ins, outs, pv, val_width=val_width, numerics=numerics)
     sinks = [Sink(f"sink_{p}", {p: outs[p]}) for p in out_ports]
     eng = Engine([*sources, prim, *sinks], [*ins.values(), *outs.values()], sinks or [prim])

@@ -54,7 +54,7 @@ from fuseflow.compiler import (
 from fuseflow.compiler import program as program_api
 from fuseflow.kernels import GraphBuilder
 from fuseflow.lowering import reduce_rows, row_layernorm, row_softmax, unary
-from fuseflow.numerics import Numerics
+from fuseflow.numerics import Mode, Numerics
 from fuseflow.samml import AluOp, Graph, ReduceOp, Role
 from fuseflow.simulation import Simulator
 from fuseflow.tensor import Format, TensorData, TensorFormat
@@ -162,6 +162,7 @@ class ModelRun:
     wall_seconds: float
     tensors: dict[str, TensorData] = field(default_factory=dict)
     counters: list[tuple[str, dict]] = field(default_factory=list)  # (graph, sw_sim counters)
+    saturated: dict[str, int] = field(default_factory=dict)  # values clamped per input (saturate=True)
 
     @property
     def total_cycles(self) -> int:
@@ -504,26 +505,56 @@ def _to_fmt(td: TensorData, fmt: TensorFormat) -> TensorData:
     return td.convert(fmt)
 
 
-def quantized_input(name: str, value, shape: tuple[int, ...], num: Numerics, fmt: TensorFormat) -> TensorData:
-    """An input array (numpy, or ``scipy.sparse``: kept sparse) quantised into its format."""
+def _range_checked(name: str, values: np.ndarray, num: Numerics, saturate: bool,
+                   saturated: dict[str, int] | None) -> np.ndarray:
+    """``values`` (real numbers) after checking that they fit ``num``'s range: out-of-range
+    values are an error naming ``name``, or with ``saturate`` are counted into ``saturated``
+    (``Numerics.quantize`` then clamps them)."""
+    if num.mode is Mode.FLOAT or values.size == 0:
+        return values
+    lo, hi = num.from_raw(num.lo), num.from_raw(num.hi)
+    if num.mode is Mode.FIXED:  # round half up: x lands in range iff lo - h <= x < hi + h
+        h = 0.5 / (1 << num.frac)
+        out = (values < lo - h) | (values >= hi + h) | ~np.isfinite(values)
+    else:
+        out = (values < lo) | (values > hi) | ~np.isfinite(values)
+    count = int(out.sum())
+    if count and not saturate:
+        worst = values[out][np.argmax(np.abs(np.nan_to_num(values[out], nan=np.inf)))]
+        raise ValueError(f"input {name!r}: {count} value(s) outside the {num} range [{float(lo)!r}, {float(hi)!r}] "
+                         f"(e.g. {float(worst)!r}); scale the data, choose wider numerics, or saturate "
+                         "explicitly (saturate=True, --saturate) to clamp them and report the count")
+    if count and saturated is not None:
+        saturated[name] = count
+    return np.nan_to_num(values, nan=0.0, posinf=hi, neginf=lo) if count else values
+
+
+def quantized_input(name: str, value, shape: tuple[int, ...], num: Numerics, fmt: TensorFormat, *,
+                    saturate: bool = False, saturated: dict[str, int] | None = None) -> TensorData:
+    """An input array (numpy, or ``scipy.sparse``: kept sparse) quantised into its format;
+    values outside the numerics' range are an error unless ``saturate`` (then counted into
+    ``saturated`` by ``name``)."""
     if tuple(value.shape) != shape:
         raise ValueError(f"input {name!r}: data shape {tuple(value.shape)} != traced shape {shape}")
     if sp.issparse(value):
         q = sp.csr_array(value, dtype=np.float64)
-        q = sp.csr_array((num.quantize(q.data), q.indices, q.indptr), shape=q.shape)
+        data = _range_checked(name, q.data, num, saturate, saturated)
+        q = sp.csr_array((num.quantize(data), q.indices, q.indptr), shape=q.shape)
         return TensorData.from_scipy(q, fmt)
-    return TensorData.from_dense(num.quantize(np.asarray(value, dtype=np.float64)), fmt)
+    a = _range_checked(name, np.asarray(value, dtype=np.float64), num, saturate, saturated)
+    return TensorData.from_dense(num.quantize(a), fmt)
 
 
 def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
               numerics: str = "float", max_cycles: int | None = None, *,
-              simulate: Simulator, **sim_args) -> ModelRun:
+              simulate: Simulator, saturate: bool = False, **sim_args) -> ModelRun:
     """Run every step with ``simulate`` (``sw_sim.run_graph``); ``data`` overrides the traced
     input values; ``max_cycles`` raises the simulator's per-graph cycle limit (default: its own).
 
     ``numerics``: ``"float"`` (default), or a fixed-point format such as ``"q16.16"`` — inputs
     are quantised (``Numerics.quantize``), host steps move raw values, and the outputs are
-    dequantised back to floats."""
+    dequantised back to floats.  An input or weight outside the numerics' range is an error,
+    unless ``saturate``: then it is clamped and counted in :attr:`ModelRun.saturated`."""
     t0 = time.perf_counter()
     num = Numerics.parse(numerics)
     limit = {} if max_cycles is None else {"max_cycles": max_cycles}
@@ -531,12 +562,15 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     counters: list[tuple[str, dict]] = []
     ir = cm.ir
     tensors: dict[str, TensorData] = {}
+    saturated: dict[str, int] = {}
     for n in ir.nodes:
         if n.kind is MKind.INPUT:
             value = (data or {}).get(n.name, ir.data[n.name])
-            tensors[n.name] = quantized_input(n.name, value, n.shape, num, _input_format(ir, n))
+            tensors[n.name] = quantized_input(n.name, value, n.shape, num, _input_format(ir, n),
+                                              saturate=saturate, saturated=saturated)
     for name, arr in cm.consts.items():
-        tensors[name] = TensorData.from_dense(num.quantize(arr), TensorFormat((Format.DENSE,) * arr.ndim))
+        tensors[name] = quantized_input(name, arr, arr.shape, num, TensorFormat((Format.DENSE,) * arr.ndim),
+                                        saturate=saturate, saturated=saturated)
     cycles: list[tuple[str, int]] = []
     for s in cm.steps:
         if isinstance(s, CompilerStep):
@@ -559,4 +593,4 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             arr = np.einsum(n.attrs["spec"], arr) if n.kind is MKind.EINSUM else arr.reshape(n.shape)
             tensors[n.name] = TensorData.from_dense(arr, TensorFormat((Format.DENSE,) * len(n.shape)))
     outs = {o: np.asarray(num.dequantize(tensors[o].to_dense()), dtype=np.float64) for o in ir.outputs}
-    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters)
+    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated)

@@ -1,0 +1,129 @@
+"""Graph files: JSON checked against the published schema (``fuseflow/graph.schema.json``,
+format version 1) before it becomes a :class:`~fuseflow.samml.Graph`, then the graph rules and
+the resource caps -- every problem named by file, field and value.
+
+Every command that reads a graph file goes through :func:`load_graph`; :meth:`Graph.from_json`
+stays the unchecked constructor for trusted dictionaries (graphs the toolkit wrote itself)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from .samml import Graph, GraphError
+from .tensor import Format
+
+__all__ = ["GRAPH_FORMAT_VERSION", "MAX_DENSE_WORDS", "graph_schema", "load_graph", "resource_problems",
+           "schema_problems"]
+
+GRAPH_FORMAT_VERSION = 1
+# the largest dense part of one tensor (positions of its dense levels): 2**28 words is 1-2 GiB
+# in a simulator and far beyond any FPGA's block RAM
+MAX_DENSE_WORDS = 1 << 28
+_MAX_REPORTED = 8  # schema problems listed before "... and N more"
+
+
+@cache
+def graph_schema() -> dict[str, Any]:
+    """The JSON Schema of graph files (draft 2020-12)."""
+    return json.loads(resources.files(__package__).joinpath("graph.schema.json").read_text())
+
+
+def _field(path) -> str:
+    """A JSON path as the user reads it: ``nodes[3].params.n``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def schema_problems(d: Any) -> list[str]:
+    """Where ``d`` breaks the graph schema: one line per problem, naming the field and value."""
+    validator = jsonschema.Draft202012Validator(graph_schema())
+    errors = sorted(validator.iter_errors(d), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    out = []
+    for e in errors[:_MAX_REPORTED]:
+        if e.validator in ("additionalProperties", "required"):
+            out.append(f"{_field(e.absolute_path)}: {e.message}")
+        else:
+            out.append(f"{_field(e.absolute_path)} = {_shown(e.instance)}: {_rule(e)}")
+    if len(errors) > _MAX_REPORTED:
+        out.append(f"... and {len(errors) - _MAX_REPORTED} more")
+    return out
+
+
+def _rule(e: jsonschema.ValidationError) -> str:
+    """What the schema wants, in words."""
+    v, want = e.validator, e.validator_value
+    if v == "type":
+        return f"must be {' or '.join(want) if isinstance(want, list) else want}"
+    if v == "enum":
+        return f"must be one of {', '.join(map(str, want))}"
+    if v in ("minimum", "maximum"):
+        return f"must be {'at least' if v == 'minimum' else 'at most'} {want}"
+    if v == "pattern":
+        return "must read 'node.port'" if want.startswith("^.+") else "must not contain '.'"
+    if v in ("maxItems", "maxProperties", "minLength", "maxLength"):
+        return e.message.split(" is ", 1)[-1] if " is " in e.message else e.message
+    if v == "const":
+        return f"must be {want}"
+    return e.message
+
+
+def resource_problems(g: Graph) -> list[str]:
+    """The caps: the dense part of every tensor (product of its dense levels' dimensions) is at
+    most :data:`MAX_DENSE_WORDS`."""
+    out = []
+    for name, spec in g.tensors.items():
+        dims = [spec.shape[m] for m in spec.fmt.mode_order]
+        dense = math.prod(d for d, f in zip(dims, spec.fmt.levels) if f is Format.DENSE)
+        if dense > MAX_DENSE_WORDS:
+            out.append(f"tensor {name!r}: its dense levels hold {dense} positions, over the limit of "
+                       f"{MAX_DENSE_WORDS} (2**28); store a level compressed or use a smaller shape")
+    return out
+
+
+def graph_from_dict(d: Any, source: str) -> Graph:
+    """A verified graph from a decoded graph file ``d``; :class:`GraphError` naming ``source``."""
+    problems = schema_problems(d)
+    if problems:
+        raise GraphError(f"graph file {source!r} does not match the graph schema (format version "
+                         f"{GRAPH_FORMAT_VERSION}):\n  - " + "\n  - ".join(problems))
+    assert isinstance(d, Mapping)
+    g = Graph.from_json({k: v for k, v in d.items() if k != "format_version"}, source=source)
+    problems = resource_problems(g)
+    if problems:
+        raise GraphError(f"graph file {source!r}:\n  - " + "\n  - ".join(problems))
+    try:
+        g.verify()
+    except GraphError as exc:
+        raise GraphError(f"graph file {source!r}: {exc}") from None
+    return g
+
+
+def load_graph(path: str | Path) -> Graph:
+    """Read, check and verify the graph file ``path``."""
+    p = Path(path)
+    if p.is_dir():
+        raise GraphError(f"graph file {str(p)!r} is a directory")
+    try:
+        d = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise GraphError(f"graph file {str(p)!r} does not exist") from None
+    except UnicodeDecodeError:
+        raise GraphError(f"graph file {str(p)!r} is not text (JSON)") from None
+    except json.JSONDecodeError as exc:
+        raise GraphError(f"graph file {str(p)!r} is not valid JSON: {exc}") from None
+    return graph_from_dict(d, str(p))
