@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Self
@@ -46,11 +47,12 @@ class Executor:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type | None, *exc: object) -> None:
+        # leaving on an error or Ctrl-C: stop the workers now instead of letting jobs finish
+        self.close(abort=exc_type is not None)
 
-    def close(self) -> None:
-        """Release the workers (nothing to release when serial)."""
+    def close(self, *, abort: bool = False) -> None:
+        """Release the workers (nothing to release when serial); ``abort`` stops running jobs."""
 
     def map_unordered(self, fn: Callable[..., Any], jobs: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
         """``fn(*jobs[i])`` for every ``i``, yielded as ``(i, result)`` in completion order."""
@@ -61,6 +63,13 @@ class Executor:
         return "serial (this process)"
 
 
+def _quiet_sigint() -> None:
+    """In a worker: Ctrl-C ends the process at once, without a traceback.  (A handler, not
+    SIG_IGN: an ignored signal stays ignored in the compilers and simulators a job starts,
+    which would then outlive the interrupt.)"""
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
+
 class ProcessExecutor(Executor):
     name = "processes"
 
@@ -69,10 +78,17 @@ class ProcessExecutor(Executor):
         # spawn, not fork: a forked child inherits the parent's threads' locks (torch's intra-op
         # pool, a test runner's I/O threads) held by threads that do not exist in the child, and
         # can wait on them forever
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        # Ctrl-C reaches the whole process group: the workers end quietly, this process reports
+        # the interrupt and stops what is left of the pool on the way out
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_quiet_sigint)
 
-    def close(self) -> None:
-        self._pool.shutdown(cancel_futures=True)
+    def close(self, *, abort: bool = False) -> None:
+        if abort:
+            # concurrent.futures has no way to stop a running job: end the worker processes
+            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+                proc.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def map_unordered(self, fn: Callable[..., Any], jobs: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
         pending: dict[Future, int] = {self._pool.submit(fn, *job): i for i, job in enumerate(jobs)}
@@ -99,6 +115,7 @@ class DaskExecutor(Executor):
         except ImportError:
             raise ExecutorError("the dask scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
         self._cluster = None
+        self._futures: list = []
         self.address = address
         try:
             if address is None:
@@ -113,7 +130,9 @@ class DaskExecutor(Executor):
         n = len(self._client.scheduler_info().get("workers", {}))
         super().__init__(n or workers)
 
-    def close(self) -> None:
+    def close(self, *, abort: bool = False) -> None:
+        if abort:
+            self._client.cancel(list(self._futures), force=True)
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
@@ -125,6 +144,7 @@ class DaskExecutor(Executor):
             return
         # pure=False: every job runs (results are cached by the caller, not by Dask's key)
         futs = [self._client.submit(fn, *job, pure=False) for job in jobs]
+        self._futures = futs
         index = {f.key: i for i, f in enumerate(futs)}
         for fut in as_completed(futs):
             yield index[fut.key], fut.result()

@@ -18,9 +18,9 @@ from typing import Any
 import jsonschema
 
 from .samml import Graph, GraphError
-from .tensor import Format
+from .tensor import Format, TensorFormat
 
-__all__ = ["GRAPH_FORMAT_VERSION", "MAX_DENSE_WORDS", "graph_schema", "load_graph", "resource_problems",
+__all__ = ["GRAPH_FORMAT_VERSION", "MAX_DENSE_WORDS", "graph_schema", "load_graph", "reference_problems", "resource_problems",
            "schema_problems"]
 
 GRAPH_FORMAT_VERSION = 1
@@ -95,6 +95,19 @@ def resource_problems(g: Graph) -> list[str]:
     return out
 
 
+def reference_problems(g: Graph) -> list[str]:
+    """Discarded ports and index ports that name no node or no output port of their node."""
+    out = []
+    refs = [("discard", p) for p in g.discards] + [(f"indices.{i}", p) for i, ps in g.indices.items() for p in ps]
+    for where, ref in refs:
+        node = g.nodes.get(ref.node)
+        if node is None:
+            out.append(f"{where}: {str(ref)!r} names no node {ref.node!r}")
+        elif where == "discard" and ref.port not in node.outputs():
+            out.append(f"{where}: node {ref.node!r} ({node.kind.value}) has no output port {ref.port!r}")
+    return out
+
+
 def graph_from_dict(d: Any, source: str) -> Graph:
     """A verified graph from a decoded graph file ``d``; :class:`GraphError` naming ``source``."""
     problems = schema_problems(d)
@@ -102,14 +115,27 @@ def graph_from_dict(d: Any, source: str) -> Graph:
         raise GraphError(f"graph file {source!r} does not match the graph schema (format version "
                          f"{GRAPH_FORMAT_VERSION}):\n  - " + "\n  - ".join(problems))
     assert isinstance(d, Mapping)
-    g = Graph.from_json({k: v for k, v in d.items() if k != "format_version"}, source=source)
-    problems = resource_problems(g)
+    problems = []
+    for name, t in d.get("tensors", {}).items():
+        try:
+            TensorFormat.from_json(t["format"])
+        except ValueError as exc:
+            problems.append(f"tensors.{name}.format: {exc}")
     if problems:
         raise GraphError(f"graph file {source!r}:\n  - " + "\n  - ".join(problems))
+    try:
+        g = Graph.from_json({k: v for k, v in d.items() if k != "format_version"}, source=source)
+    except GraphError:
+        raise
+    except (ValueError, TypeError) as exc:  # a value the schema cannot express a rule for
+        raise GraphError(f"graph file {source!r}: {exc}") from None
     try:
         g.verify()
     except GraphError as exc:
         raise GraphError(f"graph file {source!r}: {exc}") from None
+    problems = resource_problems(g) + reference_problems(g)
+    if problems:
+        raise GraphError(f"graph file {source!r}:\n  - " + "\n  - ".join(problems))
     return g
 
 

@@ -261,6 +261,10 @@ def _load_graph_job(args: argparse.Namespace) -> GraphJob:
     data = {}
     for t in g.input_tensors():
         spec = g.tensors[t]
+        kind = getattr(getattr(ops[t], "dtype", None), "kind", "")
+        if kind not in ("b", "i", "u", "f"):
+            raise UserError(f"tensor {t!r}: data of type {getattr(ops[t], 'dtype', type(ops[t]))} is not "
+                            "real numbers (integers, floats or booleans)")
         if tuple(ops[t].shape) != spec.shape:
             raise UserError(f"tensor {t!r}: data shape {tuple(ops[t].shape)} does not match the graph's {spec.shape}")
         data[t] = TensorData.from_array(ops[t], spec.fmt)

@@ -118,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         program = module.program()
     except ProgramError as exc:
         raise UserError(f"{args.program}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's program() failed: report it as theirs
+        raise UserError(f"{args.program}: program() raised {type(exc).__name__}: {exc}") from None
     if not isinstance(program, Program):
         raise UserError(f"{args.program}: program() returned {type(program).__name__}, not a Program")
     orders = _pairs(args.order, "--order")

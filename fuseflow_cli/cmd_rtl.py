@@ -14,7 +14,7 @@ from hw.elaborate import HwConfig
 from rtl_sim import ToolchainError
 from rtl_sim import run_graph as rtl_run
 from rtl_sim.api import RUNNERS, graph_build, memory_config
-from sw_sim import run_graph
+from sw_sim import SimError, run_graph
 
 from .argtypes import int_range
 from .cmd_common import (
@@ -69,7 +69,7 @@ def run(args) -> int:
         rtl = rtl_run(job.graph, job.data, cfg=cfg, runner=args.runner, waves=waves is not None,
                       wave_file=waves, max_cycles=args.max_cycles)
         wall = time.perf_counter() - t1
-    except (ToolchainError, MemoryError, ValueError) as exc:
+    except (ToolchainError, MemoryError, ValueError, SimError) as exc:
         raise UserError(str(exc)) from None
     same = all(np.array_equal(rtl.outputs[t].to_dense(), sw.outputs[t].to_dense()) for t in sw.outputs)
     check = None

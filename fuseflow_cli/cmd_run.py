@@ -127,8 +127,11 @@ def run(args: argparse.Namespace) -> int:
         if args.data
         else random_inputs(graph, cfg, args.density, args.seed)
     )
+    try:  # the cycle model first: a graph that deadlocks stops here, naming the stalled nodes
+        sw = sw_sim.run_graph(graph, data, val_width=cfg.vw, numerics=cfg.numerics)
+    except (sw_sim.SimError, ValueError) as exc:
+        raise UserError(f"sw_sim pre-check: {exc}") from None
     hw = _run_hardware(args, graph, cfg, baud, data)
-    sw = sw_sim.run_graph(graph, data, val_width=cfg.vw, numerics=cfg.numerics)
     ok = True
     where = "simulated board" if args.sim else f"{args.board} on {args.port}"
     print(f"{graph.name} on {where}")

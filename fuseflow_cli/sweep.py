@@ -195,8 +195,12 @@ def load_sweep(path: str | Path) -> Sweep:
     for gi, grid in enumerate(grids, 1):
         where = f"{path} grid {gi}"
         for keys in _expand(where, grid, defaults):
-            if not {"model", "kernel", "graph"} & set(keys):
+            given = sorted({"model", "kernel", "graph"} & set(keys))
+            if not given:
                 raise UserError(f"{where}: a configuration needs model, kernel or graph")
+            if len(given) > 1:
+                raise UserError(f"{where}: a configuration takes one of model, kernel and graph, "
+                                f"not {' and '.join(given)}")
             argv, files = _argv(keys, path.parent)
             try:
                 parser.parse_args(argv)

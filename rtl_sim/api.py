@@ -20,10 +20,12 @@ from fuseflow.validate import primitive_run_problems, require_valid_inputs, requ
 from hw.build import to_verilog
 from hw.elaborate import DEFAULT_HW, GraphTop, HwConfig, PrimitiveHarness
 from hw.registry import stream_width
+from sw_sim import SimError
+from sw_sim import run_graph as sw_run_graph
 from sw_sim.run import PrimitiveResult
 
-from .native import DEFAULT_MAX_CYCLES, native_build, run_native
-from .toolchain import run_cocotb, verilator_build
+from .native import DEFAULT_MAX_CYCLES, RtlTimeout, native_build, run_native
+from .toolchain import ToolchainError, run_cocotb, verilator_build
 
 __all__ = [
     "COCOTB_MAX_CYCLES",
@@ -220,15 +222,37 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
         require_valid_inputs(graph, data, cfg.numerics or cfg.vw)
     bdir, meta = graph_build(graph, cfg, waves, runner)
     runs = _memory_runs(graph, datasets, meta)
-    if runner == "native":
-        results = run_native(bdir, meta, runs, max_cycles=max_cycles or DEFAULT_MAX_CYCLES,
-                             wave_file=wave_file if waves else None, what=f"graph {graph.name!r}")
-    else:
-        job_runs = [{"mem": {name: words.tolist() for name, words in r["mem"].items()},
-                     "limit": max_cycles or COCOTB_MAX_CYCLES} for r in runs]
-        results = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": job_runs}, waves=waves,
-                             wave_file=wave_file)["results"]
+    limit = max_cycles or (DEFAULT_MAX_CYCLES if runner == "native" else COCOTB_MAX_CYCLES)
+    try:
+        if runner == "native":
+            results = run_native(bdir, meta, runs, max_cycles=limit,
+                                 wave_file=wave_file if waves else None, what=f"graph {graph.name!r}")
+        else:
+            job_runs = [{"mem": {name: words.tolist() for name, words in r["mem"].items()},
+                         "limit": limit} for r in runs]
+            results = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": job_runs},
+                                 waves=waves, wave_file=wave_file)["results"]
+    except ToolchainError as exc:
+        if isinstance(exc, RtlTimeout) or "not done after" in str(exc):
+            raise RtlTimeout(f"{exc}\n{stall_report(graph, datasets, cfg, limit)}") from None
+        raise
     return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"]) for r in results]
+
+
+def stall_report(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], cfg: HwConfig, limit: int) -> str:
+    """Why an RTL run may not have finished, from sw_sim on the same data and limit: the
+    deadlock report that names the stalled nodes, or that sw_sim finishes (then the RTL and
+    the model disagree, which is a bug to report)."""
+    for i, data in enumerate(datasets):
+        try:
+            res = sw_run_graph(graph, data, numerics=cfg.num if cfg.vw >= 11 else None, memory=cfg.memory,
+                               onchip=cfg.onchip, max_cycles=limit, fifo_depth=cfg.fifo_depth)
+        except SimError as exc:
+            return f"sw_sim on dataset {i + 1}: {exc}"
+        if len(datasets) == 1:
+            return (f"sw_sim finishes the same run in {res.cycles} cycles: the RTL and the cycle model "
+                    "disagree (please report it)")
+    return "sw_sim finishes every dataset: the RTL and the cycle model disagree (please report it)"
 
 
 def run_graph(graph: Graph, data: Mapping[str, TensorData], *, cfg: HwConfig = DEFAULT_HW, waves: bool = False,

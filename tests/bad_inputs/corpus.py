@@ -1,0 +1,617 @@
+"""The bad-input corpus: malformed or out-of-range inputs across every entry point -- the CLI's
+options, graph files, tensor data files, schedules, sweep files, Einsum programs and the Python
+API -- each with the message fragment a clear error must contain.
+
+A case is run by :func:`run_case` (in-process, with a time limit) and classified as
+``clear`` (the expected error, naming what was wrong), ``traceback`` (a Python traceback or the
+"unexpected error" fallback reached the user), ``hang`` (no answer within the limit),
+``silent`` (accepted) or ``wrong`` (an error, but not the expected message).
+``tests/bad_inputs/test_corpus.py`` requires every case to be clear;
+``tools/bad_inputs_report.py`` prints the counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import signal
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fuseflow.kernels import example
+
+TIME_LIMIT_S = 30
+
+
+@dataclass(frozen=True)
+class Case:
+    """``argv`` (a CLI run; ``{d}`` is the case's scratch directory) or ``call`` (an API call
+    taking that directory), ``says``: fragments the error message must contain; ``files``:
+    file name -> writer of the file into the scratch directory."""
+
+    id: str
+    says: tuple[str, ...]
+    argv: tuple[str, ...] = ()
+    call: Callable[[Path], Any] | None = None
+    files: dict[str, Callable[[Path], None]] = field(default_factory=dict)
+    entry: str = "cli"
+
+
+CASES: list[Case] = []
+
+
+def cli(id_: str, argv: list[str] | str, *says: str, files: dict | None = None, entry: str = "cli") -> None:
+    args = tuple(argv.split()) if isinstance(argv, str) else tuple(argv)
+    CASES.append(Case(id_, tuple(says), argv=args, files=files or {}, entry=entry))
+
+
+def api(id_: str, call: Callable[[Path], Any], *says: str, files: dict | None = None) -> None:
+    CASES.append(Case(id_, tuple(says), call=call, files=files or {}, entry="api"))
+
+
+# --------------------------------------------------------------------------- file writers
+def text(content: str) -> Callable[[Path], None]:
+    return lambda p: p.write_text(content)
+
+
+def raw(content: bytes) -> Callable[[Path], None]:
+    return lambda p: p.write_bytes(content)
+
+
+def npz(**arrays) -> Callable[[Path], None]:
+    def write(p: Path) -> None:
+        with open(p, "wb") as f:
+            np.savez(f, **arrays)
+    return write
+
+
+def _spmv_graph() -> dict:
+    g, _, _, _ = example("spmv", 8, seed=0, density=0.5)
+    return g.to_json()
+
+
+GOOD = _spmv_graph()
+
+
+def graph_json(mutate: Callable[[dict], Any]) -> Callable[[Path], None]:
+    def write(p: Path) -> None:
+        d = copy.deepcopy(GOOD)
+        mutate(d)
+        p.write_text(json.dumps(d))
+    return write
+
+
+def _spmv_arrays(seed: int = 0) -> dict[str, np.ndarray]:
+    _, data, _, _ = example("spmv", 8, seed=seed, density=0.5)
+    return {"B": data["B"].to_dense().astype(np.int64), "c": data["c"].to_dense().astype(np.int64)}
+
+
+def spmv_npz(**change) -> Callable[[Path], None]:
+    arrays = _spmv_arrays()
+    for k, v in change.items():
+        if v is None:
+            arrays.pop(k)
+        else:
+            arrays[k] = v
+    return npz(**arrays)
+
+
+# --------------------------------------------------------------------------- running a case
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout
+
+
+@dataclass
+class Outcome:
+    verdict: str  # clear | traceback | hang | silent | wrong
+    message: str
+
+
+def _run_cli(case: Case, d: Path) -> tuple[int | None, str]:
+    from fuseflow_cli.cli import main  # deferred: the corpus is importable without the CLI
+
+    argv = [a.replace("{d}", str(d)) for a in case.argv]
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 2
+    return code, err.getvalue() + out.getvalue()
+
+
+def run_case(case: Case, d: Path, limit: int = TIME_LIMIT_S) -> Outcome:
+    """Write the case's files into ``d``, run it and classify what the user would see."""
+    for name, write in case.files.items():
+        write(d / name)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(limit)
+    try:
+        if case.call is not None:
+            try:
+                case.call(d)
+            except (ValueError, TypeError, KeyError, LookupError, OSError) as exc:
+                code, text_ = 2, f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, ValueError | OSError) or isinstance(exc, KeyError):
+                    return Outcome("traceback", text_)  # not an error meant for a user
+            else:
+                code, text_ = 0, ""
+        else:
+            code, text_ = _run_cli(case, d)
+    except _Timeout:
+        return Outcome("hang", f"no answer within {limit} s")
+    except Exception as exc:  # a crash the CLI's handler did not catch
+        return Outcome("traceback", "".join(traceback.format_exception_only(exc)).strip())
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    if "Traceback" in text_ or "unexpected error" in text_:
+        return Outcome("traceback", text_)
+    if code in (0, None):
+        return Outcome("silent", text_)
+    missing = [s for s in case.says if s.replace("{d}", str(d)) not in text_]
+    if missing:
+        return Outcome("wrong", f"missing {missing!r} in: {text_}")
+    return Outcome("clear", text_)
+
+
+# =========================================================================== the cases
+# ---- numeric options of every command --------------------------------------------------
+_NUMERIC = {
+    # command base argv, option, [(value, fragment)]
+    "sim": (["sim", "--kernel", "spmv"], {
+        "--size": ["0", "-3", "x", "70000", "1.5"],
+        "--density": ["0", "-0.1", "1.5", "nan", "inf", "x"],
+        "--seed": ["-1", "x", "1.5"],
+    }),
+    "sim-model": (["sim", "--model", "gcn"], {
+        "--hidden": ["0", "-1", "x"], "--features": ["0", "x"], "--nodes": ["0", "-5"],
+    }),
+    "rtl": (["rtl", "--kernel", "spmv", "--size", "8"], {
+        "--size": ["0", "x"], "--vw": ["1", "65", "x"], "--max-cycles": ["0", "-1", "x"],
+        "--density": ["2", "nan"], "--seed": ["-4"],
+    }),
+    "build": (["build", "--kernel", "spmv", "-o", "{d}/out"], {
+        "--fifo-depth": ["0", "1", "1000000000", "-2", "x"], "--vw": ["0", "99"],
+        "--size": ["0", "100000"],
+    }),
+    "synth": (["synth", "--kernel", "spmv", "-o", "{d}/out"], {
+        "--clock-mhz": ["0", "-12", "nan", "x"], "--baud": ["0", "-9600", "x"], "--size": ["0"],
+        "--ram-fifo-depth": ["0", "x"],
+    }),
+    "estimate": (["estimate", "--kernel", "spmv"], {
+        "--rate": ["-0.5", "2", "nan", "x"], "--size": ["0"], "--density": ["0"],
+    }),
+    "rank": (["rank", "--model", "gcn"], {
+        "--simulate": ["-1", "x"], "--top": ["0", "-1", "x"], "--per-group": ["0", "x"],
+    }),
+    "run": (["run", "--kernel", "spmv", "--sim"], {
+        "--timeout": ["0", "-1", "nan", "x"], "--baud": ["0", "x"], "--density": ["3"],
+    }),
+    "sweep": (["sweep", "{d}/none.toml", "-o", "{d}/out"], {"--jobs": ["0", "-2", "x"]}),
+}
+for _name, (_base, _opts) in _NUMERIC.items():
+    for _opt, _values in _opts.items():
+        for _v in _values:
+            cli(f"option:{_name}:{_opt}={_v}", [*_base, _opt, _v], _opt)
+
+# ---- choices and names ------------------------------------------------------------------
+for _cmd in ("sim", "rtl", "build", "estimate"):
+    _extra = ["-o", "{d}/out"] if _cmd == "build" else []
+    cli(f"choice:{_cmd}:--kernel", [_cmd, "--kernel", "spmx", *_extra], "--kernel", "spmx")
+    _says = "unrecognized arguments: --memory" if _cmd == "build" else "hbm9"
+    cli(f"choice:{_cmd}:--memory", [_cmd, "--kernel", "spmv", "--memory", "hbm9", *_extra], _says)
+    _says = "unrecognized arguments: --memory" if _cmd == "build" else "'Q'"
+    cli(f"choice:{_cmd}:--onchip", [_cmd, "--kernel", "spmv", "--memory", "hbm2", "--onchip", "Q", *_extra], _says)
+    cli(f"choice:{_cmd}:no-graph", [_cmd, *_extra], "GRAPH")
+for _cmd in ("sim", "build", "estimate", "rank", "synth"):
+    _extra = ["-o", "{d}/out"] if _cmd == "build" else (["-o", "{d}/out", "--board", "icestick"] if _cmd == "synth" else [])
+    cli(f"choice:{_cmd}:--model", [_cmd, "--model", "bert", *_extra], "--model", "bert")
+    cli(f"choice:{_cmd}:--fusion", [_cmd, "--model", "gcn", "--fusion", "half", *_extra], "--fusion", "half")
+    cli(f"choice:{_cmd}:--dataset", [_cmd, "--model", "gcn", "--dataset", "imagenet", *_extra], "imagenet")
+cli("choice:sim:--numerics", "sim --model gcn --numerics q99.99", "q99.99")
+cli("choice:sim:--numerics-int", "sim --model gcn --numerics int32", "--numerics int32")
+cli("choice:sim:--numerics-word", "sim --model gcn --numerics half", "half")
+cli("choice:build:--numerics-float", ["build", "--kernel", "spmv", "-o", "{d}/o", "--numerics", "float"], "float")
+cli("choice:rtl:--runner", "rtl --kernel spmv --runner iverilog", "--runner", "iverilog")
+cli("choice:rtl:--cw", "rtl --kernel spmv --cw wide", "--cw 'wide'")
+cli("choice:rtl:--cw-narrow", "rtl --kernel spmv --size 8 --cw 3", "--cw 3")
+cli("choice:synth:--board", ["synth", "--kernel", "spmv", "-o", "{d}/o", "--board", "de10"], "unknown board 'de10'")
+cli("choice:flash:--board", "flash --board de10 {d}/none", "unknown board 'de10'")
+cli("choice:correlate:--suite", ["correlate", "--suite", "everything", "-o", "{d}/o"], "unknown suite 'everything'")
+cli("choice:compile:--fusion", "compile {d}/none.py --fusion half", "--fusion", "half")
+cli("choice:unknown-command", "simulate --kernel spmv", "simulate")
+cli("choice:unknown-option", "sim --kernel spmv --speed 3", "--speed")
+cli("choice:sim:--sat-value", "sim --kernel spmv --saturate yes", "not both")
+
+# ---- options that do not apply are refused, not ignored --------------------------------
+for _cmd in ("sim", "build"):
+    _extra = ["-o", "{d}/out"] if _cmd == "build" else []
+    cli(f"ignored:{_cmd}:--hidden-with-kernel", [_cmd, "--kernel", "spmv", "--hidden", "8", *_extra], "--hidden")
+    cli(f"ignored:{_cmd}:--dataset-with-kernel", [_cmd, "--kernel", "spmv", "--dataset", "cora", *_extra], "--dataset")
+    cli(f"ignored:{_cmd}:graph-and-kernel", [_cmd, "{d}/g.json", "--kernel", "spmv", *_extra], "not both",
+        files={"g.json": graph_json(lambda d: None)})
+cli("ignored:sim:--fusion-with-kernel", "sim --kernel spmv --fusion full", "--fusion")
+cli("ignored:sim:--numerics-with-kernel", "sim --kernel spmv --numerics q8.8", "--numerics")
+cli("ignored:sim:--explain-with-kernel", "sim --kernel spmv --explain", "--explain")
+cli("ignored:build:max-nnz-unknown-tensor", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "Q=8"], "'Q'")
+cli("ignored:build:max-nnz-form", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "B8"], "B8")
+cli("ignored:build:max-nnz-zero", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "B=0"], "B=0")
+cli("ignored:build:max-nnz-word", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "B=lots"], "B=lots")
+cli("ignored:sim:--skip-nothing", "sim --kernel spmv --skip", "skip")
+cli("ignored:sim:--schedule-fusion", "sim --kernel spmv --schedule full", "--schedule full")
+cli("ignored:correlate:--list-unknown-suite", "correlate --list --suite nope -o x", "nope")
+
+# ---- --par and schedules ------------------------------------------------------------------
+for _v, _says in [("i", "--par 'i'"), ("i=0", "--par i = 0"), ("i=1000", "--par i = 1000"), ("=2", "=2"), ("i=x", "i=x"),
+                  ("zz=2", "zz"), ("i=2,j=2", "i=2,j=2")]:
+    cli(f"par:sim:{_v}", ["sim", "--kernel", "spmv", "--par", _v], _says)
+cli("par:rtl:unknown-index", "rtl --kernel spmv --par q=2", "q")
+cli("par:build:zero", ["build", "--kernel", "spmv", "-o", "{d}/o", "--par", "i=0"], "--par i = 0")
+_SCHEDULES = {
+    "missing": (None, "no such file"),
+    "bad-toml": (text("par = [\n"), "s.toml"),
+    "unknown-key": (text('speed = "fast"\n'), "speed"),
+    "par-type": (text('par = "i=2"\n'), "par"),
+    "par-zero": (text('[par]\ni = 0\n'), "i"),
+    "par-word": (text('[par]\ni = "two"\n'), "two"),
+    "fusion-word": (text('fusion = "half"\n'), "half"),
+    "orders-type": (text('orders = 5\n'), "orders"),
+    "binary": (raw(b"\x00\xff\x00\xfe"), "s.toml"),
+    "memory-unknown": (text('memory = "hbm9"\n'), "hbm9"),
+    "onchip-type": (text('onchip = 5\n'), "onchip"),
+    "locate-type": (text('locate = "yes"\n'), "locate"),
+}
+for _name, (_writer, _says) in _SCHEDULES.items():
+    _files = {"s.toml": _writer} if _writer else {}
+    cli(f"schedule:sim:{_name}", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.toml"], _says, files=_files)
+    cli(f"schedule:sim-model:{_name}", ["sim", "--model", "gcn", "--schedule", "{d}/s.toml"], _says, files=_files)
+cli("schedule:json-bad", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.json"], "s.json", files={"s.json": text("{par:")})
+cli("schedule:json-list", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.json"], "s.json", files={"s.json": text("[1]")})
+cli("schedule:extension", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.yaml"], "s.yaml", files={"s.yaml": text("par: 1")})
+cli("schedule:preset", "sim --model gcn --schedule fastest", "fastest")
+
+# ---- graph files --------------------------------------------------------------------------
+_NODE0 = 1  # a scanner in the spmv graph
+
+
+def _set(path: str, value: Any) -> Callable[[dict], None]:
+    """Set ``d[a][b]...`` (``path`` like ``nodes.1.params.level``) to ``value``."""
+    def mutate(d: dict) -> None:
+        *head, last = path.split(".")
+        cur: Any = d
+        for k in head:
+            cur = cur[int(k)] if isinstance(cur, list) else cur[k]
+        if isinstance(cur, list):
+            cur[int(last)] = value
+        else:
+            cur[last] = value
+    return mutate
+
+
+def _drop(path: str) -> Callable[[dict], None]:
+    def mutate(d: dict) -> None:
+        *head, last = path.split(".")
+        cur: Any = d
+        for k in head:
+            cur = cur[int(k)] if isinstance(cur, list) else cur[k]
+        del cur[int(last) if isinstance(cur, list) else last]
+    return mutate
+
+
+def _edge_to(src: str, dst: str) -> Callable[[dict], None]:
+    return lambda d: d["edges"].append({"src": src, "dst": dst})
+
+
+_GRAPHS: dict[str, tuple[Callable[[Path], None], str]] = {
+    "missing-file": (None, "does not exist"),
+    "empty-file": (text(""), "not valid JSON"),
+    "not-json": (text("{nodes: []"), "not valid JSON"),
+    "binary": (raw(b"\x89PNG\r\n\x1a\n\x00\x00"), "g.json"),
+    "top-list": (text("[]"), "must be object"),
+    "top-number": (text("5"), "must be object"),
+    "top-null": (text("null"), "must be object"),
+    "no-nodes": (graph_json(_drop("nodes")), "'nodes' is a required property"),
+    "unknown-top-field": (graph_json(_set("colour", "red")), "colour"),
+    "name-number": (graph_json(_set("name", 5)), "name = 5"),
+    "name-empty": (graph_json(_set("name", "")), "name"),
+    "fifo-depth-string": (graph_json(_set("fifo_depth", "two")), "fifo_depth = 'two'"),
+    "fifo-depth-zero": (graph_json(_set("fifo_depth", 0)), "fifo_depth = 0"),
+    "fifo-depth-huge": (graph_json(_set("fifo_depth", 10**9)), "at most 65536"),
+    "fifo-depth-float": (graph_json(_set("fifo_depth", 2.5)), "fifo_depth = 2.5"),
+    "fifo-depth-bool": (graph_json(_set("fifo_depth", True)), "fifo_depth"),
+    "tensors-number": (graph_json(_set("tensors", 5)), "tensors = 5"),
+    "tensors-list": (graph_json(_set("tensors", [])), "tensors = []"),
+    "shape-string": (graph_json(_set("tensors.B.shape", "8x8")), "tensors.B.shape"),
+    "shape-negative": (graph_json(_set("tensors.B.shape", [8, -8])), "tensors.B.shape[1] = -8"),
+    "shape-zero": (graph_json(_set("tensors.B.shape", [0, 8])), "tensors.B.shape[0] = 0"),
+    "shape-float": (graph_json(_set("tensors.B.shape", [8, 8.5])), "tensors.B.shape[1] = 8.5"),
+    "shape-huge": (graph_json(_set("tensors.B.shape", [8, 2**40])), "tensors.B.shape[1]"),
+    "shape-rank": (graph_json(_set("tensors.B.shape", [8])), "'B'"),
+    "shape-missing": (graph_json(_drop("tensors.B.shape")), "'shape' is a required property"),
+    "format-missing": (graph_json(_drop("tensors.B.format")), "'format' is a required property"),
+    "format-level": (graph_json(_set("tensors.B.format.levels", ["dense", "sparse"])), "'sparse'"),
+    "format-type": (graph_json(_set("tensors.B.format", "csr")), "tensors.B.format = 'csr'"),
+    "mode-order-bad": (graph_json(_set("tensors.B.format.mode_order", [0, 0])), "tensors.B.format"),
+    "mode-order-range": (graph_json(_set("tensors.B.format.mode_order", [0, 9])), "mode_order[1] = 9"),
+    "role-bad": (graph_json(_set("tensors.B.role", "scratch")), "'scratch'"),
+    "tensor-extra": (graph_json(_set("tensors.B.density", 0.5)), "density"),
+    "dense-too-big": (graph_json(lambda d: d["tensors"].__setitem__(
+        "B", {"shape": [2**15, 2**15], "format": {"levels": ["dense", "dense"], "mode_order": [0, 1]},
+              "role": "input"})),
+        "over the limit of 268435456"),
+    "nodes-object": (graph_json(_set("nodes", {})), "nodes = {}"),
+    "node-string": (graph_json(_set("nodes.0", "root")), "nodes[0] = 'root'"),
+    "node-kind-unknown": (graph_json(_set("nodes.0.kind", "fpu")), "'fpu'"),
+    "node-kind-missing": (graph_json(_drop("nodes.0.kind")), "'kind' is a required property"),
+    "node-name-missing": (graph_json(_drop("nodes.0.name")), "'name' is a required property"),
+    "node-name-dot": (graph_json(_set("nodes.0.name", "a.b")), "must not contain '.'"),
+    "node-name-number": (graph_json(_set("nodes.0.name", 3)), "nodes[0].name = 3"),
+    "node-duplicate": (graph_json(lambda d: d["nodes"].append(copy.deepcopy(d["nodes"][0]))), "already exists"),
+    "params-list": (graph_json(_set("nodes.1.params", [1])), "nodes[1].params = [1]"),
+    "param-unknown": (graph_json(_set("nodes.1.params.speed", 3)), "unknown parameter 'speed'"),
+    "param-level-string": (graph_json(_set("nodes.1.params.level", "one")), "level"),
+    "param-level-range": (graph_json(_set("nodes.1.params.level", 7)), "level"),
+    "param-tensor-unknown": (graph_json(_set("nodes.1.params.tensor", "Q")), "'Q'"),
+    "param-object": (graph_json(_set("nodes.1.params.level", {"a": 1})), "nodes[1].params.level"),
+    "param-op-unknown": (graph_json(lambda d: [n["params"].__setitem__("op", "pow") for n in d["nodes"]
+                                                if n["kind"] == "alu"]), "'pow'"),
+    "param-reduce-op": (graph_json(lambda d: [n["params"].__setitem__("op", "mean") for n in d["nodes"]
+                                               if n["kind"] == "reduce"]), "'mean'"),
+    "param-dim-negative": (graph_json(lambda d: [n["params"].__setitem__("dim", -4) for n in d["nodes"]
+                                                  if n["kind"] == "locate"]), "dim"),
+    "param-missing": (graph_json(_drop("nodes.1.params.tensor")), "missing parameter 'tensor'"),
+    "edges-object": (graph_json(_set("edges", {})), "edges = {}"),
+    "edge-string": (graph_json(_set("edges.0", "a->b")), "edges[0] = 'a->b'"),
+    "edge-no-dot": (graph_json(_set("edges.0.src", "root_B")), "must read 'node.port'"),
+    "edge-src-missing": (graph_json(_drop("edges.0.src")), "'src' is a required property"),
+    "edge-unknown-node": (graph_json(_set("edges.0.src", "ghost.ref")), "'ghost'"),
+    "edge-unknown-port": (graph_json(_set("edges.0.src", "root_B.crd")), "no output port 'crd'"),
+    "edge-depth-zero": (graph_json(_set("edges.0.depth", 0)), "edges[0].depth = 0"),
+    "edge-depth-huge": (graph_json(_set("edges.0.depth", 10**9)), "at most 65536"),
+    "edge-depth-string": (graph_json(_set("edges.0.depth", "deep")), "edges[0].depth = 'deep'"),
+    "edge-extra": (graph_json(_set("edges.0.latency", 3)), "latency"),
+    "edge-dangling": (graph_json(_drop("edges.0")), "dangling"),
+    "edge-driven-twice": (graph_json(lambda d: d["edges"].append(dict(d["edges"][0]))), "driven twice"),
+    "edge-kind-mismatch": (graph_json(lambda d: [e.__setitem__("src", "vals_B.val") for e in d["edges"][:1]]),
+                           "edges"),
+    "edge-loop": (graph_json(lambda d: _loop(d)), "loop"),
+    "discard-type": (graph_json(_set("discard", "x.y")), "discard = 'x.y'"),
+    "discard-unknown": (graph_json(_set("discard", ["ghost.out"])), "ghost"),
+    "indices-type": (graph_json(_set("indices", [1])), "indices = [1]"),
+    "format-version": (graph_json(_set("format_version", 2)), "format_version = 2"),
+    "no-output": (graph_json(lambda d: [t.__setitem__("role", "input") for t in d["tensors"].values()]), "y"),
+}
+
+
+def _loop(d: dict) -> None:
+    """Feed the reducer's output back into the multiplier (a forward edge closing a loop)."""
+    for e in d["edges"]:
+        if e["dst"] == "mul.b":
+            e["src"], e["dst"] = "reduce.val", "mul.b"
+    for e in d["edges"]:
+        if e["src"] == "reduce.val" and e["dst"] != "mul.b":
+            e["src"] = "vals_c.val"
+
+
+for _name, (_writer, _says) in _GRAPHS.items():
+    _files = {"g.json": _writer} if _writer else {}
+    cli(f"graph:sim:{_name}", ["sim", "{d}/g.json"], _says, files=_files, entry="graph")
+for _name in ("missing-file", "not-json", "top-list", "shape-negative", "node-kind-unknown", "edge-loop",
+              "fifo-depth-huge", "edge-depth-huge", "dense-too-big", "param-unknown", "edge-unknown-port",
+              "edge-string", "params-list"):
+    _writer, _says = _GRAPHS[_name]
+    _files = {"g.json": _writer} if _writer else {}
+    cli(f"graph:build:{_name}", ["build", "{d}/g.json", "-o", "{d}/out"], _says, files=_files, entry="graph")
+    cli(f"graph:rtl:{_name}", ["rtl", "{d}/g.json"], _says, files=_files, entry="graph")
+    cli(f"graph:estimate:{_name}", ["estimate", "{d}/g.json"], _says, files=_files, entry="graph")
+    cli(f"graph:synth:{_name}", ["synth", "{d}/g.json", "-o", "{d}/out", "--board", "icestick"], _says,
+        files=_files, entry="graph")
+cli("graph:sim:directory", ["sim", "{d}"], "directory", entry="graph")
+
+
+def _deadlocking_graph(p: Path) -> None:
+    """SpMM CSR with one-entry FIFOs: the scanner and the accumulator wait on each other."""
+    g, _, _, _ = example("spmm_csr", 8, seed=0, density=0.5)
+    d = g.to_json()
+    d["fifo_depth"] = 1
+    for e in d["edges"]:
+        e.pop("depth", None)
+    p.write_text(json.dumps(d))
+
+
+for _argv in (["sim"], ["rtl"], ["run", "--sim", "--board", "icestick"]):
+    cli(f"deadlock:{_argv[0]}", [*_argv, "{d}/g.json"], "deadlock", "full",
+        files={"g.json": _deadlocking_graph}, entry="graph")
+
+# ---- data files ---------------------------------------------------------------------------
+_G = {"g.json": graph_json(lambda d: None)}
+_DATA = {
+    "missing": (None, "no such file"),
+    "garbage": (raw(b"not a zip file at all"), "not a readable .npz"),
+    "empty": (raw(b""), "x.npz"),
+    "no-tensor": (spmv_npz(c=None), "'c'"),
+    "wrong-shape": (spmv_npz(B=np.ones((4, 4), dtype=np.int64)), "(4, 4)"),
+    "wrong-rank": (spmv_npz(c=np.ones((8, 2), dtype=np.int64)), "'c'"),
+    "huge-value": (spmv_npz(c=np.full(8, 2**40, dtype=np.int64)), "does not fit the int32 datapath"),
+    "fraction": (spmv_npz(c=np.full(8, 0.5)), "is not a whole number"),
+    "nan": (spmv_npz(c=np.full(8, np.nan)), "NaN"),
+    "inf": (spmv_npz(c=np.full(8, np.inf)), "inf"),
+    "strings": (spmv_npz(c=np.array(["a"] * 8)), "'c'"),
+    "object": (spmv_npz(c=np.array([None] * 8, dtype=object)), "x.npz"),
+    "complex": (spmv_npz(c=np.full(8, 1 + 2j)), "'c'"),
+    "scalar": (spmv_npz(c=np.int64(3)), "'c'"),
+}
+for _name, (_writer, _says) in _DATA.items():
+    _files = dict(_G) | ({"x.npz": _writer} if _writer else {})
+    cli(f"data:sim:{_name}", ["sim", "{d}/g.json", "--data", "{d}/x.npz"], _says, files=_files, entry="data")
+for _name in ("missing", "garbage", "no-tensor", "wrong-shape", "huge-value", "fraction", "nan"):
+    _writer, _says = _DATA[_name]
+    _files = dict(_G) | ({"x.npz": _writer} if _writer else {})
+    cli(f"data:rtl:{_name}", ["rtl", "{d}/g.json", "--data", "{d}/x.npz"], _says, files=_files, entry="data")
+_MTX_HEAD = "%%MatrixMarket matrix coordinate integer general\n"
+_MTX = {
+    "truncated": (text(_MTX_HEAD + "8 8 5\n1 1 3\n2 2 4\n"), "x.mtx"),
+    "bad-header": (text("%%MatrixMarket tensor coordinate integer general\n8 8 1\n1 1 1\n"), "x.mtx"),
+    "no-header": (text("8 8 1\n1 1 1\n"), "x.mtx"),
+    "empty": (text(""), "x.mtx"),
+    "out-of-range": (text(_MTX_HEAD + "8 8 1\n9 1 3\n"), "x.mtx"),
+    "zero-index": (text(_MTX_HEAD + "8 8 1\n0 1 3\n"), "x.mtx"),
+    "fractions": (text("%%MatrixMarket matrix coordinate real general\n8 8 1\n1 1 0.5\n"), "0.5"),
+    "complex": (text("%%MatrixMarket matrix coordinate complex general\n8 8 1\n1 1 1 2\n"), "x.mtx"),
+    "not-square": (text(_MTX_HEAD + "8 4 1\n1 1 3\n"), "8x4"),
+    "garbage": (raw(b"\x00\x01\x02"), "x.mtx"),
+    "words": (text(_MTX_HEAD + "8 8 1\na b c\n"), "x.mtx"),
+    "huge-value": (text(_MTX_HEAD + "8 8 1\n1 1 1099511627776\n"), "1099511627776"),
+}
+for _name, (_writer, _says) in _MTX.items():
+    cli(f"mtx:sim-kernel:{_name}", ["sim", "--kernel", "spmv", "--data", "{d}/x.mtx"], _says,
+        files={"x.mtx": _writer}, entry="data")
+for _name in ("truncated", "bad-header", "out-of-range", "fractions", "garbage"):
+    _writer, _says = _MTX[_name]
+    cli(f"mtx:rtl-kernel:{_name}", ["rtl", "--kernel", "spmv", "--data", "{d}/x.mtx"], _says,
+        files={"x.mtx": _writer}, entry="data")
+    cli(f"mtx:sim-graph:{_name}", ["sim", "{d}/g.json", "--data", "{d}/x.mtx"], _says,
+        files={"x.mtx": _writer, **_G}, entry="data")
+cli("mtx:kernel-wrong-extension", ["sim", "--kernel", "spmv", "--data", "{d}/x.csv"], "x.csv",
+    files={"x.csv": text("1,2\n")}, entry="data")
+cli("mtx:graph-wrong-size", ["sim", "{d}/g.json", "--data", "{d}/x.mtx"], "4x4",
+    files={"x.mtx": text(_MTX_HEAD + "4 4 1\n1 1 3\n"), **_G}, entry="data")
+
+# ---- sweep files --------------------------------------------------------------------------
+_SWEEPS = {
+    "missing": (None, "none.toml"),
+    "bad-toml": (text("[[grid]\nmodel = 1"), "none.toml"),
+    "no-grid": (text('name = "x"\n'), "grid"),
+    "grid-type": (text('grid = 5\n'), "grid"),
+    "unknown-key": (text('[[grid]]\nkernel = "spmv"\nspeed = [1]\n'), "speed"),
+    "unknown-kernel": (text('[[grid]]\nkernel = "spmx"\n'), "spmx"),
+    "unknown-model": (text('[[grid]]\nmodel = "bert"\n'), "bert"),
+    "bad-size": (text('[[grid]]\nkernel = "spmv"\nsize = [0]\n'), "size"),
+    "bad-density": (text('[[grid]]\nkernel = "spmv"\ndensity = [2.0]\n'), "density"),
+    "bad-memory": (text('[[grid]]\nkernel = "spmv"\nmemory = ["hbm9"]\n'), "hbm9"),
+    "bad-fusion": (text('[[grid]]\nmodel = "gcn"\nfusion = ["half"]\n'), "half"),
+    "empty-list": (text('[[grid]]\nkernel = []\n'), "kernel"),
+    "kernel-and-model": (text('[[grid]]\nkernel = "spmv"\nmodel = "gcn"\n'), "kernel"),
+    "defaults-type": (text('defaults = 3\n[[grid]]\nkernel = "spmv"\n'), "defaults"),
+    "binary": (raw(b"\xff\xfe\x00"), "none.toml"),
+}
+for _name, (_writer, _says) in _SWEEPS.items():
+    _files = {"none.toml": _writer} if _writer else {}
+    cli(f"sweep:{_name}", ["sweep", "{d}/none.toml", "-o", "{d}/out"], _says, files=_files, entry="sweep")
+    if _name in ("missing", "bad-toml", "unknown-key", "unknown-kernel"):
+        cli(f"sweep-list:{_name}", ["sweep", "{d}/none.toml", "-o", "{d}/out", "--list"], _says,
+            files=_files, entry="sweep")
+
+# ---- Einsum programs (compile) -------------------------------------------------------------
+_PRE = "from fuseflow.compiler import Program, einsum\n"
+_PROGRAMS = {
+    "missing": (None, "p.py"),
+    "syntax": (text("def program(:\n"), "p.py"),
+    "no-program": (text("x = 1\n"), "program()"),
+    "raises": (text("def program():\n    raise RuntimeError('boom')\n"), "boom"),
+    "returns-int": (text("def program():\n    return 5\n"), "Program"),
+    "import-error": (text("import not_a_module\n"), "not_a_module"),
+    "bad-einsum": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, 4), 'csr')\n"
+                        "    p.output(p.let('T', einsum('ij->ik', A)))\n    return p\n"), "einsum"),
+    "shape-mismatch": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, 4), 'csr')\n"
+                            "    X = p.tensor('X', (5, 2), 'dense')\n"
+                            "    p.output(p.let('T', einsum('ik,kj->ij', A, X)))\n    return p\n"), "k"),
+    "unknown-format": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, 4), 'bsr9')\n"
+                            "    return p\n"), "bsr9"),
+    "no-output": (text(_PRE + "def program():\n    p = Program('x')\n    p.tensor('A', (4, 4), 'csr')\n"
+                       "    return p\n"), "no statements"),
+    "bad-order": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, 4), 'csr')\n"
+                       "    X = p.tensor('X', (4, 2), 'dense')\n"
+                       "    p.output(p.let('T', einsum('ik,kj->ij', A, X), order='iq'))\n    return p\n"), "iq"),
+    "negative-shape": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, -4), 'csr')\n"
+                            "    return p\n"), "-4"),
+    "duplicate-tensor": (text(_PRE + "def program():\n    p = Program('x')\n    p.tensor('A', (4, 4), 'csr')\n"
+                              "    p.tensor('A', (4, 4), 'csr')\n    return p\n"), "'A'"),
+}
+for _name, (_writer, _says) in _PROGRAMS.items():
+    _files = {"p.py": _writer} if _writer else {}
+    cli(f"program:compile:{_name}", ["compile", "{d}/p.py", "-o", "{d}/out"], _says, files=_files, entry="program")
+cli("program:compile:order-option", ["compile", "examples/programs/spmm.py", "-o", "{d}/o", "--order", "T"],
+    "--order", entry="program")
+cli("program:compile:dump-unknown", ["compile", "examples/programs/spmm.py", "-o", "{d}/o", "--dump-after", "nope"],
+    "nope", entry="program")
+cli("program:compile:fused-order", ["compile", "examples/programs/spmm.py", "-o", "{d}/o", "--fused-order", "x"],
+    "--fused-order", entry="program")
+
+
+# ---- the Python API ------------------------------------------------------------------------
+def _api_cases() -> None:
+    from fuseflow.memory import MemoryModel, parse_memory
+    from fuseflow.numerics import Numerics
+    from fuseflow.samml import Graph, NodeKind
+    from fuseflow.tensor import CSR, TensorData, TensorFormat
+    from hw.config import HwConfig
+    from sw_sim import run_graph, simulate_primitive
+
+    for text_ in ("int3", "int99", "q1.0", "q8", "qx.y", "double", "q16.64", ""):
+        api(f"api:Numerics.parse:{text_ or 'empty'}", lambda d, t=text_: Numerics.parse(t), "numerics")
+    for kw, says in [({"latency": -1}, "latency"), ({"bytes_per_cycle": 0}, "bytes_per_cycle"),
+                     ({"burst_bytes": 3}, "burst"), ({"banks": 0}, "banks"), ({"policy": "lazy"}, "lazy")]:
+        api(f"api:MemoryModel:{next(iter(kw))}", lambda d, kw=kw: MemoryModel(name="x", **kw), says)
+    api("api:parse_memory:unknown", lambda d: parse_memory("hbm9"), "hbm9")
+    api("api:HwConfig:float", lambda d: HwConfig(numerics=Numerics.parse("float")), "float")
+    api("api:HwConfig:width", lambda d: HwConfig(vw=16, numerics=Numerics.parse("q16.16")), "vw=16")
+    api("api:HwConfig:onchip", lambda d: HwConfig(onchip="B"), "onchip")
+    api("api:Graph:dot-name", lambda d: Graph("g").add(NodeKind.ROOT, "a.b"), "a.b")
+    api("api:Graph:unknown-param", lambda d: Graph("g").add(NodeKind.REDUCE, "r", op="add", x=1), "'x'")
+    api("api:Graph:bad-op", lambda d: Graph("g").add(NodeKind.ALU, "a", op="pow"), "'pow'")
+    api("api:Graph:connect-no-dot", lambda d: Graph("g").connect("a", "b.c"), "node.port")
+    api("api:Graph:tensor-shape", lambda d: Graph("g").tensor("A", (4,), CSR), "'A'")
+    api("api:TensorFormat:level", lambda d: TensorFormat(("dense", "blocked")), "blocked")
+    api("api:TensorData.from_dense:rank", lambda d: TensorData.from_dense(np.ones(4), CSR), "order 1")
+    for name, mutate, says in [
+        ("crd-range", lambda s, c, v: (s, np.r_[c[:-1], 99], v), "outside the dimension"),
+        ("seg-end", lambda s, c, v: (np.r_[s[:-1], s[-1] + 1], c, v), "seg ends at"),
+        ("seg-start", lambda s, c, v: (np.r_[1, s[1:]], c, v), "seg[0] is not 0"),
+        ("vals-short", lambda s, c, v: (s, c, v[:-1]), "vals has"),
+        ("vals-nan", lambda s, c, v: (s, c, np.r_[v[:-1].astype(float), np.nan]), "NaN"),
+        ("vals-big", lambda s, c, v: (s, c, np.r_[v[:-1], 2**40]), "does not fit"),
+        ("crd-unsorted", lambda s, c, v: (s, c[::-1].copy(), v), "does not increase"),
+    ]:
+        api(f"api:run_graph:{name}", lambda d, m=mutate: run_graph(*_broken_spmv(m), numerics="int32"), says)
+    for kw, says in [({"op": "pow"}, "'pow'"), ({"op": "add", "speed": 1}, "'speed'")]:
+        api(f"api:simulate_primitive:alu:{next(iter(kw.values()))}",
+            lambda d, kw=kw: simulate_primitive("alu", {"a": "1, S0, D", "b": "1, S0, D"}, **kw), says)
+    api("api:simulate_primitive:reduce-op", lambda d: simulate_primitive("reduce", {"val": "1, S0, D"}, op="mean"),
+        "'mean'")
+    api("api:simulate_primitive:after-done", lambda d: simulate_primitive("reduce", {"val": "1, S0, D, 4"}, op="add"),
+        "after D")
+    api("api:simulate_primitive:no-done", lambda d: simulate_primitive("reduce", {"val": "1, S0"}, op="add"), "no D")
+    api("api:simulate_primitive:port", lambda d: simulate_primitive("reduce", {"in": "1, S0, D"}, op="add"), "'in'")
+    api("api:simulate_primitive:kind", lambda d: simulate_primitive("fpu", {"a": "D"}), "fpu")
+    api("api:simulate_primitive:token", lambda d: simulate_primitive("reduce", {"val": "1, S9x, D"}, op="add"), "S9x")
+    api("api:load_graph:missing", lambda d: _load_graph(d / "none.json"), "does not exist")
+
+
+def _load_graph(path: Path):
+    from fuseflow.graph_file import load_graph
+    return load_graph(path)
+
+
+def _broken_spmv(mutate):
+    from fuseflow.tensor import TensorData
+    g, data, _, _ = example("spmv", 8, seed=1, density=0.4)
+    b = data["B"]
+    seg, crd, vals = mutate(b.seg[1].copy(), b.crd[1].copy(), np.asarray(b.vals).copy())
+    data["B"] = TensorData(b.shape, b.fmt, [None, seg], [None, crd], vals)
+    return g, data
+
+
+_api_cases()
