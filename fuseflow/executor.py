@@ -47,7 +47,7 @@ class Executor:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type | None, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         # leaving on an error or Ctrl-C: stop the workers now instead of letting jobs finish
         self.close(abort=exc_type is not None)
 

@@ -6,8 +6,8 @@ alternative for values out of range: it clamps them and reports how many it clam
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 

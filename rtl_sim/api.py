@@ -58,6 +58,22 @@ def _key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def primitive_hw_params(kind: NodeKind, params: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict:
+    """A single primitive's parameters with defaults plus the memory capacities its runs need
+    (``seg_depth``, ``crd_depth``, ``vals_depth``: the longest array of any run, rounded up to
+    a power of two so builds are reused; a writer's, the longest input stream)."""
+    spec = PRIMITIVES[kind]
+    hw_params = dict(spec.view(params))
+    for m in _MEM_PARAMS:
+        sizes = [len(r[m]) for r in runs if m in r]
+        if sizes or spec.sink:
+            hw_params[f"{m}_depth"] = _pow2(max([*sizes, 1]))
+    if spec.sink:
+        cap = _pow2(max(len(parse_stream(r["inputs"][p])) for r in runs for p in r["inputs"]))
+        hw_params.update(seg_depth=cap, crd_depth=cap, vals_depth=cap)
+    return hw_params
+
+
 def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]], *, cfg: HwConfig = DEFAULT_HW,
                         depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0,
                         **params: Any) -> list[dict]:
@@ -69,24 +85,8 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
     """
     kind = NodeKind(kind) if isinstance(kind, str) else kind
     spec = PRIMITIVES[kind]
-    pv = spec.view(params)
-    in_kinds, out_kinds = spec.ports(pv)
-    # memory capacities: shared by every run of the batch, rounded up so builds are reused
-    caps = {}
-    for m in _MEM_PARAMS:
-        sizes = [len(r[m]) for r in runs if m in r]
-        if sizes or spec.sink:
-            caps[m] = _pow2(max(sizes + [1]))
-    hw_params = dict(pv)
-    if "seg" in caps:
-        hw_params["seg_depth"] = caps["seg"]
-    if "crd" in caps:
-        hw_params["crd_depth"] = caps["crd"]
-    if "vals" in caps:
-        hw_params["vals_depth"] = caps["vals"]
-    if spec.sink:
-        cap = _pow2(max(len(parse_stream(r["inputs"][p])) for r in runs for p in r["inputs"]))
-        hw_params.update(seg_depth=cap, crd_depth=cap, vals_depth=cap)
+    in_kinds, out_kinds = spec.ports(spec.view(params))
+    hw_params = primitive_hw_params(kind, params, runs)
     key = _key("prim", kind.value, {k: v for k, v in hw_params.items() if k not in _MEM_PARAMS}, cfg, depth)
 
     def make():

@@ -20,11 +20,14 @@ def rng():
 
 
 def pytest_collection_modifyitems(config, items):
-    """The ``slow`` mark (long runs: a whole correlation suite per memory preset) is skipped
-    unless selected with ``-m slow`` or ``FUSEFLOW_SLOW=1``."""
-    if os.environ.get("FUSEFLOW_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="slow: run with -m slow or FUSEFLOW_SLOW=1")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    """Heavy marks run only when asked for: ``slow`` (a whole correlation suite per memory
+    preset) with ``-m slow`` or ``FUSEFLOW_SLOW=1``; ``formal`` (every primitive configuration's
+    protocol proof at full depth; the suite proves a sample at reduced depth) with ``-m
+    formal`` or ``FUSEFLOW_FORMAL=1``."""
+    for mark in ("slow", "formal"):
+        if os.environ.get(f"FUSEFLOW_{mark.upper()}") == "1" or mark in (config.getoption("-m") or ""):
+            continue
+        skip = pytest.mark.skip(reason=f"{mark}: run with -m {mark} or FUSEFLOW_{mark.upper()}=1")
+        for item in items:
+            if mark in item.keywords:
+                item.add_marker(skip)

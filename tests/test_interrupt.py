@@ -21,7 +21,7 @@ density = 0.5
 
 
 def _session_processes(sid: int) -> list[str]:
-    return subprocess.run(["pgrep", "-s", str(sid)], capture_output=True, text=True).stdout.split()
+    return subprocess.run(["pgrep", "-s", str(sid)], capture_output=True, text=True, check=False).stdout.split()
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="process sessions and pgrep -s")

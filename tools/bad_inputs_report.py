@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bad_inputs.corpus import CASES, TIME_LIMIT_S, run_case  # noqa: E402
+from bad_inputs.corpus import CASES, TIME_LIMIT_S, run_case
 
 VERDICTS = ("clear", "traceback", "hang", "silent", "wrong")
 

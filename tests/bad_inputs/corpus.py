@@ -151,7 +151,7 @@ def run_case(case: Case, d: Path, limit: int = TIME_LIMIT_S) -> Outcome:
             code, text_ = _run_cli(case, d)
     except _Timeout:
         return Outcome("hang", f"no answer within {limit} s")
-    except Exception as exc:  # a crash the CLI's handler did not catch
+    except Exception as exc:  # noqa: BLE001 - a crash the CLI's handler did not catch
         return Outcome("traceback", "".join(traceback.format_exception_only(exc)).strip())
     finally:
         signal.alarm(0)

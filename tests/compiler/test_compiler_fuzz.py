@@ -13,7 +13,14 @@ from hypothesis import assume, event, given
 from hypothesis import strategies as st
 from random_programs import build, programs
 
-from fuseflow.compiler import Fusion, FusionError, LoweringError, compile_program, reference, run_program
+from fuseflow.compiler import (
+    Fusion,
+    FusionError,
+    LoweringError,
+    compile_program,
+    reference,
+    run_program,
+)
 from sw_sim import run_graph
 
 

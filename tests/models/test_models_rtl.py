@@ -9,7 +9,6 @@ from fuseflow.models.frontend import trace
 from fuseflow.models.plan import CompilerStep, _input_format, compile_model, quantized_input
 from fuseflow.models.suite import correlation_suite
 from fuseflow.numerics import Numerics
-from fuseflow.tensor import TensorData
 from fuseflow_cli.models import FIXED_ATOL
 from hw import HwConfig
 from rtl_sim import run_graph_batch
