@@ -16,7 +16,7 @@ import numpy as np
 from .samml import Graph
 from .tensor import TensorData
 
-__all__ = ["Case", "SimRun", "Simulator", "SuiteEntry"]
+__all__ = ["Case", "SimRun", "Simulator", "SuiteEntry", "graph_overflows"]
 
 
 class SimRun(Protocol):
@@ -52,3 +52,8 @@ class SuiteEntry:
     name: str
     model: str  # colour group in the correlation plot
     make: Callable[[Simulator], Case]
+
+
+def graph_overflows(graph: str, res: SimRun) -> dict[str, int]:
+    """A simulator result's overflow counts keyed ``graph/node`` (none if it reports none)."""
+    return {f"{graph}/{n}": k for n, k in (getattr(res, "overflows", None) or {}).items()}

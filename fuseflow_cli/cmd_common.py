@@ -45,6 +45,8 @@ __all__ = [
     "apply_par",
     "load_graph_job",
     "open_executor",
+    "overflow_failed",
+    "overflow_text",
     "parse_max_nnz",
     "resolve_memory",
     "resolve_schedule",
@@ -156,6 +158,23 @@ def saturated_text(counts: dict[str, int], word: Numerics | int | str) -> str:
     what = f"{word}-bit" if isinstance(word, int) else str(word)
     return ("saturated: " + ", ".join(f"{n} value(s) of {t!r}" for t, n in counts.items())
             + f" clamped to the {what} range") if counts else "saturated: none"
+
+
+def overflow_text(overflows: dict[str, int], num: Numerics | str) -> str:
+    """The line that reports results the arithmetic brought into range (sw_sim's per-node
+    counts): wrapped (integer numerics: not the exact results) or saturated (fixed point)."""
+    num = Numerics.parse(num)
+    nodes = ", ".join(f"{n} in node {k!r}" for k, n in overflows.items())
+    if num.mode is Mode.INT:
+        return (f"overflow: results wrapped to {num} ({nodes}): these values are not the exact "
+                "results; use smaller inputs or a wider value width")
+    return f"overflow: results saturated to the {num} range ({nodes})"
+
+
+def overflow_failed(overflows: dict[str, int], num: Numerics | str) -> bool:
+    """A wrapped integer result is a wrong answer (exit status 1); a saturated fixed-point
+    result is the documented rule, reported but not a failure."""
+    return bool(overflows) and Numerics.parse(num).mode is Mode.INT
 
 
 def load_graph_job(args: argparse.Namespace) -> GraphJob:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from fuseflow.memory import MemoryError
+from fuseflow.numerics import Numerics
 from hw.elaborate import HwConfig
 from rtl_sim import ToolchainError
 from rtl_sim import run_graph as rtl_run
@@ -23,6 +24,8 @@ from .cmd_common import (
     add_saturate_arg,
     add_width_args,
     load_graph_job,
+    overflow_failed,
+    overflow_text,
     resolve_memory,
     resolve_widths,
     saturate_job,
@@ -32,7 +35,8 @@ from .errors import UserError
 
 # the fields of ``rtl --json`` (README, "Machine-readable output")
 JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
-               "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated")
+               "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated",
+               "overflows")
 
 
 def add_parser(sub) -> None:
@@ -61,8 +65,8 @@ def run(args) -> int:
     waves = Path(args.waves) if args.waves else None
     saturated = saturate_job(args, job, vw)
     try:
-        sw = run_graph(job.graph, job.data, memory=model, onchip=placement)
         cfg = memory_config(HwConfig(cw=cw, vw=vw), model, placement)
+        sw = run_graph(job.graph, job.data, memory=model, onchip=placement, numerics=_sw_numerics(vw))
         t0 = time.perf_counter()
         graph_build(job.graph, cfg, waves is not None, args.runner)  # cached: the run reuses it
         t1 = time.perf_counter()
@@ -83,11 +87,19 @@ def run(args) -> int:
                "check": None if check is None else ("pass" if check else "fail"), "cw": cw, "vw": vw,
                "memory": model.to_json(), "onchip": sorted(placement.onchip), "build_s": round(t1 - t0, 3),
                "wall_s": round(wall, 4), "cycles_per_s": round(rtl.cycles / max(wall, 1e-9)),
-               "waves": args.waves, "saturated": saturated if args.saturate else None}
+               "waves": args.waves, "saturated": saturated if args.saturate else None,
+               "overflows": sw.overflows}
         print(json.dumps({k: out[k] for k in JSON_FIELDS}, indent=1))
     else:
         _print_text(args, job, model, rtl, sw, same, check, (cw, vw, wall), saturated)
-    return 0 if same and check is not False else 1
+    wrapped = overflow_failed(sw.overflows, _sw_numerics(vw))
+    return 0 if same and check is not False and not wrapped else 1
+
+
+def _sw_numerics(vw: int) -> Numerics:
+    """sw_sim's arithmetic for an RTL run: the RTL's value width (at least the 11 bits the
+    numerics allow; narrower datapaths are compared at 11)."""
+    return Numerics.integer(max(vw, 11))
 
 
 def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: tuple[int, int, float],
@@ -103,5 +115,7 @@ def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: 
         print(f"check against numpy: {'PASS' if check else 'FAIL'}")
     if args.saturate:
         print(saturated_text(saturated, vw))
+    if sw.overflows:
+        print(overflow_text(sw.overflows, _sw_numerics(vw)) + " (sw_sim; the RTL computes the same)")
     if args.waves:
         print(f"waveform: {args.waves}")

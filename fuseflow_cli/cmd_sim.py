@@ -17,6 +17,8 @@ from .cmd_common import (
     add_memory_args,
     add_saturate_arg,
     load_graph_job,
+    overflow_failed,
+    overflow_text,
     resolve_memory,
     saturate_job,
     saturated_text,
@@ -67,7 +69,7 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
               "wall_seconds": round(res.wall_seconds, 4), "engine": sw_sim.ENGINE,
               "memory": model.to_json(), "onchip": sorted(placement.onchip),
               "counters": res.counters, "nodes": node_counters(res.stats),
-              "saturated": saturated if args.saturate else None}
+              "saturated": saturated if args.saturate else None, "overflows": res.overflows}
     return record, res, model
 
 
@@ -76,21 +78,23 @@ def run(args) -> int:
         return run_model(args)
     reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"))
     record, res, model = simulate_graph(args)
-    ok = record["ok"]
+    ok = record["ok"] is not False and not overflow_failed(res.overflows, SIM_NUMERICS)
     if args.json:
         print(json.dumps(record, indent=1))
-        return 0 if ok is not False else 1
+        return 0 if ok else 1
     print(f"{record['source']}: {res.cycles} cycles in sw_sim ({res.wall_seconds * 1e3:.1f} ms, "
           f"{res.node_cycles / max(res.wall_seconds, 1e-9) / 1e6:.2f} M node-cycles/s, "
           f"{sw_sim.ENGINE} model)")
     print(f"memory: {model.describe()}")
     if args.saturate:
         print(saturated_text(record["saturated"], SIM_NUMERICS))
+    if res.overflows:
+        print(overflow_text(res.overflows, SIM_NUMERICS))
     print(counters_text(res.counters, stats=args.stats))
     if args.stats:
         rows = [[n, s.tokens_in, s.tokens_out, s.fire_cycles, s.stall_cycles, s.starve_cycles, s.mem_cycles]
                 for n, s in res.stats.items()]
         print(table(rows, ["node", "tokens in", "tokens out", "active", "stalled", "starved", "memory wait"]))
-    if ok is not None:
-        print(f"check against numpy: {'PASS' if ok else 'FAIL'}")
-    return 0 if ok is not False else 1
+    if record["ok"] is not None:
+        print(f"check against numpy: {'PASS' if record['ok'] else 'FAIL'}")
+    return 0 if ok else 1

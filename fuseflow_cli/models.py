@@ -22,7 +22,14 @@ from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
 from .argtypes import MAX_SIZE, int_range
-from .cmd_common import resolve_memory, resolve_schedule, saturated_text, table, with_numerics
+from .cmd_common import (
+    overflow_text,
+    resolve_memory,
+    resolve_schedule,
+    saturated_text,
+    table,
+    with_numerics,
+)
 from .errors import UserError
 
 __all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "reject_model_options",
@@ -146,7 +153,8 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
               "memory": model.to_json(), "onchip": sorted(placement.onchip),
               "counters": summary_counters(counters),
               "wall_seconds": round(res.wall_seconds, 3), "engine": sw_sim.ENGINE,
-              "saturated": res.saturated if getattr(args, "saturate", False) else None}
+              "saturated": res.saturated if getattr(args, "saturate", False) else None,
+              "overflows": res.overflows}
     return record, {"case": case, "compiled": cm, "memory": model, "counters": counters, "what": what}
 
 
@@ -168,6 +176,8 @@ def run_model(args: argparse.Namespace) -> int:
     print(f"memory: {more['memory'].describe()}")
     if getattr(args, "saturate", False):
         print(saturated_text(record["saturated"], record["numerics"]))
+    if record["overflows"]:
+        print(overflow_text(record["overflows"], record["numerics"]))
     print(counters_text(more["counters"], stats=getattr(args, "stats", False)))
     print(f"check against PyTorch (float64; {more['what']} {record['error']:.2e}, tolerance {record['tolerance']:.0e}): "
           f"{'PASS' if ok else 'FAIL'}")

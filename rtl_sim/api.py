@@ -232,11 +232,25 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
                          "limit": limit} for r in runs]
             results = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": job_runs},
                                  waves=waves, wave_file=wave_file)["results"]
+            _check_lengths(results, meta, f"graph {graph.name!r}")
     except ToolchainError as exc:
         if isinstance(exc, RtlTimeout) or "not done after" in str(exc):
             raise RtlTimeout(f"{exc}\n{stall_report(graph, datasets, cfg, limit)}") from None
         raise
     return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"]) for r in results]
+
+
+def _check_lengths(results: Sequence[dict], meta: dict, what: str) -> None:
+    """An output array longer than its memory (the writer's length register counts past the
+    region depth, its address wrapped) is an error, as the native harness reports it."""
+    depth = {r["name"]: r["depth"] for r in meta["memory_map"]["regions"]}
+    for i, res in enumerate(results):
+        for name, words in res["arrays"].items():
+            if len(words) > depth[name]:
+                where = f" (dataset {i + 1} of {len(results)})" if len(results) > 1 else ""
+                raise ToolchainError(f"RTL run of {what}{where}: output array {name!r} reports {len(words)} "
+                                     f"entries but its memory holds {depth[name]}: its writer overflowed the "
+                                     "buffer (build with a larger max_nnz, --max-nnz TENSOR=N)")
 
 
 def stall_report(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], cfg: HwConfig, limit: int) -> str:

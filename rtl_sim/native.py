@@ -366,7 +366,8 @@ def run_native(bdir: Path, meta: Mapping[str, Any], runs: Sequence[Mapping[str, 
             run, k, n, depth = (int(x) for x in m.groups())
             where = f" (dataset {run + 1} of {len(runs)})" if len(runs) > 1 else ""
             raise ToolchainError(f"native RTL run of {what}{where}: output array {lengths[k]!r} reports {n} "
-                                 f"entries but its memory holds {depth}")
+                                 f"entries but its memory holds {depth}: its writer overflowed the buffer "
+                                 "(build with a larger max_nnz, --max-nnz TENSOR=N)")
     if proc.returncode:
         raise ToolchainError(f"native RTL run of {what} failed (exit {proc.returncode}): {proc.stderr[-3000:]}")
     results = parse_result(words, lengths)

@@ -20,6 +20,7 @@ from . import registry
 from .counters import collect_counters
 from .dram import Controller
 from .engine import Channel, Engine, NodeStats, NullChannel, Primitive
+from .overflow import counting, overflow_counts
 from .registry import Build
 from .stream import Sink, Source
 
@@ -35,6 +36,8 @@ class SimResult:
     node_cycles: int = 0  # nodes x cycles: the work a lock-step simulator would do
     extra: dict[str, Any] = field(default_factory=dict)
     counters: dict[str, Any] = field(default_factory=dict)  # sw_sim.counters
+    # node -> results it wrapped (integer numerics) or saturated (fixed point); nodes with none left out
+    overflows: dict[str, int] = field(default_factory=dict)
 
 
 class PrimitiveResult(dict):
@@ -119,13 +122,15 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
     prims: list[Primitive] = []
     sinks: list[Primitive] = []
     by_name: dict[str, Primitive] = {}
+    arith: dict[str, Numerics] = {}
     for node in graph.nodes.values():
         ins = {p: chan_in[node[p]] for p in node.inputs()}
         outs = {p: chan_out[node[p]] for p in node.outputs()}
         params = resolve_params(graph, node, data)
         if node.name in mem_of:
             params["mem"] = mem_of[node.name]
-        prim = build_primitive(node.kind, node.name, ins, outs, params, numerics=num)
+        arith[node.name] = counting(num)
+        prim = build_primitive(node.kind, node.name, ins, outs, params, numerics=arith[node.name])
         for port in mem_of.get(node.name, {}).values():
             port.node = prim
         prims.append(prim)
@@ -141,7 +146,8 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
     named = {str(e): chan_out[e.src] for e in graph.edges}
     counters = collect_counters(graph, by_name, named, model, placement, ctrl, cw=crd_width, vw=vw)
     return SimResult(outputs, cycles, {p.name: p.stats for p in prims}, wall,
-                     node_cycles=cycles * len(prims), counters=counters)
+                     node_cycles=cycles * len(prims), counters=counters, overflows=overflow_counts(arith))
+
 
 
 def collect_outputs(graph: Graph, prims: Mapping[str, Any]) -> dict[str, TensorData]:

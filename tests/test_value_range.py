@@ -121,16 +121,24 @@ def _npz_graph(tmp_path, big):
 
 
 def test_cli_names_the_value_and_saturate_reports_the_count(tmp_path, capsys) -> None:
-    graph, npz, _ = _npz_graph(tmp_path, 2**40)
+    graph, npz, arrays = _npz_graph(tmp_path, 2**40)
     assert main(["sim", str(graph), "--data", str(npz)]) == 2
     err = capsys.readouterr().err
     assert "tensor 'c'" in err and "1099511627776 does not fit the int32 datapath" in err
     assert "Traceback" not in err
-    assert main(["sim", str(graph), "--data", str(npz), "--saturate", "--json"]) == 0
+    # c[0] clamped to 2**31 - 1: its products with B's column 0 (other than 0 and 1) then wrap,
+    # which is reported and makes the exit status 1
+    hi = 2**31 - 1
+    products = [int(b) * hi for b in arrays["B"][:, 0] if b]
+    wraps = sum(not -hi - 1 <= p <= hi for p in products)
+    code = main(["sim", str(graph), "--data", str(npz), "--saturate", "--json"])
     rec = json.loads(capsys.readouterr().out)
     assert rec["saturated"] == {"c": 1}
-    assert main(["sim", str(graph), "--data", str(npz), "--saturate"]) == 0
-    assert "saturated: 1 value(s) of 'c' clamped to the int32 range" in capsys.readouterr().out
+    assert rec["overflows"].get("mul", 0) == wraps and code == (1 if wraps else 0)
+    assert main(["sim", str(graph), "--data", str(npz), "--saturate"]) == code
+    out = capsys.readouterr().out
+    assert "saturated: 1 value(s) of 'c' clamped to the int32 range" in out
+    assert ("overflow: results wrapped to int32" in out) == bool(wraps)
 
 
 def test_cli_refuses_fractions_in_an_integer_graph(tmp_path, capsys) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..samml import Graph
-from ..simulation import SimRun, Simulator
+from ..simulation import SimRun, Simulator, graph_overflows
 from ..tensor import TensorData, TensorFormat
 from .codegen import CompiledProgram
 from .program import Access, BinOp, Op, Program, ProgramError, Sum, Unary, UnOp
@@ -24,6 +24,8 @@ class ProgramResult:
     outputs: dict[str, TensorData]
     cycles: list[int]  # per graph, in order
     counters: list[dict] = field(default_factory=list)  # per graph (sw_sim.counters), if reported
+    # "graph/node" -> results wrapped or saturated (sw_sim's SimResult.overflows), nodes with none left out
+    overflows: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_cycles(self) -> int:
@@ -83,13 +85,16 @@ def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tenso
     cycles: list[int] = []
     counters: list[dict] = []
     written: dict[str, TensorData] = {}
-    for _, _, res in graph_runs(compiled, data, simulate=simulate, **sim_args):
+    overflows: dict[str, int] = {}
+    for g, _, res in graph_runs(compiled, data, simulate=simulate, **sim_args):
         cycles.append(res.cycles)
         if getattr(res, "counters", None):
             counters.append(res.counters)
+        overflows.update(graph_overflows(g.name, res))
         written.update(res.outputs)
     outs = {n: written[n] for n in compiled.program.result_names()}
-    return ProgramResult(outs, cycles, counters)
+    return ProgramResult(outs, cycles, counters, overflows)
+
 
 
 def reference(compiled_or_program, data: Mapping[str, np.ndarray | TensorData],

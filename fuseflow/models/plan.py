@@ -56,7 +56,7 @@ from fuseflow.kernels import GraphBuilder
 from fuseflow.lowering import reduce_rows, row_layernorm, row_softmax, unary
 from fuseflow.numerics import Mode, Numerics
 from fuseflow.samml import AluOp, Graph, ReduceOp, Role
-from fuseflow.simulation import Simulator
+from fuseflow.simulation import Simulator, graph_overflows
 from fuseflow.tensor import Format, TensorData, TensorFormat
 
 from .ir import MKind, MNode, ModelIR
@@ -163,6 +163,7 @@ class ModelRun:
     tensors: dict[str, TensorData] = field(default_factory=dict)
     counters: list[tuple[str, dict]] = field(default_factory=list)  # (graph, sw_sim counters)
     saturated: dict[str, int] = field(default_factory=dict)  # values clamped per input (saturate=True)
+    overflows: dict[str, int] = field(default_factory=dict)  # "graph/node" -> results saturated in sw_sim
 
     @property
     def total_cycles(self) -> int:
@@ -572,6 +573,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
         tensors[name] = quantized_input(name, arr, arr.shape, num, TensorFormat((Format.DENSE,) * arr.ndim),
                                         saturate=saturate, saturated=saturated)
     cycles: list[tuple[str, int]] = []
+    overflows: dict[str, int] = {}
     for s in cm.steps:
         if isinstance(s, CompilerStep):
             res = run_program(s.compiled, {a: tensors[a] for a in s.inputs}, simulate=simulate,
@@ -579,6 +581,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             for g, c in zip(s.graphs, res.cycles):
                 cycles.append((g.name, c))
             counters += [(g.name, c) for g, c in zip(s.graphs, res.counters)]
+            overflows.update(res.overflows)
             tensors.update(res.outputs)
         elif isinstance(s, MLStep):
             r = simulate(s.graph, {s.input: _to_fmt(tensors[s.input], s.in_fmt)}, numerics=numerics,
@@ -586,6 +589,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             cycles.append((s.graph.name, r.cycles))
             if getattr(r, "counters", None):
                 counters.append((s.graph.name, r.counters))
+            overflows.update(graph_overflows(s.graph.name, r))
             tensors.update(r.outputs)
         else:
             n = s.node
@@ -593,4 +597,4 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             arr = np.einsum(n.attrs["spec"], arr) if n.kind is MKind.EINSUM else arr.reshape(n.shape)
             tensors[n.name] = TensorData.from_dense(arr, TensorFormat((Format.DENSE,) * len(n.shape)))
     outs = {o: np.asarray(num.dequantize(tensors[o].to_dense()), dtype=np.float64) for o in ir.outputs}
-    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated)
+    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated, overflows)

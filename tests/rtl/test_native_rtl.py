@@ -23,7 +23,8 @@ pytestmark = pytest.mark.rtl
 
 # the documented fields of `fuseflow-hw rtl --json` (README, "Machine-readable output")
 RTL_JSON_FIELDS = {"source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
-                   "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated"}
+                   "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated",
+                   "overflows"}
 
 
 def _same_arrays(a, b, where: str) -> None:
