@@ -168,6 +168,9 @@ class TensorData:
         stored_shape = tuple(self.shape[m] for m in self.fmt.mode_order)
         prefix, vals = self._stored_coords()
         out = np.zeros(stored_shape, dtype=dtype or (vals.dtype if vals.size else np.int64))
+        if not stored_shape:  # a scalar: its one stored value
+            out[()] = vals[0]
+            return out
         out[tuple(prefix.T)] = vals
         inverse = np.argsort(self.fmt.mode_order)
         return np.transpose(out, inverse)

@@ -644,13 +644,18 @@ def _opname(node) -> str:
 
 def _region(node, args, b: _Builder) -> str:
     """Fusion-region tag: the outermost submodule (with its ModuleList index) that made the op;
-    ops made by the root module inherit the region of their first tensor operand."""
+    an op made by the root module joins the latest region (in the order regions first appear)
+    that produced one of its tensor operands, so a region never reads a later region's output
+    (``self.a(x) + self.b(y)`` goes with ``b``)."""
     stack = node.meta.get("nn_module_stack") or {}
     for path, (_, cls) in stack.items():
         if isinstance(cls, type) and issubclass(cls, (nn.ModuleList, nn.Sequential)):
             continue
         return str(path)
-    for a in args if isinstance(args, (tuple, list)) else ():
-        if isinstance(a, _Val) and b.region_of.get(a.name.lstrip("~")):
-            return b.region_of[a.name.lstrip("~")]
-    return "main"
+    operands = [b.region_of.get(a.name.lstrip("~")) for a in (args if isinstance(args, (tuple, list)) else ())
+                if isinstance(a, _Val)]
+    regions = [r for r in operands if r]
+    if not regions:
+        return "main"
+    order = {r: k for k, r in reversed(list(enumerate(n.region for n in b.nodes)))}
+    return max(regions, key=lambda r: order.get(r, -1))

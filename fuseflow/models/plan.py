@@ -112,14 +112,32 @@ class HostStep:
     """A reshape, or a transpose next to a reshape / of a materialised input: host data movement."""
 
     node: MNode
+    fmt: TensorFormat | None = None  # the result's format (None: dense); a sparse matrix stays sparse
 
     @property
     def graphs(self) -> list[Graph]:
         return []
 
+    @property
+    def sparse(self) -> bool:
+        return self.fmt is not None and Format.COMPRESSED in self.fmt.levels
+
     def label(self) -> str:
         what = "reshape" if self.node.kind is MKind.RESHAPE else f"permute {self.node.attrs['spec']}"
-        return f"host {what} {self.node.args[0]} -> {self.node.name} {list(self.node.shape)} (fusion barrier)"
+        kept = f", kept sparse ({self.fmt})" if self.sparse else ""
+        return f"host {what} {self.node.args[0]} -> {self.node.name} {list(self.node.shape)}{kept} (fusion barrier)"
+
+    def run(self, src: TensorData) -> TensorData:
+        """The step on the host: a sparse matrix transposed through ``scipy.sparse`` (no dense
+        copy), anything else through a dense array."""
+        n = self.node
+        if self.sparse and self.fmt is not None:
+            lhs, out = n.attrs["spec"].split("->")
+            m = src.to_scipy()
+            return TensorData.from_scipy(m.T if lhs != out else m, self.fmt)
+        arr = src.to_dense()
+        arr = np.einsum(n.attrs["spec"], arr) if n.kind is MKind.EINSUM else arr.reshape(n.shape)
+        return TensorData.from_dense(arr, TensorFormat((Format.DENSE,) * len(n.shape)))
 
 
 Step = CompilerStep | MLStep | HostStep
@@ -289,8 +307,8 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
         if _is_permute(n) and (n.args[0] not in {m.name for m in pending}
                                or all(by[u].kind is MKind.RESHAPE for u in _users(nodes, n.name))):
             flush(k)
-            formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
-            steps.append(HostStep(n))
+            formats[n.name] = _permuted_format(n, formats.get(n.args[0]), n.args[0] in ir.formats, notes)
+            steps.append(HostStep(n, formats[n.name]))
             continue
         if n.kind in in_compiler:
             pending.append(n)
@@ -335,6 +353,24 @@ def _add_ml_step(steps: list[Step], n: MNode, chained: bool, formats: dict[str, 
     else:
         steps.append(_ml_step([n], n.args[0], formats[n.args[0]], shapes, masked))
     formats[n.name] = steps[-1].graph.tensors[n.name].fmt
+
+
+def _permuted_format(n: MNode, src: TensorFormat | None, declared: bool, notes: list[str]) -> TensorFormat:
+    """The format of a host permute's result: a sparse matrix's transpose keeps the source's
+    levels and mode order (a CSR matrix gives the CSR of its transpose, a format conversion
+    made on the host); anything else is dense, and a tensor the user ``declared`` sparse (a
+    model input's format) says so in the notes."""
+    dense = TensorFormat((Format.DENSE,) * len(n.shape))
+    if src is None or Format.COMPRESSED not in src.levels:
+        return dense
+    if len(n.shape) == 2:
+        notes.append(f"{n.name}: the transpose of sparse {n.args[0]!r} ({src}) is converted on the host "
+                     f"and stays sparse ({src})")
+        return src
+    if declared:
+            notes.append(f"{n.name}: the permute of sparse {n.args[0]!r} ({src}) is stored dense on the host "
+                     "(sparse permutes of order > 2 are not supported yet)")
+    return dense
 
 
 def _is_permute(n: MNode) -> bool:
@@ -421,6 +457,7 @@ def _run_program(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
         if a not in produced and a not in handles:
             handles[a] = p.tensor(a, shapes[a], formats[a])
             inputs.append(a)
+    _check_regions_follow_data(ir, run)
     regions: dict[str, list] = {}
     outputs: list[str] = []
     for n in run:
@@ -437,6 +474,23 @@ def _run_program(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
         p.regions.clear()
         p.region(*[handles[n.name] for n in run])
     return p, inputs, outputs
+
+
+def _check_regions_follow_data(ir: ModelIR, run: list[MNode]) -> None:
+    """Every node reads tensors of its own region or of regions that come before it (regions
+    are fused and run in the order they first appear): otherwise a fusion region would read a
+    later region's output."""
+    order: dict[str, int] = {}
+    made_in: dict[str, str] = {}
+    for n in run:
+        order.setdefault(n.region, len(order))
+        made_in[n.name] = n.region
+    for n in run:
+        late = [a for a in n.args if a in made_in and order[made_in[a]] > order[n.region]]
+        if late:
+            raise LoweringError(f"model {ir.name}: node {n.name!r} ({n.source or n.kind.value}) in region "
+                                f"{n.region!r} reads {late[0]!r}, which region {made_in[late[0]]!r} computes "
+                                "later; put the op in that region (or a later one)")
 
 
 def _broadcast_mask(mask, x, shapes):
@@ -592,9 +646,6 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             overflows.update(graph_overflows(s.graph.name, r))
             tensors.update(r.outputs)
         else:
-            n = s.node
-            arr = tensors[n.args[0]].to_dense()
-            arr = np.einsum(n.attrs["spec"], arr) if n.kind is MKind.EINSUM else arr.reshape(n.shape)
-            tensors[n.name] = TensorData.from_dense(arr, TensorFormat((Format.DENSE,) * len(n.shape)))
+            tensors[s.node.name] = s.run(tensors[s.node.args[0]])
     outs = {o: np.asarray(num.dequantize(tensors[o].to_dense()), dtype=np.float64) for o in ir.outputs}
     return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated, overflows)
