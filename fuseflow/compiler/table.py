@@ -605,9 +605,28 @@ def _merge_streams(c: _Construction) -> Rejected | None:
             return why
         if isinstance(tree, Join) and (tree.kind is JoinKind.UNION
                                        or any(isinstance(k, Join) for k in tree.children)):
-            c.nref.update(m for m in tree.members()
-                          if not _leaf_full(m, row, c.views, c.nref, t.children))
+            c.nref.update(_gapped(tree, row, c.views, c.nref, t.children))
     return None
+
+
+def _gapped(tree: Join, row: str, views: dict[str, View], nref: set[str],
+            children: dict[str, FusionTable] | None) -> set[str]:
+    """The members of a row's join whose references can be empty (``N``) at a coordinate the
+    join emits: a member that does not enumerate the dimension itself, and every member under
+    a union operand that does not (``T1`` in ``Union(Intersect(T1, T2), B)`` with ``T2``
+    compressed has no fibre where only ``B`` has the coordinate, dense as ``T1`` is)."""
+    out: set[str] = set()
+
+    def walk(node: str | Join, gap: bool) -> None:
+        if isinstance(node, str):
+            if gap or not _leaf_full(node, row, views, nref, children):
+                out.add(node)
+            return
+        for k in node.children:
+            walk(k, gap or (node.kind is JoinKind.UNION and not _full(k, row, views, nref, children)))
+
+    walk(tree, False)
+    return out
 
 
 def _row_join(c: _Construction, row: str) -> str | Join | None:

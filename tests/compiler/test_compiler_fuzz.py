@@ -7,6 +7,7 @@ to a minimal program.  Reduced in the suite; ``FUSEFLOW_FUZZ=full`` runs 10 000 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from compiler_programs import assert_canonical
 from fuzz_settings import fuzz_settings
 from hypothesis import assume, event, given
@@ -38,5 +39,22 @@ def test_fuzz_programs_sw_sim_equals_numpy(spec, fusion: Fusion, factored: bool)
     expected = reference(program, data)
     result = run_program(compiled, data, simulate=run_graph)
     for name, want in expected.items():
+        assert_canonical(name, result.outputs[name])
+        np.testing.assert_array_equal(result.dense(name), want)
+
+
+@pytest.mark.parametrize("density", [0.0, 0.5])
+@pytest.mark.parametrize("fusion", list(Fusion))
+def test_dense_operand_under_an_intersect_in_a_union(density: float, fusion: Fusion) -> None:
+    """Found by the full fuzz run: ``Y_ij = T0_i·T1_ij·T2_j + B_ij`` (T1 dense, T2 compressed,
+    B dense over j): at j, T1 only has fibres where T2 has the coordinate, so i does not
+    enumerate its dimension there and Y's inner level must be compressed (it was declared
+    dense and written short)."""
+    spec = ("ij", [("i", ("d",), (0,), density), ("ij", ("d", "d"), (1, 0), density),
+                   ("j", ("c",), (0,), density)], ("ij", ("d", "c"), (1, 0), density), 1, False)
+    program, data = build(spec)
+    compiled = compile_program(program, fusion, factored=False)
+    result = run_program(compiled, data, simulate=run_graph)
+    for name, want in reference(program, data).items():
         assert_canonical(name, result.outputs[name])
         np.testing.assert_array_equal(result.dense(name), want)
