@@ -40,6 +40,10 @@ class GraphBuilder:
             self.g.connect(src, node[port])
         return node
 
+    def link(self, src: PortRef, dst: PortRef, depth: int | None = None) -> None:
+        """Connect ``src`` to ``dst`` with a FIFO of ``depth`` slots (default: the graph's)."""
+        self.g.connect(src, dst, depth)
+
     def root(self, tensor: str) -> PortRef:
         return self.node(NodeKind.ROOT, f"root_{tensor}")["ref"]
 

@@ -5,6 +5,10 @@ port(s).  They work on the innermost fibers of a value stream (a "row"): a reduc
 each row to one value, a repeat of that value stream (``repeat`` with ``stream="val"``, driven
 by a repeat signal of the row) replays it over the row, and an ALU combines it with the row.
 
+The builder ``b`` is a :class:`~fuseflow.kernels.GraphBuilder` or anything with its
+``node``, ``bcast``, ``alu`` and ``link`` methods (the compiler's emitter, which resolves
+fan-out itself).
+
 Buffering: the row must wait in a FIFO while its reduction is computed, so the bypass edges
 (the row into the combining ALU and the repeat signals) get a FIFO of ``max_row + 2`` entries,
 where ``max_row`` bounds the row length (tokens per innermost fiber).  A shorter FIFO deadlocks
@@ -41,13 +45,13 @@ def repeat_over(b: GraphBuilder, per_row: PortRef, like: PortRef, max_row: int) 
     (a value stream one level deeper); the result is aligned with ``like``."""
     rs = b.node(NodeKind.REPSIG, f"repsig_{like.node}", {"in": like}, stream=StreamKind.VAL.value)
     rep = b.node(NodeKind.REPEAT, f"repeat_{per_row.node}", {"ref": per_row}, stream=StreamKind.VAL.value)
-    b.g.connect(rs["repsig"], rep["repsig"], _bypass(max_row))
+    b.link(rs["repsig"], rep["repsig"], _bypass(max_row))
     return rep["ref"]
 
 
 def _alu_bypass(b: GraphBuilder, op: AluOp, row: PortRef, other: PortRef, max_row: int) -> PortRef:
     n = b.node(NodeKind.ALU, op.value, {"b": other}, op=op.value)
-    b.g.connect(row, n["a"], _bypass(max_row))
+    b.link(row, n["a"], _bypass(max_row))
     return n["val"]
 
 

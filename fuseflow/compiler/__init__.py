@@ -46,11 +46,13 @@ from .program import (
                      einsum,
                      exp,
                      gelu,
+                     layernorm,
                      neg,
                      parse_format,
                      relu,
                      rsqrt,
                      sigmoid,
+                     softmax,
 )
 from .runner import ProgramResult, graph_runs, reference, reference_all, run_program
 from .table import FusionTable, LoweringError, Rejected, build_table
@@ -92,6 +94,7 @@ __all__ = [
                      "gelu",
                      "graph_runs",
                      "graph_text",
+                     "layernorm",
                      "lower_group",
                      "neg",
                      "parse_format",
@@ -105,4 +108,5 @@ __all__ = [
                      "run_program",
                      "set_order",
                      "sigmoid",
+                     "softmax",
 ]

@@ -24,6 +24,7 @@ from ..samml import (
     Role,
     StreamKind,
 )
+from ..lowering import row_layernorm, row_softmax
 from ..skipping import explain_skipping
 from ..tensor import Format, TensorFormat
 from .fusion import (
@@ -74,6 +75,7 @@ class _Emitter:
         self.prefix = prefix
         self.uses: dict[PortRef, list[PortRef]] = {}
         self.order: list[PortRef] = []
+        self.depths: dict[PortRef, int] = {}  # input port -> FIFO depth asked for
 
     def node(self, kind: NodeKind, base: str, inputs: Mapping[str, PortRef] | None = None, **params):
         name = self.prefix + base
@@ -108,20 +110,32 @@ class _Emitter:
     def use(self, src: PortRef, dst: PortRef) -> None:
         self.uses.setdefault(src, []).append(dst)
 
+    # the builder interface of fuseflow.lowering (row functions): fan-out is resolved here
+    def link(self, src: PortRef, dst: PortRef, depth: int | None = None) -> None:
+        self.use(src, dst)
+        if depth is not None:
+            self.depths[dst] = depth
+
+    def bcast(self, src: PortRef, n: int, kind: StreamKind) -> list[PortRef]:
+        return [src] * n
+
+    def alu(self, op: AluOp, a: PortRef, b: PortRef) -> PortRef:
+        return self.node(NodeKind.ALU, op.value, {"a": a, "b": b}, op=op)["val"]
+
     def finish(self) -> None:
         for src in self.order:
             dsts = self.uses.get(src, [])
             if not dsts:
                 self.g.discard(src)
             elif len(dsts) == 1:
-                self.g.connect(src, dsts[0])
+                self.g.connect(src, dsts[0], self.depths.get(dsts[0]))
             else:
                 kind = self.g.nodes[src.node].outputs()[src.port]
                 b = self.g.add(NodeKind.BROADCAST, f"bc_{src.node}_{src.port}", n=len(dsts),
                                stream=kind)
                 self.g.connect(src, b["in"])
                 for i, d in enumerate(dsts):
-                    self.g.connect(b[f"out{i}"], d)
+                    self.g.connect(b[f"out{i}"], d, self.depths.get(d))
 
 
 class _TableLowering:
@@ -297,6 +311,8 @@ class _TableLowering:
             out = self.ref(CellRef(e.tensor, self.order[-1]))
         elif isinstance(e, VNamed):
             out = self.value(e.body)
+        elif isinstance(e, VUn) and e.op.row:
+            out = self.row_function(e)
         elif isinstance(e, VUn):
             op = _UNARY_ALU[e.op]
             scalar = {"scalar": e.scalar} if e.op in (UnOp.SCALE, UnOp.SHIFT) else {}
@@ -308,6 +324,17 @@ class _TableLowering:
                                {"a": self.value(e.lhs), "b": self.value(e.rhs)}, op=_ALU[e.op])["val"]
         self.memo[key] = out
         return out
+
+    def row_function(self, e: VUn) -> PortRef:
+        """softmax / layernorm over the fibres of ``e.index``, the innermost row (the table
+        check makes sure): the row subgraphs of :mod:`fuseflow.lowering`, whose bypass FIFOs
+        hold one fibre (the dimension of the index)."""
+        out = self.t.output
+        n = out.shape[out.indices.index(e.index)]
+        x = self.value(e.arg)
+        if e.op is UnOp.SOFTMAX:
+            return row_softmax(self.em, x, n)
+        return row_layernorm(self.em, x, n, float(e.scalar))
 
     # ------------------------------------------------------------------ output
     def bundle(self) -> tuple[dict[str, PortRef], PortRef]:

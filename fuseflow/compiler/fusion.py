@@ -91,6 +91,7 @@ class VUn:
     op: UnOp
     arg: VExpr
     scalar: int | float = 0
+    index: str = ""  # row functions (softmax, layernorm): the index they run along
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ def render_vexpr(e: VExpr, views: Mapping[str, View]) -> str:
     if isinstance(e, VAccess):
         return str(views[e.view])
     if isinstance(e, VUn):
-        return unary_text(e.op, render_vexpr(e.arg, views), e.scalar)
+        return unary_text(e.op, render_vexpr(e.arg, views), e.scalar, e.index)
     if isinstance(e, VNamed):
         local = _local(e, views)
         red = f"Σ_{{{','.join(local)}}} " if local else ""
@@ -245,10 +246,40 @@ def _hoist(stmt: Statement, extra: list[tuple[str, tuple[str, ...], IExpr]]) -> 
             add = under_add or e.op is not Op.MUL
             return BinOp(e.op, walk(e.lhs, add), walk(e.rhs, add))
         if isinstance(e, Unary):
-            return Unary(e.op, walk(e.arg, under_add or not e.op.linear), e.scalar)
+            return Unary(e.op, walk(e.arg, under_add or not e.op.linear), e.scalar, e.index)
         return e
 
     return walk(stmt.rhs, False)
+
+
+def _hoist_rows(out: str, rhs: IExpr, extra: list[tuple[str, tuple[str, ...], IExpr]]) -> IExpr:
+    """Replace every row function (softmax, layernorm) that is not the whole right-hand side by
+    an access to a new temporary: a row function is computed by a pipeline of its own, whose
+    rows end with the index it runs along (its values cannot be recomputed inside another
+    iteration)."""
+    counter = itertools.count()
+
+    def walk(e: IExpr, top: bool) -> IExpr:
+        if isinstance(e, Unary):
+            arg = walk(e.arg, False)
+            if e.op.row and not top:
+                free = [i for i in _free_ordered(arg) if i != e.index] + [e.index]
+                name = f"{out}_r{next(counter)}"
+                extra.append((name, tuple(free), Unary(e.op, arg, e.scalar, e.index)))
+                return Access(name, tuple(free))
+            return Unary(e.op, arg, e.scalar, e.index)
+        if isinstance(e, BinOp):
+            return BinOp(e.op, walk(e.lhs, False), walk(e.rhs, False))
+        if isinstance(e, Sum):
+            return Sum(e.indices, walk(e.body, False))
+        return e
+
+    return walk(rhs, True)
+
+
+def is_row_function(e: IExpr) -> bool:
+    """Whether the whole of ``e`` is a row function (softmax, layernorm)."""
+    return isinstance(e, Unary) and e.op.row
 
 
 def _free_ordered(e: IExpr) -> list[str]:
@@ -304,9 +335,11 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
     for s in stmts:
         extra: list[tuple[str, tuple[str, ...], IExpr]] = []
         rhs = _hoist(s, extra) if _sum_under_add(s.rhs) else s.rhs
+        rhs = _hoist_rows(s.out, rhs, extra)
         sizes: dict[str, int] = {}
         _index_sizes(s.rhs, shapes, sizes)
         for name, free, e in extra:
+            _index_sizes(e, shapes, sizes)
             shape = tuple(sizes[i] for i in free)
             shapes[name] = shape
             out.append(_Stmt(name, free, e, f"{name} = {e}  (split from '{s.text}')", (), shape,
@@ -385,13 +418,19 @@ def plan_groups(program: Program, fusion: Fusion = Fusion.FULL,
         region_outs = {s.out for s in stmts if s.out in results or _read_outside(program, s.out, region)}
         parts: list[list[_Stmt]] = [[]]
         reduced_in_part: dict[str, bool] = {}
+        rows_in_part: set[str] = set()
         for s in stmts:
-            if split_adds and any(reduced_in_part.get(t, False) and under
+            # a row function's result read in the same part needs a pipeline of its own; where
+            # the analysis found none, the previous graph materialises it
+            if split_adds and any((reduced_in_part.get(t, False) and under) or t in rows_in_part
                                   for t, under in _accesses_under_add(s.rhs)):
                 parts.append([])
                 reduced_in_part = {}
+                rows_in_part = set()
             parts[-1].append(s)
             reduced_in_part[s.out] = bool(_normal_named(_inline_preview(s, parts[-1]))[0])
+            if is_row_function(s.rhs):
+                rows_in_part.add(s.out)
         for p, part in enumerate(parts):
             later = [t for q in parts[p + 1:] for t in q]
             outs = [s for s in part if s.out in region_outs
@@ -460,7 +499,8 @@ def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count
         return Sum(tuple(rename.get(i, i) for i in e.indices),
                    _substitute(e.body, producers, fresh, rename, orders, origins))
     if isinstance(e, Unary):
-        return Unary(e.op, _substitute(e.arg, producers, fresh, rename, orders, origins), e.scalar)
+        return Unary(e.op, _substitute(e.arg, producers, fresh, rename, orders, origins), e.scalar,
+                     rename.get(e.index, e.index))
     return e
 
 
@@ -495,7 +535,7 @@ def _rename(e, m: Mapping[str, str]):
     if isinstance(e, _Named):
         return _Named(e.tensor, tuple(m.get(i, i) for i in e.indices), _rename(e.body, m))
     if isinstance(e, Unary):
-        return Unary(e.op, _rename(e.arg, m), e.scalar)
+        return Unary(e.op, _rename(e.arg, m), e.scalar, m.get(e.index, e.index))
     return e
 
 
@@ -524,7 +564,7 @@ def _normal_named(e) -> tuple[tuple[str, ...], object]:
         return rl + rr, BinOp(e.op, bl, br)
     if isinstance(e, Unary):  # a sum directly under a nonlinear function was hoisted before
         red, body = _normal_named(e.arg)
-        return red, Unary(e.op, body, e.scalar)
+        return red, Unary(e.op, body, e.scalar, e.index)
     return (), e
 
 
@@ -546,7 +586,7 @@ class _ViewMaker:
         if isinstance(x, Access):
             return self._access(x, term)
         if isinstance(x, Unary):
-            return VUn(x.op, self.convert(x.arg, term), x.scalar)
+            return VUn(x.op, self.convert(x.arg, term), x.scalar, x.index)
         if isinstance(x, BinOp):
             if x.op is Op.MUL:
                 return VBin(x.op, self.convert(x.lhs, term), self.convert(x.rhs, term))
@@ -665,7 +705,33 @@ def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> str 
     for text, order in user_orders:
         for a, b in itertools.pairwise(order):
             _add_edge(pog, a, b, f"dataflow order of '{text}'")
+    for o in g.outputs:
+        for tensor, indices, fn in _row_functions(o.tensor, o.indices, o.body):
+            for a in indices:
+                if a != fn.index:
+                    _add_edge(pog, a, fn.index, f"{fn.op.value} of {tensor} runs along {fn.index}")
     return _resolve_cycles(g)
+
+
+def _row_functions(tensor: str, indices: tuple[str, ...], body: VExpr
+                   ) -> list[tuple[str, tuple[str, ...], VUn]]:
+    """The row functions of an output (its whole body) and of the intermediates inlined in it:
+    (tensor, its indices, the function); each must see its index innermost."""
+    out = [(tensor, indices, body)] if isinstance(body, VUn) and body.op.row else []
+
+    def walk(e: VExpr) -> None:
+        if isinstance(e, VNamed):
+            if isinstance(e.body, VUn) and e.body.op.row:
+                out.append((e.tensor, e.indices, e.body))
+            walk(e.body)
+        elif isinstance(e, VUn):
+            walk(e.arg)
+        elif isinstance(e, VBin):
+            walk(e.lhs)
+            walk(e.rhs)
+
+    walk(body)
+    return out
 
 
 def _first_cycle(pog: nx.DiGraph) -> list[tuple[str, str]]:

@@ -39,11 +39,13 @@ __all__ = [
     "exp",
     "free_indices",
     "gelu",
+    "layernorm",
     "neg",
     "parse_format",
     "relu",
     "rsqrt",
     "sigmoid",
+    "softmax",
     "unary_text",
 ]
 
@@ -105,6 +107,17 @@ class UnOp(enum.Enum):
     RSQRT = "rsqrt"
     SCALE = "scale"
     SHIFT = "shift"
+    # row functions: along one index (the expression's last), over the coordinates the
+    # iteration visits there (see :attr:`row`)
+    SOFTMAX = "softmax"
+    LAYERNORM = "layernorm"
+
+    @property
+    def row(self) -> bool:
+        """A function of a whole fibre, not of one element: ``softmax`` normalises over the
+        coordinates the iteration visits along its index (the stored entries: a masked
+        softmax), ``layernorm`` over a full fibre (mean and variance; ``scalar`` is eps)."""
+        return self in (UnOp.SOFTMAX, UnOp.LAYERNORM)
 
     @property
     def linear(self) -> bool:
@@ -121,14 +134,17 @@ class UnOp(enum.Enum):
 class Unary:
     op: UnOp
     arg: IExpr
-    scalar: int | float = 0  # SCALE: the factor, SHIFT: the addend
+    scalar: int | float = 0  # SCALE: the factor, SHIFT: the addend, LAYERNORM: eps
+    index: str = ""  # row functions: the index they run along
 
     def __str__(self) -> str:
-        return unary_text(self.op, str(self.arg), self.scalar)
+        return unary_text(self.op, str(self.arg), self.scalar, self.index)
 
 
-def unary_text(op: UnOp, arg: str, scalar: float = 0) -> str:
+def unary_text(op: UnOp, arg: str, scalar: float = 0, index: str = "") -> str:
     """How a function application is printed (expressions, fusion tables, messages)."""
+    if op.row:
+        return f"{op.value}_{index}({arg})"
     if op is UnOp.SCALE:
         return f"{scalar}·{arg}"
     if op is UnOp.SHIFT:
@@ -239,10 +255,15 @@ class TensorExpr:
         return len(self.shape)
 
     def unary(self, op: UnOp, scalar: float = 0, text: str | None = None) -> TensorExpr:
-        """``op`` applied to every element (see :class:`UnOp`)."""
-        return TensorExpr(self.shape, text or f"{op.value}({self.text})",
-                          lambda idx, fresh: Unary(op, self.build(idx, fresh), scalar),
-                          self.out_letters)
+        """``op`` applied to every element (see :class:`UnOp`); a row function along the last
+        mode."""
+        if op.row and not self.shape:
+            raise ProgramError(f"{op.value}({self.text}): a scalar has no fibre to run along")
+
+        def build(idx: tuple[str, ...], fresh: Callable[[str], str]) -> IExpr:
+            return Unary(op, self.build(idx, fresh), scalar, idx[-1] if op.row else "")
+
+        return TensorExpr(self.shape, text or f"{op.value}({self.text})", build, self.out_letters)
 
     def _binary(self, other: object, op: Op, swap: bool = False) -> TensorExpr:
         if isinstance(other, int | float) and not isinstance(other, bool):
@@ -359,6 +380,24 @@ def gelu(x: Tensor | TensorExpr) -> TensorExpr:
 def rsqrt(x: Tensor | TensorExpr) -> TensorExpr:
     """``1 / sqrt(x)`` elementwise (fixed-point or float numerics; ``x`` stored densely)."""
     return as_expr(x).unary(UnOp.RSQRT)
+
+
+def softmax(x: Tensor | TensorExpr) -> TensorExpr:
+    """Softmax along the last mode: ``exp(x - max) / sum(exp(x - max))`` over each fibre's
+    *visited* coordinates — every coordinate where ``x`` is dense, the stored entries where it
+    is sparse (a masked softmax: absent entries count as ``-inf``, so they stay absent).  Fused
+    into the graph that computes ``x`` (fixed-point or float numerics)."""
+    return as_expr(x).unary(UnOp.SOFTMAX)
+
+
+def layernorm(x: Tensor | TensorExpr, eps: float = 1e-5) -> TensorExpr:
+    """Layer normalisation along the last mode, without the affine part:
+    ``(x - mean) / sqrt(var + eps)`` over each fibre (mean and variance over the whole
+    dimension, so every fibre must be fully iterated: ``x`` dense along it).  Scale and shift
+    with ordinary products and sums (``layernorm(x) * g + b``).  Fixed-point or float numerics."""
+    if not eps > 0:
+        raise ProgramError(f"layernorm({as_expr(x).text}, eps={eps!r}): eps must be positive")
+    return as_expr(x).unary(UnOp.LAYERNORM, float(eps), f"layernorm({as_expr(x).text})")
 
 
 def as_expr(x: object) -> TensorExpr:

@@ -118,40 +118,95 @@ _NUMPY_UNARY = {
 
 def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
                   dtype: type = np.int64) -> dict[str, np.ndarray]:
-    """numpy evaluation of every statement: inputs and every computed tensor by name."""
+    """numpy evaluation of every statement: inputs and every computed tensor by name.
+
+    Alongside the values it tracks which coordinates the iteration visits (the stored entries
+    of sparse inputs; products visit the intersection, sums the union, a reduction every
+    coordinate some term reaches), which only row functions read: softmax normalises over the
+    visited coordinates of each fibre (entries outside count as ``-inf``)."""
     assert isinstance(program, Program)
     env = {n: np.asarray(v.to_dense() if isinstance(v, TensorData) else v, dtype=dtype)
            for n, v in data.items()}
+    seen: dict[str, np.ndarray | None] = {n: _visited(program, n, v) for n, v in data.items()}
 
-    def ev(e) -> tuple[np.ndarray, list[str]]:
+    def ev(e) -> tuple[np.ndarray, list[str], np.ndarray | None]:
         if isinstance(e, Access):
-            return env[e.tensor], list(e.indices)
+            return env[e.tensor], list(e.indices), seen.get(e.tensor)
         if isinstance(e, Unary):
-            a, ia = ev(e.arg)
+            a, ia, ma = ev(e.arg)
+            if e.op.row:
+                return _row_function(e, a.astype(np.float64), ia, ma).astype(dtype), ia, ma
             if e.op is UnOp.SCALE:
-                return a * np.asarray(e.scalar, dtype=dtype), ia
+                return a * np.asarray(e.scalar, dtype=dtype), ia, ma
             if e.op is UnOp.SHIFT:
-                return a + np.asarray(e.scalar, dtype=dtype), ia
-            return _NUMPY_UNARY[e.op.value](a).astype(dtype), ia
+                return a + np.asarray(e.scalar, dtype=dtype), ia, ma
+            return _NUMPY_UNARY[e.op.value](a).astype(dtype), ia, ma
         if isinstance(e, Sum):
-            arr, ids = ev(e.body)
+            arr, ids, m = ev(e.body)
             keep = [i for i in ids if i not in e.indices]
-            return np.einsum(arr, [_sym(i) for i in ids], [_sym(i) for i in keep]), keep
+            out = np.einsum(arr, [_sym(i) for i in ids], [_sym(i) for i in keep])
+            if m is not None:
+                axes = tuple(k for k, i in enumerate(ids) if i in e.indices)
+                m = np.any(np.broadcast_to(m, arr.shape), axis=axes)
+            return out, keep, m
         assert isinstance(e, BinOp)
-        a, ia = ev(e.lhs)
-        b, ib = ev(e.rhs)
+        a, ia, ma = ev(e.lhs)
+        b, ib, mb = ev(e.rhs)
         ids = list(dict.fromkeys(ia + ib))
         a2 = _expand(a, ia, ids)
         b2 = _expand(b, ib, ids)
         fn = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply}[e.op]
-        return fn(a2, b2), ids
+        return fn(a2, b2), ids, _combine(e.op, ma, ia, mb, ib, ids)
 
     for s in program.statements:
-        arr, ids = ev(s.rhs)
+        arr, ids, m = ev(s.rhs)
         shape = program.decls[s.out].shape
         full = _expand(arr, ids, list(s.indices))
         env[s.out] = np.broadcast_to(full, shape).copy()
+        seen[s.out] = None if m is None else np.broadcast_to(_expand(m, ids, list(s.indices)), shape)
     return env
+
+
+def _visited(program: Program, name: str, value) -> np.ndarray | None:
+    """The coordinates an input's iteration visits (None: all of them, a dense tensor)."""
+    decl = program.decls.get(name)
+    td = value if isinstance(value, TensorData) else None
+    if td is None:
+        if decl is None or decl.fmt is None or all(f.value == "dense" for f in decl.fmt.levels):
+            return None
+        td = TensorData.from_dense(np.asarray(value), decl.fmt)
+    prefix, _ = td._stored_coords()
+    stored = np.zeros(tuple(td.shape[m] for m in td.fmt.mode_order), dtype=bool)
+    stored[tuple(prefix.T)] = True
+    return np.transpose(stored, np.argsort(td.fmt.mode_order))
+
+
+def _combine(op: Op, ma, ia: list[str], mb, ib: list[str], ids: list[str]) -> np.ndarray | None:
+    if op is Op.MUL:  # an intersection: what both visit
+        if ma is None or mb is None:
+            return None if ma is None and mb is None else _expand(ma if mb is None else mb,
+                                                                   ia if mb is None else ib, ids)
+        return _expand(ma, ia, ids) & _expand(mb, ib, ids)
+    if ma is None or mb is None:  # a union: what either visits
+        return None
+    return _expand(ma, ia, ids) | _expand(mb, ib, ids)
+
+
+def _row_function(e: Unary, x: np.ndarray, ids: list[str], m: np.ndarray | None) -> np.ndarray:
+    """softmax / layernorm along ``e.index`` of ``x`` (axes ``ids``), over the visited ``m``."""
+    ax = ids.index(e.index)
+    visited = np.ones(x.shape, dtype=bool) if m is None else np.broadcast_to(m, x.shape)
+    if e.op is UnOp.SOFTMAX:
+        xm = np.where(visited, x, -np.inf)
+        top = np.max(xm, axis=ax, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        ex = np.where(visited, np.exp(xm - top), 0.0)
+        tot = np.sum(ex, axis=ax, keepdims=True)
+        return np.where(visited, ex / np.where(tot > 0, tot, 1.0), 0.0)
+    n = x.shape[ax]
+    mean = np.sum(x, axis=ax, keepdims=True) / n
+    var = np.sum((x - mean) ** 2, axis=ax, keepdims=True) / n
+    return np.where(visited, (x - mean) / np.sqrt(var + float(e.scalar)), 0.0)
 
 
 _SYMS: dict[str, int] = {}

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from ..tensor import Format, TensorFormat
 from .fusion import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
-from .program import LoweringError, Op, Rejected, unary_text
+from .program import LoweringError, Op, Rejected, UnOp, unary_text
 
 __all__ = [
     "Cell",
@@ -204,7 +204,7 @@ class FusionTable:
         if isinstance(e, VNamed):
             return f"<{e.tensor}_val>"
         if isinstance(e, VUn):
-            return unary_text(e.op, self.compute_text(e.arg), e.scalar)
+            return unary_text(e.op, self.compute_text(e.arg), e.scalar, e.index)
         op = "×" if e.op is Op.MUL else e.op.value
         return f"({self.compute_text(e.lhs)} {op} {self.compute_text(e.rhs)})"
 
@@ -373,7 +373,7 @@ def _describe(e: VExpr, views: dict[str, View]) -> str:
     if isinstance(e, VNamed):
         return f"{e.tensor}_{{{','.join(e.indices)}}}"
     if isinstance(e, VUn):
-        return unary_text(e.op, _describe(e.arg, views), e.scalar)
+        return unary_text(e.op, _describe(e.arg, views), e.scalar, e.index)
     return f"({_describe(e.lhs, views)} {e.op.value} {_describe(e.rhs, views)})"
 
 
@@ -757,6 +757,48 @@ def _place_output_cells(c: _Construction) -> Rejected | None:
     return None
 
 
+def _is_row(e: VExpr) -> bool:
+    """Whether ``e`` is a row function application (softmax, layernorm)."""
+    return isinstance(e, VUn) and e.op.row
+
+
+def _inlined_row_functions(e: VExpr, fac: frozenset[str], top: bool = True) -> list[VUn]:
+    """Row functions in ``e`` that this table would evaluate inside its own iteration (not the
+    whole body, not inside a factored intermediate)."""
+    if isinstance(e, VUn):
+        return ([] if top or not e.op.row else [e]) + _inlined_row_functions(e.arg, fac, False)
+    if isinstance(e, VBin):
+        return _inlined_row_functions(e.lhs, fac, False) + _inlined_row_functions(e.rhs, fac, False)
+    if isinstance(e, VNamed) and e.tensor not in fac:
+        return _inlined_row_functions(e.body, fac, False)
+    return []
+
+
+def _check_row_functions(c: _Construction) -> Rejected | None:
+    """A row function runs over the fibres of its index as its operand's iteration visits
+    them: it must be the whole output of a table (its own pipeline, or the graph's output)
+    whose innermost row is that index; layernorm also needs every coordinate of the fibre."""
+    inner = _inlined_row_functions(c.out.body, c.fac)
+    if inner:
+        fn = inner[0]
+        return c.reject(f"{fn.op.value} along {fn.index} is read inside another iteration: it "
+                        "needs a pipeline of its own, whose indices must lead its consumer's "
+                        "dataflow order, or a region split", split=True)
+    fn = c.out.body
+    if not _is_row(fn):
+        return None
+    assert isinstance(fn, VUn)
+    if not c.order or c.order[-1] != fn.index:
+        return c.reject(f"{fn.op.value} runs along {fn.index}, which must be its innermost row "
+                        f"(rows: {', '.join(c.order)})")
+    if fn.op is UnOp.LAYERNORM and not c.t.full[fn.index]:
+        return c.reject(f"layernorm along {fn.index} needs every coordinate of each fibre, but "
+                        f"the {fn.index} coordinates of {_describe(fn.arg, c.views)} come from "
+                        "compressed levels (store its operands dense along "
+                        f"{fn.index})")
+    return None
+
+
 # The construction of one table, in order (docs/compiler.md, "Fusion table"): each step fills
 # cells and returns None, or the reason the schedule cannot be realised (the steps that always
 # succeed return None).
@@ -767,6 +809,7 @@ _STEPS: tuple[Callable[[_Construction], Rejected | None], ...] = (
     _place_child_cells,
     _place_view_cells,
     _merge_streams,
+    _check_row_functions,
     _merge_drivers,
     _resolve_row_references,
     _place_reducers,
@@ -818,7 +861,7 @@ def _check_functions_of_zero(out: FusedOutput, views: dict[str, View]) -> Reject
     coordinates the iteration visits, so every coordinate of its operand must be visited: all
     tensors under it must be stored densely."""
     for e in _unary_nodes(out.body):
-        if e.op.zero_preserving:
+        if e.op.zero_preserving or e.op.row:  # row functions run over the visited coordinates
             continue
         for name in _views_under(e.arg):
             v = views[name]
@@ -888,7 +931,7 @@ def _choose_factored(body: VExpr, group: Group, ext: tuple[str, ...] = (),
     views = group.views
     memo = {} if memo is None else memo
     cands = [c for c in _candidates(body, frozenset())
-             if _own(c.body, views, frozenset()) - set(c.indices)]
+             if _own(c.body, views, frozenset()) - set(c.indices) or _is_row(c.body)]
     fac: set[str] = set()
     plan: dict[str, Nest | None] = {}
 
