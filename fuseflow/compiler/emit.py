@@ -64,7 +64,7 @@ _COORDINATE_SOURCES = (NodeKind.SCAN, NodeKind.INTERSECT, NodeKind.UNION, NodeKi
 
 
 def _ident(name: str) -> str:
-    return name.replace("'", "p")
+    return name.replace("'", "p").replace("~", "_c")
 
 
 class _Emitter:
@@ -76,6 +76,7 @@ class _Emitter:
         self.uses: dict[PortRef, list[PortRef]] = {}
         self.order: list[PortRef] = []
         self.depths: dict[PortRef, int] = {}  # input port -> FIFO depth asked for
+        self.src_depths: dict[PortRef, int] = {}  # output port -> FIFO depth of its first edge
 
     def node(self, kind: NodeKind, base: str, inputs: Mapping[str, PortRef] | None = None, **params):
         name = self.prefix + base
@@ -128,12 +129,13 @@ class _Emitter:
             if not dsts:
                 self.g.discard(src)
             elif len(dsts) == 1:
-                self.g.connect(src, dsts[0], self.depths.get(dsts[0]))
+                asked = [d for d in (self.depths.get(dsts[0]), self.src_depths.get(src)) if d]
+                self.g.connect(src, dsts[0], max(asked) if asked else None)
             else:
                 kind = self.g.nodes[src.node].outputs()[src.port]
                 b = self.g.add(NodeKind.BROADCAST, f"bc_{src.node}_{src.port}", n=len(dsts),
                                stream=kind)
-                self.g.connect(src, b["in"])
+                self.g.connect(src, b["in"], self.src_depths.get(src))
                 for i, d in enumerate(dsts):
                     self.g.connect(b[f"out{i}"], d, self.depths.get(d))
 
@@ -363,6 +365,14 @@ class _TableLowering:
                 inner_crd, val = acc["crd"], acc["val"]
         crds = {idx: (inner_crd if t.crd_source[idx] != idx else self.crd(idx))
                 for idx in t.output.indices}
+        body = t.output.body
+        if isinstance(body, VUn) and body.op.row:
+            # the values of a fibre leave a row function only once the next fibre has been
+            # reduced too (a value repeat looks at the next value to close a fibre): the
+            # coordinate streams wait in FIFOs that hold two fibres
+            n = 2 * (t.output.shape[t.output.indices.index(body.index)] + 2)
+            for crd in crds.values():
+                self.em.src_depths[crd] = max(self.em.src_depths.get(crd, 0), n)
         return crds, val
 
     def lower(self) -> None:

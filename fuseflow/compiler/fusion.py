@@ -476,8 +476,16 @@ def _inline_preview(s: _Stmt, part: list[_Stmt]) -> IExpr:
 
 def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count,
                 rename: Mapping[str, str], orders: list | None,
-                origins: dict[str, str] | None = None) -> IExpr:
-    """Rename indices and inline in-group producers (their reductions get fresh names)."""
+                origins: dict[str, str] | None = None, copies: dict[str, int] | None = None) -> IExpr:
+    """Rename indices and inline in-group producers (their reductions get fresh names).  A
+    producer inlined more than once into one output (a residual ``T`` added to a chain that
+    also reads ``T``) is recomputed per use; each further copy is named ``T~2``, ``T~3``, ...
+    (``copies`` counts them), so that factored iteration can give each its own pipeline."""
+    copies = {} if copies is None else copies
+
+    def sub_e(x: IExpr, ren: Mapping[str, str]) -> IExpr:
+        return _substitute(x, producers, fresh, ren, orders, origins, copies)
+
     if isinstance(e, Access):
         idx = tuple(rename.get(i, i) for i in e.indices)
         p = producers.get(e.tensor)
@@ -488,19 +496,18 @@ def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count
             sub[r] = f"_f{next(fresh)}"
             if origins is not None:
                 origins[sub[r]] = f"index {r} of '{p.text}'"
-        body = _substitute(p.rhs, producers, fresh, sub, orders, origins)
+        copies[e.tensor] = copies.get(e.tensor, 0) + 1
+        name = e.tensor if copies[e.tensor] == 1 else f"{e.tensor}~{copies[e.tensor]}"
+        body = sub_e(p.rhs, sub)
         if orders is not None and p.order:
             orders.append((p.text, tuple(sub.get(i, i) for i in p.order)))
-        return _Named(e.tensor, idx, body)
+        return _Named(name, idx, body)
     if isinstance(e, BinOp):
-        return BinOp(e.op, _substitute(e.lhs, producers, fresh, rename, orders, origins),
-                     _substitute(e.rhs, producers, fresh, rename, orders, origins))
+        return BinOp(e.op, sub_e(e.lhs, rename), sub_e(e.rhs, rename))
     if isinstance(e, Sum):
-        return Sum(tuple(rename.get(i, i) for i in e.indices),
-                   _substitute(e.body, producers, fresh, rename, orders, origins))
+        return Sum(tuple(rename.get(i, i) for i in e.indices), sub_e(e.body, rename))
     if isinstance(e, Unary):
-        return Unary(e.op, _substitute(e.arg, producers, fresh, rename, orders, origins), e.scalar,
-                     rename.get(e.index, e.index))
+        return Unary(e.op, sub_e(e.arg, rename), e.scalar, rename.get(e.index, e.index))
     return e
 
 

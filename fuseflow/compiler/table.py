@@ -762,6 +762,20 @@ def _is_row(e: VExpr) -> bool:
     return isinstance(e, VUn) and e.op.row
 
 
+def _visits_all(t: FusionTable, row: str) -> bool:
+    """Whether every fibre of ``row`` holds every coordinate: a full merge, or a factored
+    intermediate whose accumulator adds full fibres over a reduction that visits at least one
+    coordinate (the sum of dense products has every coordinate)."""
+    if t.full[row]:
+        return True
+    src = t.joins[row] if row in t.joins else t.row_source(row)
+    if not isinstance(src, str) or src not in t.children:
+        return False
+    ct = t.children[src]
+    reds = [r for r in ct.reducers if r.inner == row]
+    return bool(reds) and ct.full.get(row, False) and all(ct.full.get(r.row, False) for r in reds)
+
+
 def _inlined_row_functions(e: VExpr, fac: frozenset[str], top: bool = True) -> list[VUn]:
     """Row functions in ``e`` that this table would evaluate inside its own iteration (not the
     whole body, not inside a factored intermediate)."""
@@ -791,7 +805,7 @@ def _check_row_functions(c: _Construction) -> Rejected | None:
     if not c.order or c.order[-1] != fn.index:
         return c.reject(f"{fn.op.value} runs along {fn.index}, which must be its innermost row "
                         f"(rows: {', '.join(c.order)})")
-    if fn.op is UnOp.LAYERNORM and not c.t.full[fn.index]:
+    if fn.op is UnOp.LAYERNORM and not _visits_all(c.t, fn.index):
         return c.reject(f"layernorm along {fn.index} needs every coordinate of each fibre, but "
                         f"the {fn.index} coordinates of {_describe(fn.arg, c.views)} come from "
                         "compressed levels (store its operands dense along "

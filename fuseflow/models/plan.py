@@ -75,6 +75,11 @@ def compiler_has_unary() -> bool:
     return all(hasattr(fc, f) for f in ("relu", "gelu"))
 
 
+def compiler_has_row_functions() -> bool:
+    """Whether the Program API has the row functions softmax and layernorm."""
+    return all(hasattr(fc, f) for f in ("softmax", "layernorm"))
+
+
 @dataclass
 class CompilerStep:
     nodes: list[MNode]
@@ -256,7 +261,8 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
                   elementwise_in_compiler: bool | None = None,
                   layernorm_in_compiler: bool = False, locate: bool = True,
                   skip: bool = False, spacc_buffers: int = 2,
-                  par: Mapping[str, int] | None = None) -> CompiledModel:
+                  par: Mapping[str, int] | None = None,
+                  row_functions_in_compiler: bool | None = None) -> CompiledModel:
     """Cut ``ir`` into steps and compile them (see the module docstring).
 
     ``locate`` (default): the compiler locates into dense levels under intersections
@@ -266,20 +272,41 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
 
     ``elementwise_in_compiler``: relu / gelu / scalar ops become Program statements (fused by
     the compiler) instead of ML subgraphs; default: when the Program API has them.
-    ``layernorm_in_compiler``: layernorm as Einsum statements (:func:`_expand_layernorms`)
-    instead of one ML subgraph — correct, but slower in sw_sim today (GPT 16x16, partial:
-    214 k vs 151 k cycles), so off by default."""
+    ``row_functions_in_compiler`` (default: when the Program API has them): layernorm and the
+    softmax of a masked tensor become the compiler's row functions, fused into the graph that
+    computes their operand (:func:`fuseflow.compiler.softmax`); off: ML subgraphs, fusion
+    barriers.  ``layernorm_in_compiler``: layernorm as plain Einsum statements instead
+    (:func:`_expand_layernorms`; slower: GPT 16x16, partial: 214 k vs 151 k cycles with ML
+    subgraphs).
+
+    Compiler nodes are gathered across host steps and ML subgraphs where the data allow it
+    (:func:`_gather_compiler_runs`): the query, key and value projections of an attention block
+    become one program even though each is followed by a reshape."""
     if fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSIONS)}")
     t0 = time.perf_counter()
     if elementwise_in_compiler is None:
         elementwise_in_compiler = compiler_has_unary()
+    if row_functions_in_compiler is None:
+        row_functions_in_compiler = compiler_has_row_functions()
     in_compiler = _COMPILER | (_ELEMENTWISE if elementwise_in_compiler else set())
     nodes = _commute_scales(ir)
     consts: dict[str, np.ndarray] = {}
     if elementwise_in_compiler and layernorm_in_compiler:
         nodes = _expand_layernorms(nodes, consts)
     masked = {n.name for n in nodes if n.kind is MKind.MASK or n.attrs.get("masked")}
+    if row_functions_in_compiler and elementwise_in_compiler:
+        # a softmax of an unmasked tensor counts every coordinate (PyTorch's), which the row
+        # function guarantees only for fully iterated rows: those stay ML subgraphs
+        row_fns = {n.name for n in nodes if n.kind is MKind.LAYERNORM
+                   or (n.kind is MKind.SOFTMAX and n.args[0] in masked)}
+    else:
+        row_fns = set()
+
+    def compiles(n: MNode) -> bool:
+        return n.kind in in_compiler or n.name in row_fns
+
+    nodes = _gather_compiler_runs(nodes, compiles)
     later_use: dict[str, int] = {}
     for k, n in enumerate(nodes):
         for a in n.args:
@@ -310,7 +337,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
             formats[n.name] = _permuted_format(n, formats.get(n.args[0]), n.args[0] in ir.formats, notes)
             steps.append(HostStep(n, formats[n.name]))
             continue
-        if n.kind in in_compiler:
+        if compiles(n):
             pending.append(n)
             continue
         flush(k)
@@ -325,6 +352,27 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     check_par_used(par, [(g.group, g.graph) for s in steps if isinstance(s, CompilerStep)
                          for g in s.compiled.groups])
     return CompiledModel(ir, fusion, steps, time.perf_counter() - t0, notes, consts)
+
+
+def _gather_compiler_runs(nodes: list[MNode], compiles) -> list[MNode]:
+    """``nodes`` in an order where compiler nodes form longer runs: a list schedule over the
+    nodes whose operands are all computed, taken in model order.  While a run of compiler
+    nodes is open it is extended by any compiler node that is ready; otherwise the host steps
+    and ML subgraphs that are ready come first, so that the next run finds their results.
+    Data dependences are kept, so the result is a valid model order (the query, key and value
+    projections of a block, each followed by a reshape, become one run, and the attention
+    that reads all three reshaped results another)."""
+    done = {n.name for n in nodes if n.kind is MKind.INPUT}
+    out = [n for n in nodes if n.kind is MKind.INPUT]
+    left = [n for n in nodes if n.kind is not MKind.INPUT]
+    while left:
+        ready = [n for n in left if all(a in done for a in n.args)]
+        open_run = out[-1].kind is not MKind.INPUT and compiles(out[-1])
+        pick = next((n for n in ready if compiles(n) == open_run), ready[0])
+        left.remove(pick)
+        out.append(pick)
+        done.add(pick.name)
+    return out
 
 
 def _input_formats(ir: ModelIR, nodes: list[MNode], consts: dict[str, np.ndarray]) -> dict[str, TensorFormat]:
@@ -441,6 +489,8 @@ _EXPRESSIONS = {
     MKind.SCALE: lambda ops, n, shapes: ops[0] * float(n.attrs["c"]),
     MKind.ADD_SCALAR: lambda ops, n, shapes: ops[0] + float(n.attrs["c"]),
     MKind.UNARY: lambda ops, n, shapes: getattr(program_api, n.attrs["op"])(ops[0]),
+    MKind.SOFTMAX: lambda ops, n, shapes: program_api.softmax(ops[0]),
+    MKind.LAYERNORM: lambda ops, n, shapes: program_api.layernorm(ops[0], float(n.attrs["eps"])),
 }
 
 
