@@ -333,8 +333,11 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
     shapes = {n: d.shape for n, d in program.decls.items()}
     out: list[_Stmt] = []
     for s in stmts:
+        hoisted: list[tuple[str, tuple[str, ...], IExpr]] = []
+        rhs = _hoist(s, hoisted) if _sum_under_add(s.rhs) else s.rhs
         extra: list[tuple[str, tuple[str, ...], IExpr]] = []
-        rhs = _hoist(s, extra) if _sum_under_add(s.rhs) else s.rhs
+        for name, free, e in hoisted:  # row functions inside a hoisted reduction come first
+            extra.append((name, free, _hoist_rows(name, e, extra)))
         rhs = _hoist_rows(s.out, rhs, extra)
         sizes: dict[str, int] = {}
         _index_sizes(s.rhs, shapes, sizes)
