@@ -84,9 +84,11 @@ def test_full_fusion_crosses_layers(model: str) -> None:
 
 
 def test_gpt_structure_reshape_barriers_and_masked_sddmm() -> None:
+    """ML subgraphs path (row functions off): the mask fused with the score einsum (SDDMM), the
+    softmax a separate subgraph reading scores that store exactly the mask's entries."""
     case = CASES["gpt"]()
     ir = trace(case.module, case.inputs, case.formats)
-    cm = compile_model(ir, "partial")
+    cm = compile_model(ir, "partial", row_functions_in_compiler=False)
     kinds = [type(s) for s in cm.steps]
     assert HostStep in kinds and MLStep in kinds and CompilerStep in kinds
     # the mask fused with the score einsum: one compiler step computes both
@@ -100,6 +102,28 @@ def test_gpt_structure_reshape_barriers_and_masked_sddmm() -> None:
     assert softmax.input in sddmm[0].outputs
     nnz = res.tensors[softmax.input].nnz
     assert nnz == 2 * int(case.inputs["mask"].sum())
+
+
+@pytest.mark.parametrize("fusion", ["partial", "full"])
+def test_gpt_row_functions_fuse_the_attention_and_the_projections(fusion: str) -> None:
+    """Row functions in the compiler (default): no ML subgraph is left; the query / key /
+    value projections with their layernorm are one graph, the masked scores, softmax and P·V
+    another; PyTorch's values, and at least 2x fewer cycles than unfused."""
+    case = CASES["gpt"]()
+    ir = trace(case.module, case.inputs, case.formats)
+    cm = compile_model(ir, fusion)
+    assert not any(isinstance(s, MLStep) for s in cm.steps)
+    steps = [s for s in cm.steps if isinstance(s, CompilerStep)]
+    qkv = next(s for s in steps if any(n.kind is MKind.LAYERNORM for n in s.nodes))
+    assert sum(n.name.endswith("_linear") for n in qkv.nodes) >= 3 and len(qkv.graphs) >= 1
+    att = next(s for s in steps if any(n.kind is MKind.SOFTMAX for n in s.nodes))
+    assert {MKind.MASK, MKind.SOFTMAX, MKind.EINSUM} <= {n.kind for n in att.nodes}
+    assert len(att.graphs) == 1
+    res = run_model(cm, simulate=run_graph)
+    ref = case.reference()
+    assert np.max(np.abs(res.outputs[ir.outputs[0]] - ref)) <= RTOL * np.max(np.abs(ref))
+    unfused = run_model(compile_model(ir, "unfused"), simulate=run_graph)
+    assert 2 * res.total_cycles <= unfused.total_cycles
 
 
 @pytest.mark.parametrize("fusion", ["unfused", "partial"])
