@@ -59,7 +59,8 @@ _UNARY_ALU = {UnOp.RELU: AluOp.RELU, UnOp.NEG: AluOp.NEG, UnOp.EXP: AluOp.EXP,
 
 # scanners and joins make an index's coordinates; a factored intermediate's accumulator hands
 # its output coordinates to the consumer's pipeline
-_COORDINATE_SOURCES = (NodeKind.SCAN, NodeKind.INTERSECT, NodeKind.UNION, NodeKind.SPACC1)
+_COORDINATE_SOURCES = (NodeKind.SCAN, NodeKind.INTERSECT, NodeKind.UNION, NodeKind.SPACC1,
+                       NodeKind.SPACC2)
 
 
 def _ident(name: str) -> str:
@@ -321,10 +322,22 @@ class _TableLowering:
                 h = self.em.node(NodeKind.CRD_HOLD, f"crdhold_{t.hold[0]}_{row}",
                                  {"outer": inner_crd, "inner": self.crd(row)})
                 inner_crd = h["outer"]
+        outer_crd: dict[str, PortRef] = {}  # an order-2 accumulator's outer output row -> crd0
         for red in t.reducers:
             if red.order == 0:
                 val = self.em.node(NodeKind.REDUCE, f"reduce_{red.row}", {"val": val},
                                    op=ReduceOp.ADD)["val"]
+            elif red.order == 2:
+                if inner_crd is None:
+                    inner_crd = self.crd(red.inner)
+                shape = t.output.shape
+                acc = self.em.node(NodeKind.SPACC2, f"spacc2_{red.row}",
+                                   {"outer": self.crd(red.row),
+                                    "inner0": outer_crd.get(red.inner0) or self.crd(red.inner0),
+                                    "inner1": inner_crd, "val": val},
+                                   dim0=shape[t.output.indices.index(red.inner0)],
+                                   dim1=shape[t.output.indices.index(red.inner)])
+                outer_crd[red.inner0], inner_crd, val = acc["crd0"], acc["crd1"], acc["val"]
             else:
                 if inner_crd is None:
                     inner_crd = self.crd(red.inner)
@@ -334,7 +347,8 @@ class _TableLowering:
                                     "val": val},
                                    dim=t.output.shape[pos])
                 inner_crd, val = acc["crd"], acc["val"]
-        crds = {idx: (inner_crd if t.crd_source[idx] != idx else self.crd(idx))
+        crds = {idx: (self.crd(idx) if t.crd_source[idx] == idx else
+                      outer_crd.get(idx, inner_crd))
                 for idx in t.output.indices}
         return crds, val
 

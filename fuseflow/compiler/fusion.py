@@ -51,6 +51,7 @@ __all__ = [
     "VNamed",
     "VUn",
     "View",
+    "accumulator_order",
     "fuse",
     "order_lowerable",
     "order_problem",
@@ -716,43 +717,71 @@ def _resolve_cycles(g: Group) -> str | None:
             _add_edge(pog, a, b, f"mode order of {nv} (permuted copy {copy})")
 
 
+MAX_ACC_ORDER = 2  # the sparse accumulators: spacc1 (order 1) and spacc2 (order 2)
+
+
+def accumulator_order(order: Sequence[str], out: FusedOutput) -> int:
+    """The largest number of output indices after a reduction index of ``out`` in ``order``:
+    the order of the sparse accumulator that reduction needs (0: none)."""
+    pos = [i for i in order if i in out.indices or i in out.reduced]
+    need = 0
+    for k, r in enumerate(pos):
+        if r in out.reduced:
+            need = max(need, sum(1 for i in pos[k + 1:] if i in out.indices))
+    return need
+
+
 def order_lowerable(order: Sequence[str], out: FusedOutput) -> str | None:
     """None if the codegen can lower ``out`` in ``order``, else the reason."""
     pos = [i for i in order if i in out.indices or i in out.reduced]
     for k, r in enumerate(pos):
         if r in out.reduced:
             after = [i for i in pos[k + 1:] if i in out.indices]
-            if len(after) > 1:
+            if len(after) > MAX_ACC_ORDER:
                 return (f"reduction index {r} of {out.tensor} has output indices "
                         f"{', '.join(after)} after it: that needs a sparse accumulator of order "
-                        f"{len(after)}, and the primitive set has order 1 only")
+                        f"{len(after)}, and the primitive set has orders 1 and 2 only (spacc1, "
+                        "spacc2)")
     return None
 
 
 MAX_KEPT = 32  # lowerable orders kept per group (for schedule ranking)
 
 
+def _acc_need(order: Sequence[str], g: Group) -> int:
+    return max((accumulator_order(order, o) for o in g.outputs), default=0)
+
+
 def _choose_order(g: Group) -> str | None:
-    """Pick the first lowerable topological order of the POG; None, or why there is none."""
+    """Pick the first lowerable topological order of the POG, preferring orders whose
+    reductions need order-1 accumulators at most (an order-2 accumulator buffers a whole 2-D
+    fibre); None, or why there is none."""
     pog = g.pog
     first = {i: k for k, i in enumerate(pog.nodes)}
     preferred = tuple(nx.lexicographical_topological_sort(pog, key=lambda i: first[i]))
     count = lowerable = 0
     chosen: tuple[str, ...] | None = None
+    fallback: tuple[str, ...] | None = None  # the first lowerable order with spacc2
     if all(order_lowerable(preferred, o) is None for o in g.outputs):
-        chosen = preferred
+        if _acc_need(preferred, g) <= 1:
+            chosen = preferred
+        else:
+            fallback = preferred
     for order in nx.all_topological_sorts(pog):
         count += 1
         if all(order_lowerable(order, o) is None for o in g.outputs):
             lowerable += 1
             if len(g.lowerable_orders) < MAX_KEPT:
                 g.lowerable_orders.append(tuple(order))
-            if chosen is None:
+            if chosen is None and _acc_need(order, g) <= 1:
                 chosen = tuple(order)
+            elif fallback is None:
+                fallback = tuple(order)
         if count >= MAX_ORDERS:
             g.orders_capped = True
             break
     g.orders_count, g.lowerable_count = count, lowerable
+    chosen = chosen or fallback
     if chosen is None:
         reasons = {order_lowerable(preferred, o) for o in g.outputs} - {None}
         return (f"group {g.name}: no valid dataflow order can be lowered: "

@@ -150,12 +150,15 @@ class Join:
 @dataclass(frozen=True)
 class Reducer:
     """``Red0_r``: reduce the innermost fiber (row ``row``); ``Red1_r``: order-1 sparse
-    accumulator over ``row`` keyed by the coordinates of output row ``inner``."""
+    accumulator over ``row`` keyed by the coordinates of output row ``inner``; ``Red2_r``:
+    order-2 sparse accumulator over ``row`` keyed by the coordinate pairs of output rows
+    ``inner0`` (outer) and ``inner``."""
 
     order: int
     row: str
     inner: str = ""
     outer: str = ""  # Red1 over held keys: the row whose stream is the accumulator's outer
+    inner0: str = ""  # Red2: the outer of its two output rows
 
     @property
     def name(self) -> str:
@@ -236,6 +239,9 @@ class FusionTable:
                 f"{self.reducers[self.reducers.index(red) - 1].name}[val]"
             if red.order == 0:
                 lines.append(f"{red.name}[val] = Σ_{red.row} {what}")
+            elif red.order == 2:
+                lines.append(f"{red.name}[crd0, crd1, val] = Σ_{red.row} {what}  keyed by the "
+                             f"({red.inner0}, {red.inner}) coordinates")
             elif red.outer:
                 lines.append(f"{red.name}[crd, val] = Σ over each {red.outer} fiber of {what}  "
                              f"keyed by the {red.inner} coordinate held over "
@@ -711,20 +717,26 @@ def _place_reducers(c: _Construction) -> Rejected | None:
 
 def _fold_rows(c: _Construction, rows: list[str], inner: str | None) -> Rejected | None:
     """Walk ``rows`` inner to outer: output rows are their own coordinate source, a reduced row
-    under the innermost output row is a Red1 keyed by it, one below every output row a Red0.
-    ``inner``: the innermost output row already placed (below ``rows``), if any."""
+    under the innermost output row is a Red1 keyed by it, one above two output rows a Red2
+    keyed by both, one below every output row a Red0.  ``inner``: the innermost output row
+    already placed (below ``rows``), if any."""
     t = c.t
-    closed = False
+    below = [inner] if inner is not None else []  # output rows under the current one
     for row in reversed(rows):
         if row in c.out.indices:
-            closed = inner is not None
+            below.insert(0, row)
             inner = inner or row
             t.crd_source[row] = row
         elif inner is None:
             t.reducers.append(Reducer(0, row))
-        elif closed:
-            return c.reject(f"reduction over {row} encloses several output indices; it needs a "
-                            "sparse accumulator of order > 1")
+        elif len(below) > 2:
+            return c.reject(f"reduction over {row} encloses the output indices "
+                            f"{', '.join(below)}; it needs a sparse accumulator of order "
+                            f"{len(below)} (the primitive set has orders 1 and 2)")
+        elif len(below) == 2:
+            red = Reducer(2, row, inner, inner0=below[0])
+            t.reducers.append(red)
+            t.crd_source[below[0]] = t.crd_source[inner] = red.name
         else:
             red = Reducer(1, row, inner)
             t.reducers.append(red)

@@ -180,6 +180,25 @@ def repeated_access() -> Program:
                          lambda A, B: A * (A + B) + B * A * A + B)
 
 
+def spmm_outer() -> Program:
+    """Outer-product SpMM (A CSC, B CSR): k is the outermost index in every valid order
+    (k->i->j and k->j->i), so the reduction over k accumulates 2-D fibres (SPACC2)."""
+    return one_statement("spmm_outer", [("A", (6, 7), "csc"), ("B", (7, 5), "csr")], "C",
+                         lambda A, B: einsum("ik,kj->ij", A, B))
+
+
+def spmm_outer_kji() -> Program:
+    """The same with the statement order k->j->i: the result is written column-major."""
+    return one_statement("spmm_outer_kji", [("A", (6, 7), "dcsc"), ("B", (7, 5), "dcsr")], "C",
+                         lambda A, B: einsum("ik,kj->ij", A, B), order="kji")
+
+
+def sum_slices() -> Program:
+    """C_ij = Σ_k T_kij with T stored k-first: a plain sparse accumulation of matrices."""
+    return one_statement("sum_slices", [("T", (4, 5, 6), "ccc")], "C",
+                         lambda T: einsum("kij->ij", T))
+
+
 SUITE: dict[str, Case] = {
     "spmv": Case(spmv, {"A": 0.3, "x": 1.0}),
     "spmv_csc": Case(spmv_csc, {"A": 0.3, "x": 0.5}),
@@ -206,6 +225,9 @@ SUITE: dict[str, Case] = {
     "mul3": Case(mul3, {"A": 0.4, "B": 0.4}),
     "mul3_dense_top": Case(mul3_dense_top, {"A": 0.4, "B": 0.4}),
     "repeated_access": Case(repeated_access, {"A": 0.4, "B": 0.4}),
+    "spmm_outer": Case(spmm_outer, {"A": 0.3, "B": 0.3}),
+    "spmm_outer_kji": Case(spmm_outer_kji, {"A": 0.3, "B": 0.3}),
+    "sum_slices": Case(sum_slices, {"T": 0.3}),
 }
 
 
