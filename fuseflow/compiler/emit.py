@@ -38,6 +38,7 @@ from .fusion import (
 )
 from .locate import located_levels
 from .program import Op, Program, UnOp
+from .semantics import iteration_only
 from .table import (
     ROOT,
     VAL,
@@ -51,7 +52,8 @@ from .table import (
 
 __all__ = ["CompiledGroup", "CompiledProgram", "emit_graph"]
 
-_ALU = {Op.ADD: AluOp.ADD, Op.SUB: AluOp.SUB, Op.MUL: AluOp.MUL}
+_ALU = {Op.ADD: AluOp.ADD, Op.SUB: AluOp.SUB, Op.MUL: AluOp.MUL, Op.DIV: AluOp.DIV,
+        Op.MAX: AluOp.MAX, Op.MIN: AluOp.MIN}
 _UNARY_ALU = {UnOp.RELU: AluOp.RELU, UnOp.NEG: AluOp.NEG, UnOp.EXP: AluOp.EXP,
               UnOp.SIGMOID: AluOp.SIGMOID, UnOp.GELU: AluOp.GELU, UnOp.RSQRT: AluOp.RSQRT,
               UnOp.SCALE: AluOp.MUL_SCALAR, UnOp.SHIFT: AluOp.ADD_SCALAR}
@@ -298,6 +300,8 @@ class _TableLowering:
             out = self.ref(CellRef(e.tensor, self.order[-1]))
         elif isinstance(e, VNamed):
             out = self.value(e.body)
+        elif isinstance(e, VBin) and iteration_only(e.rhs, self.t.views):
+            out = self.value(e.lhs)  # densified iteration: the iteration term's value is 0
         elif isinstance(e, VUn):
             op = _UNARY_ALU[e.op]
             scalar = {"scalar": e.scalar} if e.op in (UnOp.SCALE, UnOp.SHIFT) else {}
@@ -323,10 +327,13 @@ class _TableLowering:
                                  {"outer": inner_crd, "inner": self.crd(row)})
                 inner_crd = h["outer"]
         outer_crd: dict[str, PortRef] = {}  # an order-2 accumulator's outer output row -> crd0
+        by_max = {"op": ReduceOp.MAX} if t.output.reduce is not Op.ADD else {}
+        if t.reducers and t.output.reduce is Op.MIN:  # min x = -max(-x)
+            val = self.em.node(NodeKind.ALU, "neg_min", {"a": val}, op=AluOp.NEG)["val"]
         for red in t.reducers:
             if red.order == 0:
                 val = self.em.node(NodeKind.REDUCE, f"reduce_{red.row}", {"val": val},
-                                   op=ReduceOp.ADD)["val"]
+                                   op=by_max.get("op", ReduceOp.ADD))["val"]
             elif red.order == 2:
                 if inner_crd is None:
                     inner_crd = self.crd(red.inner)
@@ -336,7 +343,7 @@ class _TableLowering:
                                     "inner0": outer_crd.get(red.inner0) or self.crd(red.inner0),
                                     "inner1": inner_crd, "val": val},
                                    dim0=shape[t.output.indices.index(red.inner0)],
-                                   dim1=shape[t.output.indices.index(red.inner)])
+                                   dim1=shape[t.output.indices.index(red.inner)], **by_max)
                 outer_crd[red.inner0], inner_crd, val = acc["crd0"], acc["crd1"], acc["val"]
             else:
                 if inner_crd is None:
@@ -345,8 +352,10 @@ class _TableLowering:
                 acc = self.em.node(NodeKind.SPACC1, f"spacc_{red.outer or red.row}",
                                    {"outer": self.crd(red.outer or red.row), "inner": inner_crd,
                                     "val": val},
-                                   dim=t.output.shape[pos])
+                                   dim=t.output.shape[pos], **by_max)
                 inner_crd, val = acc["crd"], acc["val"]
+        if t.reducers and t.output.reduce is Op.MIN:
+            val = self.em.node(NodeKind.ALU, "neg_min", {"a": val}, op=AluOp.NEG)["val"]
         crds = {idx: (self.crd(idx) if t.crd_source[idx] == idx else
                       outer_crd.get(idx, inner_crd))
                 for idx in t.output.indices}

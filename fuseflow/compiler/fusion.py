@@ -16,12 +16,14 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from ..tensor import TensorFormat
+from ..tensor import Format, TensorFormat
+from .densify import densify_statement, is_iteration_tensor
 from .program import (
+    RESERVED_PREFIX,
     Access,
     BinOp,
     FusionError,
@@ -34,6 +36,7 @@ from .program import (
     Sum,
     Unary,
     UnOp,
+    binop_text,
     split_order,
     unary_text,
 )
@@ -121,6 +124,7 @@ class FusedOutput:
     body: VExpr
     fmt: TensorFormat | None  # declared format (None: compiler's choice)
     shape: tuple[int, ...]
+    reduce: Op = Op.ADD  # how ``reduced`` is reduced (MAX / MIN: a statement of its own)
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class Group:
             inner = _named_locals(o.body, self.views)
             top = [r for r in o.reduced if r not in inner]
             red = f"Σ_{{{','.join(top)}}} " if top else ""
+            if top and o.reduce is not Op.ADD:
+                red = f"{o.reduce.value}_{{{','.join(top)}}} "
             lines.append(f"{o.tensor}_{{{','.join(o.indices)}}} = {red}{render_vexpr(o.body, self.views)}")
         return "\n".join(lines)
 
@@ -213,20 +219,36 @@ def render_vexpr(e: VExpr, views: Mapping[str, View]) -> str:
     lhs, rhs = render_vexpr(e.lhs, views), render_vexpr(e.rhs, views)
     if e.op is Op.MUL:
         return f"{lhs} · {rhs}"
-    return f"({lhs} {e.op.value} {rhs})"
+    return binop_text(e.op, lhs, rhs)
 
 
 # ----------------------------------------------------------------------------- statement rewriting
 # "Under an addition" below also covers nonlinear elementwise functions (relu, exp, a scalar
 # shift, ...): like a sum, they cannot be pulled through a reduction.
-def _sum_under_add(e: IExpr, under_add: bool = False) -> bool:
+# A max / min reduction commutes with nothing: it is hoisted from under any operation, and a
+# sum inside it too (each becomes a statement of its own; see plan_groups).
+def _sum_under_add(e: IExpr, under_add: bool = False, under_any: bool = False) -> bool:
     if isinstance(e, Sum):
-        return under_add or _sum_under_add(e.body, False)
+        if e.op is not Op.ADD:
+            return under_any or _sum_under_add(e.body, True, True)
+        return under_add or _sum_under_add(e.body, False, True)
     if isinstance(e, BinOp):
         add = e.op is not Op.MUL
-        return _sum_under_add(e.lhs, under_add or add) or _sum_under_add(e.rhs, under_add or add)
+        return (_sum_under_add(e.lhs, under_add or add, True)
+                or _sum_under_add(e.rhs, under_add or add, True))
     if isinstance(e, Unary):
-        return _sum_under_add(e.arg, under_add or not e.op.linear)
+        return _sum_under_add(e.arg, under_add or not e.op.linear, True)
+    return False
+
+
+def _max_reduction(e: IExpr) -> bool:
+    """``e`` has a max / min reduction."""
+    if isinstance(e, Sum):
+        return e.op is not Op.ADD or _max_reduction(e.body)
+    if isinstance(e, BinOp):
+        return _max_reduction(e.lhs) or _max_reduction(e.rhs)
+    if isinstance(e, Unary):
+        return _max_reduction(e.arg)
     return False
 
 
@@ -234,19 +256,21 @@ def _hoist(stmt: Statement, extra: list[tuple[str, tuple[str, ...], IExpr]]) -> 
     """Replace every reduction under an addition by an access to a new temporary tensor."""
     counter = itertools.count()
 
-    def walk(e: IExpr, under_add: bool) -> IExpr:
+    def walk(e: IExpr, under_add: bool, under_any: bool = False) -> IExpr:
         if isinstance(e, Sum):
-            if under_add:
+            if under_any if e.op is not Op.ADD else under_add:
                 free = [i for i in _free_ordered(e.body) if i not in e.indices]
                 name = f"{stmt.out}_t{next(counter)}"
-                extra.append((name, tuple(free), e))
+                # a hoisted max / min reduction is hoisted from in turn (its own statement)
+                extra.append((name, tuple(free), walk(e, False) if _max_reduction(e) else e))
                 return Access(name, tuple(free))
-            return Sum(e.indices, walk(e.body, False))
+            inner = e.op is not Op.ADD
+            return Sum(e.indices, walk(e.body, inner, True), e.op)
         if isinstance(e, BinOp):
             add = under_add or e.op is not Op.MUL
-            return BinOp(e.op, walk(e.lhs, add), walk(e.rhs, add))
+            return BinOp(e.op, walk(e.lhs, add, True), walk(e.rhs, add, True))
         if isinstance(e, Unary):
-            return Unary(e.op, walk(e.arg, under_add or not e.op.linear), e.scalar)
+            return Unary(e.op, walk(e.arg, under_add or not e.op.linear, True), e.scalar)
         return e
 
     return walk(stmt.rhs, False)
@@ -303,19 +327,34 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
     shapes = {n: d.shape for n, d in program.decls.items()}
     out: list[_Stmt] = []
     for s in stmts:
+        orig = s
         extra: list[tuple[str, tuple[str, ...], IExpr]] = []
-        rhs = _hoist(s, extra) if _sum_under_add(s.rhs) else s.rhs
         sizes: dict[str, int] = {}
         _index_sizes(s.rhs, shapes, sizes)
+        dense_rhs = densify_statement(program, s.rhs, s.indices, program.decls[s.out].fmt, sizes,
+                                      orders.get(s.out, s.order))
+        if dense_rhs != s.rhs:
+            shapes.update({n: (int(n[len(RESERVED_PREFIX):]),) for n in _tensors_in(dense_rhs)
+                           if is_iteration_tensor(n)})
+            s = replace(s, rhs=dense_rhs)
+        rhs = _hoist(s, extra) if _sum_under_add(s.rhs) else s.rhs
+        order = orders.get(s.out, s.order)
         for name, free, e in extra:
             shape = tuple(sizes[i] for i in free)
             shapes[name] = shape
-            out.append(_Stmt(name, free, e, f"{name} = {e}  (split from '{s.text}')", (), shape,
-                             None, s))
-        order = orders.get(s.out, s.order)
+            # the statement's dataflow order, on the indices the temporary keeps
+            own = set(free) | set(_all_sums(e))
+            out.append(_Stmt(name, free, e, f"{name} = {e}  (split from '{s.text}')",
+                             tuple(i for i in order if i in own), shape, None, orig))
+        if extra:
+            order = tuple(i for i in order if i in set(_free_ordered(rhs)) | set(_all_sums(rhs)))
         out.append(_Stmt(s.out, s.indices, rhs, s.text, order, program.decls[s.out].shape,
-                         program.decls[s.out].fmt, s))
+                         program.decls[s.out].fmt, orig))
     return out
+
+
+def _tensors_in(e: IExpr) -> set[str]:
+    return {t for t, _ in _accesses_under_add(e)}
 
 
 # ----------------------------------------------------------------------------- normal form
@@ -385,11 +424,15 @@ def plan_groups(program: Program, fusion: Fusion = Fusion.FULL,
         stmts = _rewrite(program, [program.statements[i] for i in region], order_map)
         region_outs = {s.out for s in stmts if s.out in results or _read_outside(program, s.out, region)}
         parts: list[list[_Stmt]] = [[]]
+        notes = [""]
         reduced_in_part: dict[str, bool] = {}
         for s in stmts:
-            if split_adds and any(reduced_in_part.get(t, False) and under
-                                  for t, under in _accesses_under_add(s.rhs)):
+            alone = _max_reduction(s.rhs) or (parts[-1] and _max_reduction(parts[-1][-1].rhs))
+            if parts[-1] and (alone or split_adds and any(
+                    reduced_in_part.get(t, False) and under
+                    for t, under in _accesses_under_add(s.rhs))):
                 parts.append([])
+                notes.append(_MAX_NOTE if alone else _SPLIT_NOTE)
                 reduced_in_part = {}
             parts[-1].append(s)
             reduced_in_part[s.out] = bool(_normal_named(_inline_preview(s, parts[-1]))[0])
@@ -398,10 +441,14 @@ def plan_groups(program: Program, fusion: Fusion = Fusion.FULL,
             outs = [s for s in part if s.out in region_outs
                     or any(s.out in _reads(t.rhs) for t in later)]
             name = f"{program.name}_g{len(plans)}"
-            note = ("region split here: a reduced intermediate is read under an addition, so the "
-                    "previous graph materialises it") if p > 0 else ""
-            plans.append(GroupPlan(name, part, outs, note))
+            plans.append(GroupPlan(name, part, outs, notes[p]))
     return plans
+
+
+_SPLIT_NOTE = ("region split here: a reduced intermediate is read under an addition, so the "
+               "previous graph materialises it")
+_MAX_NOTE = ("region split here: a max / min reduction is not fused with other statements (it "
+             "commutes with no other operation), so it has a graph of its own")
 
 
 def _parse_orders(program: Program, orders: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[str, ...]]:
@@ -459,7 +506,7 @@ def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count
                      _substitute(e.rhs, producers, fresh, rename, orders, origins))
     if isinstance(e, Sum):
         return Sum(tuple(rename.get(i, i) for i in e.indices),
-                   _substitute(e.body, producers, fresh, rename, orders, origins))
+                   _substitute(e.body, producers, fresh, rename, orders, origins), e.op)
     if isinstance(e, Unary):
         return Unary(e.op, _substitute(e.arg, producers, fresh, rename, orders, origins), e.scalar)
     return e
@@ -492,7 +539,7 @@ def _rename(e, m: Mapping[str, str]):
     if isinstance(e, BinOp):
         return BinOp(e.op, _rename(e.lhs, m), _rename(e.rhs, m))
     if isinstance(e, Sum):
-        return Sum(tuple(m.get(i, i) for i in e.indices), _rename(e.body, m))
+        return Sum(tuple(m.get(i, i) for i in e.indices), _rename(e.body, m), e.op)
     if isinstance(e, _Named):
         return _Named(e.tensor, tuple(m.get(i, i) for i in e.indices), _rename(e.body, m))
     if isinstance(e, Unary):
@@ -549,7 +596,7 @@ class _ViewMaker:
         if isinstance(x, Unary):
             return VUn(x.op, self.convert(x.arg, term), x.scalar)
         if isinstance(x, BinOp):
-            if x.op is Op.MUL:
+            if x.op.product:
                 return VBin(x.op, self.convert(x.lhs, term), self.convert(x.rhs, term))
             return VBin(x.op, self.convert(x.lhs, (*term, 0)), self.convert(x.rhs, (*term, 1)))
         assert isinstance(x, _Named)
@@ -562,6 +609,9 @@ class _ViewMaker:
             vname = x.tensor + "'" * n_prev
             decl = self.program.decls.get(x.tensor)
             fmt = self.formats.get(x.tensor) or (decl.fmt if decl is not None else None)
+            if is_iteration_tensor(x.tensor):  # densified iteration (.densify): one dense level
+                fmt = TensorFormat((Format.DENSE,))
+                self.shapes = {**self.shapes, x.tensor: (int(x.tensor[len(RESERVED_PREFIX):]),)}
             if fmt is None:
                 raise ProgramError(f"group {self.group}: tensor {x.tensor!r} is read before its "
                                    "format is known (it must be produced by an earlier graph)")
@@ -606,7 +656,8 @@ def _fuse_output(o: _Stmt, producers: Mapping[str, _Stmt], names: _Fresh,
     e = _substitute(o.rhs, producers, names.fresh, rename, names.user_orders, names.origins)
     red, body = _normal_named(names.number(e, since))
     red = tuple(sorted(dict.fromkeys(red), key=lambda u: int(u[1:])))
-    return FusedOutput(o.out, o.indices, red, views.convert(body), o.fmt, o.shape)
+    reduce = o.rhs.op if isinstance(o.rhs, Sum) else Op.ADD
+    return FusedOutput(o.out, o.indices, red, views.convert(body), o.fmt, o.shape, reduce)
 
 
 def fuse(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group | Rejected:

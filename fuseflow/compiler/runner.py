@@ -14,7 +14,9 @@ from ..samml import Graph
 from ..simulation import SimRun, Simulator, graph_overflows
 from ..tensor import TensorData, TensorFormat
 from .codegen import CompiledProgram
+from .densify import is_iteration_tensor, iteration_data
 from .program import Access, BinOp, Op, Program, ProgramError, Sum, Unary, UnOp
+from .semantics import check_denominators
 
 __all__ = ["ProgramResult", "graph_runs", "reference", "reference_all", "run_program"]
 
@@ -57,6 +59,11 @@ def initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | T
     for p in compiled.permuted:  # host-side reformat: the primitive set has no sorter
         if p.source in tensors:
             tensors[p.name] = tensors[p.source].convert(p.fmt)
+    check_denominators(program, tensors)
+    for g in compiled.graphs:  # densified iteration (.densify): made on the host, never read
+        for t in g.input_tensors():
+            if is_iteration_tensor(t) and t not in tensors:
+                tensors[t] = iteration_data(t)
     return tensors
 
 
@@ -136,6 +143,10 @@ def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
         if isinstance(e, Sum):
             arr, ids = ev(e.body)
             keep = [i for i in ids if i not in e.indices]
+            if e.op is not Op.ADD:  # over every coordinate, implicit zeros included
+                fn = np.max if e.op is Op.MAX else np.min
+                axes = tuple(k for k, i in enumerate(ids) if i in e.indices)
+                return fn(arr, axis=axes), keep
             return np.einsum(arr, [_sym(i) for i in ids], [_sym(i) for i in keep]), keep
         assert isinstance(e, BinOp)
         a, ia = ev(e.lhs)
@@ -143,7 +154,10 @@ def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
         ids = list(dict.fromkeys(ia + ib))
         a2 = _expand(a, ia, ids)
         b2 = _expand(b, ib, ids)
-        fn = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply}[e.op]
+        if e.op is Op.DIV:
+            return _divide(a2, b2, e), ids
+        fn = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.MAX: np.maximum,
+              Op.MIN: np.minimum}[e.op]
         return fn(a2, b2), ids
 
     for s in program.statements:
@@ -152,6 +166,16 @@ def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
         full = _expand(arr, ids, list(s.indices))
         env[s.out] = np.broadcast_to(full, shape).copy()
     return env
+
+
+def _divide(a: np.ndarray, b: np.ndarray, e: BinOp) -> np.ndarray:
+    """numpy's division (floor division for integers, as the integer ALU), a 0 in the
+    denominator an error (the hardware's rule for it is not numpy's)."""
+    b = np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape))
+    if (b == 0).any():
+        at = tuple(int(x) for x in np.argwhere(b == 0)[0])
+        raise ProgramError(f"division by zero in {e}: the denominator {e.rhs} is 0 at {at}")
+    return np.floor_divide(a, b) if np.issubdtype(b.dtype, np.integer) else np.true_divide(a, b)
 
 
 _SYMS: dict[str, int] = {}
