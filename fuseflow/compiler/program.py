@@ -439,15 +439,19 @@ def as_expr(x: object) -> TensorExpr:
 _REDUCE_OPS = {"add": Op.ADD, "sum": Op.ADD, "max": Op.MAX, "min": Op.MIN}
 
 
+def _reduce_op(spec: str, reduce: str) -> Op:
+    if reduce not in _REDUCE_OPS:
+        raise ProgramError(f"einsum({spec!r}): reduce={reduce!r} must be one of 'add', 'max', "
+                           "'min'")
+    return _REDUCE_OPS[reduce]
+
+
 def einsum(spec: str, *operands: Tensor | TensorExpr, reduce: str = "add") -> TensorExpr:
     """``einsum("ik,kj->ij", A, X)``: indices missing on the right are summed.  ``reduce``
     ``"max"`` / ``"min"`` reduce them by maximum / minimum instead (of the product of the
     operands), over every coordinate: implicit zeros take part, as in
     ``numpy.max(..., axis=...)`` of the dense operands."""
-    if reduce not in _REDUCE_OPS:
-        raise ProgramError(f"einsum({spec!r}): reduce={reduce!r} must be one of 'add', 'max', "
-                           "'min'")
-    red_op = _REDUCE_OPS[reduce]
+    red_op = _reduce_op(spec, reduce)
     text = f"einsum({spec!r}, {', '.join(as_expr(o).text for o in operands)}" + (
         f", reduce={reduce!r})" if red_op is not Op.ADD else ")")
     if "->" not in spec:
