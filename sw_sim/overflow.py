@@ -37,6 +37,13 @@ class CountingNumerics(Numerics):
             return hi
         return v
 
+    def div(self, a: Any, b: Any) -> Any:
+        """A quotient by 0 (``docs/numerics.md``: ``0/0 = 0``, else the saturation bound) is
+        counted when it saturates."""
+        if b == 0 and a != 0:
+            self._events[0] += 1
+        return super().div(a, b)
+
     def fix(self, v: Any) -> Any:
         if self.mode is Mode.INT:
             if type(v) is not int:

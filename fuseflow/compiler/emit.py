@@ -39,6 +39,7 @@ from .fusion import (
 )
 from .locate import located_levels
 from .program import Op, Program, UnOp
+from .semantics import iteration_only
 from .table import (
     ROOT,
     VAL,
@@ -52,7 +53,8 @@ from .table import (
 
 __all__ = ["CompiledGroup", "CompiledProgram", "emit_graph"]
 
-_ALU = {Op.ADD: AluOp.ADD, Op.SUB: AluOp.SUB, Op.MUL: AluOp.MUL}
+_ALU = {Op.ADD: AluOp.ADD, Op.SUB: AluOp.SUB, Op.MUL: AluOp.MUL, Op.DIV: AluOp.DIV,
+        Op.MAX: AluOp.MAX, Op.MIN: AluOp.MIN}
 _UNARY_ALU = {UnOp.RELU: AluOp.RELU, UnOp.NEG: AluOp.NEG, UnOp.EXP: AluOp.EXP,
               UnOp.SIGMOID: AluOp.SIGMOID, UnOp.GELU: AluOp.GELU, UnOp.RSQRT: AluOp.RSQRT,
               UnOp.SCALE: AluOp.MUL_SCALAR, UnOp.SHIFT: AluOp.ADD_SCALAR}
@@ -60,7 +62,8 @@ _UNARY_ALU = {UnOp.RELU: AluOp.RELU, UnOp.NEG: AluOp.NEG, UnOp.EXP: AluOp.EXP,
 
 # scanners and joins make an index's coordinates; a factored intermediate's accumulator hands
 # its output coordinates to the consumer's pipeline
-_COORDINATE_SOURCES = (NodeKind.SCAN, NodeKind.INTERSECT, NodeKind.UNION, NodeKind.SPACC1)
+_COORDINATE_SOURCES = (NodeKind.SCAN, NodeKind.INTERSECT, NodeKind.UNION, NodeKind.SPACC1,
+                       NodeKind.SPACC2)
 
 
 def _ident(name: str) -> str:
@@ -315,6 +318,8 @@ class _TableLowering:
             out = self.value(e.body)
         elif isinstance(e, VUn) and e.op.row:
             out = self.row_function(e)
+        elif isinstance(e, VBin) and iteration_only(e.rhs, self.t.views):
+            out = self.value(e.lhs)  # densified iteration: the iteration term's value is 0
         elif isinstance(e, VUn):
             op = _UNARY_ALU[e.op]
             scalar = {"scalar": e.scalar} if e.op in (UnOp.SCALE, UnOp.SHIFT) else {}
@@ -350,10 +355,25 @@ class _TableLowering:
                 h = self.em.node(NodeKind.CRD_HOLD, f"crdhold_{t.hold[0]}_{row}",
                                  {"outer": inner_crd, "inner": self.crd(row)})
                 inner_crd = h["outer"]
+        outer_crd: dict[str, PortRef] = {}  # an order-2 accumulator's outer output row -> crd0
+        by_max = {"op": ReduceOp.MAX} if t.output.reduce is not Op.ADD else {}
+        if t.reducers and t.output.reduce is Op.MIN:  # min x = -max(-x)
+            val = self.em.node(NodeKind.ALU, "neg_min", {"a": val}, op=AluOp.NEG)["val"]
         for red in t.reducers:
             if red.order == 0:
                 val = self.em.node(NodeKind.REDUCE, f"reduce_{red.row}", {"val": val},
-                                   op=ReduceOp.ADD)["val"]
+                                   op=by_max.get("op", ReduceOp.ADD))["val"]
+            elif red.order == 2:
+                if inner_crd is None:
+                    inner_crd = self.crd(red.inner)
+                shape = t.output.shape
+                acc = self.em.node(NodeKind.SPACC2, f"spacc2_{red.row}",
+                                   {"outer": self.crd(red.row),
+                                    "inner0": outer_crd.get(red.inner0) or self.crd(red.inner0),
+                                    "inner1": inner_crd, "val": val},
+                                   dim0=shape[t.output.indices.index(red.inner0)],
+                                   dim1=shape[t.output.indices.index(red.inner)], **by_max)
+                outer_crd[red.inner0], inner_crd, val = acc["crd0"], acc["crd1"], acc["val"]
             else:
                 if inner_crd is None:
                     inner_crd = self.crd(red.inner)
@@ -361,9 +381,12 @@ class _TableLowering:
                 acc = self.em.node(NodeKind.SPACC1, f"spacc_{red.outer or red.row}",
                                    {"outer": self.crd(red.outer or red.row), "inner": inner_crd,
                                     "val": val},
-                                   dim=t.output.shape[pos])
+                                   dim=t.output.shape[pos], **by_max)
                 inner_crd, val = acc["crd"], acc["val"]
-        crds = {idx: (inner_crd if t.crd_source[idx] != idx else self.crd(idx))
+        if t.reducers and t.output.reduce is Op.MIN:
+            val = self.em.node(NodeKind.ALU, "neg_min", {"a": val}, op=AluOp.NEG)["val"]
+        crds = {idx: (self.crd(idx) if t.crd_source[idx] == idx else
+                      outer_crd.get(idx, inner_crd))
                 for idx in t.output.indices}
         body = t.output.body
         if isinstance(body, VUn) and body.op.row:

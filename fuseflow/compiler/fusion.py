@@ -16,12 +16,14 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from ..tensor import TensorFormat
+from ..tensor import Format, TensorFormat
+from .densify import densify_statement, is_iteration_tensor
 from .program import (
+    RESERVED_PREFIX,
     Access,
     BinOp,
     FusionError,
@@ -34,6 +36,7 @@ from .program import (
     Sum,
     Unary,
     UnOp,
+    binop_text,
     split_order,
     unary_text,
 )
@@ -51,6 +54,7 @@ __all__ = [
     "VNamed",
     "VUn",
     "View",
+    "accumulator_order",
     "fuse",
     "order_lowerable",
     "order_problem",
@@ -121,6 +125,7 @@ class FusedOutput:
     body: VExpr
     fmt: TensorFormat | None  # declared format (None: compiler's choice)
     shape: tuple[int, ...]
+    reduce: Op = Op.ADD  # how ``reduced`` is reduced (MAX / MIN: a statement of its own)
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,8 @@ class Group:
             inner = _named_locals(o.body, self.views)
             top = [r for r in o.reduced if r not in inner]
             red = f"Σ_{{{','.join(top)}}} " if top else ""
+            if top and o.reduce is not Op.ADD:
+                red = f"{o.reduce.value}_{{{','.join(top)}}} "
             lines.append(f"{o.tensor}_{{{','.join(o.indices)}}} = {red}{render_vexpr(o.body, self.views)}")
         return "\n".join(lines)
 
@@ -213,20 +220,36 @@ def render_vexpr(e: VExpr, views: Mapping[str, View]) -> str:
     lhs, rhs = render_vexpr(e.lhs, views), render_vexpr(e.rhs, views)
     if e.op is Op.MUL:
         return f"{lhs} · {rhs}"
-    return f"({lhs} {e.op.value} {rhs})"
+    return binop_text(e.op, lhs, rhs)
 
 
 # ----------------------------------------------------------------------------- statement rewriting
 # "Under an addition" below also covers nonlinear elementwise functions (relu, exp, a scalar
 # shift, ...): like a sum, they cannot be pulled through a reduction.
-def _sum_under_add(e: IExpr, under_add: bool = False) -> bool:
+# A max / min reduction commutes with nothing: it is hoisted from under any operation, and a
+# sum inside it too (each becomes a statement of its own; see plan_groups).
+def _sum_under_add(e: IExpr, under_add: bool = False, under_any: bool = False) -> bool:
     if isinstance(e, Sum):
-        return under_add or _sum_under_add(e.body, False)
+        if e.op is not Op.ADD:
+            return under_any or _sum_under_add(e.body, True, True)
+        return under_add or _sum_under_add(e.body, False, True)
     if isinstance(e, BinOp):
         add = e.op is not Op.MUL
-        return _sum_under_add(e.lhs, under_add or add) or _sum_under_add(e.rhs, under_add or add)
+        return (_sum_under_add(e.lhs, under_add or add, True)
+                or _sum_under_add(e.rhs, under_add or add, True))
     if isinstance(e, Unary):
-        return _sum_under_add(e.arg, under_add or not e.op.linear)
+        return _sum_under_add(e.arg, under_add or not e.op.linear, True)
+    return False
+
+
+def _max_reduction(e: IExpr) -> bool:
+    """``e`` has a max / min reduction."""
+    if isinstance(e, Sum):
+        return e.op is not Op.ADD or _max_reduction(e.body)
+    if isinstance(e, BinOp):
+        return _max_reduction(e.lhs) or _max_reduction(e.rhs)
+    if isinstance(e, Unary):
+        return _max_reduction(e.arg)
     return False
 
 
@@ -234,19 +257,21 @@ def _hoist(stmt: Statement, extra: list[tuple[str, tuple[str, ...], IExpr]]) -> 
     """Replace every reduction under an addition by an access to a new temporary tensor."""
     counter = itertools.count()
 
-    def walk(e: IExpr, under_add: bool) -> IExpr:
+    def walk(e: IExpr, under_add: bool, under_any: bool = False) -> IExpr:
         if isinstance(e, Sum):
-            if under_add:
+            if under_any if e.op is not Op.ADD else under_add:
                 free = [i for i in _free_ordered(e.body) if i not in e.indices]
                 name = f"{stmt.out}_t{next(counter)}"
-                extra.append((name, tuple(free), e))
+                # a hoisted max / min reduction is hoisted from in turn (its own statement)
+                extra.append((name, tuple(free), walk(e, False) if _max_reduction(e) else e))
                 return Access(name, tuple(free))
-            return Sum(e.indices, walk(e.body, False))
+            inner = e.op is not Op.ADD
+            return Sum(e.indices, walk(e.body, inner, True), e.op)
         if isinstance(e, BinOp):
             add = under_add or e.op is not Op.MUL
-            return BinOp(e.op, walk(e.lhs, add), walk(e.rhs, add))
+            return BinOp(e.op, walk(e.lhs, add, True), walk(e.rhs, add, True))
         if isinstance(e, Unary):
-            return Unary(e.op, walk(e.arg, under_add or not e.op.linear), e.scalar, e.index)
+            return Unary(e.op, walk(e.arg, under_add or not e.op.linear, True), e.scalar, e.index)
         return e
 
     return walk(stmt.rhs, False)
@@ -271,7 +296,7 @@ def _hoist_rows(out: str, rhs: IExpr, extra: list[tuple[str, tuple[str, ...], IE
         if isinstance(e, BinOp):
             return BinOp(e.op, walk(e.lhs, False), walk(e.rhs, False))
         if isinstance(e, Sum):
-            return Sum(e.indices, walk(e.body, False))
+            return Sum(e.indices, walk(e.body, False), e.op)
         return e
 
     return walk(rhs, True)
@@ -333,24 +358,39 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
     shapes = {n: d.shape for n, d in program.decls.items()}
     out: list[_Stmt] = []
     for s in stmts:
+        orig = s
+        extra: list[tuple[str, tuple[str, ...], IExpr]] = []
+        sizes: dict[str, int] = {}
+        _index_sizes(s.rhs, shapes, sizes)
+        dense_rhs = densify_statement(program, s.rhs, s.indices, program.decls[s.out].fmt, sizes,
+                                      orders.get(s.out, s.order))
+        if dense_rhs != s.rhs:
+            shapes.update({n: (int(n[len(RESERVED_PREFIX):]),) for n in _tensors_in(dense_rhs)
+                           if is_iteration_tensor(n)})
+            s = replace(s, rhs=dense_rhs)
         hoisted: list[tuple[str, tuple[str, ...], IExpr]] = []
         rhs = _hoist(s, hoisted) if _sum_under_add(s.rhs) else s.rhs
-        extra: list[tuple[str, tuple[str, ...], IExpr]] = []
         for name, free, e in hoisted:  # row functions inside a hoisted reduction come first
             extra.append((name, free, _hoist_rows(name, e, extra)))
         rhs = _hoist_rows(s.out, rhs, extra)
-        sizes: dict[str, int] = {}
-        _index_sizes(s.rhs, shapes, sizes)
+        order = orders.get(s.out, s.order)
         for name, free, e in extra:
             _index_sizes(e, shapes, sizes)
             shape = tuple(sizes[i] for i in free)
             shapes[name] = shape
-            out.append(_Stmt(name, free, e, f"{name} = {e}  (split from '{s.text}')", (), shape,
-                             None, s))
-        order = orders.get(s.out, s.order)
+            # the statement's dataflow order, on the indices the temporary keeps
+            own = set(free) | set(_all_sums(e))
+            out.append(_Stmt(name, free, e, f"{name} = {e}  (split from '{s.text}')",
+                             tuple(i for i in order if i in own), shape, None, orig))
+        if extra:
+            order = tuple(i for i in order if i in set(_free_ordered(rhs)) | set(_all_sums(rhs)))
         out.append(_Stmt(s.out, s.indices, rhs, s.text, order, program.decls[s.out].shape,
-                         program.decls[s.out].fmt, s))
+                         program.decls[s.out].fmt, orig))
     return out
+
+
+def _tensors_in(e: IExpr) -> set[str]:
+    return {t for t, _ in _accesses_under_add(e)}
 
 
 # ----------------------------------------------------------------------------- normal form
@@ -420,14 +460,18 @@ def plan_groups(program: Program, fusion: Fusion = Fusion.FULL,
         stmts = _rewrite(program, [program.statements[i] for i in region], order_map)
         region_outs = {s.out for s in stmts if s.out in results or _read_outside(program, s.out, region)}
         parts: list[list[_Stmt]] = [[]]
+        notes = [""]
         reduced_in_part: dict[str, bool] = {}
         rows_in_part: set[str] = set()
         for s in stmts:
             # a row function's result read in the same part needs a pipeline of its own; where
             # the analysis found none, the previous graph materialises it
-            if split_adds and any((reduced_in_part.get(t, False) and under) or t in rows_in_part
-                                  for t, under in _accesses_under_add(s.rhs)):
+            alone = _max_reduction(s.rhs) or (parts[-1] and _max_reduction(parts[-1][-1].rhs))
+            if parts[-1] and (alone or split_adds and any(
+                    (reduced_in_part.get(t, False) and under) or t in rows_in_part
+                    for t, under in _accesses_under_add(s.rhs))):
                 parts.append([])
+                notes.append(_MAX_NOTE if alone else _SPLIT_NOTE)
                 reduced_in_part = {}
                 rows_in_part = set()
             parts[-1].append(s)
@@ -439,10 +483,14 @@ def plan_groups(program: Program, fusion: Fusion = Fusion.FULL,
             outs = [s for s in part if s.out in region_outs
                     or any(s.out in _reads(t.rhs) for t in later)]
             name = f"{program.name}_g{len(plans)}"
-            note = ("region split here: a reduced intermediate is read under an addition, so the "
-                    "previous graph materialises it") if p > 0 else ""
-            plans.append(GroupPlan(name, part, outs, note))
+            plans.append(GroupPlan(name, part, outs, notes[p]))
     return plans
+
+
+_SPLIT_NOTE = ("region split here: a reduced intermediate is read under an addition, so the "
+               "previous graph materialises it")
+_MAX_NOTE = ("region split here: a max / min reduction is not fused with other statements (it "
+             "commutes with no other operation), so it has a graph of its own")
 
 
 def _parse_orders(program: Program, orders: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[str, ...]]:
@@ -508,7 +556,7 @@ def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count
     if isinstance(e, BinOp):
         return BinOp(e.op, sub_e(e.lhs, rename), sub_e(e.rhs, rename))
     if isinstance(e, Sum):
-        return Sum(tuple(rename.get(i, i) for i in e.indices), sub_e(e.body, rename))
+        return Sum(tuple(rename.get(i, i) for i in e.indices), sub_e(e.body, rename), e.op)
     if isinstance(e, Unary):
         return Unary(e.op, sub_e(e.arg, rename), e.scalar, rename.get(e.index, e.index))
     return e
@@ -541,7 +589,7 @@ def _rename(e, m: Mapping[str, str]):
     if isinstance(e, BinOp):
         return BinOp(e.op, _rename(e.lhs, m), _rename(e.rhs, m))
     if isinstance(e, Sum):
-        return Sum(tuple(m.get(i, i) for i in e.indices), _rename(e.body, m))
+        return Sum(tuple(m.get(i, i) for i in e.indices), _rename(e.body, m), e.op)
     if isinstance(e, _Named):
         return _Named(e.tensor, tuple(m.get(i, i) for i in e.indices), _rename(e.body, m))
     if isinstance(e, Unary):
@@ -598,7 +646,7 @@ class _ViewMaker:
         if isinstance(x, Unary):
             return VUn(x.op, self.convert(x.arg, term), x.scalar, x.index)
         if isinstance(x, BinOp):
-            if x.op is Op.MUL:
+            if x.op.product:
                 return VBin(x.op, self.convert(x.lhs, term), self.convert(x.rhs, term))
             return VBin(x.op, self.convert(x.lhs, (*term, 0)), self.convert(x.rhs, (*term, 1)))
         assert isinstance(x, _Named)
@@ -611,6 +659,9 @@ class _ViewMaker:
             vname = x.tensor + "'" * n_prev
             decl = self.program.decls.get(x.tensor)
             fmt = self.formats.get(x.tensor) or (decl.fmt if decl is not None else None)
+            if is_iteration_tensor(x.tensor):  # densified iteration (.densify): one dense level
+                fmt = TensorFormat((Format.DENSE,))
+                self.shapes = {**self.shapes, x.tensor: (int(x.tensor[len(RESERVED_PREFIX):]),)}
             if fmt is None:
                 raise ProgramError(f"group {self.group}: tensor {x.tensor!r} is read before its "
                                    "format is known (it must be produced by an earlier graph)")
@@ -655,7 +706,8 @@ def _fuse_output(o: _Stmt, producers: Mapping[str, _Stmt], names: _Fresh,
     e = _substitute(o.rhs, producers, names.fresh, rename, names.user_orders, names.origins)
     red, body = _normal_named(names.number(e, since))
     red = tuple(sorted(dict.fromkeys(red), key=lambda u: int(u[1:])))
-    return FusedOutput(o.out, o.indices, red, views.convert(body), o.fmt, o.shape)
+    reduce = o.rhs.op if isinstance(o.rhs, Sum) else Op.ADD
+    return FusedOutput(o.out, o.indices, red, views.convert(body), o.fmt, o.shape, reduce)
 
 
 def fuse(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group | Rejected:
@@ -792,43 +844,71 @@ def _resolve_cycles(g: Group) -> str | None:
             _add_edge(pog, a, b, f"mode order of {nv} (permuted copy {copy})")
 
 
+MAX_ACC_ORDER = 2  # the sparse accumulators: spacc1 (order 1) and spacc2 (order 2)
+
+
+def accumulator_order(order: Sequence[str], out: FusedOutput) -> int:
+    """The largest number of output indices after a reduction index of ``out`` in ``order``:
+    the order of the sparse accumulator that reduction needs (0: none)."""
+    pos = [i for i in order if i in out.indices or i in out.reduced]
+    need = 0
+    for k, r in enumerate(pos):
+        if r in out.reduced:
+            need = max(need, sum(1 for i in pos[k + 1:] if i in out.indices))
+    return need
+
+
 def order_lowerable(order: Sequence[str], out: FusedOutput) -> str | None:
     """None if the codegen can lower ``out`` in ``order``, else the reason."""
     pos = [i for i in order if i in out.indices or i in out.reduced]
     for k, r in enumerate(pos):
         if r in out.reduced:
             after = [i for i in pos[k + 1:] if i in out.indices]
-            if len(after) > 1:
+            if len(after) > MAX_ACC_ORDER:
                 return (f"reduction index {r} of {out.tensor} has output indices "
                         f"{', '.join(after)} after it: that needs a sparse accumulator of order "
-                        f"{len(after)}, and the primitive set has order 1 only")
+                        f"{len(after)}, and the primitive set has orders 1 and 2 only (spacc1, "
+                        "spacc2)")
     return None
 
 
 MAX_KEPT = 32  # lowerable orders kept per group (for schedule ranking)
 
 
+def _acc_need(order: Sequence[str], g: Group) -> int:
+    return max((accumulator_order(order, o) for o in g.outputs), default=0)
+
+
 def _choose_order(g: Group) -> str | None:
-    """Pick the first lowerable topological order of the POG; None, or why there is none."""
+    """Pick the first lowerable topological order of the POG, preferring orders whose
+    reductions need order-1 accumulators at most (an order-2 accumulator buffers a whole 2-D
+    fibre); None, or why there is none."""
     pog = g.pog
     first = {i: k for k, i in enumerate(pog.nodes)}
     preferred = tuple(nx.lexicographical_topological_sort(pog, key=lambda i: first[i]))
     count = lowerable = 0
     chosen: tuple[str, ...] | None = None
+    fallback: tuple[str, ...] | None = None  # the first lowerable order with spacc2
     if all(order_lowerable(preferred, o) is None for o in g.outputs):
-        chosen = preferred
+        if _acc_need(preferred, g) <= 1:
+            chosen = preferred
+        else:
+            fallback = preferred
     for order in nx.all_topological_sorts(pog):
         count += 1
         if all(order_lowerable(order, o) is None for o in g.outputs):
             lowerable += 1
             if len(g.lowerable_orders) < MAX_KEPT:
                 g.lowerable_orders.append(tuple(order))
-            if chosen is None:
+            if chosen is None and _acc_need(order, g) <= 1:
                 chosen = tuple(order)
+            elif fallback is None:
+                fallback = tuple(order)
         if count >= MAX_ORDERS:
             g.orders_capped = True
             break
     g.orders_count, g.lowerable_count = count, lowerable
+    chosen = chosen or fallback
     if chosen is None:
         reasons = {order_lowerable(preferred, o) for o in g.outputs} - {None}
         return (f"group {g.name}: no valid dataflow order can be lowered: "

@@ -35,11 +35,14 @@ __all__ = [
     "TensorExpr",
     "UnOp",
     "Unary",
+    "binop_text",
     "einsum",
     "exp",
     "free_indices",
     "gelu",
     "layernorm",
+    "maximum",
+    "minimum",
     "neg",
     "parse_format",
     "relu",
@@ -81,9 +84,29 @@ class Rejected:
 
 
 class Op(enum.Enum):
+    """Elementwise binary operators.  Products (``*``, ``/``) are 0 where their left operand
+    is (``/`` needs a denominator without implicit zeros, see :mod:`.semantics`), so they
+    intersect coordinates; the others (``+``, ``-``, ``max``, ``min``) are 0 where both
+    operands are, so they unite them.  Only ``*`` is linear: a reduction is pulled out of it."""
+
     ADD = "+"
     SUB = "-"
     MUL = "*"
+    DIV = "/"
+    MAX = "max"
+    MIN = "min"
+
+    @property
+    def product(self) -> bool:
+        """Coordinates intersect (``*``, ``/``); otherwise they unite."""
+        return self in (Op.MUL, Op.DIV)
+
+
+def binop_text(op: Op, lhs: str, rhs: str, mul: str = "*") -> str:
+    """How a binary operation is printed (expressions, fused einsums, fusion tables)."""
+    if op in (Op.MAX, Op.MIN):
+        return f"{op.value}({lhs}, {rhs})"
+    return f"({lhs} {mul if op is Op.MUL else op.value} {rhs})"
 
 
 # ----------------------------------------------------------------------------- index-level IR
@@ -159,16 +182,22 @@ class BinOp:
     rhs: IExpr
 
     def __str__(self) -> str:
-        return f"({self.lhs} {self.op.value} {self.rhs})"
+        return binop_text(self.op, str(self.lhs), str(self.rhs))
 
 
 @dataclass(frozen=True)
 class Sum:
+    """A reduction of ``body`` over ``indices``: a sum, or (``op`` MAX / MIN) a maximum /
+    minimum over every coordinate of the reduced indices, implicit zeros included (numpy's
+    ``max`` of the dense operand)."""
+
     indices: tuple[str, ...]
     body: IExpr
+    op: Op = Op.ADD
 
     def __str__(self) -> str:
-        return f"Σ_{{{','.join(self.indices)}}} {self.body}"
+        sign = "Σ" if self.op is Op.ADD else self.op.value
+        return f"{sign}_{{{','.join(self.indices)}}} {self.body}"
 
 
 IExpr = Access | BinOp | Sum | Unary
@@ -266,6 +295,8 @@ class TensorExpr:
         return TensorExpr(self.shape, text or f"{op.value}({self.text})", build, self.out_letters)
 
     def _binary(self, other: object, op: Op, swap: bool = False) -> TensorExpr:
+        if op in (Op.DIV, Op.MAX, Op.MIN) and isinstance(other, int | float):
+            raise ProgramError(_scalar_operand_problem(op, self.text, other, swap))
         if isinstance(other, int | float) and not isinstance(other, bool):
             if op is Op.MUL:
                 return self.unary(UnOp.SCALE, other, f"{other}*{self.text}")
@@ -276,7 +307,7 @@ class TensorExpr:
             return self.unary(UnOp.SHIFT, -other, f"({self.text} - {other})")
         other_e = as_expr(other)
         a, b = (other_e, self) if swap else (self, other_e)
-        text = f"({a.text} {op.value} {b.text})"
+        text = binop_text(op, a.text, b.text)
         big, small = (a, b) if a.ndim >= b.ndim else (b, a)
         if tuple(big.shape[big.ndim - small.ndim:]) != tuple(small.shape):
             raise ProgramError(f"shape mismatch in {text}: {a.text} has shape {a.shape} and "
@@ -307,8 +338,27 @@ class TensorExpr:
     def __rmul__(self, other: object) -> TensorExpr:
         return self._binary(other, Op.MUL, swap=True)
 
+    def __truediv__(self, other: object) -> TensorExpr:
+        if isinstance(other, int | float) and not isinstance(other, bool) and other != 0:
+            return self.unary(UnOp.SCALE, 1 / other, f"({self.text} / {other})")
+        return self._binary(other, Op.DIV)
+
+    def __rtruediv__(self, other: object) -> TensorExpr:
+        return self._binary(other, Op.DIV, swap=True)
+
     def __neg__(self) -> TensorExpr:
         return self.unary(UnOp.NEG, text=f"-{self.text}")
+
+
+def _scalar_operand_problem(op: Op, text: str, scalar: object, swap: bool) -> str:
+    if op is Op.DIV and not swap:
+        return f"{text} / {scalar}: division by zero"
+    if op is Op.DIV:
+        return (f"{scalar} / {text}: a scalar divided by a tensor is not supported (the ALU has "
+                "no reciprocal of a stream); divide by a tensor of the scalar's value instead")
+    return (f"{op.value}({text}, {scalar}): {op.value} with a scalar is not supported (use relu "
+            f"for {op.value}(x, 0) = {'relu(x)' if op is Op.MAX else '-relu(-x)'}, or a tensor "
+            "operand)")
 
 
 @dataclass(frozen=True)
@@ -346,6 +396,12 @@ class Tensor:
 
     def __rmul__(self, o: object) -> TensorExpr:
         return self.expr().__rmul__(o)
+
+    def __truediv__(self, o: object) -> TensorExpr:
+        return self.expr() / o
+
+    def __rtruediv__(self, o: object) -> TensorExpr:
+        return self.expr().__rtruediv__(o)
 
     def __neg__(self) -> TensorExpr:
         return -self.expr()
@@ -400,6 +456,17 @@ def layernorm(x: Tensor | TensorExpr, eps: float = 1e-5) -> TensorExpr:
     return as_expr(x).unary(UnOp.LAYERNORM, float(eps), f"layernorm({as_expr(x).text})")
 
 
+def maximum(x: Tensor | TensorExpr, y: Tensor | TensorExpr) -> TensorExpr:
+    """``max(x, y)`` elementwise, with numpy's trailing-axis broadcasting; a coordinate stored
+    by one operand only is compared with the other's implicit 0 (``numpy.maximum``)."""
+    return as_expr(x)._binary(y, Op.MAX)
+
+
+def minimum(x: Tensor | TensorExpr, y: Tensor | TensorExpr) -> TensorExpr:
+    """``min(x, y)`` elementwise (``numpy.minimum``, implicit zeros included)."""
+    return as_expr(x)._binary(y, Op.MIN)
+
+
 def as_expr(x: object) -> TensorExpr:
     if isinstance(x, TensorExpr):
         return x
@@ -408,9 +475,24 @@ def as_expr(x: object) -> TensorExpr:
     raise ProgramError(f"{x!r} is not a tensor or tensor expression")
 
 
-def einsum(spec: str, *operands: Tensor | TensorExpr) -> TensorExpr:
-    """``einsum("ik,kj->ij", A, X)``: indices missing on the right are summed."""
-    text = f"einsum({spec!r}, {', '.join(as_expr(o).text for o in operands)})"
+_REDUCE_OPS = {"add": Op.ADD, "sum": Op.ADD, "max": Op.MAX, "min": Op.MIN}
+
+
+def _reduce_op(spec: str, reduce: str) -> Op:
+    if reduce not in _REDUCE_OPS:
+        raise ProgramError(f"einsum({spec!r}): reduce={reduce!r} must be one of 'add', 'max', "
+                           "'min'")
+    return _REDUCE_OPS[reduce]
+
+
+def einsum(spec: str, *operands: Tensor | TensorExpr, reduce: str = "add") -> TensorExpr:
+    """``einsum("ik,kj->ij", A, X)``: indices missing on the right are summed.  ``reduce``
+    ``"max"`` / ``"min"`` reduce them by maximum / minimum instead (of the product of the
+    operands), over every coordinate: implicit zeros take part, as in
+    ``numpy.max(..., axis=...)`` of the dense operands."""
+    red_op = _reduce_op(spec, reduce)
+    text = f"einsum({spec!r}, {', '.join(as_expr(o).text for o in operands)}" + (
+        f", reduce={reduce!r})" if red_op is not Op.ADD else ")")
     if "->" not in spec:
         raise ProgramError(f"{text}: the spec needs '->' and the output indices, e.g. 'ik,kj->ij'")
     lhs, out = spec.replace(" ", "").split("->")
@@ -451,7 +533,7 @@ def einsum(spec: str, *operands: Tensor | TensorExpr) -> TensorExpr:
             term = op.build(tuple(names[c] for c in letters), fresh)
             body = term if body is None else BinOp(Op.MUL, body, term)
         assert body is not None
-        return Sum(tuple(names[c] for c in summed), body) if summed else body
+        return Sum(tuple(names[c] for c in summed), body, red_op) if summed else body
 
     return TensorExpr(shape, text, build, tuple(out))
 
@@ -501,6 +583,7 @@ class Statement:
 
 
 _DEFAULT_LETTERS = "ijlmnopqrst"
+RESERVED_PREFIX = "_iter"  # the compiler's dense iteration tensors (see .semantics)
 
 
 class Program:
@@ -522,6 +605,9 @@ class Program:
         """Declare a tensor (an input, or a computed tensor later given to :meth:`assign`)."""
         if not name.isidentifier():
             raise ProgramError(f"tensor name {name!r} must be an identifier")
+        if name.startswith(RESERVED_PREFIX):
+            raise ProgramError(f"tensor name {name!r}: names starting with {RESERVED_PREFIX!r} "
+                               "are reserved for the compiler's iteration tensors")
         if name in self.decls:
             raise ProgramError(f"tensor {name!r} is declared twice")
         shape_t = tuple(int(s) for s in shape)
@@ -539,6 +625,9 @@ class Program:
         e = as_expr(expr)
         if name in self.decls:
             raise ProgramError(f"tensor {name!r} is declared twice")
+        if name.startswith(RESERVED_PREFIX):
+            raise ProgramError(f"tensor name {name!r}: names starting with {RESERVED_PREFIX!r} "
+                               "are reserved for the compiler's iteration tensors")
         tf = None if fmt is None else parse_format(name, fmt, e.ndim)
         decl = TensorDecl(name, e.shape, tf)
         self.decls[name] = decl

@@ -14,7 +14,9 @@ from ..samml import Graph
 from ..simulation import SimRun, Simulator, graph_overflows
 from ..tensor import TensorData, TensorFormat
 from .codegen import CompiledProgram
+from .densify import is_iteration_tensor, iteration_data
 from .program import Access, BinOp, Op, Program, ProgramError, Sum, Unary, UnOp
+from .semantics import check_denominators
 
 __all__ = ["ProgramResult", "graph_runs", "reference", "reference_all", "run_program"]
 
@@ -57,6 +59,11 @@ def initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | T
     for p in compiled.permuted:  # host-side reformat: the primitive set has no sorter
         if p.source in tensors:
             tensors[p.name] = tensors[p.source].convert(p.fmt)
+    check_denominators(program, tensors)
+    for g in compiled.graphs:  # densified iteration (.densify): made on the host, never read
+        for t in g.input_tensors():
+            if is_iteration_tensor(t) and t not in tensors:
+                tensors[t] = iteration_data(t)
     return tensors
 
 
@@ -144,9 +151,12 @@ def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
         if isinstance(e, Sum):
             arr, ids, m = ev(e.body)
             keep = [i for i in ids if i not in e.indices]
-            out = np.einsum(arr, [_sym(i) for i in ids], [_sym(i) for i in keep])
+            axes = tuple(k for k, i in enumerate(ids) if i in e.indices)
+            if e.op is not Op.ADD:  # over every coordinate, implicit zeros included
+                out = (np.max if e.op is Op.MAX else np.min)(arr, axis=axes)
+            else:
+                out = np.einsum(arr, [_sym(i) for i in ids], [_sym(i) for i in keep])
             if m is not None:
-                axes = tuple(k for k, i in enumerate(ids) if i in e.indices)
                 m = np.any(np.broadcast_to(m, arr.shape), axis=axes)
             return out, keep, m
         assert isinstance(e, BinOp)
@@ -155,8 +165,12 @@ def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
         ids = list(dict.fromkeys(ia + ib))
         a2 = _expand(a, ia, ids)
         b2 = _expand(b, ib, ids)
-        fn = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply}[e.op]
-        return fn(a2, b2), ids, _combine(e.op, ma, ia, mb, ib, ids)
+        seen_ab = _combine(e.op, ma, ia, mb, ib, ids)
+        if e.op is Op.DIV:
+            return _divide(a2, b2, e), ids, seen_ab
+        fn = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.MAX: np.maximum,
+              Op.MIN: np.minimum}[e.op]
+        return fn(a2, b2), ids, seen_ab
 
     for s in program.statements:
         arr, ids, m = ev(s.rhs)
@@ -182,7 +196,7 @@ def _visited(program: Program, name: str, value) -> np.ndarray | None:
 
 
 def _combine(op: Op, ma, ia: list[str], mb, ib: list[str], ids: list[str]) -> np.ndarray | None:
-    if op is Op.MUL:  # an intersection: what both visit
+    if op in (Op.MUL, Op.DIV):  # an intersection: what both visit
         if ma is None or mb is None:
             return None if ma is None and mb is None else _expand(ma if mb is None else mb,
                                                                    ia if mb is None else ib, ids)
@@ -207,6 +221,16 @@ def _row_function(e: Unary, x: np.ndarray, ids: list[str], m: np.ndarray | None)
     mean = np.sum(x, axis=ax, keepdims=True) / n
     var = np.sum((x - mean) ** 2, axis=ax, keepdims=True) / n
     return np.where(visited, (x - mean) / np.sqrt(var + float(e.scalar)), 0.0)
+
+
+def _divide(a: np.ndarray, b: np.ndarray, e: BinOp) -> np.ndarray:
+    """numpy's division (floor division for integers, as the integer ALU), a 0 in the
+    denominator an error (the hardware's rule for it is not numpy's)."""
+    b = np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape))
+    if (b == 0).any():
+        at = tuple(int(x) for x in np.argwhere(b == 0)[0])
+        raise ProgramError(f"division by zero in {e}: the denominator {e.rhs} is 0 at {at}")
+    return np.floor_divide(a, b) if np.issubdtype(b.dtype, np.integer) else np.true_divide(a, b)
 
 
 _SYMS: dict[str, int] = {}

@@ -23,7 +23,7 @@ from ..simulation import Case, Simulator, SuiteEntry
 from .catalog import gcn_layer, gcn_relu, gcn_two_layer, nested_matmul
 from .codegen import CompiledProgram, compile_program
 from .fusion import Fusion
-from .program import Program, einsum
+from .program import Program, einsum, maximum, minimum
 from .runner import graph_runs, reference_all
 
 __all__ = ["MODES", "PROGRAMS", "SuiteProgram", "compiled", "correlation_suite", "graph_case"]
@@ -113,6 +113,70 @@ def _mul3_data(seed: int) -> dict[str, np.ndarray]:
     return {"A": _sparse(rng, (6, 6, 6), 0.3), "B": _sparse(rng, (6, 6, 6), 0.3)}
 
 
+def _spmm_outer() -> Program:
+    """Outer-product SpMM (A CSC, B CSR, order k->i->j): an order-2 accumulator (spacc2)."""
+    p = Program("spmm_outer")
+    A = p.tensor("A", (10, 10), "csc")
+    B = p.tensor("B", (10, 8), "csr")
+    p.output(p.let("C", einsum("ik,kj->ij", A, B), order="kij"))
+    return p
+
+
+def _spmm_outer_data(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = _sparse(rng, (10, 10), 0.25)
+    a[:, 3] = 0  # a k without i coordinates
+    return {"A": a, "B": _sparse(rng, (10, 8), 0.25)}
+
+
+def _to_dense() -> Program:
+    """Decompression: a DCSR matrix written dense (densified iteration over both indices)."""
+    p = Program("to_dense")
+    A = p.tensor("A", (8, 10), "dcsr")
+    p.output(p.let("Y", A, fmt="dense"))
+    return p
+
+
+def _to_dense_data(seed: int) -> dict[str, np.ndarray]:
+    return {"A": _sparse(np.random.default_rng(seed), (8, 10), 0.25)}
+
+
+def _ops() -> Program:
+    """Maximum, minimum, a scalar shift of a sparse operand (densified) and division by a
+    dense tensor, in one graph."""
+    p = Program("ops")
+    A = p.tensor("A", (8, 10), "csr")
+    B = p.tensor("B", (8, 10), "csr")
+    D = p.tensor("D", (8, 10), "dense")
+    p.output(p.let("Y", (maximum(A, B) + 2) / D), p.let("Z", minimum(A, B)))
+    return p
+
+
+def _ops_data(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    d = rng.integers(1, 4, (8, 10)) * rng.choice([-1, 1], (8, 10))
+    return {"A": _sparse(rng, (8, 10), 0.3), "B": _sparse(rng, (8, 10), 0.3), "D": d}
+
+
+def _row_max() -> Program:
+    """Row maxima over every coordinate (implicit zeros included: densified) and a dot
+    product of two sparse vectors (a 0-d result), one graph each."""
+    p = Program("row_max")
+    A = p.tensor("A", (8, 10), "csr")
+    x = p.tensor("x", (10,), "compressed")
+    y = p.tensor("y", (10,), "compressed")
+    p.output(p.let("r", einsum("ij->i", A, reduce="max")), p.let("s", einsum("i,i->", x, y)))
+    return p
+
+
+def _row_max_data(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = _sparse(rng, (8, 10), 0.3)
+    a[2] = 0
+    a[5] = -np.abs(a[5])  # a row whose stored entries are all negative: its maximum is 0
+    return {"A": a, "x": _sparse(rng, (10,), 0.5), "y": _sparse(rng, (10,), 0.5)}
+
+
 PROGRAMS: dict[str, SuiteProgram] = {
     "spmm": SuiteProgram(_spmm, _spmm_data, ("full", "full_scan")),
     "nested_matmul": SuiteProgram(_nested, _nested_data, ("full", "unfused", "full_global",
@@ -121,6 +185,10 @@ PROGRAMS: dict[str, SuiteProgram] = {
     "gcn_relu": SuiteProgram(_gcn_relu, _gcn_data, ("full",)),
     "gcn_two_layer": SuiteProgram(_gcn2, _gcn2_data, ("full",)),
     "mul3": SuiteProgram(_mul3, _mul3_data, ("full",)),
+    "spmm_outer": SuiteProgram(_spmm_outer, _spmm_outer_data, ("full",)),
+    "to_dense": SuiteProgram(_to_dense, _to_dense_data, ("full",)),
+    "ops": SuiteProgram(_ops, _ops_data, ("full",)),
+    "row_max": SuiteProgram(_row_max, _row_max_data, ("full",)),
 }
 SEEDS = (1, 2)
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 
 from ..tensor import Format, TensorFormat
 from .fusion import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
-from .program import LoweringError, Op, Rejected, UnOp, unary_text
+from .program import LoweringError, Op, Rejected, UnOp, binop_text, unary_text
+from .semantics import check_division, densified, iteration_only
 
 __all__ = [
     "Cell",
@@ -150,12 +151,15 @@ class Join:
 @dataclass(frozen=True)
 class Reducer:
     """``Red0_r``: reduce the innermost fiber (row ``row``); ``Red1_r``: order-1 sparse
-    accumulator over ``row`` keyed by the coordinates of output row ``inner``."""
+    accumulator over ``row`` keyed by the coordinates of output row ``inner``; ``Red2_r``:
+    order-2 sparse accumulator over ``row`` keyed by the coordinate pairs of output rows
+    ``inner0`` (outer) and ``inner``."""
 
     order: int
     row: str
     inner: str = ""
     outer: str = ""  # Red1 over held keys: the row whose stream is the accumulator's outer
+    inner0: str = ""  # Red2: the outer of its two output rows
 
     @property
     def name(self) -> str:
@@ -199,14 +203,15 @@ class FusionTable:
         raise AssertionError(row)
 
     def compute_text(self, e: VExpr) -> str:
+        if isinstance(e, VBin) and iteration_only(e.rhs, self.views):  # densified: 0 there
+            return self.compute_text(e.lhs)
         if isinstance(e, VAccess):
             return f"<{e.view}_val>"
         if isinstance(e, VNamed):
             return f"<{e.tensor}_val>"
         if isinstance(e, VUn):
             return unary_text(e.op, self.compute_text(e.arg), e.scalar, e.index)
-        op = "×" if e.op is Op.MUL else e.op.value
-        return f"({self.compute_text(e.lhs)} {op} {self.compute_text(e.rhs)})"
+        return binop_text(e.op, self.compute_text(e.lhs), self.compute_text(e.rhs), mul="×")
 
     def render(self) -> str:
         """The table as text, like the paper's figures (merge cells on their own line); the
@@ -231,18 +236,22 @@ class FusionTable:
                 lines.append(" " * widths[0] + " | " + row[1])
             else:
                 lines.append(" | ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip())
+        sign = "Σ" if self.output.reduce is Op.ADD else self.output.reduce.value
         for red in self.reducers:
             what = self.compute_text(self.output.body) if red is self.reducers[0] else \
                 f"{self.reducers[self.reducers.index(red) - 1].name}[val]"
             if red.order == 0:
-                lines.append(f"{red.name}[val] = Σ_{red.row} {what}")
+                lines.append(f"{red.name}[val] = {sign}_{red.row} {what}")
+            elif red.order == 2:
+                lines.append(f"{red.name}[crd0, crd1, val] = {sign}_{red.row} {what}  keyed by the "
+                             f"({red.inner0}, {red.inner}) coordinates")
             elif red.outer:
-                lines.append(f"{red.name}[crd, val] = Σ over each {red.outer} fiber of {what}  "
+                lines.append(f"{red.name}[crd, val] = {sign} over each {red.outer} fiber of {what}  "
                              f"keyed by the {red.inner} coordinate held over "
                              f"{', '.join(self.hold[1:])}")
             else:
-                lines.append(f"{red.name}[crd, val] = Σ_{red.row} {what}  keyed by the {red.inner} "
-                             "coordinates")
+                lines.append(f"{red.name}[crd, val] = {sign}_{red.row} {what}  keyed by the "
+                             f"{red.inner} coordinates")
         if self.nested:
             lines.append(self.render_nest())
         return "\n".join(lines)
@@ -330,7 +339,7 @@ def _join_tree(e: VExpr, row: str, views: dict[str, View], seen: set[str],
         return None
     if len(kids) == 1:
         return kids[0]
-    kind = JoinKind.INTERSECT if e.op is Op.MUL else JoinKind.UNION
+    kind = JoinKind.INTERSECT if e.op.product else JoinKind.UNION
     flat: list[str | Join] = []
     for k in kids:  # flatten nested joins of the same kind into one n-ary cell
         flat += list(k.children) if isinstance(k, Join) and k.kind is kind else [k]
@@ -349,11 +358,12 @@ def _lacking_in_sum(e: VExpr, row: str, views: dict[str, View],
     if not isinstance(e, VBin):
         return []
     out = _lacking_in_sum(e.lhs, row, views, fac) + _lacking_in_sum(e.rhs, row, views, fac)
-    if e.op is not Op.MUL:
+    if not e.op.product:
         has = [_has(e.lhs, row, views, fac), _has(e.rhs, row, views, fac)]
         if has[0] != has[1]:
             side, other = (e.rhs, e.lhs) if has[0] else (e.lhs, e.rhs)
-            out.append((_describe(side, views), other))
+            if not iteration_only(side, views):  # it only adds coordinates of its own indices
+                out.append((_describe(side, views), other))
     return out
 
 
@@ -374,7 +384,7 @@ def _describe(e: VExpr, views: dict[str, View]) -> str:
         return f"{e.tensor}_{{{','.join(e.indices)}}}"
     if isinstance(e, VUn):
         return unary_text(e.op, _describe(e.arg, views), e.scalar, e.index)
-    return f"({_describe(e.lhs, views)} {e.op.value} {_describe(e.rhs, views)})"
+    return binop_text(e.op, _describe(e.lhs, views), _describe(e.rhs, views))
 
 
 def build_table(group: Group, out: FusedOutput, factored: bool = False, nest: Nest | None = None,
@@ -454,7 +464,8 @@ def _construct(group: Group, out: FusedOutput, factored: bool, nest: Nest | None
                fac: frozenset[str], plan: dict[str, Nest | None], memo: dict) -> FusionTable | Rejected:
     """The table with factoring choice ``fac``/``plan``, built by the named steps of
     :data:`_STEPS` in order, or the first step's reason why it cannot be."""
-    why = _check_functions_of_zero(out, group.views) or _check_no_reduction_under_add(out, group, fac)
+    why = (_check_functions_of_zero(out, group.views) or check_division(out, group.views)
+           or _check_no_reduction_under_add(out, group, fac))
     if why is not None:
         return why
     c = _start_table(group, out, factored, nest, fac, plan, memo)
@@ -711,20 +722,26 @@ def _place_reducers(c: _Construction) -> Rejected | None:
 
 def _fold_rows(c: _Construction, rows: list[str], inner: str | None) -> Rejected | None:
     """Walk ``rows`` inner to outer: output rows are their own coordinate source, a reduced row
-    under the innermost output row is a Red1 keyed by it, one below every output row a Red0.
-    ``inner``: the innermost output row already placed (below ``rows``), if any."""
+    under the innermost output row is a Red1 keyed by it, one above two output rows a Red2
+    keyed by both, one below every output row a Red0.  ``inner``: the innermost output row
+    already placed (below ``rows``), if any."""
     t = c.t
-    closed = False
+    below = [inner] if inner is not None else []  # output rows under the current one
     for row in reversed(rows):
         if row in c.out.indices:
-            closed = inner is not None
+            below.insert(0, row)
             inner = inner or row
             t.crd_source[row] = row
         elif inner is None:
             t.reducers.append(Reducer(0, row))
-        elif closed:
-            return c.reject(f"reduction over {row} encloses several output indices; it needs a "
-                            "sparse accumulator of order > 1")
+        elif len(below) > 2:
+            return c.reject(f"reduction over {row} encloses the output indices "
+                            f"{', '.join(below)}; it needs a sparse accumulator of order "
+                            f"{len(below)} (the primitive set has orders 1 and 2)")
+        elif len(below) == 2:
+            red = Reducer(2, row, inner, inner0=below[0])
+            t.reducers.append(red)
+            t.crd_source[below[0]] = t.crd_source[inner] = red.name
         else:
             red = Reducer(1, row, inner)
             t.reducers.append(red)
@@ -875,7 +892,8 @@ def _check_functions_of_zero(out: FusedOutput, views: dict[str, View]) -> Reject
     coordinates the iteration visits, so every coordinate of its operand must be visited: all
     tensors under it must be stored densely."""
     for e in _unary_nodes(out.body):
-        if e.op.zero_preserving or e.op.row:  # row functions run over the visited coordinates
+        # row functions run over the visited coordinates by definition
+        if e.op.zero_preserving or e.op.row or densified(e.arg, views):
             continue
         for name in _views_under(e.arg):
             v = views[name]

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from example_programs import load_example
 
-from fuseflow.compiler import Program, catalog, einsum
+from fuseflow.compiler import Program, catalog, einsum, maximum, minimum
+from fuseflow.compiler.semantics import denominator_inputs
 from fuseflow.tensor import Format, TensorData
 
 
@@ -180,6 +181,94 @@ def repeated_access() -> Program:
                          lambda A, B: A * (A + B) + B * A * A + B)
 
 
+def spmm_outer() -> Program:
+    """Outer-product SpMM (A CSC, B CSR): k is the outermost index in every valid order
+    (k->i->j and k->j->i), so the reduction over k accumulates 2-D fibres (SPACC2)."""
+    return one_statement("spmm_outer", [("A", (6, 7), "csc"), ("B", (7, 5), "csr")], "C",
+                         lambda A, B: einsum("ik,kj->ij", A, B))
+
+
+def spmm_outer_kji() -> Program:
+    """The same with the statement order k->j->i: the result is written column-major."""
+    return one_statement("spmm_outer_kji", [("A", (6, 7), "dcsc"), ("B", (7, 5), "dcsr")], "C",
+                         lambda A, B: einsum("ik,kj->ij", A, B), order="kji")
+
+
+def sum_slices() -> Program:
+    """C_ij = Σ_k T_kij with T stored k-first: a plain sparse accumulation of matrices."""
+    return one_statement("sum_slices", [("T", (4, 5, 6), "ccc")], "C",
+                         lambda T: einsum("kij->ij", T))
+
+
+def to_dense() -> Program:
+    """Decompression: a sparse matrix copied into a dense one (Y's dense column level is
+    iterated fully: densified iteration), and a product of two CSR matrices written dense."""
+    p = Program("to_dense")
+    A = p.tensor("A", (5, 6), "dcsr")
+    B = p.tensor("B", (5, 6), "csr")
+    p.output(p.let("Y", A, fmt="dense"), p.let("Z", A * B, fmt="dense"))
+    return p
+
+
+def to_sparse() -> Program:
+    """Compression: a dense matrix written as CSR and DCSR (zeros are stored explicitly)."""
+    p = Program("to_sparse")
+    D = p.tensor("D", (5, 6), "dense")
+    p.output(p.let("Y", 2 * D, fmt="csr"), p.let("Z", -D, fmt="dcsr"))
+    return p
+
+
+def shift_sparse() -> Program:
+    """Functions with f(0) != 0 of sparse operands: every coordinate is visited."""
+    p = Program("shift_sparse")
+    A = p.tensor("A", (5, 6), "csr")
+    x = p.tensor("x", (6,), "compressed")
+    p.output(p.let("Y", (A + 2) * 3), p.let("z", 1 - x))
+    return p
+
+
+def divide() -> Program:
+    """Division by a dense tensor, elementwise and after a reduction, with a broadcast."""
+    p = Program("divide")
+    A = p.tensor("A", (6, 5), "csr")
+    X = p.tensor("X", (5, 4), "dense")
+    D = p.tensor("D", (6, 4), "dense")
+    d = p.tensor("d", (4,), "dense")
+    p.output(p.let("Y", einsum("ik,kj->ij", A, X) / D), p.let("Z", einsum("ik,kj->ij", A, X) / d))
+    return p
+
+
+def max_min() -> Program:
+    """Elementwise maximum / minimum (implicit zeros take part: a union of the patterns)."""
+    p = Program("max_min")
+    A = p.tensor("A", (5, 6), "dcsr")
+    B = p.tensor("B", (5, 6), "csr")
+    p.output(p.let("Y", maximum(A, B)), p.let("Z", minimum(A, 2 * B)))
+    return p
+
+
+def max_reductions() -> Program:
+    """Row maxima, column minima and a max-times product, over every coordinate."""
+    p = Program("max_reductions")
+    A = p.tensor("A", (5, 6), "csr")
+    B = p.tensor("B", (6, 4), "dcsr")
+    p.output(p.let("r", einsum("ij->i", A, reduce="max")),
+             p.let("c", einsum("ij->j", A, reduce="min")),
+             p.let("M", einsum("ik,kj->ij", A, B, reduce="max")))
+    return p
+
+
+def scalars() -> Program:
+    """0-dimensional outputs: a dot product of two sparse vectors, a total and a maximum."""
+    p = Program("scalars")
+    x = p.tensor("x", (7,), "compressed")
+    y = p.tensor("y", (7,), "compressed")
+    A = p.tensor("A", (5, 6), "dcsr")
+    p.output(p.let("dot", einsum("i,i->", x, y)), p.let("total", einsum("ij->", A)),
+             p.let("top", einsum("ij->", A, reduce="max")))
+    return p
+
+
 SUITE: dict[str, Case] = {
     "spmv": Case(spmv, {"A": 0.3, "x": 1.0}),
     "spmv_csc": Case(spmv_csc, {"A": 0.3, "x": 0.5}),
@@ -206,6 +295,16 @@ SUITE: dict[str, Case] = {
     "mul3": Case(mul3, {"A": 0.4, "B": 0.4}),
     "mul3_dense_top": Case(mul3_dense_top, {"A": 0.4, "B": 0.4}),
     "repeated_access": Case(repeated_access, {"A": 0.4, "B": 0.4}),
+    "spmm_outer": Case(spmm_outer, {"A": 0.3, "B": 0.3}),
+    "spmm_outer_kji": Case(spmm_outer_kji, {"A": 0.3, "B": 0.3}),
+    "sum_slices": Case(sum_slices, {"T": 0.3}),
+    "to_dense": Case(to_dense, {"A": 0.3, "B": 0.5}),
+    "to_sparse": Case(to_sparse, {"D": 1.0}),
+    "shift_sparse": Case(shift_sparse, {"A": 0.3, "x": 0.4}),
+    "divide": Case(divide, {"A": 0.4, "X": 1.0, "D": 1.0, "d": 1.0}),
+    "max_min": Case(max_min, {"A": 0.4, "B": 0.4}),
+    "max_reductions": Case(max_reductions, {"A": 0.4, "B": 0.4}),
+    "scalars": Case(scalars, {"x": 0.5, "y": 0.5, "A": 0.3}),
 }
 
 
@@ -221,12 +320,16 @@ def assert_canonical(name: str, t: TensorData) -> None:
 
 def random_inputs(program: Program, density: dict[str, float], seed: int,
                   empty_rows: bool = True) -> dict[str, np.ndarray]:
-    """Seeded random integer data; sparse inputs get an empty first row and last column."""
+    """Seeded random integer data; sparse inputs get an empty first row and last column;
+    denominators have no zero."""
     rng = np.random.default_rng(seed)
     data = {}
+    denominators = denominator_inputs(program)
     for name in program.inputs():
         shape = program.decls[name].shape
         a = rng.integers(-4, 5, shape)
+        if name in denominators:
+            a[a == 0] = 3
         a[rng.random(shape) >= density.get(name, 1.0)] = 0
         if empty_rows and density.get(name, 1.0) < 1.0 and a.ndim >= 2:
             a[0] = 0

@@ -15,6 +15,7 @@ from fuseflow.compiler import (
     relu,
     run_program,
 )
+from fuseflow.tensor import Format
 from sw_sim import run_graph
 
 
@@ -96,12 +97,12 @@ def test_order_with_unknown_index() -> None:
         matmul_program(order="ikz")
 
 
-def test_order_needing_an_order_two_accumulator() -> None:
+def test_order_needing_an_order_three_accumulator() -> None:
     p = Program()
-    A, X = p.tensor("A", (3, 4), "csc"), p.tensor("X", (4, 5))
-    p.let("T", einsum("ik,kj->ij", A, X))
-    with pytest.raises(FusionError, match=r"reduction index u0 of T has output indices i, j after it: "
-                                          r"that needs a sparse accumulator of order 2"):
+    A, X = p.tensor("A", (3, 4, 2), "ccc", mode_order=(1, 0, 2)), p.tensor("X", (4, 5))
+    p.let("T", einsum("ikl,kj->ilj", A, X))
+    with pytest.raises(FusionError, match=r"reduction index u0 of T has output indices i, l, j "
+                                          r"after it: that needs a sparse accumulator of order 3"):
         compile_program(p)
 
 
@@ -115,8 +116,11 @@ def test_read_before_produced() -> None:
 
 
 def test_dense_output_level_that_is_not_full() -> None:
-    with pytest.raises(LoweringError, match=r"output T: level 1 \(index j\) is declared dense"):
-        compile_program(matmul_program(fmt="dense"))
+    """A declared dense level whose coordinates would come from an accumulator is densified
+    (docs/compiler.md, "Densified iteration"); the iteration term shows in the fused einsum."""
+    compiled = compile_program(matmul_program(fmt="dense"))
+    assert compiled.formats["T"].levels == (Format.DENSE, Format.DENSE)
+    assert "_iter5_{j}" in compiled.explain()
 
 
 def test_broadcast_add_over_compressed_rows() -> None:

@@ -23,7 +23,6 @@ from fuseflow.compiler import (
     describe_pipeline,
     dump_ir,
     einsum,
-    exp,
     lower_group,
     pass_names,
     pipeline,
@@ -111,11 +110,12 @@ def _bad_order() -> Program:
                          lambda A, X: einsum("ik,kj->ij", A, X), order="kij")
 
 
-def _bad_function() -> Program:
-    return one_statement("badf", [("A", (3, 4), "csr")], "Y", exp)
+def _bad_division() -> Program:
+    return one_statement("badd", [("A", (3, 4), "dense"), ("B", (3, 4), "csr")], "Y",
+                         lambda A, B: A / B)
 
 
-@pytest.mark.parametrize(("build", "error"), [(_bad_order, FusionError), (_bad_function, LoweringError)])
+@pytest.mark.parametrize(("build", "error"), [(_bad_order, FusionError), (_bad_division, LoweringError)])
 def test_check_program_says_why_and_compile_raises_the_same(build, error) -> None:
     why = check_program(build())
     assert why
@@ -158,19 +158,20 @@ def test_a_cycle_through_two_tensors_gets_two_permuted_copies() -> None:
 
 
 def test_model_planner_decides_by_the_check_and_lists_every_rejected_candidate() -> None:
-    """``exp`` of a sparse product cannot be compiled at any granularity: the planner asks
-    :func:`check_program` for each candidate (fusion x intermediate layout) and reports all."""
+    """A reduction above three output indices (an order-3 accumulator) cannot be compiled at
+    any granularity: the planner asks :func:`check_program` for each candidate (fusion x
+    intermediate layout) and reports all."""
     def node(name, kind, args, shape, region="r0", **attrs):
         return MNode(name, kind, args, shape, region, "", attrs)
 
-    nodes = [node("A", MKind.INPUT, (), (6, 6)), node("X", MKind.INPUT, (), (6, 4)),
-             node("T", MKind.EINSUM, ("A", "X"), (6, 4), spec="ik,kj->ij"),
-             node("Y", MKind.UNARY, ("T",), (6, 4), region="r1", op="exp")]
-    ir = ModelIR("m", nodes, {}, {"A": "csr"}, ["Y"], {})
+    nodes = [node("A", MKind.INPUT, (), (4, 3, 5, 6)),
+             node("T", MKind.EINSUM, ("A",), (3, 5, 6), spec="kijl->ijl"),
+             node("Y", MKind.UNARY, ("T",), (3, 5, 6), region="r1", op="relu")]
+    ir = ModelIR("m", nodes, {}, {"A": "cccc"}, ["Y"], {})
     with pytest.raises(LoweringError) as exc:
         compile_model(ir, "full")
     lines = str(exc.value).splitlines()
     assert lines[0] == "model m: cannot compile [T .. Y]:"
     assert [ln.split(":")[0].strip() for ln in lines[1:]] == [
         f"{m}{r}" for m in ("full", "partial", "unfused") for r in ("", " (row-major intermediates)")]
-    assert all("is not 0 where its operand is 0" in ln for ln in lines[1:])
+    assert all("needs a sparse accumulator of order 3" in ln for ln in lines[1:])

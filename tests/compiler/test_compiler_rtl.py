@@ -85,3 +85,40 @@ def test_crd_drop_and_skip_empty_writers() -> None:
     assert sum(n.kind is NodeKind.CRD_DROP for n in g.nodes.values()) == 2
     assert sum(bool(n.param("skip_empty")) for n in g.nodes.values()
                if n.kind is NodeKind.WRITE) == 2
+
+
+def _numpy_outputs(program: str, graph: int) -> None:
+    """Every output of the graph (sw_sim) equals numpy (the suite's expected value covers
+    graphs writing one tensor only)."""
+    from fuseflow.compiler.runner import reference_all
+    from fuseflow.compiler.suite import PROGRAMS
+    comp = compiled(program, "full")
+    for seed in SEEDS:
+        g, data, _ = graph_case(program, "full", graph, seed, run_graph)
+        ref = reference_all(comp.program, PROGRAMS[program].data(seed))
+        for t, out in run_graph(g, data).outputs.items():
+            np.testing.assert_array_equal(out.to_dense(), ref[t], err_msg=f"{program} {t}")
+
+
+def test_order_two_accumulator() -> None:
+    """Outer-product SpMM k->i->j: the compiled SPACC2 in RTL."""
+    g = run_both("spmm_outer")
+    assert any(n.kind is NodeKind.SPACC2 for n in g.nodes.values())
+
+
+def test_densified_iteration_and_new_operators() -> None:
+    """A sparse matrix written dense, and maximum / minimum / a shift of a sparse operand /
+    division by a dense tensor in one graph: union with a dense iteration tensor's scanner."""
+    g = run_both("to_dense")
+    assert any(t.startswith("_iter") for t in g.input_tensors())
+    g = run_both("ops")
+    ops = {n.param("op") for n in g.nodes.values() if n.kind is NodeKind.ALU}
+    assert {AluOp.MAX, AluOp.MIN, AluOp.DIV, AluOp.ADD_SCALAR} <= ops
+    _numpy_outputs("ops", 0)
+
+
+def test_max_reduction_and_scalar_output() -> None:
+    g = run_both("row_max", graph=0)
+    assert any(n.kind is NodeKind.REDUCE and n.param("op").value == "max" for n in g.nodes.values())
+    g = run_both("row_max", graph=1)  # the dot product: a 0-d output (a values writer only)
+    assert g.tensors["s"].fmt.order == 0

@@ -78,7 +78,7 @@ def test_empty_middle_fibers_are_dropped(name: str) -> None:
         assert list(out.crd[2]) == [3]
 
 
-@pytest.mark.parametrize("name", ["spmm_inner", "nested_matmul_cm"])
+@pytest.mark.parametrize("name", ["spmm_inner", "nested_matmul_cm", "spmm_outer"])
 def test_every_valid_order(name: str) -> None:
     case = SUITE[name]
     program = case.build()

@@ -11,7 +11,6 @@ from compiler_programs import assert_canonical
 
 from fuseflow.compiler import (
     Fusion,
-    LoweringError,
     Program,
     catalog,
     compile_program,
@@ -108,18 +107,38 @@ def test_scaled_reduction_is_fused_through_the_factor() -> None:
     assert len(compiled.graphs) == 1
 
 
-def test_non_zero_preserving_function_of_a_sparse_operand_is_rejected() -> None:
-    p = Program("bad_exp")
-    A = p.tensor("A", (4, 4), "csr")
-    p.output(p.let("Y", exp(A)))
-    with pytest.raises(LoweringError, match=r"output Y: exp\(A_\{i,j\}\) is not 0 where its operand "
-                                            r"is 0.*A is stored"):
-        compile_program(p)
-    q = Program("bad_shift")
-    B = q.tensor("B", (4,), "compressed")
+@pytest.mark.parametrize("fmt", ["csr", "dcsr", "csc"])
+def test_non_zero_preserving_function_of_a_sparse_operand_is_densified(fmt: str) -> None:
+    """``A + 1`` and ``3 - A`` of a sparse A: the iteration visits every coordinate (a union with
+    dense iteration tensors), so the result is 1 / 3 where A has no entry, as in numpy."""
+    rng = np.random.default_rng(2)
+    p = Program("shift")
+    A = p.tensor("A", (4, 5), fmt)
+    p.output(p.let("Y", A + 1), p.let("Z", 3 - A))
+    data = {"A": sparse(rng, (4, 5), 0.3)}
+    data["A"][1] = 0
+    for fusion in (Fusion.FULL, Fusion.UNFUSED):
+        compiled = check_int(p, data, fusion)
+        assert any(t.startswith("_iter") for g in compiled.graphs for t in g.input_tensors())
+    q = Program("shift_vec")
+    B = q.tensor("B", (6,), "compressed")
     q.output(q.let("y", B + 1))
-    with pytest.raises(LoweringError, match=r"\(B_\{i\} \+ 1\)"):
-        compile_program(q)
+    check_int(q, {"B": np.array([0, 2, 0, 0, -1, 0])})
+
+
+def test_exp_of_a_sparse_operand_and_of_a_sparse_product_in_float() -> None:
+    rng = np.random.default_rng(3)
+    p = Program("exp_sparse")
+    A = p.tensor("A", (5, 6), "csr")
+    X = p.tensor("X", (6, 3), "dense")
+    p.output(p.let("Y", exp(A)), p.let("Z", sigmoid(einsum("ik,kj->ij", A, X))))
+    data = {"A": rng.uniform(-1, 1, (5, 6)) * (rng.random((5, 6)) < 0.4), "X": rng.uniform(-1, 1, (6, 3))}
+    data["A"][2] = 0  # an empty row: Z is sigmoid(0) = 0.5 there
+    result = run_program(compile_program(p), data, simulate=run_graph, numerics="float")
+    want = reference(p, data, dtype=np.float64)
+    for name in ("Y", "Z"):
+        np.testing.assert_allclose(result.dense(name), want[name], rtol=0, atol=1e-9)
+    assert result.dense("Z")[2].tolist() == [0.5] * 3
 
 
 def test_transcendental_functions_need_fixed_or_float_numerics() -> None:

@@ -1,0 +1,196 @@
+"""Densified iteration (docs/compiler.md, "Densified iteration"): where a value is needed at
+every coordinate of some indices, though the operands store only some of them, the statement is
+rewritten so that the iteration also visits every coordinate of those indices.
+
+A level scanner of a dense level enumerates its whole dimension, so the compiler adds, as a
+union member, a product of one-mode dense *iteration tensors* ``_iter<n>`` (one per index, ``n``
+its size; the runner supplies them, they hold no values that are ever read): ``x`` becomes
+``x + _iter7_{j}`` for index ``j``.  The union visits every ``j``; where ``x`` has no entry its
+reference is ``N`` and its value 0, and the iteration term itself is never loaded (its value is
+0).  Three places need it:
+
+* an elementwise function with ``f(0) != 0`` (``exp``, ``sigmoid``, ``rsqrt``, a scalar shift)
+  of an operand with compressed levels: the operand's indices are densified, so ``exp(A)`` is 1
+  where ``A`` has no entry;
+* an output level declared dense whose coordinates would come from compressed levels (a sparse
+  to dense copy ``Y = A`` with ``Y`` dense): the output's dense indices are densified;
+* a ``max`` / ``min`` reduction over an operand with compressed levels: numpy's maximum over a
+  fibre includes its implicit zeros, so the reduced indices are densified, and so are the
+  output indices (an order may visit an output index below a reduced one: every output
+  coordinate must then be visited under every coordinate of the reduced index).
+
+Work is then proportional to the densified dimensions, as a dense operand's would be.  An index
+is not densified where the operand's coordinates for it come from dense levels already (an
+access dense down to that level, a product of such, a sum with one).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import networkx as nx
+import numpy as np
+
+from ..tensor import Format, TensorData, TensorFormat
+from .program import RESERVED_PREFIX, Access, BinOp, IExpr, Op, Program, Sum, Unary
+
+__all__ = ["densify_statement", "is_iteration_tensor", "iteration_data", "iteration_tensor"]
+
+
+def iteration_tensor(dim: int) -> str:
+    """The name of the dense iteration tensor of size ``dim``."""
+    return f"{RESERVED_PREFIX}{dim}"
+
+
+def is_iteration_tensor(name: str) -> bool:
+    return name.startswith(RESERVED_PREFIX)
+
+
+def iteration_data(name: str) -> TensorData:
+    """The data of iteration tensor ``name``: one dense level (its values are never loaded)."""
+    dim = int(name[len(RESERVED_PREFIX):])
+    return TensorData.from_dense(np.zeros(dim, dtype=np.int64), TensorFormat((Format.DENSE,)))
+
+
+def _accesses(e: IExpr) -> list[Access]:
+    if isinstance(e, Access):
+        return [e]
+    if isinstance(e, BinOp):
+        return _accesses(e.lhs) + _accesses(e.rhs)
+    if isinstance(e, Sum):
+        return _accesses(e.body)
+    if isinstance(e, Unary):
+        return _accesses(e.arg)
+    return []
+
+
+def _free(e: IExpr) -> list[str]:
+    if isinstance(e, Access):
+        return list(e.indices)
+    if isinstance(e, BinOp):
+        return list(dict.fromkeys(_free(e.lhs) + _free(e.rhs)))
+    if isinstance(e, Sum):
+        return [i for i in _free(e.body) if i not in e.indices]
+    if isinstance(e, Unary):
+        return _free(e.arg)
+    return []
+
+
+class _Densifier:
+    def __init__(self, program: Program, sizes: Mapping[str, int],
+                 edges: Sequence[tuple[str, str]] = ()) -> None:
+        self.program, self.sizes = program, sizes
+        self.pog = nx.DiGraph(list(edges))  # the statement's own ordering constraints
+
+    def above(self, a: str, b: str) -> bool:
+        """Every dataflow order of the statement visits ``a`` before ``b``."""
+        return a in self.pog and b in self.pog and nx.has_path(self.pog, a, b)
+
+    def edges(self, rhs: IExpr, indices: tuple[str, ...], fmt: TensorFormat | None,
+              order: Sequence[str]) -> None:
+        """The statement's ordering constraints: its operands' and its output's mode orders
+        and its dataflow order."""
+        chains = [list(order)]
+        for a in _accesses(rhs):
+            f = self.fmt(a.tensor)
+            if f is not None:
+                chains.append([a.indices[m] for m in f.mode_order])
+        if fmt is not None:
+            chains.append([indices[m] for m in fmt.mode_order])
+        for c in chains:
+            self.pog.add_edges_from(itertools.pairwise(c))
+
+    def fmt(self, tensor: str) -> TensorFormat | None:
+        decl = self.program.decls.get(tensor)
+        return decl.fmt if decl is not None else None  # None: computed, format not declared
+
+    def sparse(self, e: IExpr) -> bool:
+        """Some tensor under ``e`` may leave coordinates out (a compressed level, or a computed
+        tensor whose format the compiler chooses)."""
+        for a in _accesses(e):
+            if is_iteration_tensor(a.tensor):
+                continue
+            f = self.fmt(a.tensor)
+            if f is None or any(lv is not Format.DENSE for lv in f.levels):
+                return True
+        return False
+
+    def enumerated(self, e: IExpr, index: str) -> bool:
+        """``e``'s coordinates for ``index`` come from dense levels only: an access dense down
+        to that level; a product whose operands having ``index`` all enumerate it; a sum (or
+        max, min) with one that does.  (Reduced indices above it in the dataflow order may
+        still leave it to an accumulator: the table then rejects a declared dense level.)"""
+        if isinstance(e, Access):
+            f = self.fmt(e.tensor)
+            if index not in e.indices or f is None:
+                return False
+            level = [e.indices[m] for m in f.mode_order].index(index)
+            return all(lv is Format.DENSE for lv in f.levels[: level + 1])
+        if isinstance(e, Unary):
+            return self.enumerated(e.arg, index)
+        if isinstance(e, Sum):
+            # below a reduced index the coordinates are an accumulator's
+            return (index not in e.indices and self.enumerated(e.body, index)
+                    and all(self.above(index, k) for k in e.indices))
+        if isinstance(e, BinOp):
+            having = [x for x in (e.lhs, e.rhs) if index in _free(x)]
+            got = [self.enumerated(x, index) for x in having]
+            return bool(got) and (all(got) if e.op.product else any(got))
+        return False
+
+    def union_all(self, e: IExpr, indices: list[str]) -> IExpr:
+        """``e`` plus the product of the iteration tensors of ``indices`` (those ``e`` does not
+        enumerate already)."""
+        need = [i for i in dict.fromkeys(indices) if not self.enumerated(e, i)]
+        if not need:
+            return e
+        term: IExpr | None = None
+        for i in need:
+            acc = Access(iteration_tensor(self.sizes[i]), (i,))
+            term = acc if term is None else BinOp(Op.MUL, term, acc)
+        assert term is not None
+        return BinOp(Op.ADD, e, term)
+
+    def walk(self, e: IExpr) -> IExpr:
+        if isinstance(e, Unary):
+            arg = self.walk(e.arg)
+            # row functions (softmax, layernorm) run over the visited coordinates by definition
+            if not e.op.zero_preserving and not e.op.row and self.sparse(arg):
+                arg = self.union_all(arg, _free(arg))
+            return Unary(e.op, arg, e.scalar, e.index)
+        if isinstance(e, BinOp):
+            return BinOp(e.op, self.walk(e.lhs), self.walk(e.rhs))
+        if isinstance(e, Sum):
+            body = self.walk(e.body)
+            if e.op is not Op.ADD and self.sparse(body):
+                body = self.union_all(body, self.max_indices(e, body))
+            return Sum(e.indices, body, e.op)
+        return e
+
+    def max_indices(self, e: Sum, body: IExpr) -> list[str]:
+        """A max / min reduction visits every coordinate of its reduced indices and, since an
+        order may visit an output index below a reduced one, of its output indices too."""
+        return [*e.indices, *(i for i in _free(body) if i not in e.indices)]
+
+
+def densify_statement(program: Program, rhs: IExpr, indices: tuple[str, ...],
+                      fmt: TensorFormat | None, sizes: Mapping[str, int],
+                      order: Sequence[str] = ()) -> IExpr:
+    """``rhs`` of ``out[indices] = rhs`` with densified iteration where its values are needed
+    at coordinates its operands leave out (see the module docstring); ``fmt`` is the output's
+    declared format (None: the compiler's choice, which is never dense where coordinates are
+    missing); ``sizes`` the size of every index; ``order`` the statement's dataflow order."""
+    d = _Densifier(program, sizes)
+    d.edges(rhs, indices, fmt, order)
+    rhs = d.walk(rhs)
+    if fmt is None:
+        return rhs
+    dense = [indices[m] for lv, m in zip(fmt.levels, fmt.mode_order) if lv is Format.DENSE]
+    if not dense:
+        return rhs
+    if isinstance(rhs, Sum) and rhs.op is not Op.ADD:
+        # a max / min over all coordinates is 0 where nothing is stored: iterating the output
+        # index inside the reduction adds only zeros to it
+        return Sum(rhs.indices, d.union_all(rhs.body, dense), rhs.op)
+    return d.union_all(rhs, dense)

@@ -1,0 +1,127 @@
+"""Checks and rewrites for the operators whose meaning on sparse operands needs care
+(docs/compiler.md, "Expressions"): division (a denominator must have no implicit zeros),
+``max`` / ``min`` (implicit zeros take part, as in numpy) and the host-side check of
+denominator data.
+
+Division ``x / y`` intersects coordinates like a product (it is 0 where ``x`` is), so it is
+only defined where ``y`` has a value at every coordinate the iteration may visit: every tensor
+under a denominator must be stored with dense levels only, and the compiler rejects anything
+else naming the denominator and the tensor.  A stored 0 in a denominator is an error of the
+input data (:func:`check_denominators`, called by the runner before simulating); a computed
+denominator that becomes 0 is divided by the ALU's rule (``docs/numerics.md``: ``0/0 = 0``,
+otherwise the saturation bound), which sw_sim counts as an overflow of that node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..tensor import Format, TensorData
+from .densify import is_iteration_tensor
+from .fusion import FusedOutput, VAccess, VBin, VExpr, View, VNamed, VUn, render_vexpr
+from .program import (
+    Access,
+    BinOp,
+    IExpr,
+    LoweringError,
+    Op,
+    Program,
+    ProgramError,
+    Rejected,
+    Sum,
+    Unary,
+)
+
+__all__ = ["check_denominators", "check_division", "denominator_inputs", "densified",
+           "iteration_only"]
+
+
+def iteration_only(e: VExpr, views: Mapping[str, View]) -> bool:
+    """``e`` is a product of dense iteration tensors (:mod:`.densify`): it only makes the
+    iteration visit every coordinate; its value is 0 and is never loaded."""
+    if isinstance(e, VAccess):
+        return is_iteration_tensor(views[e.view].tensor)
+    return isinstance(e, VBin) and e.op is Op.MUL and iteration_only(e.lhs, views) and \
+        iteration_only(e.rhs, views)
+
+
+def densified(e: VExpr, views: Mapping[str, View]) -> bool:
+    """``e`` is an operand in union with iteration tensors (every coordinate visited)."""
+    return isinstance(e, VBin) and e.op is Op.ADD and iteration_only(e.rhs, views)
+
+
+def _views_under(e: VExpr) -> list[str]:
+    if isinstance(e, VAccess):
+        return [e.view]
+    if isinstance(e, VBin):
+        return _views_under(e.lhs) + _views_under(e.rhs)
+    if isinstance(e, VUn):
+        return _views_under(e.arg)
+    return _views_under(e.body)
+
+
+def _divisions(e: VExpr) -> list[VBin]:
+    if isinstance(e, VBin):
+        own = [e] if e.op is Op.DIV else []
+        return own + _divisions(e.lhs) + _divisions(e.rhs)
+    if isinstance(e, VUn):
+        return _divisions(e.arg)
+    if isinstance(e, VNamed):
+        return _divisions(e.body)
+    return []
+
+
+def check_division(out: FusedOutput, views: Mapping[str, View]) -> Rejected | None:
+    """A denominator must have a value at every coordinate: every tensor under it stored with
+    dense levels only (a compressed level's missing entries would be divisions by 0)."""
+    for d in _divisions(out.body):
+        for name in _views_under(d.rhs):
+            v = views[name]
+            if any(f is not Format.DENSE for f in v.fmt.levels):
+                return Rejected(
+                    f"output {out.tensor}: the denominator {render_vexpr(d.rhs, views)} of "
+                    f"{render_vexpr(d, views)} reads {v.tensor}, which is stored {v.fmt}: its "
+                    "implicit zeros would be divisions by zero; store it dense (every level "
+                    "dense) or divide by a dense tensor", LoweringError)
+    return None
+
+
+def _denominator_accesses(e: IExpr, under: bool, out: dict[str, bool]) -> None:
+    if isinstance(e, Access):
+        out[e.tensor] = out.get(e.tensor, False) or under
+    elif isinstance(e, BinOp):
+        _denominator_accesses(e.lhs, under, out)
+        _denominator_accesses(e.rhs, under or e.op is Op.DIV, out)
+    elif isinstance(e, Sum):
+        _denominator_accesses(e.body, under, out)
+    elif isinstance(e, Unary):
+        _denominator_accesses(e.arg, under, out)
+
+
+def denominator_inputs(program: Program) -> dict[str, str]:
+    """Input tensors read under a denominator: name -> the statement that divides by it."""
+    inputs = set(program.inputs())
+    out: dict[str, str] = {}
+    for s in program.statements:
+        seen: dict[str, bool] = {}
+        _denominator_accesses(s.rhs, False, seen)
+        for t, under in seen.items():
+            if under and t in inputs:
+                out.setdefault(t, s.text)
+    return out
+
+
+def check_denominators(program: Program, tensors: Mapping[str, TensorData]) -> None:
+    """:class:`ProgramError` if an input read under a denominator has a 0 (division by zero),
+    naming the tensor, the coordinate and the statement."""
+    for name, stmt in denominator_inputs(program).items():
+        if name not in tensors:
+            continue
+        dense = tensors[name].to_dense()
+        zeros = np.argwhere(dense == 0)
+        if zeros.size or dense.size == 0:
+            at = tuple(int(x) for x in zeros[0]) if zeros.size else ()
+            raise ProgramError(f"division by zero: input {name!r} is 0 at {at} and "
+                               f"'{stmt}' divides by it ({len(zeros)} zero entries)")
