@@ -23,12 +23,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import sw_sim
 from fuseflow.models.datasets import load_dataset
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import compile_model, run_model
 from fuseflow.models.zoo import make_case
 from fuseflow_cli.cmd_common import table
-import sw_sim
 from sw_sim import run_graph
 
 

@@ -30,13 +30,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import sw_sim  # the cycle model FUSEFLOW_SW_SIM chooses
 from fuseflow.compiler import Program, compile_program, einsum, run_program
 from fuseflow.kernels import example
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import compile_model, run_model
 from fuseflow.models.zoo import make_case
 from fuseflow_cli.cmd_common import table
-import sw_sim  # the cycle model FUSEFLOW_SW_SIM chooses
 from sw_sim import run_graph
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..lowering import row_layernorm, row_softmax
 from ..samml import (
     AluOp,
     Graph,
@@ -24,7 +25,6 @@ from ..samml import (
     Role,
     StreamKind,
 )
-from ..lowering import row_layernorm, row_softmax
 from ..skipping import explain_skipping
 from ..tensor import Format, TensorFormat
 from .fusion import (

@@ -52,14 +52,14 @@ def densified(e: VExpr, views: Mapping[str, View]) -> bool:
     return isinstance(e, VBin) and e.op is Op.ADD and iteration_only(e.rhs, views)
 
 
-def _views_under(e: VExpr) -> list[str]:
+def views_under(e: VExpr) -> list[str]:
     if isinstance(e, VAccess):
         return [e.view]
     if isinstance(e, VBin):
-        return _views_under(e.lhs) + _views_under(e.rhs)
+        return views_under(e.lhs) + views_under(e.rhs)
     if isinstance(e, VUn):
-        return _views_under(e.arg)
-    return _views_under(e.body)
+        return views_under(e.arg)
+    return views_under(e.body)
 
 
 def _divisions(e: VExpr) -> list[VBin]:
@@ -77,7 +77,7 @@ def check_division(out: FusedOutput, views: Mapping[str, View]) -> Rejected | No
     """A denominator must have a value at every coordinate: every tensor under it stored with
     dense levels only (a compressed level's missing entries would be divisions by 0)."""
     for d in _divisions(out.body):
-        for name in _views_under(d.rhs):
+        for name in views_under(d.rhs):
             v = views[name]
             if any(f is not Format.DENSE for f in v.fmt.levels):
                 return Rejected(

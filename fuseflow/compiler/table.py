@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ..tensor import Format, TensorFormat
 from .fusion import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
 from .program import LoweringError, Op, Rejected, UnOp, binop_text, unary_text
-from .semantics import check_division, densified, iteration_only
+from .semantics import check_division, densified, iteration_only, views_under
 
 __all__ = [
     "Cell",
@@ -877,16 +877,6 @@ def _child_output(group: Group, k: VNamed) -> FusedOutput:
     return FusedOutput(k.tensor, k.indices, local, k.body, None, tuple(sizes[i] for i in k.indices))
 
 
-def _views_under(e: VExpr) -> list[str]:
-    if isinstance(e, VAccess):
-        return [e.view]
-    if isinstance(e, VBin):
-        return _views_under(e.lhs) + _views_under(e.rhs)
-    if isinstance(e, VUn):
-        return _views_under(e.arg)
-    return _views_under(e.body)
-
-
 def _check_functions_of_zero(out: FusedOutput, views: dict[str, View]) -> Rejected | None:
     """A function with ``f(0) != 0`` (exp, sigmoid, rsqrt, a scalar shift) is applied to the
     coordinates the iteration visits, so every coordinate of its operand must be visited: all
@@ -895,7 +885,7 @@ def _check_functions_of_zero(out: FusedOutput, views: dict[str, View]) -> Reject
         # row functions run over the visited coordinates by definition
         if e.op.zero_preserving or e.op.row or densified(e.arg, views):
             continue
-        for name in _views_under(e.arg):
+        for name in views_under(e.arg):
             v = views[name]
             if any(f is not Format.DENSE for f in v.fmt.levels):
                 return Rejected(
