@@ -295,13 +295,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     if elementwise_in_compiler and layernorm_in_compiler:
         nodes = _expand_layernorms(nodes, consts)
     masked = {n.name for n in nodes if n.kind is MKind.MASK or n.attrs.get("masked")}
-    if row_functions_in_compiler and elementwise_in_compiler:
-        # a softmax of an unmasked tensor counts every coordinate (PyTorch's), which the row
-        # function guarantees only for fully iterated rows: those stay ML subgraphs
-        row_fns = {n.name for n in nodes if n.kind is MKind.LAYERNORM
-                   or (n.kind is MKind.SOFTMAX and n.args[0] in masked)}
-    else:
-        row_fns = set()
+    row_fns = _row_function_nodes(nodes, masked) if row_functions_in_compiler and elementwise_in_compiler else set()
 
     def compiles(n: MNode) -> bool:
         return n.kind in in_compiler or n.name in row_fns
@@ -352,6 +346,15 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     check_par_used(par, [(g.group, g.graph) for s in steps if isinstance(s, CompilerStep)
                          for g in s.compiled.groups])
     return CompiledModel(ir, fusion, steps, time.perf_counter() - t0, notes, consts)
+
+
+def _row_function_nodes(nodes: list[MNode], masked: set[str]) -> set[str]:
+    """The nodes that become the compiler's row functions: every layernorm, and the softmax of
+    a masked tensor (a softmax of an unmasked one counts every coordinate of its row, as
+    PyTorch does, which the row function guarantees only for fully iterated rows: it stays an
+    ML subgraph)."""
+    return {n.name for n in nodes if n.kind is MKind.LAYERNORM
+            or (n.kind is MKind.SOFTMAX and n.args[0] in masked)}
 
 
 def _gather_compiler_runs(nodes: list[MNode], compiles) -> list[MNode]:
