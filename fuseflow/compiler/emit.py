@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..lowering import row_layernorm, row_softmax
 from ..samml import (
     AluOp,
     Graph,
@@ -24,7 +25,6 @@ from ..samml import (
     Role,
     StreamKind,
 )
-from ..lowering import row_layernorm, row_softmax
 from ..skipping import explain_skipping
 from ..tensor import Format, TensorFormat
 from .fusion import (
@@ -501,6 +501,9 @@ class CompiledGroup:
             lines.append(f"permuted copy: {p.name} = {p.source} stored as {p.fmt} ({p.reason})")
         for n in g.notes:
             lines.append(f"note: {n}")
+        for i, what in g.origins.items():  # COO operands (.coo): duplicates summed
+            if what.startswith("the index that sums the duplicates"):
+                lines.append(f"COO: {i} is {what} (its accumulator emits each coordinate once)")
         lines.append(f"lowering: {self.lowering()}")
         located = [f"{view} at {row}" for t in self.tables for row, view in located_levels(t)]
         lines.append("located dense levels: " + (", ".join(located) if located else
