@@ -122,3 +122,20 @@ def test_max_reduction_and_scalar_output() -> None:
     assert any(n.kind is NodeKind.REDUCE and n.param("op").value == "max" for n in g.nodes.values())
     g = run_both("row_max", graph=1)  # the dot product: a 0-d output (a values writer only)
     assert g.tensors["s"].fmt.order == 0
+
+
+def test_coo_operand() -> None:
+    """SpMM with A in COO, duplicates in the data: the non-unique and singleton scanners (no seg
+    memory for the singleton level), x located at the singleton level, the duplicates summed by
+    the order-2 accumulator; values and cycles equal sw_sim, values equal numpy."""
+    from fuseflow.compiler.suite import PROGRAMS
+    from fuseflow.tensor import Format
+    from hw.elaborate import GraphTop
+
+    g = run_both("coo_spmm")
+    assert g.tensors["A"].fmt.levels == (Format.COMPRESSED_NONUNIQUE, Format.SINGLETON)
+    assert any(n.kind is NodeKind.SPACC2 for n in g.nodes.values())
+    regions = {r.name for r in GraphTop(g, HwConfig()).mmap.regions if r.name.startswith("A.")}
+    assert regions == {"A.0.seg", "A.0.crd", "A.1.crd", "A.vals"}
+    a = PROGRAMS["coo_spmm"].data(SEEDS[0])["A"]
+    assert len(a.vals) > np.count_nonzero(a.to_dense())  # the data has duplicates
