@@ -40,10 +40,9 @@ from ..passes import set_accumulator_buffers, size_fifos
 from ..samml import Graph
 from ..skipping import enable_skipping
 from ..tensor import TensorFormat
-from .coo import nonunique_join_problem
 from .emit import CompiledGroup, CompiledProgram, emit_graph
 from .fusion import Fusion, Group, GroupPlan, PermutedCopy, fuse, order_problem, plan_groups
-from .locate import locate_dense_levels
+from .locate import locate_dense_levels, nonunique_join_problem
 from .program import FusionError, LoweringError, Program, Rejected
 from .table import FusionTable, table_or_rejection
 
