@@ -162,3 +162,15 @@ def test_columns_may_decrease_across_rows():
     assert tensor_problems(td) == []
     res = run_graph(_coo_spmv_graph(), _inputs(td, np.arange(5)))
     np.testing.assert_array_equal(res.outputs["y"].to_dense(), td.to_dense() @ np.arange(5))
+
+
+def test_a_level_writer_refuses_coo_levels():
+    """COO is an input format: a graph (e.g. written by hand) whose level writer fills a
+    non-unique level is refused, naming the node, tensor and level."""
+    import dataclasses
+
+    g = _coo_spmv_graph()
+    g.tensors["y"] = dataclasses.replace(g.tensors["y"], fmt=TensorFormat(("n",)))
+    with pytest.raises(GraphError, match=r"write.*level 0 of tensor 'y' is compressed_nonunique: a level "
+                                          r"writer fills dense or compressed levels only"):
+        g.verify()
