@@ -205,3 +205,26 @@ def test_random_coo_einsums_match_numpy(spec) -> None:
         dense[name] = rng.integers(-3, 4, shape) * (rng.random(shape) < d)
     tensors = {"A": with_duplicates(dense["A"], p.decls["A"].fmt, rng), "B": dense["B"]}
     run_with(compiled, dense, tensors)
+
+
+@pytest.mark.parametrize("fmt,mode_order", [("dn1", None), ("cn1", None), ("dn1", (1, 0, 2)),
+                                            ("cn1", (2, 1, 0)), ("dn", None)])
+def test_non_unique_level_below_other_levels(fmt: str, mode_order) -> None:
+    """A non-unique level under dense or compressed levels (a COO per slice): the duplicate
+    index sits between the level above and the non-unique level."""
+    p = Program("coo_slices")
+    shape = (3, 4, 5) if len(fmt) == 3 else (3, 5)
+    B = p.tensor("B", shape, fmt, mode_order=mode_order)
+    c = p.tensor("c", (5,), "dense")
+    p.output(p.let("Y", einsum("ijk,k->ij" if len(fmt) == 3 else "ik,k->i", B, c)))
+    compiled = compile_program(p)
+    group = compiled.groups[0].group
+    li = group.views["B"].level_indices()
+    nu = B.decl.fmt.levels.index(Format.COMPRESSED_NONUNIQUE)
+    d = next(i for i in group.origins if "duplicates of COO tensor B" in group.origins[i])
+    assert group.order.index(li[nu - 1]) < group.order.index(d) < group.order.index(li[nu])
+    rng = np.random.default_rng(4)
+    b = rng.integers(-3, 4, shape) * (rng.random(shape) < 0.4)
+    b[1] = 0
+    data = {"B": b, "c": rng.integers(-3, 4, 5)}
+    run_with(compiled, data, data)
