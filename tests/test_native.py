@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
 import sw_sim
 from fuseflow.compiler import Program, compile_program, einsum, graph_runs
 from fuseflow.kernels import KERNELS, example
