@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from fuseflow.samml import Graph, Role
-from fuseflow.tensor import Format, TensorData, TensorFormat
+from fuseflow.tensor import TensorData, TensorFormat
 from fuseflow.validate import require_words
 from hw.elaborate import REG_CTRL, REG_CYCLES, MemoryMap
 
@@ -173,8 +173,9 @@ def tensor_from_arrays(
     segs: list[np.ndarray | None] = [None] * fmt.order
     crds: list[np.ndarray | None] = [None] * fmt.order
     for lvl, f in enumerate(fmt.levels):
-        if f is Format.COMPRESSED:
+        if f.has_seg:
             segs[lvl] = np.asarray(arrays[f"{lvl}.seg"], dtype=np.int64)
+        if f.has_crd:
             crds[lvl] = np.asarray(arrays[f"{lvl}.crd"], dtype=np.int64)
     return TensorData(tuple(shape), fmt, segs, crds, np.asarray(arrays["vals"], dtype=np.int64))
 

@@ -77,7 +77,9 @@ def stats_of(td: TensorData) -> TensorStats:
                                      np.full(dim, float(parents))))
             parents *= dim
         else:
-            seg, crd = np.asarray(td.seg[lvl]), np.asarray(td.crd[lvl])
+            crd = np.asarray(td.crd[lvl])
+            # a singleton level: one coordinate per parent position
+            seg = np.asarray(td.seg[lvl]) if fmt.has_seg else np.arange(len(crd) + 1)
             lens = np.diff(seg).astype(np.float64)
             parent_of = np.repeat(np.arange(len(lens)), np.diff(seg))
             hist = np.bincount(crd, minlength=dim).astype(np.float64)
@@ -228,10 +230,13 @@ def _scan(c, node, ins):
         pos_h = None
     mean = d / live if live else 0.0
     if not lv.dense:
-        c.words(t, "seg", lvl, 2 * live, False)
+        seg = c.graph.tensors[t].fmt.levels[lvl].has_seg  # a singleton level reads no seg
+        if seg:
+            c.words(t, "seg", lvl, 2 * live, False)
         c.words(t, "crd", lvl, d, False)
         runs = _passes(ref) if ref.seq else live / max(ref.run, 1.0)
-        c.read_port(t, "seg", lvl, 2 * live, runs)
+        if seg:
+            c.read_port(t, "seg", lvl, 2 * live, runs)
         c.read_port(t, "crd", lvl, d, runs)
     n = ref.n + (d,)
     crd_run = float(lv.dim) if lv.dense else 1.0
@@ -626,8 +631,10 @@ def uniform_stats(shape: tuple[int, ...], fmt, total: float) -> TensorStats:
         dense = f is Format.DENSE
         if dense:
             nnz = parents * dim
-        elif lvl == order - 1:
+        elif lvl == order - 1 or not f.unique:  # a non-unique level: a position per entry
             nnz = total
+        elif f is Format.SINGLETON:
+            nnz = parents
         else:  # coordinates of this level that have any nonzero below
             below = math.prod(shape[fmt.mode_order[k]] for k in range(lvl + 1, order))
             nnz = parents * dim * (1 - (1 - frac) ** below)

@@ -218,16 +218,16 @@ def random_operands(graph: Graph, seed: int = 0, density: float = 0.1) -> dict[s
     for name in graph.input_tensors():
         spec = graph.tensors[name]
         a = rng.integers(-8, 9, size=spec.shape)
-        if any(f.value == "compressed" for f in spec.fmt.levels):
+        if any(f is not Format.DENSE for f in spec.fmt.levels):
             a[rng.random(spec.shape) > density] = 0
         ops[name] = a
     return ops
 
 
 def sparse_inputs(graph: Graph) -> list[str]:
-    """The input tensors of ``graph`` with a compressed level."""
+    """The input tensors of ``graph`` with a stored (not dense) level."""
     return [t for t in graph.input_tensors()
-            if any(f.value == "compressed" for f in graph.tensors[t].fmt.levels)]
+            if any(f is not Format.DENSE for f in graph.tensors[t].fmt.levels)]
 
 
 def integer_matrix(matrix, what: str) -> sp.csr_array:

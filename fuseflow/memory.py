@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from .tensor import Format
 from .tokens import CRD_WIDTH, VAL_WIDTH
 
 __all__ = ["PRESETS", "MemPort", "MemoryError", "MemoryModel", "Placement", "parse_memory",
@@ -267,7 +266,8 @@ def plan_ports(graph, model: MemoryModel, placement: Placement = Placement(), *,
         spec = graph.tensors[tensor]
         if use.level:
             lvl = node.params["level"]
-            if spec.fmt.levels[lvl] is not Format.COMPRESSED:
+            f = spec.fmt.levels[lvl]
+            if not f.has_crd:
                 continue  # a dense level has no arrays
             if use.writes:
                 wanted += [(name, "seg", tensor, lvl, cw, True), (name, "crd", tensor, lvl, cw, True)]
@@ -277,7 +277,9 @@ def plan_ports(graph, model: MemoryModel, placement: Placement = Placement(), *,
                         f"node {name!r} scans level {lvl} of tensor {tensor!r} with coordinate skipping, "
                         f"and {tensor!r} is off-chip under memory {model.name!r}: skipping searches the "
                         f"crd array on chip; place {tensor!r} on chip or compile without skip")
-                wanted += [(name, "seg", tensor, lvl, cw, False), (name, "crd", tensor, lvl, cw, False)]
+                if f.has_seg:  # a singleton level has crd only
+                    wanted.append((name, "seg", tensor, lvl, cw, False))
+                wanted.append((name, "crd", tensor, lvl, cw, False))
         else:
             wanted.append((name, "vals", tensor, None, vw, use.writes))
     widest = max((word_bytes(w) for *_, w, _ in wanted), default=1)

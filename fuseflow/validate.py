@@ -24,7 +24,10 @@ def tensor_problems(self: TensorData) -> list[str]:
     """What is wrong with the level arrays (empty when they are consistent): per compressed
     level, ``seg`` starts at 0, never decreases and ends at ``len(crd)``, has one entry per
     parent position plus one; coordinates lie in the level's dimension and increase strictly
-    within each segment; ``vals`` has one entry per stored position and no NaN."""
+    within each segment (a non-unique level: never decrease); a singleton level has one
+    coordinate per parent position, and the entries below a non-unique level are sorted in
+    storage order (a repeated coordinate is a duplicate, summed); ``vals`` has one entry per
+    stored position and no NaN."""
     out: list[str] = []
     if len(self.shape) != self.fmt.order:
         return [f"shape {tuple(self.shape)} has {len(self.shape)} dimensions, format {self.fmt} {self.fmt.order}"]
@@ -32,34 +35,23 @@ def tensor_problems(self: TensorData) -> list[str]:
         return [f"shape {tuple(self.shape)} has a negative dimension"]
     stored = [int(self.shape[m]) for m in self.fmt.mode_order]
     parents = 1
+    run: _Run | None = None  # the fibres of the non-unique level above (COO order checks)
     for lvl, f in enumerate(self.fmt.levels):
         if f is Format.DENSE:
             parents *= stored[lvl]
             continue
-        if lvl >= len(self.seg) or lvl >= len(self.crd) or self.seg[lvl] is None or self.crd[lvl] is None:
-            return [f"level {lvl} is compressed but has no seg/crd arrays"]
-        seg, crd = np.asarray(self.seg[lvl]), np.asarray(self.crd[lvl])
-        if seg.ndim != 1 or crd.ndim != 1 or not (np.issubdtype(seg.dtype, np.integer) or seg.size == 0) \
-                or not (np.issubdtype(crd.dtype, np.integer) or crd.size == 0):
-            return [f"level {lvl}: seg and crd must be 1-D integer arrays"]
-        if len(seg) != parents + 1:
-            return [f"level {lvl}: seg has {len(seg)} entries, expected {parents + 1} (one per parent position, plus one)"]
-        steps = np.diff(seg)
-        if seg[0] != 0 or (steps < 0).any() or seg[-1] != len(crd):
-            bad = "seg[0] is not 0" if seg[0] != 0 else (
-                f"seg decreases at entry {int(np.flatnonzero(steps < 0)[0]) + 1}" if (steps < 0).any()
-                else f"seg ends at {int(seg[-1])}, but crd has {len(crd)} entries")
-            return [f"level {lvl}: {bad}"]
+        crd, fatal = _level_arrays(self, lvl, f, parents)
+        if fatal:
+            return [fatal]
         if crd.size and (crd.min() < 0 or crd.max() >= stored[lvl]):
             i = int(np.flatnonzero((crd < 0) | (crd >= stored[lvl]))[0])
             out.append(f"level {lvl}: crd[{i}] = {int(crd[i])} is outside the dimension 0..{stored[lvl] - 1}")
-        inside = np.ones(max(len(crd) - 1, 0), dtype=bool)
-        inside[seg[1:-1][(seg[1:-1] > 0) & (seg[1:-1] < len(crd))] - 1] = False  # segment starts
-        down = np.flatnonzero((np.diff(crd) <= 0) & inside) if crd.size > 1 else np.zeros(0, int)
-        if down.size:
-            i = int(down[0]) + 1
-            out.append(f"level {lvl}: crd[{i}] = {int(crd[i])} does not increase within its segment "
-                       f"(after {int(crd[i - 1])})")
+        if f is Format.SINGLETON:
+            out += run.add(lvl, crd) if run is not None else []
+        else:
+            seg = np.asarray(self.seg[lvl])
+            out += _order_problem(lvl, seg, crd, f.unique)
+            run = None if f.unique else _Run(seg, crd)
         parents = len(crd)
     vals = np.asarray(self.vals)
     if vals.ndim != 1 or len(vals) != parents:
@@ -67,6 +59,77 @@ def tensor_problems(self: TensorData) -> list[str]:
     elif np.issubdtype(vals.dtype, np.floating) and np.isnan(vals).any():
         out.append(f"vals[{int(np.flatnonzero(np.isnan(vals))[0])}] is NaN")
     return out
+
+
+def _level_arrays(self: TensorData, lvl: int, f: Format, parents: int) -> tuple[np.ndarray, str]:
+    """The ``crd`` array of a stored level, or a problem that stops the checks: missing or
+    ill-typed arrays, a ``seg`` (compressed) that does not describe ``parents`` fibres, a
+    singleton ``crd`` without one coordinate per parent position."""
+    what = "seg/crd arrays" if f.has_seg else "crd array"
+    if (lvl >= len(self.crd) or self.crd[lvl] is None
+            or f.has_seg and (lvl >= len(self.seg) or self.seg[lvl] is None)):
+        return np.zeros(0, np.int64), f"level {lvl} is {f.value} but has no {what}"
+    crd = np.asarray(self.crd[lvl])
+    seg = np.asarray(self.seg[lvl]) if f.has_seg else np.zeros(1, np.int64)
+    if seg.ndim != 1 or crd.ndim != 1 or not (np.issubdtype(seg.dtype, np.integer) or seg.size == 0) \
+            or not (np.issubdtype(crd.dtype, np.integer) or crd.size == 0):
+        return crd, f"level {lvl}: {'seg and crd' if f.has_seg else 'crd'} must be 1-D integer arrays"
+    if not f.has_seg:
+        if len(crd) != parents:
+            return crd, (f"level {lvl}: the singleton crd has {len(crd)} entries, expected {parents} "
+                         "(one per parent position)")
+        return crd, ""
+    if len(seg) != parents + 1:
+        return crd, f"level {lvl}: seg has {len(seg)} entries, expected {parents + 1} (one per parent position, plus one)"
+    steps = np.diff(seg)
+    if seg[0] != 0 or (steps < 0).any() or seg[-1] != len(crd):
+        bad = "seg[0] is not 0" if seg[0] != 0 else (
+            f"seg decreases at entry {int(np.flatnonzero(steps < 0)[0]) + 1}" if (steps < 0).any()
+            else f"seg ends at {int(seg[-1])}, but crd has {len(crd)} entries")
+        return crd, f"level {lvl}: {bad}"
+    return crd, ""
+
+
+def _inside(seg: np.ndarray, n: int) -> np.ndarray:
+    """For each pair of consecutive positions ``(p - 1, p)`` of a compressed level with ``n``
+    positions: whether both lie in one segment."""
+    inside = np.ones(max(n - 1, 0), dtype=bool)
+    inside[seg[1:-1][(seg[1:-1] > 0) & (seg[1:-1] < n)] - 1] = False  # segment starts
+    return inside
+
+
+def _order_problem(lvl: int, seg: np.ndarray, crd: np.ndarray, unique: bool) -> list[str]:
+    """Coordinates increase strictly within each segment (``unique``), or never decrease."""
+    if crd.size < 2:
+        return []
+    step = np.diff(crd)
+    down = np.flatnonzero(((step <= 0) if unique else (step < 0)) & _inside(seg, len(crd)))
+    if not down.size:
+        return []
+    i = int(down[0]) + 1
+    how = "does not increase" if unique else "decreases"
+    return [f"level {lvl}: crd[{i}] = {int(crd[i])} {how} within its segment (after {int(crd[i - 1])})"]
+
+
+class _Run:
+    """The entries under one non-unique level: the pairs of consecutive positions in one of its
+    fibres whose coordinates are equal so far (down to the last singleton level checked); a
+    singleton level must not decrease on them (entries sorted in storage order)."""
+
+    def __init__(self, seg: np.ndarray, crd: np.ndarray) -> None:
+        self.tied = _inside(seg, len(crd)) & (np.diff(crd) == 0) if crd.size > 1 else np.zeros(0, bool)
+
+    def add(self, lvl: int, crd: np.ndarray) -> list[str]:
+        if crd.size < 2:
+            return []
+        step = np.diff(crd)
+        down = np.flatnonzero(self.tied & (step < 0))
+        self.tied = self.tied & (step == 0)
+        if not down.size:
+            return []
+        i = int(down[0]) + 1
+        return [(f"level {lvl}: crd[{i}] = {int(crd[i])} is below crd[{i - 1}] = {int(crd[i - 1])} under "
+                 "equal coordinates above: COO entries must be sorted in storage order")]
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def random_inputs(graph: Graph, cfg: HwConfig, density: float, seed: int) -> dic
         spec = graph.tensors[t]
         values = rng.integers(-8, 8, size=spec.shape)
         values[values == 0] = 1
-        if Format.COMPRESSED in spec.fmt.levels:
+        if any(f is not Format.DENSE for f in spec.fmt.levels):
             mask = rng.random(spec.shape) < density
             cap = cfg.nnz_for(t)
             if cap is not None and mask.sum() > cap:

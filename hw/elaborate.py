@@ -61,10 +61,15 @@ def tensor_capacities(spec: TensorSpec, max_nnz: int | None = None) -> dict[str,
     for lvl, f in enumerate(spec.fmt.levels):
         if f is Format.DENSE:
             pos = parent * dims[lvl]
+        elif f is Format.SINGLETON:  # one coordinate per parent position
+            pos = parent
+            caps[f"{lvl}.crd"] = max(pos, 1)
         else:
-            pos = prod(dims[: lvl + 1])
+            # a non-unique level has a position per entry below it (at most the dense size,
+            # unless coordinates repeat: then max_nnz must say how many)
+            pos = prod(dims[: lvl + 1] if f.unique else dims)
             if max_nnz is not None:
-                pos = min(pos, max_nnz)
+                pos = min(pos, max_nnz) if f.unique else max_nnz
             caps[f"{lvl}.seg"] = parent + 1
             caps[f"{lvl}.crd"] = max(pos, 1)
         parent = pos
@@ -157,8 +162,10 @@ def _node_hw_params(graph: Graph, node, caps: dict[str, dict[str, int]]) -> dict
         lvl = params["level"]
         params["format"] = spec.fmt.levels[lvl].value
         params["dim"] = spec.level_dim(lvl)
-        if spec.fmt.levels[lvl] is Format.COMPRESSED:
+        f = spec.fmt.levels[lvl]
+        if f.has_seg:
             params["seg_depth"] = caps[t][f"{lvl}.seg"]
+        if f.has_crd:
             params["crd_depth"] = caps[t][f"{lvl}.crd"]
     else:
         params["vals_depth"] = caps[t]["vals"]

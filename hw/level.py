@@ -55,8 +55,11 @@ class Root(StreamPrimitive):
 
 
 class Scan(StreamPrimitive):
-    """Level scanner.  Compressed: ``seg``/``crd`` memories loaded through ``seg_wr``/``crd_wr``;
-    dense: dimension ``dim``.  Latency 2 (pipeline register, then fiber walk), II 1.
+    """Level scanner.  Compressed: ``seg``/``crd`` memories loaded through ``seg_wr``/``crd_wr``
+    (a non-unique level is scanned the same way); singleton (``singleton``, with
+    ``compressed``): the ``crd`` memory only, the fibre of reference ``r`` is position ``r``
+    (bounds ``r, r + 1`` from a register instead of the seg reads); dense: dimension ``dim``.
+    Latency 2 (pipeline register, then fiber walk), II 1.
 
     ``skip`` (compressed only): input ``skip`` takes an intersect's skip requests, and the
     scanner jumps ahead by a search in its ``crd`` memory (see sw_sim.level.SkipScan).
@@ -66,18 +69,25 @@ class Scan(StreamPrimitive):
     back stage emits position ``p`` once ``crd`` word ``p`` is."""
 
     def __init__(self, *, compressed: bool, dim: int = 0, seg_depth: int = 2, crd_depth: int = 1,
-                 cw: int = CRD_WIDTH, depths=None, skip: bool = False, mem=None, model=None):
-        if skip and not compressed:
-            raise ValueError("parameter 'skip' needs a compressed level; a dense scanner cannot skip")
+                 cw: int = CRD_WIDTH, depths=None, skip: bool = False, mem=None, model=None,
+                 singleton: bool = False):
+        if singleton and not compressed:
+            raise ValueError("a singleton scanner reads a crd memory: pass compressed=True with singleton=True")
+        if skip and (singleton or not compressed):
+            raise ValueError("parameter 'skip' needs a compressed level; a dense or singleton scanner cannot skip")
         if mem and (skip or not compressed):
             raise ValueError("off-chip memory ports need a compressed scanner without skip")
+        if singleton and "seg" in (mem or {}):
+            raise ValueError("a singleton level has no seg array to read off chip")
         self.compressed, self.dim, self.cw, self.skip = compressed, dim, cw, skip
+        self.singleton = singleton
         self.seg_depth, self.crd_depth = seg_depth, crd_depth
         self.mem, self.model = dict(mem or {}), model
         extra = bus_members(self.mem, cw)
+        if compressed and not singleton:
+            extra |= {"seg_wr": In(MemWrite(bits_for(seg_depth), cw))}
         if compressed:
-            extra |= {"seg_wr": In(MemWrite(bits_for(seg_depth), cw)),
-                      "crd_wr": In(MemWrite(bits_for(crd_depth), cw))}
+            extra |= {"crd_wr": In(MemWrite(bits_for(crd_depth), cw))}
         ins = {"ref": cw, "skip": cw} if skip else {"ref": cw}
         super().__init__(ins, {"crd": cw, "ref": cw}, depths, extra)
 
@@ -91,21 +101,31 @@ class Scan(StreamPrimitive):
         seg_ok = None  # off-chip seg: the head token may be popped (control, or lines resident)
 
         if self.compressed:
-            seg = memory.Memory(shape=unsigned(w), depth=self.seg_depth, init=[])
             crd = memory.Memory(shape=unsigned(w), depth=self.crd_depth, init=[])
-            m.submodules.seg = seg
             m.submodules.crd = crd
-            for mem, port in ((seg, self.seg_wr), (crd, self.crd_wr)):
-                wp = mem.write_port()
-                m.d.comb += [wp.addr.eq(port.addr), wp.data.eq(port.data), wp.en.eq(port.en)]
-            seg_lo = seg.read_port(domain="sync")
-            seg_hi = seg.read_port(domain="sync")
+            wp = crd.write_port()
+            m.d.comb += [wp.addr.eq(self.crd_wr.addr), wp.data.eq(self.crd_wr.data), wp.en.eq(self.crd_wr.en)]
             crd_rp = crd.read_port(domain="sync")
             r = inp.payload[:w]
-            m.d.comb += [seg_lo.addr.eq(r), seg_hi.addr.eq(r + 1), seg_lo.en.eq(pipe_free),
-                         seg_hi.en.eq(pipe_free), crd_rp.addr.eq(s.p_next), crd_rp.en.eq(1)]
-            s.pipe_lo, s.pipe_hi = seg_lo.data, seg_hi.data
+            m.d.comb += [crd_rp.addr.eq(s.p_next), crd_rp.en.eq(1)]
             s.crd_out = crd_rp.data
+            if self.singleton:
+                # the fibre of reference r is position r: its bounds are registered like the
+                # seg reads would be (visible with the token in the pipeline register)
+                s.pipe_lo = Signal(w)
+                with m.If(pipe_free):
+                    m.d.sync += s.pipe_lo.eq(r)
+                s.pipe_hi = (s.pipe_lo + 1)[:w]
+            else:
+                seg = memory.Memory(shape=unsigned(w), depth=self.seg_depth, init=[])
+                m.submodules.seg = seg
+                wp = seg.write_port()
+                m.d.comb += [wp.addr.eq(self.seg_wr.addr), wp.data.eq(self.seg_wr.data), wp.en.eq(self.seg_wr.en)]
+                seg_lo = seg.read_port(domain="sync")
+                seg_hi = seg.read_port(domain="sync")
+                m.d.comb += [seg_lo.addr.eq(r), seg_hi.addr.eq(r + 1), seg_lo.en.eq(pipe_free),
+                             seg_hi.en.eq(pipe_free)]
+                s.pipe_lo, s.pipe_hi = seg_lo.data, seg_hi.data
             if "seg" in self.mem:  # a data reference waits for its seg lines
                 g = attach(m, self, "seg", ReadGate(self.mem["seg"], self.model, w, pair=True))
                 data = is_data(inp.payload, w)
@@ -408,13 +428,19 @@ class ValsWrite(StreamPrimitive):
 @rtl("scan")
 def _scan(b: HwBuild):
     p, cw = b.params, b.cfg.cw
-    compressed = Format.parse(p["format"]) is Format.COMPRESSED
-    c = Scan(compressed=compressed, dim=p.get("dim", 0), seg_depth=p.get("seg_depth", 2),
-             crd_depth=p.get("crd_depth", 1), cw=cw, depths=b.depths, skip=bool(p.get("skip", False)),
-             mem=p.get("mem"), model=b.cfg.memory)
-    if not compressed:
-        return c, {}
-    return c, {"seg": ("seg_wr", c.seg_depth, cw, "w", None), "crd": ("crd_wr", c.crd_depth, cw, "w", None)}
+    fmt = Format.parse(p["format"])
+    skip = bool(p.get("skip", False))
+    if skip and fmt is not Format.COMPRESSED:
+        raise ValueError(f"parameter 'skip' needs a compressed level, not a {fmt.value} one")
+    c = Scan(compressed=fmt.has_crd, dim=p.get("dim", 0), seg_depth=p.get("seg_depth", 2),
+             crd_depth=p.get("crd_depth", 1), cw=cw, depths=b.depths, skip=skip,
+             mem=p.get("mem"), model=b.cfg.memory, singleton=fmt is Format.SINGLETON)
+    mems = {}
+    if fmt.has_seg:
+        mems["seg"] = ("seg_wr", c.seg_depth, cw, "w", None)
+    if fmt.has_crd:
+        mems["crd"] = ("crd_wr", c.crd_depth, cw, "w", None)
+    return c, mems
 
 
 @rtl("write")

@@ -14,7 +14,7 @@ import numpy as np
 
 from fuseflow.memory import MemoryModel, Placement, parse_memory
 from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind
-from fuseflow.tensor import Format, TensorData
+from fuseflow.tensor import TensorData
 from fuseflow.tokens import Token, decode, encode, parse_stream
 from fuseflow.validate import primitive_run_problems, require_valid_inputs, require_words
 from hw.build import to_verilog
@@ -286,8 +286,9 @@ def _outputs(graph: Graph, arrays: Mapping[str, list[int]], cfg: HwConfig) -> di
         segs: list = [None] * spec.fmt.order
         crds: list = [None] * spec.fmt.order
         for lvl, f in enumerate(spec.fmt.levels):
-            if f is Format.COMPRESSED:
+            if f.has_seg:
                 segs[lvl] = np.asarray(arrays[f"{t}.{lvl}.seg"], dtype=np.int64)
+            if f.has_crd:
                 crds[lvl] = np.asarray(arrays[f"{t}.{lvl}.crd"], dtype=np.int64)
         words = np.asarray(arrays[f"{t}.vals"], dtype=np.int64)
         vals = words - (((words >> (cfg.vw - 1)) & 1) << cfg.vw)  # two's complement of vw bits

@@ -8,7 +8,6 @@ from typing import Any
 
 from fuseflow.memory import MemoryModel, Placement, word_bytes
 from fuseflow.samml import Graph
-from fuseflow.tensor import Format
 
 from .engine import Channel, Primitive
 
@@ -51,13 +50,15 @@ def collect_counters(graph: Graph, prims: Mapping[str, Primitive], channels: Map
         t = node.params["tensor"]
         if use.level:
             lvl = node.params["level"]
-            if graph.tensors[t].fmt.levels[lvl] is not Format.COMPRESSED:
+            f = graph.tensors[t].fmt.levels[lvl]
+            if not f.has_crd:
                 continue
             if use.writes:
                 add(t, "seg", lvl, len(p.seg), True, cw)
                 add(t, "crd", lvl, len(p.crd), True, cw)
             else:
-                add(t, "seg", lvl, p.seg_reads, False, cw)
+                if f.has_seg:  # a singleton level has no seg array
+                    add(t, "seg", lvl, p.seg_reads, False, cw)
                 add(t, "crd", lvl, p.crd_reads, False, cw)
         elif use.writes:
             add(t, "vals", None, len(p.vals), True, vw)

@@ -41,12 +41,14 @@ class Root(Primitive):
 
 
 class Scan(Primitive):
-    """Level scanner, compressed (``seg``/``crd``) or dense (``dim``); latency 2, II 1.
+    """Level scanner, compressed (``seg``/``crd``; a non-unique level scans the same way, each
+    stored position its own coordinate), singleton (``crd`` only) or dense (``dim``); latency 2,
+    II 1.
 
     Front stage: when the pipeline register is free (empty, or emptied by the back stage this
     cycle) and an input token is present, pop it into the register together with its fiber
-    bounds (``seg[r], seg[r+1]`` read from memory, or ``r*dim, r*dim+dim``; ``N`` gives an empty
-    fiber).  Back stage (fires when both outputs have room), by mode:
+    bounds (``seg[r], seg[r+1]`` read from memory; singleton ``r, r+1``: the one position of the
+    fibre; dense ``r*dim, r*dim+dim``; ``N`` gives an empty fiber).  Back stage (fires when both outputs have room), by mode:
     FIBER: emit ``crd[p]`` (dense: ``p - start``) and ``p``; END after the last one.
     END (fiber finished, stop pending): register ``Sk`` -> emit ``S(k+1)``, consume;
     data/N -> emit ``S0`` and load that fiber; ``D`` -> emit ``S0`` (D stays).
@@ -74,6 +76,10 @@ class Scan(Primitive):
             if not 0 <= r < len(self.seg) - 1:
                 raise self.error(f"reference {r} outside seg array of {len(self.seg)} entries")
             return self.seg[r], self.seg[r + 1]
+        if self.crd is not None:  # singleton: position r holds the fibre's one coordinate
+            if not 0 <= r < len(self.crd):
+                raise self.error(f"reference {r} outside the singleton crd array of {len(self.crd)} entries")
+            return r, r + 1
         return r * self.dim, r * self.dim + self.dim
 
     def _load(self):
@@ -403,14 +409,17 @@ class ValsWrite(_Writer):
 
 @model("scan")
 def _scan(b: Build) -> Primitive:
-    dense = Format.parse(b.params.get("format", "compressed")) is Format.DENSE
+    fmt = Format.parse(b.params.get("format", "compressed"))
     mem = b.params.get("mem")
     if b.params.get("skip"):
-        if dense:
-            raise ValueError(f"node {b.name!r} (scan): parameter 'skip' needs a compressed level")
+        if fmt is not Format.COMPRESSED:
+            raise ValueError(f"node {b.name!r} (scan): parameter 'skip' needs a compressed level, not a "
+                             f"{fmt.value} one")
         return SkipScan(b.name, b.ins, b.outs, seg=b.params["seg"], crd=b.params["crd"])
-    if dense:
+    if fmt is Format.DENSE:
         return Scan(b.name, b.ins, b.outs, dim=int(b.params["dim"]))
+    if fmt is Format.SINGLETON:
+        return Scan(b.name, b.ins, b.outs, crd=b.params["crd"], mem=mem)
     return Scan(b.name, b.ins, b.outs, seg=b.params["seg"], crd=b.params["crd"], mem=mem)
 
 

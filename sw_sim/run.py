@@ -80,9 +80,10 @@ def resolve_params(graph: Graph, node, data: Mapping[str, TensorData]) -> dict[s
         fmt = spec.fmt.levels[lvl]
         params["format"] = fmt.value
         params["dim"] = spec.level_dim(lvl)
-        if not use.writes and fmt is Format.COMPRESSED:
+        if not use.writes and fmt.has_crd:
             td = data[params["tensor"]]
-            params["seg"] = td.seg[lvl]
+            if fmt.has_seg:
+                params["seg"] = td.seg[lvl]
             params["crd"] = td.crd[lvl]
     elif not use.writes:
         params["vals"] = data[params["tensor"]].vals.tolist()

@@ -38,6 +38,14 @@ def _program_gustavson():
     return compile_program(p, orders={"X": "ikj"})
 
 
+def _program_coo():
+    p = Program("coo")
+    b = p.tensor("B", (24, 24), "coo")
+    c = p.tensor("C", (24, 24), "csr")
+    p.output(p.let("X", einsum("ik,kj->ij", b, c)))
+    return compile_program(p)
+
+
 def _operands(seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out = {}
@@ -58,8 +66,8 @@ def _record(res) -> dict:
 
 def run_cases() -> dict[str, dict]:
     """Every built-in kernel (plain, with coordinate skipping where it applies, behind an hbm2
-    memory) and two compiled programs (DCSR x DCSC inner product, Gustavson with a sparse
-    accumulator): what each run reports."""
+    memory) and three compiled programs (DCSR x DCSC inner product, Gustavson with a sparse
+    accumulator, COO x CSR, also behind hbm2): what each run reports."""
     out = {}
     for k in KERNELS:
         g, data, _, _ = example(k, 24, seed=1, density=0.2)
@@ -67,9 +75,12 @@ def run_cases() -> dict[str, dict]:
         out[f"{k}@hbm2"] = _record(run_graph(g, data, memory="hbm2"))
         if any(site.convertible for site in skip_sites(g)):
             out[f"{k}+skip"] = _record(run_graph(enable_skipping(g), data))
-    for name, make in (("inner", _program_inner), ("gustavson", _program_gustavson)):
+    for name, make in (("inner", _program_inner), ("gustavson", _program_gustavson), ("coo", _program_coo)):
         for i, (_, _, res) in enumerate(graph_runs(make(), _operands(2), simulate=run_graph)):
             out[f"{name}.{i}"] = _record(res)
+    # COO levels read off chip (the singleton level: a crd port only)
+    for i, (_, _, res) in enumerate(graph_runs(_program_coo(), _operands(3), simulate=run_graph, memory="hbm2")):
+        out[f"coo@hbm2.{i}"] = _record(res)
     return out
 
 

@@ -39,9 +39,13 @@ def test_joiners_against_set_semantics(vec):
             assert orf == [lookup.get(c, EMPTY) for c in oc]
 
 
-@pytest.mark.parametrize("vec", [v for v in _of("scan") if v.params["format"] == "compressed"])
+@pytest.mark.parametrize("vec", [v for v in _of("scan") if v.params["format"] != "dense"],
+                         ids=lambda v: v.params["format"])
 def test_compressed_scan_against_seg_crd(vec):
-    seg, crd = vec.memory["seg"], vec.memory["crd"]
+    """Compressed, non-unique (the same rule: each stored position a coordinate) and singleton
+    levels (the fibre of reference r is position r: seg = 0, 1, 2, ...)."""
+    crd = vec.memory["crd"]
+    seg = vec.memory["seg"] if vec.params["format"] != "singleton" else list(range(len(crd) + 1))
     out = simulate_primitive("scan", vec.inputs, **vec.params, **vec.memory)
     expect = []
     toks = parse_stream(vec.inputs["ref"])

@@ -121,6 +121,12 @@ def design_vectors() -> list[tuple[Vector, dict[str, str]]]:
          {"crd": "1,3,S0,S0,0,2,4,S1,D", "ref": "0,1,S0,S0,2,3,4,S1,D"}),
         (V("scan", {"ref": "0,1,S0,D"}, {"format": "dense", "dim": 3}),
          {"crd": "0,1,2,S0,0,1,2,S1,D", "ref": "0,1,2,S0,3,4,5,S1,D"}),
+        # a non-unique level: every stored position is a coordinate of its own, repeats included
+        (V("scan", {"ref": "0,1,S0,D"}, {"format": "compressed_nonunique"}, {"seg": [0, 3, 5], "crd": [2, 2, 5, 0, 0]}),
+         {"crd": "2,2,5,S0,0,0,S1,D", "ref": "0,1,2,S0,3,4,S1,D"}),
+        # a singleton level: reference r is the one-position fibre r (N: empty)
+        (V("scan", {"ref": "2,0,N,S0,1,S1,D"}, {"format": "singleton"}, {"crd": [4, 7, 1]}),
+         {"crd": "1,S0,4,S0,S1,7,S2,D", "ref": "2,S0,0,S0,S1,1,S2,D"}),
         (V("repeat", {"ref": "5,7,S0,D", "repsig": "R,R,S,R,S,D"}), {"ref": "5,5,S0,7,S1,D"}),
         (V("intersect", {"crd0": "0,2,5,S0,1,S1,D", "crd1": "2,3,5,S0,0,S1,D",
                          "ref0": "0,1,2,S0,3,S1,D", "ref1": "0,1,2,S0,3,S1,D"}, {"n": 2}),
@@ -175,6 +181,7 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
                           {"seg": seg, "crd": crd}))
         out.append(Vector("scan", {"ref": _n(fiber_stream(_map_leaves(refs, depth, lambda x: 0 if x == "N" else x % 3),
                                                           depth))}, {"format": "dense", "dim": 4}))
+        out += _coo_scan_vectors(random.Random(3000 * seed + i), depth)  # an rng of its own
         # joiners: same outer structure, independent innermost coordinates
         shape = _rand_tree(rng, depth, lambda r: None)
         for kind, n in (("intersect", 2), ("union", 2), ("intersect", 3), ("union", 3)):
@@ -236,6 +243,25 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
     out.append(Vector("root", {}, expected={"ref": [0, DONE]}))
     out += parallel_vectors(random.Random(7000 + seed), per_kind)
     return out
+
+
+def _coo_scan_vectors(rng: random.Random, depth: int) -> list[Vector]:
+    """COO levels: a non-unique level (fibres of non-decreasing coordinates with repeats) and a
+    singleton level (one coordinate per position), each with a ref stream (some N refs)."""
+    nfib = rng.randint(1, 6)
+    fibers = [sorted(rng.choices(range(8), k=rng.randint(0, 5))) for _ in range(nfib)]
+    seg = [0]
+    for f in fibers:
+        seg.append(seg[-1] + len(f))
+    refs = _rand_tree(rng, depth, lambda r: [r.randrange(nfib) if r.random() > 0.15 else "N"
+                                             for _ in range(r.randint(0, 4))])
+    n = rng.randint(1, 12)
+    single = _rand_tree(rng, depth, lambda r: [r.randrange(n) if r.random() > 0.15 else "N"
+                                               for _ in range(r.randint(0, 4))])
+    return [Vector("scan", {"ref": _n(fiber_stream(refs, depth))}, {"format": "compressed_nonunique"},
+                   {"seg": seg, "crd": [c for f in fibers for c in f]}),
+            Vector("scan", {"ref": _n(fiber_stream(single, depth))}, {"format": "singleton"},
+                   {"crd": [rng.randrange(12) for _ in range(n)]})]
 
 
 def _locate_vector(rng: random.Random, depth: int, dim: int) -> Vector:

@@ -501,6 +501,9 @@ class CompiledGroup:
             lines.append(f"permuted copy: {p.name} = {p.source} stored as {p.fmt} ({p.reason})")
         for n in g.notes:
             lines.append(f"note: {n}")
+        for i, what in g.origins.items():  # COO operands (.coo): duplicates summed
+            if what.startswith("the index that sums the duplicates"):
+                lines.append(f"COO: {i} is {what} (its accumulator emits each coordinate once)")
         lines.append(f"lowering: {self.lowering()}")
         located = [f"{view} at {row}" for t in self.tables for row, view in located_levels(t)]
         lines.append("located dense levels: " + (", ".join(located) if located else

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 
 from ..tensor import Format, TensorFormat
+from .coo import coo_origin, lift_coo
 from .densify import densify_statement, is_iteration_tensor
 from .program import (
     RESERVED_PREFIX,
@@ -364,6 +365,7 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
         _index_sizes(s.rhs, shapes, sizes)
         dense_rhs = densify_statement(program, s.rhs, s.indices, program.decls[s.out].fmt, sizes,
                                       orders.get(s.out, s.order))
+        dense_rhs = lift_coo(program, dense_rhs)  # COO operands: duplicates summed (.coo)
         if dense_rhs != s.rhs:
             shapes.update({n: (int(n[len(RESERVED_PREFIX):]),) for n in _tensors_in(dense_rhs)
                            if is_iteration_tensor(n)})
@@ -546,7 +548,7 @@ def _substitute(e: IExpr, producers: Mapping[str, _Stmt], fresh: itertools.count
         for r in _all_sums(p.rhs):
             sub[r] = f"_f{next(fresh)}"
             if origins is not None:
-                origins[sub[r]] = f"index {r} of '{p.text}'"
+                origins[sub[r]] = coo_origin(r, p.text) or f"index {r} of '{p.text}'"
         copies[e.tensor] = copies.get(e.tensor, 0) + 1
         name = e.tensor if copies[e.tensor] == 1 else f"{e.tensor}~{copies[e.tensor]}"
         body = sub_e(p.rhs, sub)
@@ -699,7 +701,7 @@ def _fuse_output(o: _Stmt, producers: Mapping[str, _Stmt], names: _Fresh,
     """One group output with its in-group producers inlined, in the fused index names."""
     rename = {r: f"_f{next(names.fresh)}" for r in _all_sums(o.rhs)}
     for r, u in rename.items():
-        names.origins[u] = f"index {r} of '{o.text}'"
+        names.origins[u] = coo_origin(r, o.text) or f"index {r} of '{o.text}'"
     since = len(names.user_orders)
     if o.order:
         names.user_orders.append((o.text, tuple(rename.get(i, i) for i in o.order)))
@@ -772,7 +774,55 @@ def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> str 
             for a in indices:
                 if a != fn.index:
                     _add_edge(pog, a, fn.index, f"{fn.op.value} of {tensor} runs along {fn.index}")
+    edges, why = _coo_edges([(o.tensor, o.body) for o in g.outputs], g.views)
+    if why:
+        return f"group {g.name}: {why}"
+    for a, b, reason in edges:
+        _add_edge(pog, a, b, reason)
     return _resolve_cycles(g)
+
+
+def _pairs(e: VExpr, views: Mapping[str, View], out: list[tuple[str, str]]) -> None:
+    """(COO view, its duplicate-summing index) for every lifted access under ``e``."""
+    if isinstance(e, VBin):
+        if (e.op is Op.MUL and isinstance(e.lhs, VAccess) and isinstance(e.rhs, VAccess)
+                and views[e.lhs.view].fmt.coo and is_iteration_tensor(views[e.rhs.view].tensor)):
+            out.append((e.lhs.view, views[e.rhs.view].indices[0]))
+            return
+        _pairs(e.lhs, views, out)
+        _pairs(e.rhs, views, out)
+    elif isinstance(e, VNamed):
+        _pairs(e.body, views, out)
+    elif isinstance(e, VUn):
+        _pairs(e.arg, views, out)
+
+
+def _coo_edges(bodies: list[tuple[str, VExpr]], views: Mapping[str, View]
+              ) -> tuple[list[tuple[str, str, str]], str | None]:
+    """The ordering constraints of the COO views under the output ``bodies`` (``(output,
+    body)``): each one's duplicate-summing index ``d`` directly above its non-unique level
+    (``level above -> d -> non-unique level``), as ``(a, b, reason)``; and why the group cannot
+    be compiled (a COO view read twice in one output), or None."""
+    edges: list[tuple[str, str, str]] = []
+    for out, body in bodies:
+        pairs: list[tuple[str, str]] = []
+        _pairs(body, views, pairs)
+        seen: dict[str, str] = {}
+        for name, d in pairs:
+            v = views[name]
+            if name in seen:
+                return [], (f"output {out}: the COO tensor {v.tensor} is read twice as {v} in one "
+                            "product, which would multiply each stored entry by itself, but "
+                            "duplicate entries must be summed first; read it once, or from a "
+                            "CSR / DCSR copy (TensorData.convert)")
+            seen[name] = d
+            li = v.level_indices()
+            nu = v.fmt.levels.index(Format.COMPRESSED_NONUNIQUE)
+            why = f"duplicates of COO tensor {v} are summed over {d} above its non-unique level"
+            if nu:
+                edges.append((li[nu - 1], d, why))
+            edges.append((d, li[nu], why))
+    return edges, None
 
 
 def _row_functions(tensor: str, indices: tuple[str, ...], body: VExpr

@@ -15,6 +15,9 @@ absent, a locate would not.
 The pass rewrites the tables' scan cells into ``Loc`` cells (``--explain`` renders them);
 lowering (:mod:`.emit`) emits one ``locate`` node per such cell.  Values are unchanged; the work
 becomes proportional to the sparse operand's nonzeros instead of the dense dimension.
+
+After it, :func:`nonunique_join_problem` checks that a non-unique level of a COO tensor meets
+located dense levels only (:mod:`.coo`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 from ..tensor import Format
 from .table import Cell, CellKind, FusionTable, Join, JoinKind
 
-__all__ = ["locate_dense_levels", "located_levels"]
+__all__ = ["locate_dense_levels", "located_levels", "nonunique_join_problem"]
 
 
 def locate_dense_levels(t: FusionTable) -> list[tuple[str, str]]:
@@ -75,3 +78,48 @@ def _dense_scan(t: FusionTable, view: str, row: str) -> bool:
     v = t.views[view]
     return (v.fmt.levels[cell.level] is Format.DENSE
             and view not in t.n_parents.get(row, frozenset()))
+
+
+def nonunique_join_problem(t: FusionTable, located: bool) -> str | None:
+    """None, or why a fusion table (and its intermediates' tables) merges a non-unique level
+    of a COO tensor with a level that is not located (:mod:`.coo`): a sorted merge of a
+    non-decreasing stream would drop or misplace repeated coordinates; ``located``: the locate
+    pass ran."""
+    for ct in t.children.values():
+        why = nonunique_join_problem(ct, located)
+        if why:
+            return why
+    trees = [*t.joins.items(), *((r, j) for r, j in t.drivers.items() if isinstance(j, Join))]
+    for row, tree in trees:
+        members = tree.members()
+        for m in members:
+            cell = t.cells.get((row, m))
+            v = t.views.get(m)
+            if v is None or cell is None or cell.kind is not CellKind.SCAN or cell.level < 0:
+                continue
+            if v.fmt.levels[cell.level] is not Format.COMPRESSED_NONUNIQUE:
+                continue
+            others = [o for o in members if o != m]
+            scanned = [o for o in others if t.cells.get((row, o)) is None
+                       or t.cells[(row, o)].kind is not CellKind.LOCATE]
+            nested = any(isinstance(c, Join) for c in tree.children)
+            if tree.kind is JoinKind.INTERSECT and not scanned and not nested:
+                continue
+            how = "a union" if tree.kind is JoinKind.UNION or nested else "an intersection"
+            with_ = ", ".join(_describe(t, o, row) for o in (scanned or others))
+            hint = ("" if located else " (the locate pass is off: compile without --no-locate)")
+            return (f"output {t.output.tensor}: level {cell.level} of COO tensor {v.tensor} "
+                    f"({v}, index {row}) has non-unique coordinates, and {how} at {row} merges it "
+                    f"with {with_}: merging needs strictly increasing coordinates; a non-unique "
+                    f"level may only meet dense levels that are located{hint}.  Store the other "
+                    f"operand dense at {row}, or convert {v.tensor} to CSR / DCSR "
+                    "(TensorData.convert)")
+    return None
+
+
+def _describe(t: FusionTable, view: str, row: str) -> str:
+    v = t.views.get(view)
+    cell = t.cells.get((row, view))
+    if v is None or cell is None or cell.level < 0:
+        return f"{view}"
+    return f"{v} (its {v.fmt.levels[cell.level].value} level {cell.level})"

@@ -42,8 +42,8 @@ from ..skipping import enable_skipping
 from ..tensor import TensorFormat
 from .emit import CompiledGroup, CompiledProgram, emit_graph
 from .fusion import Fusion, Group, GroupPlan, PermutedCopy, fuse, order_problem, plan_groups
-from .locate import locate_dense_levels
-from .program import FusionError, Program, Rejected
+from .locate import locate_dense_levels, nonunique_join_problem
+from .program import FusionError, LoweringError, Program, Rejected
 from .table import FusionTable, table_or_rejection
 
 __all__ = [
@@ -226,6 +226,10 @@ def _locate(state: ProgramIR, g: GroupIR) -> Rejected | None:
     if state.options.locate:
         for t in g.tables:
             locate_dense_levels(t)
+    for t in g.tables:  # COO: a non-unique level meets located dense levels only
+        why = nonunique_join_problem(t, state.options.locate)
+        if why:
+            return Rejected(f"graph {g.plan.name}: {why}", LoweringError)
     return None
 
 

@@ -226,13 +226,20 @@ _NAMED_FORMATS: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
 def parse_format(tensor: str, fmt: TensorFormat | str | Sequence[str | Format] | None,
                  order: int, mode_order: Sequence[int] | None = None) -> TensorFormat:
     """A tensor format from a :class:`TensorFormat`, a name (``csr``, ``csc``, ``dcsr``,
-    ``dcsc``, ``dense``, ``compressed``) or per-level letters (``"dc"``, ``["dense", ...]``)."""
+    ``dcsc``, ``coo``, ``dense``, ``compressed``) or per-level letters (``"dc"``, ``"n1"``,
+    ``["dense", ...]``; ``n`` a compressed level with non-unique coordinates, ``1`` a singleton
+    level)."""
     if isinstance(fmt, TensorFormat):
         tf = fmt
     else:
         if fmt is None:
             fmt = "dense"
         mo: Sequence[int] | None = mode_order
+        if isinstance(fmt, str) and fmt.lower() == "coo":
+            if order < 1:
+                raise ProgramError(f"tensor {tensor!r}: format 'coo' needs at least one mode")
+            # one non-unique compressed level, then a singleton level per further mode
+            fmt = ("compressed_nonunique",) + ("singleton",) * (order - 1)
         if isinstance(fmt, str) and fmt.lower() in _NAMED_FORMATS:
             levels, named_mo = _NAMED_FORMATS[fmt.lower()]
             mo = mo or named_mo
@@ -247,7 +254,8 @@ def parse_format(tensor: str, fmt: TensorFormat | str | Sequence[str | Format] |
         except ValueError as exc:
             raise ProgramError(
                 f"tensor {tensor!r}: unsupported format {fmt!r}: {exc}; supported level formats "
-                "are dense and compressed (or the names csr, csc, dcsr, dcsc)"
+                "are dense, compressed, compressed_nonunique and singleton (or the names csr, csc, "
+                "dcsr, dcsc, coo)"
             ) from None
     if tf.order != order:
         raise ProgramError(f"tensor {tensor!r}: format {tf} has {tf.order} levels but the tensor "
@@ -652,6 +660,12 @@ class Program:
         if name in self._assigned:
             raise ProgramError(f"tensor {name!r} is assigned twice (statements "
                                f"{self._assigned[name]} and {len(self.statements)})")
+        fmt = self.decls[name].fmt
+        if fmt is not None and any(not (f is Format.DENSE or f is Format.COMPRESSED) for f in fmt.levels):
+            raise ProgramError(
+                f"tensor {name!r} is computed, and its format {fmt} has COO levels (compressed_nonunique "
+                "/ singleton): COO is an input format; declare it dense or compressed (e.g. 'dcsr') "
+                "and convert the result on the host (TensorData.convert)")
         letters = tuple(e.out_letters) if len(e.out_letters) == e.ndim else ()
         if not letters:
             letters = tuple(_DEFAULT_LETTERS[: e.ndim])

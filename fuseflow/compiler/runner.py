@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..samml import Graph
 from ..simulation import SimRun, Simulator, graph_overflows
@@ -132,7 +133,8 @@ def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
     coordinate some term reaches), which only row functions read: softmax normalises over the
     visited coordinates of each fibre (entries outside count as ``-inf``)."""
     assert isinstance(program, Program)
-    env = {n: np.asarray(v.to_dense() if isinstance(v, TensorData) else v, dtype=dtype)
+    env = {n: np.asarray(v.to_dense() if isinstance(v, TensorData)
+                         else v.toarray() if sp.issparse(v) else v, dtype=dtype)  # scipy sums duplicates
            for n, v in data.items()}
     seen: dict[str, np.ndarray | None] = {n: _visited(program, n, v) for n, v in data.items()}
 
@@ -188,7 +190,7 @@ def _visited(program: Program, name: str, value) -> np.ndarray | None:
     if td is None:
         if decl is None or decl.fmt is None or all(f.value == "dense" for f in decl.fmt.levels):
             return None
-        td = TensorData.from_dense(np.asarray(value), decl.fmt)
+        td = TensorData.from_array(value if sp.issparse(value) else np.asarray(value), decl.fmt)
     prefix, _ = td._stored_coords()
     stored = np.zeros(tuple(td.shape[m] for m in td.fmt.mode_order), dtype=bool)
     stored[tuple(prefix.T)] = True

@@ -20,6 +20,7 @@ from functools import cache, partial
 import numpy as np
 
 from ..simulation import Case, Simulator, SuiteEntry
+from ..tensor import COO, TensorData
 from .catalog import gcn_layer, gcn_relu, gcn_two_layer, nested_matmul
 from .codegen import CompiledProgram, compile_program
 from .fusion import Fusion
@@ -32,7 +33,7 @@ __all__ = ["MODES", "PROGRAMS", "SuiteProgram", "compiled", "correlation_suite",
 @dataclass(frozen=True)
 class SuiteProgram:
     build: Callable[[], Program]
-    data: Callable[[int], dict[str, np.ndarray]]
+    data: Callable[[int], dict[str, np.ndarray | TensorData]]
     modes: tuple[str, ...]  # names from MODES
 
 
@@ -177,6 +178,33 @@ def _row_max_data(seed: int) -> dict[str, np.ndarray]:
     return {"A": a, "x": _sparse(rng, (10,), 0.5), "y": _sparse(rng, (10,), 0.5)}
 
 
+def _coo_spmm() -> Program:
+    """SpMM with A in COO (duplicates in the data: summed by the accumulator over the
+    duplicate-summing index) times a dense X."""
+    p = Program("coo_spmm")
+    A = p.tensor("A", (10, 12), "coo")
+    X = p.tensor("X", (12, 6), "dense")
+    p.output(p.let("C", einsum("ik,kj->ij", A, X)))
+    return p
+
+
+def _coo_spmm_data(seed: int) -> dict[str, np.ndarray | TensorData]:
+    rng = np.random.default_rng(seed)
+    a = _sparse(rng, (10, 12), 0.25)
+    a[4] = 0  # an empty row
+    rows, cols = np.nonzero(a)
+    vals = a[rows, cols]
+    # every third entry stored as two (v - 2, 2), and two entries that cancel at (7, 0)
+    split = np.arange(len(vals)) % 3 == 0
+    rows = np.r_[rows, rows[split], 7, 7]
+    cols = np.r_[cols, cols[split], 0, 0]
+    vals = np.r_[np.where(split, vals - 2, vals), np.full(int(split.sum()), 2), 5, -5]
+    order = np.lexsort((cols, rows))
+    A = TensorData(a.shape, COO, [np.array([0, len(vals)], np.int64), None],
+                   [rows[order].astype(np.int64), cols[order].astype(np.int64)], vals[order].astype(np.int64))
+    return {"A": A, "X": rng.integers(-3, 4, (12, 6))}
+
+
 PROGRAMS: dict[str, SuiteProgram] = {
     "spmm": SuiteProgram(_spmm, _spmm_data, ("full", "full_scan")),
     "nested_matmul": SuiteProgram(_nested, _nested_data, ("full", "unfused", "full_global",
@@ -189,6 +217,7 @@ PROGRAMS: dict[str, SuiteProgram] = {
     "to_dense": SuiteProgram(_to_dense, _to_dense_data, ("full",)),
     "ops": SuiteProgram(_ops, _ops_data, ("full",)),
     "row_max": SuiteProgram(_row_max, _row_max_data, ("full",)),
+    "coo_spmm": SuiteProgram(_coo_spmm, _coo_spmm_data, ("full",)),
 }
 SEEDS = (1, 2)
 

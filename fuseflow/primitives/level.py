@@ -56,6 +56,20 @@ def _scan_in_graph(g, node) -> list[str]:
     return []
 
 
+def _write_in_graph(g, node) -> list[str]:
+    """A level writer fills a dense or compressed level (the compiler writes outputs in those;
+    COO levels are input formats)."""
+    p = node.typed()
+    t = g.tensors.get(p.tensor)
+    if t is None or not 0 <= p.level < t.fmt.order:
+        return []  # reported by the tensor-use checks
+    fmt = t.fmt.levels[p.level]
+    if fmt in (Format.DENSE, Format.COMPRESSED):
+        return []
+    return [(f"level {p.level} of tensor {p.tensor!r} is {fmt.value}: a level writer fills dense or "
+             "compressed levels only (write the result as CSR / DCSR and convert it on the host)")]
+
+
 @dataclass(frozen=True)
 class WriteParams:
     tensor: str = doc("the output tensor")
@@ -78,7 +92,8 @@ DECLARATIONS = (
                   tensor=TensorUse.READS_LEVEL, feedback=("skip",), graph_check=_scan_in_graph,
                   nesting=lambda p, lv: {"crd": lv["ref"] + 1, "ref": lv["ref"] + 1}),
     PrimitiveSpec("write", "level", WriteParams, lambda p: {"crd": C}, lambda p: {},
-                  "level writer: fills seg/crd of a compressed level", tensor=TensorUse.WRITES_LEVEL),
+                  "level writer: fills seg/crd of a compressed level", tensor=TensorUse.WRITES_LEVEL,
+                  graph_check=_write_in_graph),
     PrimitiveSpec("vals_write", "level", ValsParams, lambda p: {"val": V}, lambda p: {},
                   "values writer: fills vals", tensor=TensorUse.WRITES_VALS),
 )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from example_programs import load_example
 
-from fuseflow.compiler import Program, catalog, einsum, maximum, minimum
+from fuseflow.compiler import Program, catalog, einsum, maximum, minimum, relu
 from fuseflow.compiler.semantics import denominator_inputs
 from fuseflow.tensor import Format, TensorData
 
@@ -269,6 +269,71 @@ def scalars() -> Program:
     return p
 
 
+def coo_spmv() -> Program:
+    """SpMV with A in COO: the non-unique row level is iterated, x is located at the singleton
+    column level, and the accumulator over the duplicate-summing index sums repeated rows."""
+    return one_statement("coo_spmv", [("A", (7, 6), "coo"), ("x", (6,), "dense")], "y",
+                         lambda A, x: einsum("ij,j->i", A, x))
+
+
+def coo_spmm() -> Program:
+    """SpMM with A in COO times a dense X (order-2 accumulator over the COO index)."""
+    return one_statement("coo_spmm", [("A", (7, 6), "coo"), ("X", (6, 5), "dense")], "C",
+                         lambda A, X: einsum("ik,kj->ij", A, X))
+
+
+def coo_spmm_cm() -> Program:
+    """SpMM with a column-major COO A (sorted by column) times a CSR B: rows of B are located
+    at A's non-unique column level, B's columns scanned below A's singleton row level."""
+    return one_statement("coo_spmm_cm", [("A", (6, 7), "coo", (1, 0)), ("B", (7, 5), "csr")], "C",
+                         lambda A, B: einsum("ik,kj->ij", A, B))
+
+
+def coo_mul() -> Program:
+    """Elementwise product of a COO and a CSR matrix (B's dense rows located, its columns
+    intersected with A's singleton level) and a row sum of the COO matrix."""
+    p = Program("coo_mul")
+    A = p.tensor("A", (6, 7), "coo")
+    B = p.tensor("B", (6, 7), "csr")
+    p.output(p.let("C", A * B), p.let("r", einsum("ij->i", A)))
+    return p
+
+
+def coo_add() -> Program:
+    """A COO matrix plus a DCSR one: the COO term is deduplicated in a pipeline (or graph) of
+    its own before the union."""
+    return one_statement("coo_add", [("A", (6, 7), "coo"), ("B", (6, 7), "dcsr")], "C",
+                         lambda A, B: A + 2 * B)
+
+
+def coo_ttv() -> Program:
+    """Tensor-times-vector with a 3-D COO tensor (one non-unique level, two singletons)."""
+    return one_statement("coo_ttv", [("B", (4, 5, 6), "coo"), ("c", (6,), "dense")], "Y",
+                         lambda B, c: einsum("ijk,k->ij", B, c))
+
+
+def coo_chain() -> Program:
+    """Two statements over a COO adjacency: T = A·X, Y = relu(T·W) (one region)."""
+    p = Program("coo_chain")
+    A = p.tensor("A", (6, 6), "coo")
+    X = p.tensor("X", (6, 4), "dense")
+    W = p.tensor("W", (4, 3), "dense")
+    T = p.let("T", einsum("ik,kj->ij", A, X))
+    Y = p.let("Y", relu(einsum("ij,jl->il", T, W)))
+    p.region(T, Y)
+    p.output(Y)
+    return p
+
+
+def coo_vector() -> Program:
+    """A COO vector (one non-unique level): a dot product and a scaled copy."""
+    p = Program("coo_vector")
+    x = p.tensor("x", (9,), "coo")
+    y = p.tensor("y", (9,), "dense")
+    p.output(p.let("dot", einsum("i,i->", x, y)), p.let("z", 3 * x * y))
+    return p
+
+
 SUITE: dict[str, Case] = {
     "spmv": Case(spmv, {"A": 0.3, "x": 1.0}),
     "spmv_csc": Case(spmv_csc, {"A": 0.3, "x": 0.5}),
@@ -305,6 +370,14 @@ SUITE: dict[str, Case] = {
     "max_min": Case(max_min, {"A": 0.4, "B": 0.4}),
     "max_reductions": Case(max_reductions, {"A": 0.4, "B": 0.4}),
     "scalars": Case(scalars, {"x": 0.5, "y": 0.5, "A": 0.3}),
+    "coo_spmv": Case(coo_spmv, {"A": 0.3, "x": 1.0}),
+    "coo_spmm": Case(coo_spmm, {"A": 0.3, "X": 1.0}),
+    "coo_spmm_cm": Case(coo_spmm_cm, {"A": 0.3, "B": 0.4}),
+    "coo_mul": Case(coo_mul, {"A": 0.5, "B": 0.5}),
+    "coo_add": Case(coo_add, {"A": 0.3, "B": 0.3}),
+    "coo_ttv": Case(coo_ttv, {"B": 0.3, "c": 1.0}),
+    "coo_chain": Case(coo_chain, {"A": 0.3, "X": 1.0, "W": 1.0}),
+    "coo_vector": Case(coo_vector, {"x": 0.5, "y": 1.0}),
 }
 
 

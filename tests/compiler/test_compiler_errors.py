@@ -64,10 +64,16 @@ def test_shape_mismatch_in_elementwise() -> None:
         A + B
 
 
-@pytest.mark.parametrize("fmt", ["coo", ("dense", "singleton")])
-def test_unsupported_format(fmt) -> None:
+@pytest.mark.parametrize("fmt,why", [
+    ("bcsr", "unknown level format 'b'"),
+    (("dense", "singleton"), "level 1 is singleton, but level 0 above it is dense"),
+    ("1n", "level 0 is singleton, but it is the first level"),
+    ("nd", "level 1 is dense under the compressed_nonunique level 0"),
+])
+def test_unsupported_format(fmt, why) -> None:
     p = Program()
-    with pytest.raises(ProgramError, match=r"tensor 'A': unsupported format .*dense and compressed"):
+    with pytest.raises(ProgramError, match=rf"tensor 'A': unsupported format .*{why}.*dense, compressed, "
+                                           "compressed_nonunique and singleton"):
         p.tensor("A", (3, 4), fmt)
 
 
