@@ -61,6 +61,10 @@ def tensor_problems(self: TensorData) -> list[str]:
             out.append(f"level {lvl}: crd[{i}] = {int(crd[i])} does not increase within its segment "
                        f"(after {int(crd[i - 1])})")
         parents = len(crd)
+    b = self.blocking
+    if b is not None and (b.fmt.stored() != self.fmt or b.fmt.stored_shape(b.shape) != tuple(self.shape)):
+        out.append(f"blocked as {b.fmt} of shape {tuple(b.shape)}, but stored as {self.fmt} of shape "
+                   f"{tuple(self.shape)} (expected {b.fmt.stored()} of {b.fmt.stored_shape(b.shape)})")
     vals = np.asarray(self.vals)
     if vals.ndim != 1 or len(vals) != parents:
         out.append(f"vals has {vals.size} entries, expected {parents} (one per stored position)")
@@ -193,7 +197,7 @@ def saturate_inputs(graph: Graph, data: Mapping[str, TensorData],
         if mask.any():
             clamped = np.asarray([min(max(v, word.lo), word.hi) for v in vals.tolist()], dtype=np.int64) \
                 if vals.dtype == object else np.clip(vals, word.lo, word.hi)
-            out[name] = TensorData(td.shape, td.fmt, td.seg, td.crd, clamped)
+            out[name] = TensorData(td.shape, td.fmt, td.seg, td.crd, clamped, td.blocking)
             counts[name] = int(mask.sum())
     return out, counts
 
