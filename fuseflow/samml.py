@@ -30,6 +30,7 @@ from .primitives import (
     PrimitiveSpec,
     ReduceOp,
     StreamKind,
+    StreamType,
     TensorUse,
     alu_latency,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "ReduceOp",
     "Role",
     "StreamKind",
+    "StreamType",
     "TensorSpec",
     "TensorUse",
     "alu_latency",
@@ -113,6 +115,14 @@ class Node:
 
     def outputs(self) -> Ports:
         return self.spec.ports(self.params)[1]
+
+    def input_types(self) -> dict[str, StreamType]:
+        """The input ports' stream types (kind and lanes)."""
+        return self.spec.port_types(self.params)[0]
+
+    def output_types(self) -> dict[str, StreamType]:
+        """The output ports' stream types (kind and lanes)."""
+        return self.spec.port_types(self.params)[1]
 
     def __getitem__(self, port: str) -> PortRef:
         return PortRef(self.name, port)
@@ -196,6 +206,10 @@ class Graph:
     def edge_kind(self, edge: Edge) -> StreamKind:
         return self.nodes[edge.src.node].outputs()[edge.src.port]
 
+    def edge_type(self, edge: Edge) -> StreamType:
+        """The stream type of ``edge`` (its producer's output port: kind and lanes)."""
+        return self.nodes[edge.src.node].output_types()[edge.src.port]
+
     def depth(self, edge: Edge) -> int:
         return edge.depth if edge.depth is not None else self.fifo_depth
 
@@ -266,10 +280,14 @@ class Graph:
             out.append(f"output port {e.src} feeds both {used[e.src].dst} and {e.dst}: "
                        "fan-out needs a broadcast node")
         used[e.src] = e
-        sk = self.nodes[e.src.node].outputs()[e.src.port]
-        dk = self.nodes[e.dst.node].inputs()[e.dst.port]
-        if sk is not dk:
-            out.append(f"edge {e}: a {sk.value} stream drives a {dk.value} port")
+        src, dst = self.nodes[e.src.node], self.nodes[e.dst.node]
+        st, dt = src.output_types()[e.src.port], dst.input_types()[e.dst.port]
+        if st.kind is not dt.kind:
+            out.append(f"edge {e}: a {st.kind.value} stream drives a {dt.kind.value} port")
+        elif st.lanes != dt.lanes:
+            out.append(f"edge {e}: lanes differ: output {e.src.port} of {_where(src.name, src.kind)} carries "
+                       f"{st.lanes} lane{'s' * (st.lanes > 1)}, input {e.dst.port} of {_where(dst.name, dst.kind)} "
+                       f"takes {dt.lanes}")
         if e.depth is not None and e.depth < 1:
             out.append(f"edge {e}: FIFO depth {e.depth} must be at least 1")
         return out
@@ -374,10 +392,13 @@ class Graph:
             detail = " ".join(f"{k}={_param_json(v)}" for k, v in n.params.items())
             lines.append(f'  "{n.name}" [label="{n.name}\\n{n.kind.value} {detail}"];')
         for e in self.edges:
-            k = self.edge_kind(e) if e.src.node in self.nodes and e.src.port in self.nodes[e.src.node].outputs() else StreamKind.CRD
+            known = e.src.node in self.nodes and e.src.port in self.nodes[e.src.node].outputs()
+            t = self.edge_type(e) if known else StreamType(StreamKind.CRD)
+            k = t.kind
             style = ", style=dashed, constraint=false" if self.is_feedback(e) else ""
+            lanes = f" x{t.lanes}" if t.lanes > 1 else ""
             lines.append(
-                f'  "{e.src.node}" -> "{e.dst.node}" [label="{e.src.port}->{e.dst.port}", '
+                f'  "{e.src.node}" -> "{e.dst.node}" [label="{e.src.port}->{e.dst.port}{lanes}", '
                 f'color={colors[k]}, fontcolor={colors[k]}{style}];'
             )
         lines.append("}")

@@ -9,7 +9,7 @@ from fuseflow.tensor import Format
 from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
 from .engine import Primitive
-from .registry import Build, model, plain
+from .registry import Build, model, no_offchip, plain
 
 S0 = stop(0)
 
@@ -421,8 +421,30 @@ def _write(b: Build) -> Primitive:
                       mem=b.params.get("mem"))
 
 
+class VecValsWrite(ValsWrite):
+    """Values writer of a vector stream (``lanes`` W > 1): appends the W lanes of each vector
+    (``N``: W zeros)."""
+
+    def __init__(self, name, ins, outs, *, lanes: int):
+        super().__init__(name, ins, outs)
+        self.lanes = lanes
+
+    def on_control(self, tok) -> bool:
+        if tok is EMPTY:
+            self.vals.extend([0] * self.lanes)
+        return True
+
+    def on_data(self, tok) -> bool:
+        self.vals.extend(tok)
+        return True
+
+
 @model("vals_write")
 def _vals_write(b: Build) -> Primitive:
+    lanes = b.params.get("lanes", 1)
+    if lanes > 1:
+        no_offchip(b)
+        return VecValsWrite(b.name, b.ins, b.outs, lanes=lanes)
     return ValsWrite(b.name, b.ins, b.outs, mem=b.params.get("mem"))
 
 

@@ -19,7 +19,7 @@ from fuseflow.primitives.registry import ModelRegistry
 
 from .engine import Channel, Primitive
 
-__all__ = ["MODELS", "Build", "build", "model", "models", "plain"]
+__all__ = ["MODELS", "Build", "build", "model", "models", "no_offchip", "plain"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,14 @@ def plain(kind: str, cls: type[Primitive]) -> None:
 
     build_plain.__module__ = cls.__module__
     model(kind)(build_plain)
+
+
+def no_offchip(b: Build) -> None:
+    """Vector loads and writers (``lanes`` > 1) keep their tensor on chip: the off-chip memory
+    model has no W-word ports yet, so one behind it is an error naming the node and tensor."""
+    if b.params.get("mem"):
+        raise ValueError(f"node {b.name!r}: lanes={b.params['lanes']} with an off-chip memory model; keep "
+                         f"its tensor {b.params['tensor']!r} on chip (--onchip {b.params['tensor']})")
 
 
 def models() -> dict[NodeKind, Builder]:
