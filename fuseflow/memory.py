@@ -279,6 +279,11 @@ def plan_ports(graph, model: MemoryModel, placement: Placement = Placement(), *,
                         f"crd array on chip; place {tensor!r} on chip or compile without skip")
                 wanted += [(name, "seg", tensor, lvl, cw, False), (name, "crd", tensor, lvl, cw, False)]
         else:
+            if node.params.get("lanes", 1) > 1:
+                raise MemoryError(
+                    f"node {name!r} moves {node.params['lanes']}-lane vectors of tensor {tensor!r}, and "
+                    f"{tensor!r} is off-chip under memory {model.name!r}: the memory ports move one word "
+                    f"per request; place {tensor!r} on chip (--onchip {tensor})")
             wanted.append((name, "vals", tensor, None, vw, use.writes))
     widest = max((word_bytes(w) for *_, w, _ in wanted), default=1)
     if widest > model.burst_bytes:

@@ -248,7 +248,7 @@ def _lane_problems(spec: PrimitiveSpec, params: Mapping[str, Any], streams: Mapp
                 continue
             if (len(t) if isinstance(t, Vec) else 1) != lanes:
                 out.append(f"input {port!r}: token {i} ({format_token(t)}) is not a value of {lanes} "
-                           f"lane{'s' * (lanes > 1)} (the port carries {ins[port] if port in ins else lanes})")
+                           f"lane{'s' * (lanes > 1)} (the port carries {ins.get(port, lanes)})")
                 break
     return out
 

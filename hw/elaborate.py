@@ -350,9 +350,9 @@ class PrimitiveHarness(wiring.Component):
         spec = PRIMITIVES[kind]
         pv = spec.view(params)
         self.kind, self.cfg, self.depth = kind, cfg, depth
-        ins, outs = spec.ports(pv)
-        self.in_ports = {p: stream_width(k, cfg) for p, k in ins.items()}
-        self.out_ports = {p: stream_width(k, cfg) for p, k in outs.items()}
+        ins, outs = spec.port_types(pv)
+        self.in_ports = {p: stream_width(t.kind, cfg, t.lanes) for p, t in ins.items()}
+        self.out_ports = {p: stream_width(t.kind, cfg, t.lanes) for p, t in outs.items()}
         self.prim, mems = make_primitive(kind, pv, cfg, {p: depth for p in self.out_ports})
         self.mmap = MemoryMap()
         self.bus = _HostBus(self.mmap)

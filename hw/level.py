@@ -405,6 +405,42 @@ class ValsWrite(StreamPrimitive):
 
 
 
+class VecValsWrite(StreamPrimitive):
+    """Values writer of a vector stream (``lanes`` W > 1, sw_sim's ``VecValsWrite``): each
+    vector (``N``: zeros) fills one row of a W-lane-wide memory, one row per cycle.  The host
+    reads one value per address, as from :class:`ValsWrite`: value ``a`` is lane ``a mod W`` of
+    row ``a / W`` (the lane registered with the address, so the value arrives the cycle after);
+    ``vals_len`` counts values (W per vector)."""
+
+    def __init__(self, *, depth: int, lanes: int, vw: int = VAL_WIDTH):
+        self.vw, self.depth, self.lanes = vw, depth, lanes
+        super().__init__({"val": vw * lanes}, {}, None, {"done": Out(1), "vals_len": Out(32),
+                                                         "vals_rd": In(MemRead(bits_for(depth), vw))})
+
+    def logic(self, m):
+        vw, lanes = self.vw, self.lanes
+        w, shift = vw * lanes, lanes.bit_length() - 1
+        inp = self.i_val
+        rows = Signal(32 - shift)
+        done = Signal()
+        vals = memory.Memory(shape=unsigned(w), depth=-(-self.depth // lanes), init=[])
+        m.submodules.vals = vals
+        wp = vals.write_port()
+        rp = vals.read_port(domain="sync")
+        lane = Signal(shift)  # the lane of the address read last cycle
+        tok = inp.payload
+        m.d.sync += lane.eq(self.vals_rd.addr[:shift])
+        m.d.comb += [self.done.eq(done), self.vals_len.eq(rows << shift), inp.ready.eq(1),
+                     rp.addr.eq(self.vals_rd.addr[shift:]), self.vals_rd.data.eq(rp.data.word_select(lane, vw)),
+                     wp.addr.eq(rows), wp.data.eq(Mux(is_data(tok, w), tok[:w], 0))]
+        with m.If(inp.valid):
+            with m.If(is_data(tok, w) | is_empty(tok, w)):
+                m.d.comb += wp.en.eq(1)
+                m.d.sync += rows.eq(rows + 1)
+            with m.Elif(is_done(tok, w)):
+                m.d.sync += done.eq(1)
+
+
 @rtl("scan")
 def _scan(b: HwBuild):
     p, cw = b.params, b.cfg.cw
@@ -431,6 +467,11 @@ def _write(b: HwBuild):
 
 @rtl("vals_write")
 def _vals_write(b: HwBuild):
+    if b.lanes > 1:
+        if b.params.get("mem"):
+            raise ValueError(f"a {b.lanes}-lane values writer behind an off-chip memory port: keep its tensor on chip")
+        c = VecValsWrite(depth=b.params.get("vals_depth", 1), lanes=b.lanes, vw=b.cfg.vw)
+        return c, {"vals": ("vals_rd", c.depth, b.cfg.vw, "r", "vals_len")}
     c = ValsWrite(depth=b.params.get("vals_depth", 1), vw=b.cfg.vw, cw=b.cfg.cw, mem=b.params.get("mem"),
                   model=b.cfg.memory)
     return c, {"vals": ("vals_rd", c.depth, b.cfg.vw, "r", "vals_len")}

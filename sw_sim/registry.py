@@ -49,8 +49,9 @@ def plain(kind: str, cls: type[Primitive]) -> None:
 
 
 def no_offchip(b: Build) -> None:
-    """Vector loads and writers (``lanes`` > 1) keep their tensor on chip: the off-chip memory
-    model has no W-word ports yet, so one behind it is an error naming the node and tensor."""
+    """Vector loads and writers (``lanes`` > 1) keep their tensor on chip (the memory ports move
+    one word per request; ``fuseflow.memory.plan_ports`` refuses a graph that places one off
+    chip, this guards a model built by hand)."""
     if b.params.get("mem"):
         raise ValueError(f"node {b.name!r}: lanes={b.params['lanes']} with an off-chip memory model; keep "
                          f"its tensor {b.params['tensor']!r} on chip (--onchip {b.params['tensor']})")

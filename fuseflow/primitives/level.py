@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..tensor import Format
-from .base import LANES_DOC, NoParams, Ports, PrimitiveSpec, StreamKind, TensorUse, doc, lanes_problems
+from .base import (
+    LANES_DOC,
+    NoParams,
+    Ports,
+    PrimitiveSpec,
+    StreamKind,
+    TensorUse,
+    doc,
+    lanes_problems,
+)
 
 C, R, V = StreamKind.CRD, StreamKind.REF, StreamKind.VAL
 
@@ -84,8 +93,8 @@ def vector_vals_in_graph(g, node) -> list[str]:
     if last < 0 or spec.fmt.levels[last] is not Format.DENSE or spec.level_dim(last) != p.lanes:
         what = (f"{spec.fmt.levels[last].value} with {spec.level_dim(last)} entries" if last >= 0
                 else "missing (a scalar)")
-        return [f"lanes={p.lanes} moves the {p.lanes} values under one position, so the innermost level "
-                f"of tensor {p.tensor!r} must be dense with {p.lanes} entries; it is {what}"]
+        return [(f"lanes={p.lanes} moves the {p.lanes} values under one position, so the innermost level "
+                 f"of tensor {p.tensor!r} must be dense with {p.lanes} entries; it is {what}")]
     return []
 
 
