@@ -35,7 +35,7 @@ from .primitives import (
     TensorUse,
     alu_latency,
 )
-from .tensor import Format, TensorData, TensorFormat
+from .tensor import Blocking, Format, TensorData, TensorFormat
 
 __all__ = [
     "PRIMITIVES",
@@ -147,13 +147,37 @@ class Edge:
 
 @dataclass(frozen=True)
 class TensorSpec:
+    """A tensor of the graph: the shape and format it is stored in (what the nodes scan, load
+    and write) and, for a tensor in a block format, ``block``: its original shape and block
+    format (``shape`` / ``fmt`` are then the stored higher-order tensor's)."""
+
     name: str
     shape: tuple[int, ...]
     fmt: TensorFormat
     role: Role = Role.INPUT
+    block: Blocking | None = None
 
     def level_dim(self, level: int) -> int:
         return self.shape[self.fmt.mode_order[level]]
+
+    @property
+    def operand_shape(self) -> tuple[int, ...]:
+        """The shape of the tensor's operand arrays: the original shape of a blocked tensor."""
+        return self.block.shape if self.block is not None else self.shape
+
+    def data(self, value) -> TensorData:
+        """An operand (a dense array or ``scipy.sparse`` matrix of :attr:`operand_shape`) as the
+        level arrays of this tensor (blocked when it has a block format)."""
+        b = self.block
+        if b is None:
+            return TensorData.from_array(value, self.fmt)
+        if tuple(value.shape) != b.shape:
+            raise ValueError(f"tensor {self.name!r}: an operand of shape {tuple(value.shape)}, the tensor is "
+                             f"{'x'.join(map(str, b.shape))} (in blocks: {b.fmt})")
+        whole = all(s % k == 0 for s, k in zip(b.shape, b.fmt.block))
+        if hasattr(value, "tobsr") and b.fmt.order == 2 and b.fmt.outer.mode_order == (0, 1) and whole:
+            return TensorData.from_bsr(value.tobsr(blocksize=b.fmt.block), b.fmt, name=self.name)  # stays sparse
+        return TensorData.from_blocks(value.toarray() if hasattr(value, "toarray") else value, b.fmt, name=self.name)
 
 
 class Graph:
@@ -171,12 +195,20 @@ class Graph:
         self.indices: dict[str, list[PortRef]] = {}
 
     # ---------------------------------------------------------------- building
-    def tensor(self, name: str, shape: Iterable[int], fmt: TensorFormat, role: Role = Role.INPUT) -> TensorSpec:
+    def tensor(self, name: str, shape: Iterable[int], fmt: TensorFormat, role: Role = Role.INPUT,
+               block: Blocking | None = None) -> TensorSpec:
+        """Declare a tensor stored in ``shape`` / ``fmt``; ``block``: it is a tensor of
+        ``block.shape`` in block format ``block.fmt`` (``shape`` / ``fmt`` must be its stored
+        tensor's)."""
         if name in self.tensors:
             raise GraphError(f"tensor {name!r} is declared twice")
-        spec = TensorSpec(name, tuple(int(s) for s in shape), fmt, role)
+        spec = TensorSpec(name, tuple(int(s) for s in shape), fmt, role, block)
         if len(spec.shape) != fmt.order:
             raise GraphError(f"tensor {name!r}: shape {spec.shape} does not match format {fmt}")
+        if block is not None and (block.fmt.stored() != fmt or block.fmt.stored_shape(block.shape) != spec.shape):
+            raise GraphError(f"tensor {name!r}: blocked as {block.fmt} of shape {block.shape}, it is stored as "
+                             f"{block.fmt.stored()} of shape {block.fmt.stored_shape(block.shape)}, not {fmt} of "
+                             f"shape {spec.shape}")
         self.tensors[name] = spec
         return spec
 
@@ -325,7 +357,8 @@ class Graph:
             "name": self.name,
             "fifo_depth": self.fifo_depth,
             "tensors": {
-                n: {"shape": list(s.shape), "format": s.fmt.to_json(), "role": s.role.value}
+                n: {"shape": list(s.shape), "format": s.fmt.to_json(), "role": s.role.value,
+                    **({"block": s.block.to_json()} if s.block is not None else {})}
                 for n, s in self.tensors.items()
             },
             "nodes": [
@@ -346,7 +379,8 @@ class Graph:
         try:
             g = cls(d.get("name", "graph"), int(d.get("fifo_depth", 2)))
             for name, t in d.get("tensors", {}).items():
-                g.tensor(name, t["shape"], TensorFormat.from_json(t["format"]), Role(t.get("role", "input")))
+                block = Blocking.from_json(t["block"]) if t.get("block") is not None else None
+                g.tensor(name, t["shape"], TensorFormat.from_json(t["format"]), Role(t.get("role", "input")), block)
             problems: list[str] = []
             for n in d["nodes"]:
                 try:
@@ -486,6 +520,9 @@ def _check_data(g: Graph, data: Mapping[str, TensorData]) -> list[str]:
             out.append(f"tensor {name!r}: data shape {tuple(td.shape)} != declared {spec.shape}")
         if td.fmt != spec.fmt:
             out.append(f"tensor {name!r}: data format {td.fmt} != declared {spec.fmt}")
+        if spec.block is not None and td.blocking is not None and td.blocking != spec.block:
+            out.append(f"tensor {name!r}: data blocked as {td.blocking.fmt} of shape {td.blocking.shape}, "
+                       f"declared {spec.block.fmt} of shape {spec.block.shape}")
     for name in data:
         if name not in g.tensors:
             out.append(f"data given for tensor {name!r}, which the graph does not declare")

@@ -175,6 +175,13 @@ class BlockFormat:
         lanes = f" lanes {self.lanes}" if self.lanes else ""
         return f"{self.outer} blocks {'x'.join(map(str, self.block))}{lanes}"
 
+    def to_json(self) -> dict:
+        return {"outer": self.outer.to_json(), "block": list(self.block), "lanes": self.lanes}
+
+    @classmethod
+    def from_json(cls, d: dict) -> BlockFormat:
+        return cls(TensorFormat.from_json(d["outer"]), tuple(d["block"]), int(d.get("lanes", 0)))
+
     # -------------------------------------------------------------- array layout
     def to_stored(self, array: np.ndarray) -> np.ndarray:
         """A dense array whose shape is a whole number of blocks, laid out as the stored tensor."""
@@ -225,6 +232,13 @@ class Blocking:
     def padded(self) -> tuple[int, ...]:
         """The original shape rounded up to whole blocks."""
         return tuple(g * b for g, b in zip(self.fmt.grid(self.shape), self.fmt.block))
+
+    def to_json(self) -> dict:
+        return {**self.fmt.to_json(), "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Blocking:
+        return cls(BlockFormat.from_json(d), tuple(int(s) for s in d["shape"]))
 
 
 def _blocked_input(array: np.ndarray, fmt: BlockFormat, name: str, pad: bool) -> np.ndarray:
