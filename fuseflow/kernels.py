@@ -220,11 +220,10 @@ def bspmm(n: int = 64, k: int = 64, m: int = 64, block: int = 4, lanes: int | No
     values (``block`` or a divisor: then a dense level of ``block / lanes`` vectors under each
     block), multiplied lanewise, its lanes summed by a ``lane_reduce`` and the products of
     row i's blocks summed by a ``reduce``.  ``block=1``: the same loop over a CSR ``A`` with
-    scalar values."""
+    scalar values.  A ``k`` that is not a multiple of ``block`` is padded to whole blocks (zero
+    columns of ``A`` and zero rows of ``X``, declared in the tensors' block records)."""
     fmts = bspmm_formats(block, lanes)
     lanes = fmts["A"].vector_lanes
-    if k % block:
-        raise ValueError(f"bspmm: k={k} is not a multiple of the block size {block}")
     b = GraphBuilder(f"bspmm_b{block}" + (f"_l{lanes}" if lanes < block else ""))
     g = b.g
     for name, shape in (("A", (n, k)), ("X", (k, m))):
@@ -240,7 +239,7 @@ def bspmm(n: int = 64, k: int = 64, m: int = 64, block: int = 4, lanes: int | No
     b.write("Y", 1, crd_j_w)
     crd_kb, ref_a = b.scan("A", 1, b.repeat(ref_i, crd_j_r))
     g.indices = {"i": [crd_i], "j": [crd_j], "K": [crd_kb]}
-    ref_x = b.node(NodeKind.LOCATE, "locate_X1", {"outer": ref_j, "inner": crd_kb}, dim=k // block)["ref"]
+    ref_x = b.node(NodeKind.LOCATE, "locate_X1", {"outer": ref_j, "inner": crd_kb}, dim=-(-k // block))["ref"]
     split = lanes < block
     if split:  # block / lanes vectors under each block: one more dense level of A, located in X
         crd_kh, ref_a = b.scan("A", 2, ref_a)

@@ -23,7 +23,7 @@ from .tensor import Format
 from .tokens import CRD_WIDTH, VAL_WIDTH
 
 __all__ = ["PRESETS", "MemPort", "MemoryError", "MemoryModel", "Placement", "parse_memory",
-           "plan_ports", "word_bytes"]
+           "plan_ports", "vector_tensors", "word_bytes"]
 
 
 class MemoryError(ValueError):
@@ -244,6 +244,13 @@ class MemPort:
         chunk = line // model.lines_per_row
         bank = (chunk + self.array_id) % model.banks
         return bank, (self.array_id << 32) | (chunk // model.banks)
+
+
+def vector_tensors(graph) -> list[str]:
+    """The tensors whose values a vector node (``lanes`` > 1) loads or writes: they must stay on
+    chip under an off-chip memory model (:func:`plan_ports` refuses them)."""
+    return sorted({n.params["tensor"] for n in graph.nodes.values()
+                   if n.spec.tensor is not None and n.params.get("lanes", 1) > 1})
 
 
 def plan_ports(graph, model: MemoryModel, placement: Placement = Placement(), *,

@@ -174,10 +174,11 @@ class TensorSpec:
         if tuple(value.shape) != b.shape:
             raise ValueError(f"tensor {self.name!r}: an operand of shape {tuple(value.shape)}, the tensor is "
                              f"{'x'.join(map(str, b.shape))} (in blocks: {b.fmt})")
-        whole = all(s % k == 0 for s, k in zip(b.shape, b.fmt.block))
+        whole = b.padded == b.shape  # a declared shape that is not whole blocks is padded (explicitly)
         if hasattr(value, "tobsr") and b.fmt.order == 2 and b.fmt.outer.mode_order == (0, 1) and whole:
             return TensorData.from_bsr(value.tobsr(blocksize=b.fmt.block), b.fmt, name=self.name)  # stays sparse
-        return TensorData.from_blocks(value.toarray() if hasattr(value, "toarray") else value, b.fmt, name=self.name)
+        return TensorData.from_blocks(value.toarray() if hasattr(value, "toarray") else value, b.fmt,
+                                      name=self.name, pad=not whole)
 
 
 class Graph:

@@ -40,6 +40,18 @@ def test_bspmm_is_the_product(block, lanes):
     assert r.counters["flops"]["mul"] == data["A"].nnz * m  # every stored entry times every column
 
 
+def test_k_is_padded_to_whole_blocks():
+    rng = np.random.default_rng(9)
+    a, x = rng.integers(-9, 10, size=(6, 10)) * (rng.random((6, 10)) < 0.3), rng.integers(-9, 10, size=(10, 5))
+    g = bspmm(6, 10, 5, 4)
+    assert g.tensors["A"].shape == (6, 3, 4) and g.tensors["A"].block.shape == (6, 10)
+    data = {t: g.tensors[t].data(v) for t, v in (("A", a), ("X", x))}
+    assert np.array_equal(data["A"].to_dense(), a) and np.array_equal(data["X"].to_dense(), x)
+    assert np.array_equal(run_graph(g, data).outputs["Y"].to_dense(), a @ x)
+    assert np.array_equal(run_graph(g, {"A": g.tensors["A"].data(sp.csr_array(a)), "X": data["X"]})
+                          .outputs["Y"].to_dense(), a @ x)
+
+
 def test_vector_lanes_are_on_the_graph():
     g = bspmm(16, 16, 16, 8, 4)
     lanes = {n.name: n.params.get("lanes") for n in g.nodes.values()}
@@ -93,5 +105,5 @@ def test_cli(capsys):
     assert "block size 6 is not a power of two" in capsys.readouterr().err
     assert main(["sim", "--kernel", "spmv", "--lanes", "2"]) == 2
     assert "kernel 'spmv' takes no option lanes" in capsys.readouterr().err
-    assert main(["sim", "--kernel", "bspmm", "--block", "4", "--size", "18"]) == 2
-    assert "k=18 is not a multiple of the block size 4" in capsys.readouterr().err
+    assert main(["sim", "--kernel", "bspmm", "--block", "4", "--size", "18"]) == 0  # k padded to 20
+    assert "PASS" in capsys.readouterr().out
