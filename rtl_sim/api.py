@@ -291,5 +291,5 @@ def _outputs(graph: Graph, arrays: Mapping[str, list[int]], cfg: HwConfig) -> di
                 crds[lvl] = np.asarray(arrays[f"{t}.{lvl}.crd"], dtype=np.int64)
         words = np.asarray(arrays[f"{t}.vals"], dtype=np.int64)
         vals = words - (((words >> (cfg.vw - 1)) & 1) << cfg.vw)  # two's complement of vw bits
-        out[t] = TensorData(spec.shape, spec.fmt, segs, crds, vals)
+        out[t] = TensorData(spec.shape, spec.fmt, segs, crds, vals, spec.block)
     return out
