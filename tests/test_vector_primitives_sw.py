@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from streamref import fibers
-from vectors import random_vectors
+from vectors import random_vectors, relu_blocks_graph
 
 from fuseflow.samml import Graph, GraphError, NodeKind, Role
 from fuseflow.tensor import TensorData, TensorFormat, row_blocked
@@ -263,3 +263,20 @@ def test_offchip_vector_tensor_is_refused():
     g, d = _vector_graph(2)
     with pytest.raises(Exception, match=r"node 'la' moves 2-lane vectors of tensor 'A'.*--onchip A"):
         run_graph(g, d["data"], memory="ddr4", onchip=["x"])
+
+
+@pytest.mark.parametrize("par", [{"i": 2}, {"K": 2}, {"K": 3}])
+def test_parallel_lanes_carry_vectors(par):
+    """A parallel region whose exit is a vector stream: the serializer (and the splitters) get
+    the stream's lanes, the graph verifies and the values are those of the unsplit graph."""
+    from fuseflow.parallel import parallelize
+
+    g = relu_blocks_graph(8, 32, 4)
+    rng = np.random.default_rng(11)
+    a = rng.integers(-9, 10, size=(8, 32)) * np.repeat(rng.random((8, 8)) < 0.4, 4, axis=1)
+    data = {"A": g.tensors["A"].data(a)}
+    parallelize(g, par)
+    g.verify(data)
+    sers = [n for n in g.nodes.values() if n.kind is NodeKind.SERIALIZE and n.params.get("stream").value == "val"]
+    assert sers and all(n.params["lanes"] == 4 for n in sers)
+    assert np.array_equal(run_graph(g, data).outputs["Z"].to_dense(), np.maximum(a, 0))

@@ -12,10 +12,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuseflow.samml import Graph, NodeKind, Role
+from fuseflow.tensor import Blocking, row_blocked
 from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, Token, Vec, stop
 
 __all__ = ["Vector", "all_vectors", "design_vectors", "fiber_stream", "lane_numbers", "random_vectors",
-           "split_round_robin"]
+           "relu_blocks_graph", "split_round_robin"]
 
 
 def _tokens(tree: list, depth: int) -> list[Token]:
@@ -459,6 +461,28 @@ def _routed_vectors(rng: random.Random, depth: int) -> list[Vector]:
                       expected={**{f"out{k}": vectorize(_par_stream(lanes[k], depth, "val"), 4) for k in range(3)},
                                 "sel": _sel_stream(items, depth, 3, "val")}))
     return out
+
+
+def relu_blocks_graph(n: int, k: int, lanes: int) -> Graph:
+    """``Z = relu(A)``, both row-blocked in blocks of ``lanes`` columns: the blocks move as
+    vectors from the vector load through a vector relu into a vector values writer."""
+    g = Graph("relu_blocks")
+    fmt = row_blocked(lanes)
+    g.tensor("A", fmt.stored_shape((n, k)), fmt.stored(), block=Blocking(fmt, (n, k)))
+    g.tensor("Z", fmt.stored_shape((n, k)), fmt.stored(), Role.OUTPUT, block=Blocking(fmt, (n, k)))
+    g.add(NodeKind.ROOT, "root")
+    g.add(NodeKind.SCAN, "si", tensor="A", level=0)
+    g.add(NodeKind.SCAN, "sk", tensor="A", level=1)
+    g.add(NodeKind.WRITE, "wz0", tensor="Z", level=0)
+    g.add(NodeKind.WRITE, "wz1", tensor="Z", level=1)
+    g.add(NodeKind.ARRAY_LOAD, "la", tensor="A", lanes=lanes)
+    g.add(NodeKind.ALU, "relu", op="relu", lanes=lanes)
+    g.add(NodeKind.VALS_WRITE, "wz", tensor="Z", lanes=lanes)
+    for s, d in [("root.ref", "si.ref"), ("si.ref", "sk.ref"), ("si.crd", "wz0.crd"), ("sk.crd", "wz1.crd"),
+                 ("sk.ref", "la.ref"), ("la.val", "relu.a"), ("relu.val", "wz.val")]:
+        g.connect(s, d)
+    g.indices = {"i": [g.nodes["si"]["crd"]], "K": [g.nodes["sk"]["crd"]]}
+    return g
 
 
 def _n(tokens: list) -> list[Token]:

@@ -11,10 +11,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from test_ml_primitives_rtl import CFG, Q, _check, _same_tokens_under_stalls
-from vectors import fiber_stream
+from vectors import fiber_stream, relu_blocks_graph
 
-from fuseflow.samml import Graph, NodeKind, Role
-from fuseflow.tensor import Blocking, row_blocked
 from fuseflow.tokens import EMPTY, Vec
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
@@ -71,30 +69,9 @@ def test_vector_spacc1_fixed_point(block_ram, buffers):
     _same_tokens_under_stalls("spacc1", {"dim": 8, "lanes": 4, "buffers": buffers}, runs, cfg)
 
 
-def _relu_blocks(n: int, k: int, lanes: int) -> Graph:
-    """``Z = relu(A)``, both row-blocked in blocks of ``lanes`` columns: the blocks move as
-    vectors from the vector load through a vector relu into a vector values writer."""
-    g = Graph("relu_blocks")
-    fmt = row_blocked(lanes)
-    g.tensor("A", fmt.stored_shape((n, k)), fmt.stored(), block=Blocking(fmt, (n, k)))
-    g.tensor("Z", fmt.stored_shape((n, k)), fmt.stored(), Role.OUTPUT, block=Blocking(fmt, (n, k)))
-    g.add(NodeKind.ROOT, "root")
-    g.add(NodeKind.SCAN, "si", tensor="A", level=0)
-    g.add(NodeKind.SCAN, "sk", tensor="A", level=1)
-    g.add(NodeKind.WRITE, "wz0", tensor="Z", level=0)
-    g.add(NodeKind.WRITE, "wz1", tensor="Z", level=1)
-    g.add(NodeKind.ARRAY_LOAD, "la", tensor="A", lanes=lanes)
-    g.add(NodeKind.ALU, "relu", op="relu", lanes=lanes)
-    g.add(NodeKind.VALS_WRITE, "wz", tensor="Z", lanes=lanes)
-    for s, d in [("root.ref", "si.ref"), ("si.ref", "sk.ref"), ("si.crd", "wz0.crd"), ("sk.crd", "wz1.crd"),
-                 ("sk.ref", "la.ref"), ("la.val", "relu.a"), ("relu.val", "wz.val")]:
-        g.connect(s, d)
-    return g
-
-
 def test_vector_values_writer_in_a_graph():
     n, k, lanes = 8, 32, 4
-    g = _relu_blocks(n, k, lanes)
+    g = relu_blocks_graph(n, k, lanes)
     rng = np.random.default_rng(4)
     sets = []
     for density in (0.0, 0.3, 0.8):

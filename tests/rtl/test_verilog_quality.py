@@ -24,9 +24,9 @@ def test_verilator_lint_clean(kernel, tmp_path):
 def test_vector_tops_lint_clean(block, lanes, tmp_path):
     """Vector loads, a lanewise multiply and reduce, the lane reduction (bspmm) and a vector
     values writer (a row-blocked relu) lint clean too."""
-    from test_vector_rtl import _relu_blocks
+    from vectors import relu_blocks_graph
 
-    for k, g in enumerate((KERNELS["bspmm"](8, block=block, lanes=lanes), _relu_blocks(4, 16, lanes))):
+    for k, g in enumerate((KERNELS["bspmm"](8, block=block, lanes=lanes), relu_blocks_graph(4, 16, lanes))):
         s = build_graph(g, tmp_path / str(k))
         res = lint(tmp_path / str(k) / s["verilog"], s["top"])
         assert res.returncode == 0, res.stderr[-3000:]
