@@ -41,7 +41,7 @@ from amaranth.lib.wiring import In
 
 from fuseflow.primitives import NodeKind, StreamKind, StreamType
 from fuseflow.samml import PRIMITIVES
-from fuseflow.tokens import OP_DONE, OP_EMPTY, OP_STOP, Token, encode, parse_stream
+from fuseflow.tokens import OP_DONE, OP_EMPTY, OP_STOP, Token, Vec, encode, parse_stream
 from hw.config import HwConfig
 from hw.elaborate import make_primitive
 from hw.registry import stream_width
@@ -96,7 +96,8 @@ def _rom(words: list[int], width: int) -> Array:
 
 def _config_for(streams: list[list[Token]], memory: Mapping[str, list[int]]) -> HwConfig:
     """:data:`FORMAL_CFG`, widened to hold every number of the vector (values signed)."""
-    numbers = [abs(int(t)) for s in streams for t in s if isinstance(t, int)]
+    numbers = [abs(int(x)) for s in streams for t in s if isinstance(t, int | Vec)
+               for x in (t if isinstance(t, Vec) else (t,))]
     numbers += [abs(int(x)) for xs in memory.values() for x in xs]
     need = max([*numbers, 0]).bit_length() + 1
     return HwConfig(cw=max(FORMAL_CFG.cw, need), vw=max(FORMAL_CFG.vw, need))
