@@ -353,7 +353,8 @@ def _array_load(c, node, ins):
     ref = ins["ref"]
     c.words(node.params["tensor"], "vals", None, (ref.data - ref.nn) * _lanes(node), False)
     live = ref.data - ref.nn
-    c.read_port(node.params["tensor"], "vals", None, live, _passes(ref) if ref.seq else live / max(ref.run, 1.0))
+    c.read_port(node.params["tensor"], "vals", None, live * _lanes(node),
+                _passes(ref) if ref.seq else live / max(ref.run, 1.0))
     return {"val": Stat(ref.n, None, None, 0.0)}
 
 

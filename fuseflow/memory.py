@@ -23,7 +23,7 @@ from .tensor import Format
 from .tokens import CRD_WIDTH, VAL_WIDTH
 
 __all__ = ["PRESETS", "MemPort", "MemoryError", "MemoryModel", "Placement", "parse_memory",
-           "plan_ports", "vector_tensors", "word_bytes"]
+           "plan_ports", "word_bytes"]
 
 
 class MemoryError(ValueError):
@@ -246,13 +246,6 @@ class MemPort:
         return bank, (self.array_id << 32) | (chunk // model.banks)
 
 
-def vector_tensors(graph) -> list[str]:
-    """The tensors whose values a vector node (``lanes`` > 1) loads or writes: they must stay on
-    chip under an off-chip memory model (:func:`plan_ports` refuses them)."""
-    return sorted({n.params["tensor"] for n in graph.nodes.values()
-                   if n.spec.tensor is not None and n.params.get("lanes", 1) > 1})
-
-
 def plan_ports(graph, model: MemoryModel, placement: Placement = Placement(), *,
                cw: int = CRD_WIDTH, vw: int = VAL_WIDTH) -> list[MemPort]:
     """The memory ports of ``graph`` under ``model``: every (node, array) that reads or writes an
@@ -286,11 +279,13 @@ def plan_ports(graph, model: MemoryModel, placement: Placement = Placement(), *,
                         f"crd array on chip; place {tensor!r} on chip or compile without skip")
                 wanted += [(name, "seg", tensor, lvl, cw, False), (name, "crd", tensor, lvl, cw, False)]
         else:
-            if node.params.get("lanes", 1) > 1:
+            lanes = node.params.get("lanes", 1)
+            if lanes > 1 and lanes * word_bytes(vw) > model.burst_bytes:
                 raise MemoryError(
-                    f"node {name!r} moves {node.params['lanes']}-lane vectors of tensor {tensor!r}, and "
-                    f"{tensor!r} is off-chip under memory {model.name!r}: the memory ports move one word "
-                    f"per request; place {tensor!r} on chip (--onchip {tensor})")
+                    f"node {name!r} moves {lanes}-lane vectors of tensor {tensor!r} ({lanes * word_bytes(vw)} "
+                    f"bytes each), and {tensor!r} is off-chip under memory {model.name!r}, whose bursts are "
+                    f"{model.burst_bytes} bytes: a vector must fit one burst; place {tensor!r} on chip "
+                    f"(--onchip {tensor}) or use fewer lanes")
             wanted.append((name, "vals", tensor, None, vw, use.writes))
     widest = max((word_bytes(w) for *_, w, _ in wanted), default=1)
     if widest > model.burst_bytes:

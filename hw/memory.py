@@ -31,14 +31,13 @@ class ArrayLoad(StreamPrimitive):
     ``lanes`` W > 1 (a vector load, sw_sim's ``VecArrayLoad``): the memory is W lanes wide, one
     row per W values, so a reference ``r`` reads ``vals[r*W .. r*W+W-1]`` in one read (lane
     ``l`` in bits ``[l*vw, (l+1)*vw)``); the host still writes one value per address (value
-    ``a`` into lane ``a mod W`` of row ``a / W``, a lane write enable)."""
+    ``a`` into lane ``a mod W`` of row ``a / W``, a lane write enable).  Off chip, the read
+    waits for the line of word ``r*W`` (a vector lies inside one line)."""
 
     def __init__(self, *, depth: int, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, depths=None, mem=None,
                  model=None, lanes: int = 1):
         self.cw, self.vw, self.depth, self.lanes = cw, vw, depth, lanes
         self.mem, self.model = dict(mem or {}), model
-        if lanes > 1 and self.mem:
-            raise ValueError(f"a {lanes}-lane value load behind an off-chip memory port: keep its tensor on chip")
         super().__init__({"ref": cw}, {"val": vw * lanes}, depths, {"vals_wr": In(MemWrite(bits_for(depth), vw))}
                          | bus_members(self.mem, cw))
 
@@ -77,7 +76,8 @@ class ArrayLoad(StreamPrimitive):
             g = attach(m, self, "vals", ReadGate(self.mem["vals"], self.model, cw))
             data = is_data(inp.payload, cw)
             pop_ok = ~data | g.ok
-            m.d.comb += [g.word.eq(inp.payload[:cw]), g.want.eq(read_free & inp.valid & data),
+            first = inp.payload[:cw] if self.lanes == 1 else inp.payload[:cw] << (self.lanes.bit_length() - 1)
+            m.d.comb += [g.word.eq(first), g.want.eq(read_free & inp.valid & data),
                          inp.ready.eq(read_free & pop_ok)]
             take = inp.valid & pop_ok
         else:

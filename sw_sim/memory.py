@@ -9,7 +9,7 @@ from fuseflow.tokens import EMPTY, Control, Vec
 
 from .alu import Staged
 from .engine import Primitive
-from .registry import Build, model, no_offchip
+from .registry import Build, model
 
 LATENCY = next(s.latency for s in PRIMITIVES.values() if s.name == "array_load")
 
@@ -59,8 +59,8 @@ class VecArrayLoad(ArrayLoad):
     ``vals[r*W .. r*W+W-1]`` as one vector token (``N`` -> a vector of zeros), with the timing of
     :class:`ArrayLoad` (one W-lane-wide memory word per cycle)."""
 
-    def __init__(self, name, ins, outs, *, vals, lanes: int):
-        super().__init__(name, ins, outs, vals=vals)
+    def __init__(self, name, ins, outs, *, vals, lanes: int, mem=None):
+        super().__init__(name, ins, outs, vals=vals, mem=mem)
         self.lanes = lanes
         self.zero = Vec((0,) * lanes)
 
@@ -76,6 +76,8 @@ class VecArrayLoad(ArrayLoad):
                 if not (0 <= tok and (tok + 1) * w <= len(self.vals)):
                     raise self.error(f"reference {tok} outside vals array of {len(self.vals)} entries "
                                      f"({len(self.vals) // w} vectors of {w} lanes)")
+                if self.mvals is not None and not self.mvals.read(self.engine.cycle, tok * w, tok * w + w - 1):
+                    return progressed
                 self.reads += w
                 tok = Vec(self.vals[tok * w:(tok + 1) * w])
             elif tok is EMPTY:
@@ -90,6 +92,5 @@ class VecArrayLoad(ArrayLoad):
 def _array_load(b: Build) -> Primitive:
     lanes = b.params.get("lanes", 1)
     if lanes > 1:
-        no_offchip(b)
-        return VecArrayLoad(b.name, b.ins, b.outs, vals=b.params["vals"], lanes=lanes)
+        return VecArrayLoad(b.name, b.ins, b.outs, vals=b.params["vals"], lanes=lanes, mem=b.params.get("mem"))
     return ArrayLoad(b.name, b.ins, b.outs, vals=b.params["vals"], mem=b.params.get("mem"))

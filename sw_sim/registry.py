@@ -19,7 +19,7 @@ from fuseflow.primitives.registry import ModelRegistry
 
 from .engine import Channel, Primitive
 
-__all__ = ["MODELS", "Build", "build", "model", "models", "no_offchip", "plain"]
+__all__ = ["MODELS", "Build", "build", "model", "models", "plain"]
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,6 @@ def plain(kind: str, cls: type[Primitive]) -> None:
 
     build_plain.__module__ = cls.__module__
     model(kind)(build_plain)
-
-
-def no_offchip(b: Build) -> None:
-    """Vector loads and writers (``lanes`` > 1) keep their tensor on chip (the memory ports move
-    one word per request; ``fuseflow.memory.plan_ports`` refuses a graph that places one off
-    chip, this guards a model built by hand)."""
-    if b.params.get("mem"):
-        raise ValueError(f"node {b.name!r}: lanes={b.params['lanes']} with an off-chip memory model; keep "
-                         f"its tensor {b.params['tensor']!r} on chip (--onchip {b.params['tensor']})")
 
 
 def models() -> dict[NodeKind, Builder]:
