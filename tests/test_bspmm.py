@@ -107,3 +107,33 @@ def test_cli(capsys):
     assert "kernel 'spmv' takes no option lanes" in capsys.readouterr().err
     assert main(["sim", "--kernel", "bspmm", "--block", "4", "--size", "18"]) == 0  # k padded to 20
     assert "PASS" in capsys.readouterr().out
+
+
+def test_graph_file_carries_blocks_and_lanes(tmp_path, capsys):
+    """A saved bspmm graph passes the published schema and loads with its tensors' block
+    records and its nodes' lanes; ``sim GRAPH --data X.npz`` takes operands in their original
+    shapes and blocks them; a bad block record is a schema / graph error naming it."""
+    import json
+
+    from fuseflow.graph_file import load_graph
+
+    g = bspmm(16, 16, 8, 4)
+    path = tmp_path / "bspmm.json"
+    g.save(path)
+    again = load_graph(path)
+    assert again.to_json() == g.to_json() and again.tensors["A"].block == g.tensors["A"].block
+    rng = np.random.default_rng(5)
+    a, x = _block_sparse(rng, 16, 16, 4, 0.4), rng.integers(-9, 10, size=(16, 8))
+    np.savez(tmp_path / "ops.npz", A=a, X=x)
+    assert main(["sim", str(path), "--data", str(tmp_path / "ops.npz"), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["cycles"] > 0
+    d = json.loads(path.read_text())
+    d["tensors"]["A"]["block"]["block"] = [1, 3]
+    path.write_text(json.dumps(d))
+    assert main(["sim", str(path)]) == 2
+    assert "block size 3 of mode 1 is not a power of two" in capsys.readouterr().err
+    d["tensors"]["A"]["block"]["block"] = [1, 8]
+    path.write_text(json.dumps(d))
+    assert main(["sim", str(path)]) == 2
+    assert "tensor 'A': blocked as" in capsys.readouterr().err
