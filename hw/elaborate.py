@@ -293,6 +293,11 @@ class GraphTop(wiring.Component):
         for e in graph.edges:
             src = getattr(self.components[e.src.node], f"o_{e.src.port}")
             dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
+            t = graph.edge_type(e)
+            want = stream_width(t.kind, cfg, t.lanes) + 1  # lanes * vw data bits for a vector
+            if len(src.payload) != want or len(dst.payload) != want:
+                raise ValueError(f"edge {e}: a {t} stream is {want} bits wide, but the RTL models' ports are "
+                                 f"{len(src.payload)} and {len(dst.payload)} bits")
             self.core.stmts += [dst.payload.eq(src.payload), dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
         for d in graph.discards:
             self.core.stmts.append(getattr(self.components[d.node], f"o_{d.port}").ready.eq(1))
