@@ -88,6 +88,6 @@ DECLARATIONS = (
                   nesting=lambda p, lv: {"val": lv["val"] - 1}),
     PrimitiveSpec("lane_reduce", "alu", LaneReduceParams, lambda p: {"val": V}, lambda p: {"val": V},
                   "reduces each vector's lanes to one value (a pipelined tree); control tokens pass "
-                  "in order, N -> 0", latency=lane_reduce_latency,
+                  "in order, N -> 0", latency=lane_reduce_latency, latency_doc="1 + log2(lanes)",
                   lanes=lambda p: ({"val": p.lanes}, {"val": 1})),
 )

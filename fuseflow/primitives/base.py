@@ -265,6 +265,8 @@ class PrimitiveSpec:
     # parameters; ports not named carry one lane.  None: a kind with a ``lanes`` parameter has
     # that many on every value port (:func:`val_lanes`), any other kind one on every port
     lanes: LanesFn | None = None
+    # how a latency that is a function of the parameters reads in the tables
+    latency_doc: str = "by op"
     # the NodeKind member, set when the registry builds the enum from all declarations
     kind: Any = dataclasses.field(default=None, compare=False, repr=False)
 
