@@ -298,3 +298,27 @@ def test_parallel_lanes_carry_vectors(par):
     sers = [n for n in g.nodes.values() if n.kind is NodeKind.SERIALIZE and n.params.get("stream").value == "val"]
     assert sers and all(n.params["lanes"] == 4 for n in sers)
     assert np.array_equal(run_graph(g, data).outputs["Z"].to_dense(), np.maximum(a, 0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([2, 4, 8]), st.sampled_from(["add", "sub", "mul", "max", "min"]),
+       st.sampled_from(["none", "a", "b"]), st.integers(0, 2**32 - 1), st.integers(0, 5))
+def test_vector_alu_wraps_lane_by_lane(lanes, op, scalar_port, seed, count):
+    """Random int32 vectors (a scalar operand where ``scalar_port`` says): each lane wraps as
+    numpy's int32 does, independently of the others."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-(2**31), 2**31, size=(count, lanes), dtype=np.int64).astype(np.int32)
+    b = rng.integers(-(2**31), 2**31, size=(count, lanes), dtype=np.int64).astype(np.int32)
+    if scalar_port == "a":
+        a[:] = a[:, :1]
+    if scalar_port == "b":
+        b[:] = b[:, :1]
+
+    def stream(x, scalar):
+        return [int(r[0]) if scalar else Vec(int(v) for v in r) for r in x] + [stop(0), DONE]
+
+    params = {"op": op, "lanes": lanes, **({"scalar_port": scalar_port} if scalar_port != "none" else {})}
+    out = simulate_primitive("alu", {"a": stream(a, scalar_port == "a"), "b": stream(b, scalar_port == "b")}, **params)
+    with np.errstate(over="ignore"):
+        want = OPS[op](a, b).astype(np.int32)
+    assert out["val"] == [_vec(r) for r in want] + [stop(0), DONE]
