@@ -348,27 +348,40 @@ def _locate(c, node, ins):
     return {"ref": Stat(inner.n, None, h, inner.nn, run=inner.run, seq=outer.seq and dense_inner)}
 
 
+def _lanes(node) -> int:
+    """Values per token of the node's value streams (vectors: W; each counts W FLOPs / words)."""
+    return int(node.all_params().get("lanes", 1))
+
+
 @rule("array_load")
 def _array_load(c, node, ins):
     ref = ins["ref"]
-    c.words(node.params["tensor"], "vals", None, ref.data - ref.nn, False)
+    c.words(node.params["tensor"], "vals", None, (ref.data - ref.nn) * _lanes(node), False)
     live = ref.data - ref.nn
-    c.read_port(node.params["tensor"], "vals", None, live, _passes(ref) if ref.seq else live / max(ref.run, 1.0))
+    c.read_port(node.params["tensor"], "vals", None, live * _lanes(node),
+                _passes(ref) if ref.seq else live / max(ref.run, 1.0))
     return {"val": Stat(ref.n, None, None, 0.0)}
 
 
 @rule("alu")
 def _alu(c, node, ins):
     a = ins["a"]
-    c.flop(node, a.data)
+    c.flop(node, a.data * _lanes(node))
     return {"val": Stat(a.n, None, None)}
 
 
 @rule("reduce")
 def _reduce(c, node, ins):
     v = ins["val"]
-    c.flop(node, v.data)
+    c.flop(node, v.data * _lanes(node))
     return {"val": Stat(v.n[:-1] if len(v.n) > 1 else (1.0,), None, None)}
+
+
+@rule("lane_reduce")
+def _lane_reduce(c, node, ins):
+    v = ins["val"]
+    c.flop(node, v.data * (_lanes(node) - 1))  # a tree of W - 1 operations per vector
+    return {"val": Stat(v.n, None, None)}
 
 
 def _merged(inner: Stat, groups: float) -> tuple[float, np.ndarray | None]:
@@ -388,7 +401,7 @@ def _merged(inner: Stat, groups: float) -> tuple[float, np.ndarray | None]:
 @rule("spacc1")
 def _spacc1(c, node, ins):
     inner, val = ins["inner"], ins["val"]
-    c.flop(node, val.data)
+    c.flop(node, val.data * _lanes(node))
     groups = inner.n[-3] if len(inner.n) > 2 else 1.0
     if inner.held is not None:  # one coordinate per fibre: the union is the held coordinates
         o = inner.held
@@ -487,7 +500,7 @@ def _write(c, node, ins):
 
 @rule("vals_write")
 def _vals_write(c, node, ins):
-    c.words(node.params["tensor"], "vals", None, ins["val"].data, True)
+    c.words(node.params["tensor"], "vals", None, ins["val"].data * _lanes(node), True)
     return {}
 
 

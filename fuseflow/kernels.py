@@ -3,7 +3,8 @@
 These are the reference graphs used by tests, benchmarks and ``fuseflow-hw demo``; like the
 compiler's graphs, their reconvergent paths get FIFO depths from :func:`fuseflow.passes.size_fifos`:
 SpMV ``y_i = B_ij c_j``; SpMM ``C_ij = A_ik B_kj`` (Gustavson order i→k→j with a sparse
-accumulator); elementwise ``C = A + B`` (union) and ``C = A * B`` (intersect).
+accumulator); elementwise ``C = A + B`` (union) and ``C = A * B`` (intersect); block-sparse SpMM
+``Y = A X`` with ``A`` row-blocked and the blocks streamed as vectors (:func:`bspmm`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,19 @@ import scipy.sparse as sp
 
 from .passes import size_fifos
 from .samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
-from .tensor import CSR, DENSE2, Format, TensorData, TensorFormat
+from .tensor import (
+    CSR,
+    DENSE2,
+    BlockFormat,
+    Blocking,
+    Format,
+    TensorFormat,
+    row_blocked,
+)
 
-__all__ = ["KERNELS", "GraphBuilder", "elementwise", "example", "example_from_matrix", "inner_product",
-           "integer_matrix", "random_operands", "sparse_inputs",
-           "spmm", "spmv"]
+__all__ = ["KERNELS", "KERNEL_OPTIONS", "GraphBuilder", "bspmm", "bspmm_formats", "elementwise", "example",
+           "example_from_matrix", "inner_product", "integer_matrix", "kernel_graph", "random_operands",
+           "sparse_inputs", "spmm", "spmv"]
 
 
 class GraphBuilder:
@@ -190,6 +199,68 @@ def inner_product(n: int = 64, m: int = 64, k: int = 64) -> Graph:
     return g
 
 
+def bspmm_formats(block: int, lanes: int | None = None) -> dict[str, BlockFormat]:
+    """The block formats of :func:`bspmm`: ``A`` row-blocked (row dense, block column
+    compressed, ``block`` columns dense), ``X`` with its rows in blocks of ``block`` under its
+    columns (column dense, block dense, block rows dense: a column's block is contiguous), both
+    with innermost levels of ``lanes`` entries (default ``block``)."""
+    lanes = lanes or block
+    if block < 1 or block & (block - 1):
+        raise ValueError(f"bspmm: block size {block} is not a power of two")
+    if lanes < 1 or lanes & (lanes - 1) or lanes > block:
+        raise ValueError(f"bspmm: lanes={lanes} must be a power of two that divides the block size {block}")
+    split = lanes if lanes < block else 0
+    return {"A": row_blocked(block, split),
+            "X": BlockFormat(TensorFormat(("dense", "dense"), (1, 0)), (block, 1), split)}
+
+
+def bspmm(n: int = 64, k: int = 64, m: int = 64, block: int = 4, lanes: int | None = None) -> Graph:
+    """Block-sparse x dense SpMM ``Y_ij = A_ik X_kj``: ``A`` (n x k) row-blocked with blocks of
+    ``block`` columns, ``X`` (k x m) dense in blocks of ``block`` rows, ``Y`` (n x m) dense.
+
+    Order i -> j -> K (block column) -> kk: the rows of ``A`` are scanned (dense), the columns
+    of ``X`` (dense) under each row, the stored blocks ``K`` of row i under each (i, j) and
+    ``X``'s block ``K`` of column j located at them; each block is one vector of ``lanes``
+    values (``block`` or a divisor: then a dense level of ``block / lanes`` vectors under each
+    block), multiplied lanewise, its lanes summed by a ``lane_reduce`` and the products of
+    row i's blocks summed by a ``reduce``.  ``block=1``: the same loop over a CSR ``A`` with
+    scalar values.  A ``k`` that is not a multiple of ``block`` is padded to whole blocks (zero
+    columns of ``A`` and zero rows of ``X``, declared in the tensors' block records)."""
+    fmts = bspmm_formats(block, lanes)
+    lanes = fmts["A"].vector_lanes
+    b = GraphBuilder(f"bspmm_b{block}" + (f"_l{lanes}" if lanes < block else ""))
+    g = b.g
+    for name, shape in (("A", (n, k)), ("X", (k, m))):
+        f = fmts[name]
+        g.tensor(name, f.stored_shape(shape), f.stored(), block=Blocking(f, shape))
+    g.tensor("Y", (n, m), DENSE2, Role.OUTPUT)
+    vec = {"lanes": lanes} if lanes > 1 else {}
+    crd_i, ref_i = b.scan("A", 0, b.root("A"))
+    crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
+    b.write("Y", 0, crd_i_w)
+    crd_j, ref_j = b.scan("X", 0, b.repeat(b.root("X"), crd_i_r))
+    crd_j_w, crd_j_r = b.bcast(crd_j, 2, StreamKind.CRD)
+    b.write("Y", 1, crd_j_w)
+    crd_kb, ref_a = b.scan("A", 1, b.repeat(ref_i, crd_j_r))
+    g.indices = {"i": [crd_i], "j": [crd_j], "K": [crd_kb]}
+    ref_x = b.node(NodeKind.LOCATE, "locate_X1", {"outer": ref_j, "inner": crd_kb}, dim=-(-k // block))["ref"]
+    split = lanes < block
+    if split:  # block / lanes vectors under each block: one more dense level of A, located in X
+        crd_kh, ref_a = b.scan("A", 2, ref_a)
+        ref_x = b.node(NodeKind.LOCATE, "locate_X2", {"outer": ref_x, "inner": crd_kh}, dim=block // lanes)["ref"]
+    va = b.node(NodeKind.ARRAY_LOAD, "vals_A", {"ref": ref_a}, tensor="A", **vec)["val"]
+    vx = b.node(NodeKind.ARRAY_LOAD, "vals_X", {"ref": ref_x}, tensor="X", **vec)["val"]
+    prod = b.node(NodeKind.ALU, "mul", {"a": va, "b": vx}, op=AluOp.MUL.value, **vec)["val"]
+    if split:  # the vectors of a block summed lane by lane
+        prod = b.node(NodeKind.REDUCE, "reduce_block", {"val": prod}, op=ReduceOp.ADD.value, **vec)["val"]
+    if lanes > 1:
+        prod = b.node(NodeKind.LANE_REDUCE, "lane_reduce", {"val": prod}, op=ReduceOp.ADD.value, lanes=lanes)["val"]
+    red = b.node(NodeKind.REDUCE, "reduce", {"val": prod}, op=ReduceOp.ADD.value)
+    b.write_vals("Y", red["val"])
+    size_fifos(g)
+    return g
+
+
 KERNELS: dict[str, Callable[..., Graph]] = {
     "spmv": lambda n=64: spmv(n, n),
     "spmm_dense": lambda n=64: spmm(n, n, n, DENSE2),
@@ -197,7 +268,11 @@ KERNELS: dict[str, Callable[..., Graph]] = {
     "add": lambda n=64: elementwise(AluOp.ADD, n, n),
     "mul": lambda n=64: elementwise(AluOp.MUL, n, n),
     "spmspm_inner": lambda n=64: inner_product(n, n, n),
+    "bspmm": lambda n=64, block=4, lanes=None: bspmm(n, n, n, block, lanes),
 }
+
+# kernel -> the options its factory takes besides the size (the CLI's --block / --lanes)
+KERNEL_OPTIONS: dict[str, tuple[str, ...]] = {"bspmm": ("block", "lanes")}
 
 
 _REFERENCE: dict[str, Callable[[dict], np.ndarray]] = {
@@ -207,6 +282,7 @@ _REFERENCE: dict[str, Callable[[dict], np.ndarray]] = {
     "add": lambda d: d["A"] + d["B"],
     "mul": lambda d: d["A"] * d["B"],
     "spmspm_inner": lambda d: d["A"] @ d["B"].T,
+    "bspmm": lambda d: d["A"] @ d["X"],
 }
 
 
@@ -217,9 +293,18 @@ def random_operands(graph: Graph, seed: int = 0, density: float = 0.1) -> dict[s
     ops: dict[str, np.ndarray] = {}
     for name in graph.input_tensors():
         spec = graph.tensors[name]
-        a = rng.integers(-8, 9, size=spec.shape)
+        shape = spec.operand_shape
+        a = rng.integers(-8, 9, size=shape)
         if any(f is not Format.DENSE for f in spec.fmt.levels):
-            a[rng.random(spec.shape) > density] = 0
+            if spec.block is not None:  # blocks kept with probability density, then 10 % zeros inside
+                grid = spec.block.fmt.grid(shape)
+                keep = rng.random(grid) <= density
+                for d, bs in enumerate(spec.block.fmt.block):
+                    keep = np.repeat(keep, bs, axis=d)
+                a[~keep[tuple(slice(0, s) for s in shape)]] = 0
+                a[rng.random(shape) < 0.1] = 0
+            else:
+                a[rng.random(shape) > density] = 0
         ops[name] = a
     return ops
 
@@ -243,7 +328,21 @@ def integer_matrix(matrix, what: str) -> sp.csr_array:
     return sp.csr_array((np.asarray(m.data).astype(np.int64), m.indices, m.indptr), shape=m.shape)
 
 
-def example_from_matrix(kernel: str, matrix, seed: int = 0, what: str = "matrix"):
+def kernel_graph(kernel: str, n: int, **options) -> Graph:
+    """The built-in ``kernel``'s graph of size ``n`` with its options (:data:`KERNEL_OPTIONS`;
+    ``None`` values leave an option at its default, an option the kernel does not take is an
+    error naming it)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; built-in kernels: {sorted(KERNELS)}")
+    given = {k: v for k, v in options.items() if v is not None}
+    extra = sorted(set(given) - set(KERNEL_OPTIONS.get(kernel, ())))
+    if extra:
+        raise ValueError(f"kernel {kernel!r} takes no option {', '.join(extra)} (its options: "
+                         f"{', '.join(KERNEL_OPTIONS.get(kernel, ())) or 'none'})")
+    return KERNELS[kernel](n, **given)
+
+
+def example_from_matrix(kernel: str, matrix, seed: int = 0, what: str = "matrix", **options):
     """A built-in kernel on a user's square integer matrix (``scipy.sparse``): every sparse
     operand is the matrix (SpMM CSR computes A·A, add A + A, the inner product A·Aᵀ), dense
     operands are seeded random integers; the reference is computed by scipy.  Returns
@@ -254,24 +353,24 @@ def example_from_matrix(kernel: str, matrix, seed: int = 0, what: str = "matrix"
     m = integer_matrix(matrix, what)
     if m.shape[0] != m.shape[1]:
         raise ValueError(f"{what}: kernel {kernel!r} needs a square matrix, got {m.shape[0]}x{m.shape[1]}")
-    g = KERNELS[kernel](m.shape[0])
+    g = kernel_graph(kernel, m.shape[0], **options)
     rng = np.random.default_rng(seed)
-    ops = {t: (m if t in sparse_inputs(g) else rng.integers(-8, 9, size=g.tensors[t].shape))
+    ops = {t: (m if t in sparse_inputs(g) else rng.integers(-8, 9, size=g.tensors[t].operand_shape))
            for t in g.input_tensors()}
-    data = {t: TensorData.from_array(v, g.tensors[t].fmt) for t, v in ops.items()}
+    data = {t: g.tensors[t].data(v) for t, v in ops.items()}
     expected = _REFERENCE[kernel](ops)
     return g, data, ops, expected.toarray() if sp.issparse(expected) else np.asarray(expected)
 
 
-def example(kernel: str, n: int = 64, seed: int = 0, density: float = 0.1):
+def example(kernel: str, n: int = 64, seed: int = 0, density: float = 0.1, **options):
     """A built-in kernel graph with seeded random operands and the numpy result.
 
     Returns ``(graph, data, operands, expected)``: ``data`` maps tensor names to
-    :class:`TensorData` in the graph's formats, ``operands`` to the dense arrays.
+    :class:`TensorData` in the graph's formats, ``operands`` to the dense arrays (of a blocked
+    tensor: its original shape).  ``options``: the kernel's (:data:`KERNEL_OPTIONS`, e.g.
+    ``block`` and ``lanes`` of ``bspmm``; a blocked kernel's ``density`` is that of its blocks).
     """
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; built-in kernels: {sorted(KERNELS)}")
-    g = KERNELS[kernel](n)
+    g = kernel_graph(kernel, n, **options)
     ops = random_operands(g, seed, density)
-    data = {t: TensorData.from_dense(v, g.tensors[t].fmt) for t, v in ops.items()}
+    data = {t: g.tensors[t].data(v) for t, v in ops.items()}
     return g, data, ops, _REFERENCE[kernel](ops)

@@ -281,6 +281,13 @@ def plan_ports(graph, model: MemoryModel, placement: Placement = Placement(), *,
                     wanted.append((name, "seg", tensor, lvl, cw, False))
                 wanted.append((name, "crd", tensor, lvl, cw, False))
         else:
+            lanes = node.params.get("lanes", 1)
+            if lanes > 1 and lanes * word_bytes(vw) > model.burst_bytes:
+                raise MemoryError(
+                    f"node {name!r} moves {lanes}-lane vectors of tensor {tensor!r} ({lanes * word_bytes(vw)} "
+                    f"bytes each), and {tensor!r} is off-chip under memory {model.name!r}, whose bursts are "
+                    f"{model.burst_bytes} bytes: a vector must fit one burst; place {tensor!r} on chip "
+                    f"(--onchip {tensor}) or use fewer lanes")
             wanted.append((name, "vals", tensor, None, vw, use.writes))
     widest = max((word_bytes(w) for *_, w, _ in wanted), default=1)
     if widest > model.burst_bytes:

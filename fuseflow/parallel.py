@@ -305,16 +305,16 @@ def _entries(g, index, n, edges, split, levels, k, region, new_edges) -> list[Po
     Returns the ``sel`` port of the first parallelizer (the serializers' order)."""
     sels: list[PortRef] = []
     for e in edges:
-        kind = g.edge_kind(e)
+        kind, vec = g.edge_kind(e), _vec(g.edge_type(e).lanes)
         if e.src in split:
             p = g.add(NodeKind.PARALLELIZE, _fresh(g, f"par_{e.src.node}_{e.src.port}"), n=n,
-                      stream=kind)
+                      stream=kind, **vec)
             new_edges.append(Edge(e.src, p["in"], None))
             new_edges += [Edge(p[f"out{lane}"], lane_port(e.dst, lane), e.depth) for lane in range(n)]
             sels.append(p["sel"])
         elif levels[e.src] < k:
             b = g.add(NodeKind.BROADCAST, _fresh(g, f"lanes_{e.src.node}_{e.src.port}"), n=n,
-                      stream=kind)
+                      stream=kind, **vec)
             new_edges.append(Edge(e.src, b["in"], e.depth))
             new_edges += [Edge(b[f"out{lane}"], lane_port(e.dst, lane), None) for lane in range(n)]
             region.broadcast.append(str(e.src))
@@ -348,7 +348,7 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, parti
     for i, e in enumerate(serial):
         below = levels[e.src] - k
         s = g.add(NodeKind.SERIALIZE, _fresh(g, f"ser_{e.src.node}_{e.src.port}"), n=n,
-                  stream=g.edge_kind(e), below=below)
+                  stream=g.edge_kind(e), below=below, **_vec(g.edge_type(e).lanes))
         new_edges.append(Edge(sel_ports[i], s["sel"], sel_depth))
         # a lane's output FIFO holds one item's subtree, so the other lanes run on while the
         # serializer copies it (with two slots they would wait for it: no parallelism)
@@ -359,20 +359,21 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, parti
     merged: dict[str, dict[str, PortRef]] = {}  # sparse accumulator -> its merged outputs
     for e in (e for e in edges if e.src in partial):
         node = g.nodes[e.src.node]
+        vec = _vec(g.edge_type(e).lanes)  # vector partial sums are combined lanewise
         if node.kind is NodeKind.SPACC1:
             if node.name not in merged:
                 merged[node.name] = _merge_sparse(g, f"comb_{node.name}", [
                     (lane_port(node["crd"], lane), lane_port(node["val"], lane)) for lane in range(n)],
-                    new_edges)
+                    new_edges, vec)
             total = merged[node.name][e.src.port]
         else:
             op = AluOp.ADD if node.param("op") is ReduceOp.ADD else AluOp.MAX
             total = _combine(g, f"comb_{e.src.node}", op,
-                             [lane_port(e.src, lane) for lane in range(n)], new_edges)
+                             [lane_port(e.src, lane) for lane in range(n)], new_edges, vec)
         region.merged[e.src] = total
         if e.dst.node in inside:
             b = g.add(NodeKind.BROADCAST, _fresh(g, f"lanes_{e.src.node}"), n=n,
-                      stream=StreamKind.VAL)
+                      stream=StreamKind.VAL, **vec)
             new_edges.append(Edge(total, b["in"], None))
             new_edges += [Edge(b[f"out{lane}"], lane_port(e.dst, lane), e.depth) for lane in range(n)]
         else:
@@ -394,13 +395,21 @@ def _unit_bound(g: Graph, levels: dict[PortRef, int], k: int, below: int) -> int
     return min(size + below + 2, LANE_FIFO_MAX)
 
 
-def _combine(g: Graph, base: str, op: AluOp, ports: list[PortRef], new_edges: list[Edge]) -> PortRef:
-    """A balanced tree of binary ALUs over ``ports`` (aligned value streams)."""
+def _vec(lanes: int) -> dict[str, int]:
+    """The ``lanes`` parameter of a node on a vector stream (none on a scalar one, so scalar
+    graphs are saved as before)."""
+    return {"lanes": lanes} if lanes > 1 else {}
+
+
+def _combine(g: Graph, base: str, op: AluOp, ports: list[PortRef], new_edges: list[Edge],
+             vec: dict[str, int] | None = None) -> PortRef:
+    """A balanced tree of binary ALUs over ``ports`` (aligned value streams; ``vec``: their
+    lanes)."""
     level = 0
     while len(ports) > 1:
         nxt = []
         for i in range(0, len(ports) - 1, 2):
-            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), op=op)
+            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), op=op, **(vec or {}))
             new_edges.append(Edge(ports[i], a["a"], None))
             new_edges.append(Edge(ports[i + 1], a["b"], None))
             nxt.append(a["val"])
@@ -411,7 +420,7 @@ def _combine(g: Graph, base: str, op: AluOp, ports: list[PortRef], new_edges: li
 
 
 def _merge_sparse(g: Graph, base: str, lanes: list[tuple[PortRef, PortRef]],
-                  new_edges: list[Edge]) -> dict[str, PortRef]:
+                  new_edges: list[Edge], vec: dict[str, int] | None = None) -> dict[str, PortRef]:
     """A balanced tree of unions (values riding on their reference ports) and adders over the
     lanes' sparse partial sums (coordinate and value streams): the sum's ``crd`` and ``val``."""
     level = 0
@@ -419,8 +428,8 @@ def _merge_sparse(g: Graph, base: str, lanes: list[tuple[PortRef, PortRef]],
         nxt = []
         for i in range(0, len(lanes) - 1, 2):
             (ca, va), (cb, vb) = lanes[i], lanes[i + 1]
-            u = g.add(NodeKind.UNION, _fresh(g, f"{base}_u{level}_{i // 2}"), n=2, val_refs=(0, 1))
-            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), op=AluOp.ADD)
+            u = g.add(NodeKind.UNION, _fresh(g, f"{base}_u{level}_{i // 2}"), n=2, val_refs=(0, 1), **(vec or {}))
+            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), op=AluOp.ADD, **(vec or {}))
             new_edges += [Edge(ca, u["crd0"], None), Edge(va, u["ref0"], None),
                           Edge(cb, u["crd1"], None), Edge(vb, u["ref1"], None),
                           Edge(u["ref0"], a["a"], None), Edge(u["ref1"], a["b"], None)]

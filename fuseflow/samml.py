@@ -29,11 +29,13 @@ from .primitives import (
     Ports,
     PrimitiveSpec,
     ReduceOp,
+    ScalarPort,
     StreamKind,
+    StreamType,
     TensorUse,
     alu_latency,
 )
-from .tensor import Format, TensorData, TensorFormat
+from .tensor import Blocking, Format, TensorData, TensorFormat
 
 __all__ = [
     "PRIMITIVES",
@@ -50,7 +52,9 @@ __all__ = [
     "PrimitiveSpec",
     "ReduceOp",
     "Role",
+    "ScalarPort",
     "StreamKind",
+    "StreamType",
     "TensorSpec",
     "TensorUse",
     "alu_latency",
@@ -114,6 +118,14 @@ class Node:
     def outputs(self) -> Ports:
         return self.spec.ports(self.params)[1]
 
+    def input_types(self) -> dict[str, StreamType]:
+        """The input ports' stream types (kind and lanes)."""
+        return self.spec.port_types(self.params)[0]
+
+    def output_types(self) -> dict[str, StreamType]:
+        """The output ports' stream types (kind and lanes)."""
+        return self.spec.port_types(self.params)[1]
+
     def __getitem__(self, port: str) -> PortRef:
         return PortRef(self.name, port)
 
@@ -135,13 +147,38 @@ class Edge:
 
 @dataclass(frozen=True)
 class TensorSpec:
+    """A tensor of the graph: the shape and format it is stored in (what the nodes scan, load
+    and write) and, for a tensor in a block format, ``block``: its original shape and block
+    format (``shape`` / ``fmt`` are then the stored higher-order tensor's)."""
+
     name: str
     shape: tuple[int, ...]
     fmt: TensorFormat
     role: Role = Role.INPUT
+    block: Blocking | None = None
 
     def level_dim(self, level: int) -> int:
         return self.shape[self.fmt.mode_order[level]]
+
+    @property
+    def operand_shape(self) -> tuple[int, ...]:
+        """The shape of the tensor's operand arrays: the original shape of a blocked tensor."""
+        return self.block.shape if self.block is not None else self.shape
+
+    def data(self, value) -> TensorData:
+        """An operand (a dense array or ``scipy.sparse`` matrix of :attr:`operand_shape`) as the
+        level arrays of this tensor (blocked when it has a block format)."""
+        b = self.block
+        if b is None:
+            return TensorData.from_array(value, self.fmt)
+        if tuple(value.shape) != b.shape:
+            raise ValueError(f"tensor {self.name!r}: an operand of shape {tuple(value.shape)}, the tensor is "
+                             f"{'x'.join(map(str, b.shape))} (in blocks: {b.fmt})")
+        whole = b.padded == b.shape  # a declared shape that is not whole blocks is padded (explicitly)
+        if hasattr(value, "tobsr") and b.fmt.order == 2 and b.fmt.outer.mode_order == (0, 1) and whole:
+            return TensorData.from_bsr(value.tobsr(blocksize=b.fmt.block), b.fmt, name=self.name)  # stays sparse
+        return TensorData.from_blocks(value.toarray() if hasattr(value, "toarray") else value, b.fmt,
+                                      name=self.name, pad=not whole)
 
 
 class Graph:
@@ -159,12 +196,20 @@ class Graph:
         self.indices: dict[str, list[PortRef]] = {}
 
     # ---------------------------------------------------------------- building
-    def tensor(self, name: str, shape: Iterable[int], fmt: TensorFormat, role: Role = Role.INPUT) -> TensorSpec:
+    def tensor(self, name: str, shape: Iterable[int], fmt: TensorFormat, role: Role = Role.INPUT,
+               block: Blocking | None = None) -> TensorSpec:
+        """Declare a tensor stored in ``shape`` / ``fmt``; ``block``: it is a tensor of
+        ``block.shape`` in block format ``block.fmt`` (``shape`` / ``fmt`` must be its stored
+        tensor's)."""
         if name in self.tensors:
             raise GraphError(f"tensor {name!r} is declared twice")
-        spec = TensorSpec(name, tuple(int(s) for s in shape), fmt, role)
+        spec = TensorSpec(name, tuple(int(s) for s in shape), fmt, role, block)
         if len(spec.shape) != fmt.order:
             raise GraphError(f"tensor {name!r}: shape {spec.shape} does not match format {fmt}")
+        if block is not None and (block.fmt.stored() != fmt or block.fmt.stored_shape(block.shape) != spec.shape):
+            raise GraphError(f"tensor {name!r}: blocked as {block.fmt} of shape {block.shape}, it is stored as "
+                             f"{block.fmt.stored()} of shape {block.fmt.stored_shape(block.shape)}, not {fmt} of "
+                             f"shape {spec.shape}")
         self.tensors[name] = spec
         return spec
 
@@ -195,6 +240,10 @@ class Graph:
 
     def edge_kind(self, edge: Edge) -> StreamKind:
         return self.nodes[edge.src.node].outputs()[edge.src.port]
+
+    def edge_type(self, edge: Edge) -> StreamType:
+        """The stream type of ``edge`` (its producer's output port: kind and lanes)."""
+        return self.nodes[edge.src.node].output_types()[edge.src.port]
 
     def depth(self, edge: Edge) -> int:
         return edge.depth if edge.depth is not None else self.fifo_depth
@@ -266,10 +315,14 @@ class Graph:
             out.append(f"output port {e.src} feeds both {used[e.src].dst} and {e.dst}: "
                        "fan-out needs a broadcast node")
         used[e.src] = e
-        sk = self.nodes[e.src.node].outputs()[e.src.port]
-        dk = self.nodes[e.dst.node].inputs()[e.dst.port]
-        if sk is not dk:
-            out.append(f"edge {e}: a {sk.value} stream drives a {dk.value} port")
+        src, dst = self.nodes[e.src.node], self.nodes[e.dst.node]
+        st, dt = src.output_types()[e.src.port], dst.input_types()[e.dst.port]
+        if st.kind is not dt.kind:
+            out.append(f"edge {e}: a {st.kind.value} stream drives a {dt.kind.value} port")
+        elif st.lanes != dt.lanes:
+            out.append(f"edge {e}: lanes differ: output {e.src.port} of {_where(src.name, src.kind)} carries "
+                       f"{st.lanes} lane{'s' * (st.lanes > 1)}, input {e.dst.port} of {_where(dst.name, dst.kind)} "
+                       f"takes {dt.lanes}")
         if e.depth is not None and e.depth < 1:
             out.append(f"edge {e}: FIFO depth {e.depth} must be at least 1")
         return out
@@ -305,7 +358,8 @@ class Graph:
             "name": self.name,
             "fifo_depth": self.fifo_depth,
             "tensors": {
-                n: {"shape": list(s.shape), "format": s.fmt.to_json(), "role": s.role.value}
+                n: {"shape": list(s.shape), "format": s.fmt.to_json(), "role": s.role.value,
+                    **({"block": s.block.to_json()} if s.block is not None else {})}
                 for n, s in self.tensors.items()
             },
             "nodes": [
@@ -326,7 +380,8 @@ class Graph:
         try:
             g = cls(d.get("name", "graph"), int(d.get("fifo_depth", 2)))
             for name, t in d.get("tensors", {}).items():
-                g.tensor(name, t["shape"], TensorFormat.from_json(t["format"]), Role(t.get("role", "input")))
+                block = Blocking.from_json(t["block"]) if t.get("block") is not None else None
+                g.tensor(name, t["shape"], TensorFormat.from_json(t["format"]), Role(t.get("role", "input")), block)
             problems: list[str] = []
             for n in d["nodes"]:
                 try:
@@ -374,10 +429,13 @@ class Graph:
             detail = " ".join(f"{k}={_param_json(v)}" for k, v in n.params.items())
             lines.append(f'  "{n.name}" [label="{n.name}\\n{n.kind.value} {detail}"];')
         for e in self.edges:
-            k = self.edge_kind(e) if e.src.node in self.nodes and e.src.port in self.nodes[e.src.node].outputs() else StreamKind.CRD
+            known = e.src.node in self.nodes and e.src.port in self.nodes[e.src.node].outputs()
+            t = self.edge_type(e) if known else StreamType(StreamKind.CRD)
+            k = t.kind
             style = ", style=dashed, constraint=false" if self.is_feedback(e) else ""
+            lanes = f" x{t.lanes}" if t.lanes > 1 else ""
             lines.append(
-                f'  "{e.src.node}" -> "{e.dst.node}" [label="{e.src.port}->{e.dst.port}", '
+                f'  "{e.src.node}" -> "{e.dst.node}" [label="{e.src.port}->{e.dst.port}{lanes}", '
                 f'color={colors[k]}, fontcolor={colors[k]}{style}];'
             )
         lines.append("}")
@@ -463,6 +521,9 @@ def _check_data(g: Graph, data: Mapping[str, TensorData]) -> list[str]:
             out.append(f"tensor {name!r}: data shape {tuple(td.shape)} != declared {spec.shape}")
         if td.fmt != spec.fmt:
             out.append(f"tensor {name!r}: data format {td.fmt} != declared {spec.fmt}")
+        if spec.block is not None and td.blocking is not None and td.blocking != spec.block:
+            out.append(f"tensor {name!r}: data blocked as {td.blocking.fmt} of shape {td.blocking.shape}, "
+                       f"declared {spec.block.fmt} of shape {spec.block.shape}")
     for name in data:
         if name not in g.tensors:
             out.append(f"data given for tensor {name!r}, which the graph does not declare")

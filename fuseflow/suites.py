@@ -2,7 +2,8 @@
 inputs and the expected value), plain data that ``rtl_sim.correlate`` runs in sw_sim and RTL.
 
 * ``spine`` — the built-in kernels (SpMV, SpMM ×2, add, mul) at two sizes and two densities;
-* ``variants`` — built-in kernels with coordinate skipping or double-buffered accumulators;
+* ``variants`` — built-in kernels with coordinate skipping or double-buffered accumulators, and
+  block-sparse SpMM with vector streams (``bspmm``, blocks of 2 to 16, lanes = block or less);
 * ``compiler`` — every graph of a few compiled programs (:mod:`fuseflow.compiler.suite`);
 * ``ml`` — GCN / GraphSAGE layers and BigBird pieces (:mod:`fuseflow.models.suite`);
 * ``parallel`` — built-in kernels with parallel lanes (factors 2 and 4, nested, lane-local
@@ -53,14 +54,26 @@ def _variant_case(kernel: str, variant: str, n: int, density: float, seed: int,
     return g, data, expected
 
 
+def _blocked_case(block: int, lanes: int, n: int, density: float, seed: int, simulate: Simulator) -> Case:
+    g, data, _, expected = example("bspmm", n, seed, density, block=block, lanes=lanes)
+    return g, data, expected
+
+
+# (block, lanes) of the block-sparse SpMM entries: whole blocks as vectors, and blocks split
+BLOCKED_CASES = ((2, 2), (4, 4), (8, 8), (16, 16), (8, 4), (16, 4))
+
+
 def variant_suite() -> list[SuiteEntry]:
-    """Built-in kernels with coordinate skipping (inner-product SpMSpM, element-wise multiply)
-    and with double-buffered accumulators (SpMM, B CSR)."""
+    """Built-in kernels with coordinate skipping (inner-product SpMSpM, element-wise multiply),
+    with double-buffered accumulators (SpMM, B CSR), and block-sparse SpMM whose blocks stream
+    as vectors (:func:`fuseflow.kernels.bspmm`)."""
     variants = (("spmspm_inner", "skip", "skipping"), ("mul", "skip", "skipping"),
                 ("spmm_csr", "buffers2", "double-buffered"))
     return [SuiteEntry(f"{kernel}_{variant}_{n}_d{int(density * 100)}", group,
                        partial(_variant_case, kernel, variant, n, density, 11))
-            for kernel, variant, group in variants for n in (16, 32) for density in (0.1, 0.3)]
+            for kernel, variant, group in variants for n in (16, 32) for density in (0.1, 0.3)] + [
+        SuiteEntry(f"bspmm_b{block}_l{lanes}_32_d30", "blocked", partial(_blocked_case, block, lanes, 32, 0.3, 11))
+        for block, lanes in BLOCKED_CASES]
 
 
 def _parallel_case(kernel: str, par: tuple[tuple[str, int], ...], n: int, density: float,

@@ -1,17 +1,21 @@
 """The one SAMML token type, its text form and its hardware word encoding.
 
 A token is either a *data* token — a plain Python ``int`` (coordinate, reference or integer
-value) or ``float`` (value in float mode) — or a *control* token, an instance of
-:class:`Control`: ``Stop(k)``, ``DONE``, ``EMPTY`` or ``REPEAT``.  Control tokens are interned,
-so ``tok is DONE`` and ``stop(1) is stop(1)`` hold and the simulators compare by identity.
+value), ``float`` (value in float mode) or a :class:`Vec` of ``W`` lane values (a value of a
+vector stream, ``W >= 2``) — or a *control* token, an instance of :class:`Control`: ``Stop(k)``,
+``DONE``, ``EMPTY`` or ``REPEAT``.  Control tokens are interned, so ``tok is DONE`` and
+``stop(1) is stop(1)`` hold and the simulators compare by identity.
 
 Text form (README.md, "Tokens and streams"): ``0,2,S0,5,S1,D``; ``Sk`` closes ``k + 1`` fibers,
-``D`` is done, ``N`` is empty, ``R`` is a repeat signal.
+``D`` is done, ``N`` is empty, ``R`` is a repeat signal; a vector is its lanes between
+parentheses, lane 0 first, separated by ``|``: ``(1|2|3|4),S0,D``.
 
 Hardware word (``width + 1`` bits): bit ``width`` is the control flag.  Data tokens have flag 0
 and two's-complement data in bits ``width-1..0``.  Control tokens have flag 1, an opcode in bits
 9..8 (0 stop, 1 done, 2 empty) and the stop level in bits 7..0.  Repeat signals travel as
-``R`` = data 1, ``S`` = stop 0, ``D`` = done.
+``R`` = data 1, ``S`` = stop 0, ``D`` = done.  A stream of ``lanes`` lanes of ``width`` bits has
+``lanes * width + 1``-bit words: lane ``l`` of a vector in bits ``[l*width, (l+1)*width)``, the
+flag in bit ``lanes * width``, control words laid out as above in the low bits.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ __all__ = [
     "Control",
     "Stop",
     "Token",
+    "Vec",
     "decode",
     "encode",
     "format_stream",
@@ -79,7 +84,24 @@ DONE = Control("D")
 EMPTY = Control("N")
 REPEAT = Control("R")
 
-Token = int | float | Control
+class Vec(tuple):
+    """A vector data token: the ``W`` lane values of one value of a vector stream (``W >= 2``;
+    a one-lane stream carries plain numbers).  Immutable; equal to the tuple of its lanes."""
+
+    __slots__ = ()
+
+    def __new__(cls, lanes=()):
+        v = super().__new__(cls, lanes)
+        if len(v) < 2:
+            raise ValueError(f"a vector token has at least 2 lanes, got {len(v)}: a one-lane "
+                             "stream carries plain numbers")
+        return v
+
+    def __repr__(self) -> str:
+        return "(" + "|".join(format_token(x) for x in self) + ")"
+
+
+Token = int | float | Vec | Control
 
 
 def stop(level: int) -> Stop:
@@ -105,16 +127,25 @@ def parse_token(text: str) -> Token:
         return _STOPS[0]
     if t[:1] == "S" and t[1:].isdigit():
         return stop(int(t[1:]))
+    if t[:1] == "(" and t[-1:] == ")":
+        try:
+            return Vec(_number(x) for x in t[1:-1].split("|"))
+        except ValueError:
+            raise ValueError(f"bad token {text!r}: a vector is (v0|v1|...) with at least 2 numbers") from None
+    try:
+        return _number(t)
+    except ValueError:
+        raise ValueError(
+            f"bad token {text!r}: expected an integer, a number, a vector (v0|v1|...), Sk, D, N or R"
+        ) from None
+
+
+def _number(t: str) -> int | float:
     try:
         return int(t)
     except ValueError:
         pass
-    try:
-        return float(t)
-    except ValueError:
-        raise ValueError(
-            f"bad token {text!r}: expected an integer, a number, Sk, D, N or R"
-        ) from None
+    return float(t)
 
 
 def parse_stream(stream: str | Iterable[Token | str]) -> list[Token]:
@@ -128,6 +159,8 @@ def parse_stream(stream: str | Iterable[Token | str]) -> list[Token]:
 def format_token(tok: Token) -> str:
     if isinstance(tok, Control):
         return tok.text
+    if isinstance(tok, Vec):
+        return repr(tok)
     if isinstance(tok, float) and tok.is_integer():
         return repr(tok)
     return str(tok)
@@ -137,8 +170,11 @@ def format_stream(tokens: Sequence[Token]) -> str:
     return ",".join(format_token(t) for t in tokens)
 
 
-def encode(tok: Token, width: int, *, repsig: bool = False) -> int:
-    """Hardware word of ``tok`` for a stream of data ``width`` bits (``width + 1`` bits total)."""
+def encode(tok: Token, width: int, *, repsig: bool = False, lanes: int = 1) -> int:
+    """Hardware word of ``tok`` for a stream of data ``width`` bits (``width + 1`` bits total);
+    ``lanes``: a vector stream of that many ``width``-bit lanes (``lanes * width + 1`` bits)."""
+    if lanes > 1:
+        return _encode_vector(tok, width, lanes)
     flag = 1 << width
     if repsig:
         if tok is REPEAT:
@@ -157,15 +193,31 @@ def encode(tok: Token, width: int, *, repsig: bool = False) -> int:
     if tok is REPEAT:
         raise ValueError("R is only valid on a repsig stream")
     if not isinstance(tok, int):
-        raise TypeError(f"hardware words carry integers, got {tok!r}")
+        raise TypeError(f"hardware words carry integers, got {tok!r} (a {lanes}-lane stream)")
     lo, hi = -(1 << (width - 1)), (1 << width) - 1
     if not lo <= tok <= hi:
         raise ValueError(f"data token {tok} does not fit in {width} bits")
     return tok & ((1 << width) - 1)
 
 
-def decode(word: int, width: int, *, signed: bool = False, repsig: bool = False) -> Token:
+def _encode_vector(tok: Token, width: int, lanes: int) -> int:
+    if isinstance(tok, Control):
+        return encode(tok, lanes * width)
+    if not isinstance(tok, Vec) or len(tok) != lanes:
+        raise TypeError(f"a {lanes}-lane stream carries vectors of {lanes} lanes, got {format_token(tok)}")
+    word = 0
+    for i, x in enumerate(tok):
+        word |= encode(x, width) << (i * width)
+    return word
+
+
+def decode(word: int, width: int, *, signed: bool = False, repsig: bool = False, lanes: int = 1) -> Token:
     """Inverse of :func:`encode`.  ``signed`` reads data as two's complement (value streams)."""
+    if lanes > 1:
+        if word >> (lanes * width) & 1:
+            return decode(word, lanes * width)
+        mask = (1 << width) - 1
+        return Vec(decode(word >> (i * width) & mask, width, signed=signed) for i in range(lanes))
     if word >> width & 1:
         op = (word >> 8) & 3
         if op == OP_STOP:

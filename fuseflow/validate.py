@@ -15,7 +15,7 @@ from .numerics import Mode, Numerics
 from .primitives.base import PrimitiveSpec
 from .samml import Graph, GraphError
 from .tensor import Format, TensorData
-from .tokens import DONE, Token
+from .tokens import DONE, Control, Token, Vec, format_token
 
 __all__ = ["check_inputs", "primitive_run_problems", "require_valid_inputs", "require_words", "saturate_inputs", "tensor_problems", "value_problems"]
 
@@ -53,6 +53,10 @@ def tensor_problems(self: TensorData) -> list[str]:
             out += _order_problem(lvl, seg, crd, f.unique)
             run = None if f.unique else _Run(seg, crd)
         parents = len(crd)
+    b = self.blocking
+    if b is not None and (b.fmt.stored() != self.fmt or b.fmt.stored_shape(b.shape) != tuple(self.shape)):
+        out.append(f"blocked as {b.fmt} of shape {tuple(b.shape)}, but stored as {self.fmt} of shape "
+                   f"{tuple(self.shape)} (expected {b.fmt.stored()} of {b.fmt.stored_shape(b.shape)})")
     vals = np.asarray(self.vals)
     if vals.ndim != 1 or len(vals) != parents:
         out.append(f"vals has {vals.size} entries, expected {parents} (one per stored position)")
@@ -256,7 +260,7 @@ def saturate_inputs(graph: Graph, data: Mapping[str, TensorData],
         if mask.any():
             clamped = np.asarray([min(max(v, word.lo), word.hi) for v in vals.tolist()], dtype=np.int64) \
                 if vals.dtype == object else np.clip(vals, word.lo, word.hi)
-            out[name] = TensorData(td.shape, td.fmt, td.seg, td.crd, clamped)
+            out[name] = TensorData(td.shape, td.fmt, td.seg, td.crd, clamped, td.blocking)
             counts[name] = int(mask.sum())
     return out, counts
 
@@ -292,6 +296,26 @@ def require_valid_inputs(graph: Graph, data: Mapping[str, TensorData], numerics:
 RUN_EXTRAS = frozenset({"seg", "crd", "vals", "dim", "format"})
 
 
+def _lane_problems(spec: PrimitiveSpec, params: Mapping[str, Any], streams: Mapping[str, list[Token]]) -> list[str]:
+    """Data tokens that do not have the lanes of their input port (a vector of that many lanes
+    on a vector port, a number on a one-lane port), the first one per port."""
+    try:
+        ins = spec.port_types({k: v for k, v in params.items() if k in spec.hints()})[0]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []  # parameters the model refuses when it is built
+    out = []
+    for port, toks in streams.items():
+        lanes = ins[port].lanes if port in ins else 1
+        for i, t in enumerate(toks):
+            if isinstance(t, Control):
+                continue
+            if (len(t) if isinstance(t, Vec) else 1) != lanes:
+                out.append(f"input {port!r}: token {i} ({format_token(t)}) is not a value of {lanes} "
+                           f"lane{'s' * (lanes > 1)} (the port carries {ins.get(port, lanes)})")
+                break
+    return out
+
+
 def primitive_run_problems(spec: PrimitiveSpec, params: Mapping[str, Any],
                            streams: Mapping[str, list[Token]]) -> list[str]:
     """What is wrong with a single-primitive run: parameters the declaration does not take or
@@ -299,6 +323,8 @@ def primitive_run_problems(spec: PrimitiveSpec, params: Mapping[str, Any],
     not end with exactly one ``D`` (tokens after ``D`` would never be read)."""
     declared = {k: v for k, v in params.items() if k in spec.hints() or k not in RUN_EXTRAS}
     _, problems = spec.coerce(declared)  # value rules: each model checks them when it is built
+    if not problems:
+        problems += _lane_problems(spec, declared, streams)
     for port, toks in streams.items():
         done = [i for i, t in enumerate(toks) if t is DONE]
         if not done:

@@ -18,7 +18,16 @@ from fuseflow.tensor import Format, TensorData
 from hw.elaborate import HwConfig
 
 from .argtypes import MAX_SIZE, int_range
-from .cmd_common import add_schedule_args, add_width_args, apply_par, parse_max_nnz, resolve_widths
+from .cmd_common import (
+    add_kernel_options,
+    add_schedule_args,
+    add_width_args,
+    apply_par,
+    kernel_graph_of,
+    kernel_options,
+    parse_max_nnz,
+    resolve_widths,
+)
 from .errors import UserError
 
 __all__ = [
@@ -40,6 +49,7 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
         "--kernel", choices=sorted(KERNELS), help="a built-in kernel instead of GRAPH.json"
     )
     p.add_argument("--size", type=int_range(1, MAX_SIZE), default=64, help="kernel size N (N×N operands; default 64)")
+    add_kernel_options(p)
     p.add_argument(
         "--max-nnz",
         action="append",
@@ -90,7 +100,8 @@ def graph_from_args(args: argparse.Namespace) -> Graph:
     if args.kernel is not None:
         if args.size < 1:
             raise UserError(f"--size {args.size}: the kernel size must be at least 1")
-        return apply_par(args, KERNELS[args.kernel](args.size), f"kernel {args.kernel}")
+        return apply_par(args, kernel_graph_of(args), f"kernel {args.kernel}")
+    kernel_options(args)
     path = Path(args.graph)
     if not path.is_file():
         raise UserError(f"graph file {args.graph!r} does not exist")

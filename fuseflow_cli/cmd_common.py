@@ -15,6 +15,7 @@ from fuseflow.kernels import (
     example,
     example_from_matrix,
     integer_matrix,
+    kernel_graph,
     random_operands,
     sparse_inputs,
 )
@@ -36,6 +37,7 @@ from .errors import UserError
 __all__ = [
     "GraphJob",
     "add_graph_args",
+    "add_kernel_options",
     "add_memory_args",
     "add_numerics_arg",
     "add_saturate_arg",
@@ -43,6 +45,8 @@ __all__ = [
     "add_scheduler_arg",
     "add_width_args",
     "apply_par",
+    "kernel_graph_of",
+    "kernel_options",
     "load_graph_job",
     "open_executor",
     "overflow_failed",
@@ -62,6 +66,7 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("graph", nargs="?", help="SAMML graph JSON (or use --kernel)")
     p.add_argument("--kernel", choices=sorted(KERNELS), help="a built-in kernel graph instead of a file")
     p.add_argument("--size", type=int_range(1, MAX_SIZE), default=64, help="matrix size of --kernel (default 64)")
+    add_kernel_options(p)
     p.add_argument("--data", help="operands: a .npz of arrays named by tensor (graph files), or one "
                    "matrix (.mtx Matrix Market or scipy sparse .npz with --kernel; .mtx with a graph "
                    "file) for every sparse input, dense inputs seeded random (default: all seeded random)")
@@ -71,6 +76,32 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
                    help="coordinate skipping on the graph's intersections of compressed fibres "
                         "(an error if none can skip)")
     add_schedule_args(p)
+
+
+def add_kernel_options(p: argparse.ArgumentParser) -> None:
+    """``--block`` / ``--lanes``: the options of a blocked built-in kernel (``bspmm``)."""
+    p.add_argument("--block", type=int_range(1, 1 << 16), metavar="B",
+                   help="block size of --kernel bspmm: a power of two (default 4)")
+    p.add_argument("--lanes", type=int_range(1, 64), metavar="W",
+                   help="vector lanes of --kernel bspmm: the block size (default) or a power-of-two divisor")
+
+
+def kernel_options(args: argparse.Namespace) -> dict[str, int]:
+    """The kernel options given on the command line; an error without ``--kernel``."""
+    opts = {k: getattr(args, k, None) for k in ("block", "lanes")}
+    opts = {k: v for k, v in opts.items() if v is not None}
+    if opts and not getattr(args, "kernel", None):
+        raise UserError(f"{', '.join('--' + k for k in opts)} set(s) the options of a built-in kernel "
+                        "(--kernel bspmm); a graph file carries its own lanes")
+    return opts
+
+
+def kernel_graph_of(args: argparse.Namespace) -> Graph:
+    """The graph of ``--kernel`` at ``--size`` with its options (errors named)."""
+    try:
+        return kernel_graph(args.kernel, args.size, **kernel_options(args))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def add_schedule_args(p: argparse.ArgumentParser) -> None:
@@ -235,8 +266,12 @@ def _matrix_operands(g: Graph, path: Path, seed: int) -> dict[str, object]:
 
 
 def _kernel_job(args: argparse.Namespace) -> GraphJob:
+    opts = kernel_options(args)
     if not args.data:
-        g, data, _, expected = example(args.kernel, args.size, args.seed, args.density)
+        try:
+            g, data, _, expected = example(args.kernel, args.size, args.seed, args.density, **opts)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
         return GraphJob(g, data, expected, f"kernel {args.kernel} ({args.size}x{args.size})")
     path = _data_file(args)
     if path.suffix not in (".mtx", ".npz"):
@@ -244,7 +279,7 @@ def _kernel_job(args: argparse.Namespace) -> GraphJob:
                         "scipy sparse .npz file")
     try:
         g, data, _, expected = example_from_matrix(args.kernel, read_matrix(path), args.seed,
-                                                   f"--data {str(path)!r}")
+                                                   f"--data {str(path)!r}", **opts)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     n = g.tensors[sparse_inputs(g)[0]].shape[0]
@@ -256,6 +291,7 @@ def _load_graph_job(args: argparse.Namespace) -> GraphJob:
         raise UserError("give either a graph file or --kernel, not both")
     if args.kernel:
         return _kernel_job(args)
+    kernel_options(args)
     if not args.graph:
         raise UserError("no graph: give GRAPH.json or --kernel NAME")
     try:
@@ -284,9 +320,9 @@ def _load_graph_job(args: argparse.Namespace) -> GraphJob:
         if kind not in ("b", "i", "u", "f"):
             raise UserError(f"tensor {t!r}: data of type {getattr(ops[t], 'dtype', type(ops[t]))} is not "
                             "real numbers (integers, floats or booleans)")
-        if tuple(ops[t].shape) != spec.shape:
-            raise UserError(f"tensor {t!r}: data shape {tuple(ops[t].shape)} does not match the graph's {spec.shape}")
-        data[t] = TensorData.from_array(ops[t], spec.fmt)
+        if tuple(ops[t].shape) != spec.operand_shape:
+            raise UserError(f"tensor {t!r}: data shape {tuple(ops[t].shape)} does not match the graph's {spec.operand_shape}")
+        data[t] = spec.data(ops[t])
     return GraphJob(g, data, None, f"graph {args.graph}")
 
 

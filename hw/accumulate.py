@@ -100,14 +100,15 @@ class SpAcc1(StreamPrimitive):
 
     def __init__(self, *, dim: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
                  vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
-                 block_ram: bool = False):
+                 block_ram: bool = False, lanes: int = 1):
         self.dim, self.op, self.cw, self.vw = dim, op, cw, vw
+        self.lanes, self.lw = lanes, vw * lanes  # lanes of the values; a sum word is lw bits
         self.block_ram = block_ram
         self.num = numerics or Numerics.integer(vw)
-        super().__init__({"outer": cw, "inner": cw, "val": vw}, {"crd": cw, "val": vw}, depths)
+        super().__init__({"outer": cw, "inner": cw, "val": self.lw}, {"crd": cw, "val": self.lw}, depths)
 
     def logic(self, m):
-        cw, vw, dim = self.cw, self.vw, self.dim
+        cw, vw, dim = self.cw, self.lw, self.dim
         outer, inner, val = self.i_outer, self.i_inner, self.i_val
         acc = memory.Memory(shape=unsigned(vw), depth=dim, init=[])
         m.submodules.acc = acc
@@ -248,7 +249,7 @@ class SpAcc1(StreamPrimitive):
         else:
             rp = acc.read_port(domain="comb")  # read-add-write, a cycle early
             fp = acc.read_port(domain="comb")  # flush (its own port keeps the paths apart)
-            acc_word = Signal(self.vw, name="acc_word")  # = acc[pend_c] as written up to now
+            acc_word = Signal(self.lw, name="acc_word")  # = acc[pend_c] as written up to now
             m.d.comb += [rp.addr.eq(ci), fp.addr.eq(first)]
             m.d.sync += acc_word.eq(Mux(wp.en & (wp.addr == ci), wp.data, rp.data))
             flush_word = fp.data
@@ -258,20 +259,26 @@ class SpAcc1(StreamPrimitive):
     def _pending(self, m, valid, ci, popped):
         """The registers of a popped (crd, val), accumulated the next cycle: whether one is
         pending, whether its valid bit was set, its coordinate and value."""
-        vw, dim = self.vw, self.dim
+        vw, dim = self.lw, self.dim
         vtok = self.i_val.payload
-        v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
+        v = Mux(is_data(vtok, vw), vtok[:vw], 0)
         pend, pend_hit = Signal(), Signal()
         pend_c = Signal(range(max(dim, 2)))
-        pend_v = Signal(signed(vw))
+        pend_v = Signal(signed(vw) if self.lanes == 1 else unsigned(vw))  # the value (vectors: its lanes)
+        v = v.as_signed() if self.lanes == 1 else v
         m.d.sync += [pend.eq(popped), pend_c.eq(ci), pend_v.eq(v), pend_hit.eq(valid.bit_select(ci, 1))]
         return pend, pend_hit, pend_c, pend_v
 
     def _write_back(self, m, wp, acc_word, pend_hit, pend_v):
         """``wp`` writes the stored word ``op`` the pending value, or the value alone (a
         coordinate not yet valid)."""
-        summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v)
-        m.d.comb += wp.data.eq(Mux(pend_hit, summed[:self.vw], pend_v[:self.vw]))
+        w = self.vw
+        if self.lanes == 1:
+            summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v)[:w]
+        else:  # lane by lane
+            summed = Cat(*[reduce_op(self.num, self.op, acc_word[k * w:(k + 1) * w].as_signed(),
+                                     pend_v[k * w:(k + 1) * w].as_signed())[:w] for k in range(self.lanes)])
+        m.d.comb += wp.data.eq(Mux(pend_hit, summed, pend_v[:self.lw]))
 
 
 class SpAcc1Double(SpAcc1):
@@ -289,7 +296,7 @@ class SpAcc1Double(SpAcc1):
     """
 
     def logic(self, m):
-        cw, vw, dim = self.cw, self.vw, self.dim
+        cw, vw, dim = self.cw, self.lw, self.dim
         outer, inner, val = self.i_outer, self.i_inner, self.i_val
         first = Signal(range(max(dim, 2)))
         bank = Signal()  # the accumulating bank; the flusher reads the other one
@@ -368,7 +375,7 @@ class SpAcc1Double(SpAcc1):
         addressed a cycle early, in the bank flushed next cycle: the other one while walking,
         else the one a hand-over in this cycle gives the flusher."""
         pend, pend_hit, pend_c, pend_v = self._pending(m, valid, ci, popped)
-        acc = memory.Memory(shape=unsigned(self.vw), depth=2 * self.dim, init=[])
+        acc = memory.Memory(shape=unsigned(self.lw), depth=2 * self.dim, init=[])
         m.submodules.acc = acc
         wp = acc.write_port()
         m.d.comb += [wp.addr.eq(Cat(bank, pend_c)), wp.en.eq(pend)]
@@ -577,7 +584,7 @@ def _spacc1(b: HwBuild):
     p, cfg = b.params, b.cfg
     cls = SpAcc1Double if _double(b) else SpAcc1
     return cls(dim=p["dim"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, vw=cfg.vw, numerics=cfg.num,
-               depths=b.depths, block_ram=cfg.spacc_block_ram), {}
+               depths=b.depths, block_ram=cfg.spacc_block_ram, lanes=b.lanes), {}
 
 
 @rtl("spacc2")

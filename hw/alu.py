@@ -9,12 +9,13 @@ from fuseflow.numerics import (
     Mode,
     Numerics,
 )
-from fuseflow.samml import UNARY_ALU_OPS, AluOp, ReduceOp, alu_latency
+from fuseflow.primitives.alu import lane_reduce_latency
+from fuseflow.samml import UNARY_ALU_OPS, AluOp, ReduceOp, ScalarPort, alu_latency
 from fuseflow.tokens import VAL_WIDTH
 
 from .arith import binop, reduce_op, sat
 from .base import StreamPrimitive
-from .nonlinear import UnaryAlu
+from .nonlinear import UnaryAlu, VecUnaryAlu
 from .registry import HwBuild, rtl
 from .word import (
     CTL_WIDTH,
@@ -25,8 +26,16 @@ from .word import (
     is_done,
     is_empty,
     level,
+    recast,
     stop_word,
 )
+
+
+def lane_value(word: Value, width: int, vw: int, lane: int) -> Value:
+    """Lane ``lane`` of a vector word (a one-lane word of ``vw`` bits: its value, for every
+    lane) as a signed value, 0 for a control word (``N`` counts as zeros)."""
+    part = word[:vw] if width == vw else word[lane * vw:(lane + 1) * vw]
+    return Mux(is_data(word, width), part, 0).as_signed()
 
 
 class Alu(StreamPrimitive):
@@ -122,6 +131,104 @@ class Alu(StreamPrimitive):
 
 
 
+class VecAlu(Alu):
+    """The binary ALU over vector streams (``lanes`` W > 1; sw_sim's ``VecAlu``): W copies of
+    the lane datapath of :class:`Alu` between the same stage registers (same latency, II 1),
+    lane ``l`` of the result from lane ``l`` of each operand.  ``scalar_port`` ``a`` / ``b``:
+    that input is one value wide and its value feeds every lane.  Control words come from
+    ``a``, re-encoded to the output width."""
+
+    def __init__(self, *, op: AluOp, lanes: int, scalar_port: ScalarPort = ScalarPort.NONE,
+                 vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None):
+        self.op, self.vw, self.lanes, self.scalar_port = op, vw, lanes, scalar_port
+        self.num = numerics or Numerics.integer(vw)
+        widths = {p: vw if scalar_port.value == p else vw * lanes for p in ("a", "b")}
+        StreamPrimitive.__init__(self, widths, {"val": vw * lanes}, depths)
+
+    def logic(self, m):
+        w, lanes = self.vw, self.lanes
+        wa, wb, wo = self.in_widths["a"], self.in_widths["b"], w * lanes
+        a, b = self.i_a, self.i_b
+        n = alu_latency(self.op)
+        valid = [Signal(name=f"stage{k}_valid") for k in range(n)]
+        free = [Signal(name=f"stage{k}_free") for k in range(n)]
+        emit = Signal()
+        both = a.valid & b.valid
+        m.d.comb += [emit.eq(valid[-1] & self.room()), free[-1].eq(~valid[-1] | emit),
+                     a.ready.eq(free[0] & both), b.ready.eq(free[0] & both)]
+        for k in range(n - 2, -1, -1):
+            m.d.comb += free[k].eq(~valid[k] | free[k + 1])
+        for k in range(1, n):
+            with m.If(free[k]):
+                m.d.sync += valid[k].eq(valid[k - 1])
+        res = Signal(wo + 1)
+        with m.If(emit):
+            self.push(m, "val", res)
+        if n == 2:
+            x, y = Signal(wa + 1), Signal(wb + 1)
+            with m.If(free[0]):
+                m.d.sync += [valid[0].eq(both), x.eq(a.payload), y.eq(b.payload)]
+            out = [binop(self.num, self.op, lane_value(x, wa, w, k), lane_value(y, wb, w, k))[:w]
+                   for k in range(lanes)]
+            x_ctl = is_ctl(x, wa) & ~is_empty(x, wa)
+            with m.If(free[1]):
+                m.d.sync += res.eq(Mux(x_ctl, recast(x, wa, wo), Cat(*out, Const(0, 1))))
+            return
+        self._mul(m, valid, free, res, both)
+
+    def _mul(self, m, valid, free, res, both):
+        """The four multiply stages of :class:`Alu`, one multiplier per lane (see there)."""
+        w, lanes, a, b = self.vw, self.lanes, self.i_a, self.i_b
+        wa, wb, wo = self.in_widths["a"], self.in_widths["b"], w * lanes
+        ctl = [Signal(CTL_WIDTH, name=f"ctl{k}", reset_less=True) for k in range(3)]
+        is_ctl_k = [Signal(name=f"is_ctl{k}") for k in range(3)]
+        with m.If(free[0]):
+            m.d.sync += [valid[0].eq(both), ctl[0].eq(a.payload[:CTL_WIDTH]),
+                         is_ctl_k[0].eq(is_ctl(a.payload, wa) & ~is_empty(a.payload, wa))]
+        for k in (1, 2):
+            with m.If(free[k]):
+                m.d.sync += [ctl[k].eq(ctl[k - 1]), is_ctl_k[k].eq(is_ctl_k[k - 1])]
+        fixed = self.num.mode is Mode.FIXED
+        rnd = (1 << (self.num.frac - 1)) if fixed and self.num.frac > 0 else 0
+        outs = []
+        for lane in range(lanes):
+            xv = Signal(signed(w), name=f"x{lane}", reset_less=True)
+            yv = Signal(signed(w), name=f"y{lane}", reset_less=True)
+            with m.If(free[0]):
+                m.d.sync += [xv.eq(lane_value(a.payload, wa, w, lane)), yv.eq(lane_value(b.payload, wb, w, lane))]
+            total = self._products(m, xv, yv, lane, free[1])
+            prod = Signal(signed(2 * w + 2), name=f"prod{lane}", reset_less=True)
+            with m.If(free[2]):
+                m.d.sync += prod.eq(total() + rnd)
+            outs.append((sat(prod >> self.num.frac, self.num) if fixed else prod[:w])[:w])
+        ctl_word = Cat(ctl[2], Const(0, wo - CTL_WIDTH), Const(1, 1))
+        with m.If(free[3]):
+            m.d.sync += res.eq(Mux(is_ctl_k[2], ctl_word, Cat(*outs, Const(0, 1))))
+
+    def _products(self, m, xv, yv, lane, load):
+        """A lane's partial-product registers (loaded when ``load``: stage 1 free) and a
+        function giving their sum."""
+        w = self.vw
+        if w > self.DSP_WIDTH:
+            h = w // 2
+            xl, yl = xv[:h], yv[:h]
+            xh, yh = xv[h:].as_signed(), yv[h:].as_signed()
+            pp = [Signal(signed(2 * w), name=f"pp{lane}_{nm}", reset_less=True) for nm in ("ll", "lh", "hl", "hh")]
+            prods = [xl * yl, xl * yh, xh * yl, xh * yh]
+
+            def total() -> Value:
+                return (pp[3] << (2 * h)) + ((pp[1] + pp[2]) << h) + pp[0]
+        else:
+            pp = [Signal(signed(2 * w), name=f"pp{lane}", reset_less=True)]
+            prods = [xv * yv]
+
+            def total() -> Value:
+                return pp[0]
+        with m.If(load):
+            m.d.sync += [p_.eq(v_) for p_, v_ in zip(pp, prods)]
+        return total
+
+
 class Reduce(StreamPrimitive):
     """Reduces each innermost fiber (see sw_sim.alu.Reduce)."""
 
@@ -160,14 +267,116 @@ class Reduce(StreamPrimitive):
 
 
 
+class VecReduce(Reduce):
+    """Lanewise reduction of each innermost fiber of vectors (``lanes`` W > 1; sw_sim's
+    ``VecReduce``): :class:`Reduce` with a W-lane accumulator, one adder per lane."""
+
+    def __init__(self, *, op: ReduceOp, lanes: int, vw: int = VAL_WIDTH, numerics: Numerics | None = None,
+                 depths=None):
+        self.op, self.vw, self.lanes = op, vw, lanes
+        self.num = numerics or Numerics.integer(vw)
+        StreamPrimitive.__init__(self, {"val": vw * lanes}, {"val": vw * lanes}, depths)
+
+    def logic(self, m):
+        w, lanes = self.vw, self.lanes
+        wo = w * lanes
+        inp = self.i_val
+        lane_init = 0 if self.op is ReduceOp.ADD else 1 << (w - 1)
+        init = sum(lane_init << (k * w) for k in range(lanes))
+        acc = Signal(wo, init=init)
+        flushed = Signal()
+        tok = inp.payload
+        nxt = Cat(*[reduce_op(self.num, self.op, acc[k * w:(k + 1) * w].as_signed(), lane_value(tok, wo, w, k))[:w]
+                    for k in range(lanes)])
+        with m.If(inp.valid & self.room()):
+            with m.If(is_data(tok, wo) | is_empty(tok, wo)):
+                m.d.sync += acc.eq(nxt)
+                self.pop(m, "val")
+            with m.Elif(is_done(tok, wo)):
+                self.push(m, "val", done_word(wo))
+                self.pop(m, "val")
+            with m.Elif(level(tok) == 0):
+                self.push(m, "val", data_word(acc, wo))
+                m.d.sync += acc.eq(init)
+                self.pop(m, "val")
+            with m.Elif(~flushed):
+                self.push(m, "val", data_word(acc, wo))
+                m.d.sync += [acc.eq(init), flushed.eq(1)]
+            with m.Else():
+                self.push(m, "val", stop_word(level(tok) - 1, wo))
+                m.d.sync += flushed.eq(0)
+                self.pop(m, "val")
+
+
+class LaneReduce(StreamPrimitive):
+    """Reduces the ``lanes`` (W >= 2) values of each vector to one (sw_sim's ``LaneReduce``): an
+    input register, then ``log2(W)`` registered levels of a pairwise tree (level k holds
+    ``W / 2**k`` values, each the op of two of the level before), so the latency is
+    ``1 + log2(W)`` and II 1; each level loads from the one before when it is empty or being
+    emptied (as :class:`Alu`'s stages).  ``N`` reduces zeros; a control word rides along the
+    levels as its low bits and a flag."""
+
+    def __init__(self, *, op: ReduceOp, lanes: int, vw: int = VAL_WIDTH, numerics: Numerics | None = None,
+                 depths=None):
+        self.op, self.vw, self.lanes = op, vw, lanes
+        self.num = numerics or Numerics.integer(vw)
+        super().__init__({"val": vw * lanes}, {"val": vw}, depths)
+
+    def logic(self, m):
+        w, lanes = self.vw, self.lanes
+        wi = w * lanes
+        inp = self.i_val
+        n = lane_reduce_latency(self)
+        valid = [Signal(name=f"stage{k}_valid") for k in range(n)]
+        free = [Signal(name=f"stage{k}_free") for k in range(n)]
+        emit = Signal()
+        m.d.comb += [emit.eq(valid[-1] & self.room()), free[-1].eq(~valid[-1] | emit), inp.ready.eq(free[0])]
+        for k in range(n - 2, -1, -1):
+            m.d.comb += free[k].eq(~valid[k] | free[k + 1])
+        for k in range(1, n):
+            with m.If(free[k]):
+                m.d.sync += valid[k].eq(valid[k - 1])
+        x = Signal(wi + 1)
+        with m.If(free[0]):
+            m.d.sync += [valid[0].eq(inp.valid), x.eq(inp.payload)]
+        values = [lane_value(x, wi, w, k) for k in range(lanes)]
+        ctl, flag = x[:CTL_WIDTH], is_ctl(x, wi) & ~is_empty(x, wi)
+        for k in range(1, n):
+            level_vals = [Signal(signed(w), name=f"level{k}_{i}", reset_less=True) for i in range(len(values) // 2)]
+            ctl_k = Signal(CTL_WIDTH, name=f"ctl{k}", reset_less=True)
+            flag_k = Signal(name=f"is_ctl{k}")
+            with m.If(free[k]):
+                m.d.sync += [v.eq(reduce_op(self.num, self.op, values[2 * i], values[2 * i + 1])[:w])
+                             for i, v in enumerate(level_vals)]
+                m.d.sync += [ctl_k.eq(ctl), flag_k.eq(flag)]
+            values, ctl, flag = level_vals, ctl_k, flag_k
+        with m.If(emit):
+            self.push(m, "val", Mux(flag, Cat(ctl, Const(0, w - CTL_WIDTH), Const(1, 1)), data_word(values[0], w)))
+
+
 @rtl("alu")
 def _alu(b: HwBuild):
     op = b.params["op"]
     if op in UNARY_ALU_OPS:
+        if b.lanes > 1:
+            return VecUnaryAlu(op=op, lanes=b.lanes, scalar=b.params.get("scalar", 0.0), numerics=b.cfg.num,
+                               depths=b.depths), {}
         return UnaryAlu(op=op, scalar=b.params.get("scalar", 0.0), numerics=b.cfg.num, depths=b.depths), {}
+    if b.lanes > 1:
+        sp = b.params.get("scalar_port", ScalarPort.NONE)
+        return VecAlu(op=op, lanes=b.lanes, scalar_port=ScalarPort(sp) if isinstance(sp, str) else sp,
+                      vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths), {}
     return Alu(op=op, vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths), {}
 
 
 @rtl("reduce")
 def _reduce(b: HwBuild):
+    if b.lanes > 1:
+        return VecReduce(op=b.params["op"], lanes=b.lanes, vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths), {}
     return Reduce(op=b.params["op"], vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths), {}
+
+
+@rtl("lane_reduce")
+def _lane_reduce(b: HwBuild):
+    return LaneReduce(op=b.params["op"], lanes=b.params["lanes"], vw=b.cfg.vw, numerics=b.cfg.num,
+                      depths=b.depths), {}

@@ -132,13 +132,15 @@ class WriteGate(_Gate):
     line).  ``flush`` (the node is at ``D``): the port sends its unsent words when idle;
     ``flushed``: idle with nothing unsent.  A ``seg`` port starts with word 0 written."""
 
-    def __init__(self, spec: MemPort, model: MemoryModel, cw: int) -> None:
+    def __init__(self, spec: MemPort, model: MemoryModel, cw: int, span: int = 1) -> None:
+        self.span = span  # words per write: a vector of ``span`` aligned words inside one line
         super().__init__(spec, model, cw, {"word": In(cw), "want": In(1), "ok": Out(1),
                                            "flush": In(1), "flushed": Out(1)})
 
     def gate(self, m: Module) -> None:
         k = self.shift
-        last = self.word[:k].all() if k else Const(1, 1)
+        end = self.word if self.span == 1 else self.word + (self.span - 1)  # the last word written
+        last = end[:k].all() if k else Const(1, 1)
         unsent = Signal(init=1 if self.spec.array == "seg" else 0)
         send_rest = self.flush & self.idle & unsent
         m.d.comb += [self.ok.eq(~last | self.idle), self.flushed.eq(self.idle & ~unsent),

@@ -300,6 +300,11 @@ class GraphTop(wiring.Component):
         for e in graph.edges:
             src = getattr(self.components[e.src.node], f"o_{e.src.port}")
             dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
+            t = graph.edge_type(e)
+            want = stream_width(t.kind, cfg, t.lanes) + 1  # lanes * vw data bits for a vector
+            if len(src.payload) != want or len(dst.payload) != want:
+                raise ValueError(f"edge {e}: a {t} stream is {want} bits wide, but the RTL models' ports are "
+                                 f"{len(src.payload)} and {len(dst.payload)} bits")
             self.core.stmts += [dst.payload.eq(src.payload), dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
         for d in graph.discards:
             self.core.stmts.append(getattr(self.components[d.node], f"o_{d.port}").ready.eq(1))
@@ -357,9 +362,9 @@ class PrimitiveHarness(wiring.Component):
         spec = PRIMITIVES[kind]
         pv = spec.view(params)
         self.kind, self.cfg, self.depth = kind, cfg, depth
-        ins, outs = spec.ports(pv)
-        self.in_ports = {p: stream_width(k, cfg) for p, k in ins.items()}
-        self.out_ports = {p: stream_width(k, cfg) for p, k in outs.items()}
+        ins, outs = spec.port_types(pv)
+        self.in_ports = {p: stream_width(t.kind, cfg, t.lanes) for p, t in ins.items()}
+        self.out_ports = {p: stream_width(t.kind, cfg, t.lanes) for p, t in outs.items()}
         self.prim, mems = make_primitive(kind, pv, cfg, {p: depth for p in self.out_ports})
         self.mmap = MemoryMap()
         self.bus = _HostBus(self.mmap)

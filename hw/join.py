@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Mux, Signal
 
+from fuseflow.samml import StreamKind
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import StreamPrimitive
@@ -23,7 +24,7 @@ class _Joiner(StreamPrimitive):
     """n-ary joiner; the ``ref<i>`` streams listed in ``val_refs`` carry values (``vw`` wide)."""
 
     def __init__(self, *, n: int, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, val_refs=(), depths=None):
-        self.n, self.cw = n, cw
+        self.n, self.cw = n, cw  # vw: the width of a value ref (lanes * value width for vectors)
         self.rw = [vw if i in tuple(val_refs) else cw for i in range(n)]
         ins = {**{f"crd{i}": cw for i in range(n)}, **{f"ref{i}": self.rw[i] for i in range(n)}}
         outs = {"crd": cw, **{f"ref{i}": self.rw[i] for i in range(n)}}
@@ -142,11 +143,12 @@ class Union(_Joiner):
 @rtl("intersect")
 def _intersect(b: HwBuild):
     p = b.params
-    return Intersect(n=p["n"], cw=b.cfg.cw, vw=b.cfg.vw, val_refs=p.get("val_refs", ()), depths=b.depths,
+    return Intersect(n=p["n"], cw=b.cfg.cw, vw=b.width(StreamKind.VAL), val_refs=p.get("val_refs", ()), depths=b.depths,
                      skip=bool(p.get("skip", False))), {}
 
 
 @rtl("union")
 def _union(b: HwBuild):
     p = b.params
-    return Union(n=p["n"], cw=b.cfg.cw, vw=b.cfg.vw, val_refs=p.get("val_refs", ()), depths=b.depths), {}
+    return Union(n=p["n"], cw=b.cfg.cw, vw=b.width(StreamKind.VAL), val_refs=p.get("val_refs", ()),
+                 depths=b.depths), {}

@@ -314,17 +314,18 @@ class Scan(StreamPrimitive):
             m.d.sync += [p.eq(sl), mode.eq(FIBER)]
 
 
-def _write_gates(m, node, valid, tok, w: int, writes: dict) -> Signal | None:
+def _write_gates(m, node, valid, tok, w: int, writes: dict, span: int = 1) -> Signal | None:
     """The off-chip writes of a writer: one :class:`WriteGate` per array of ``node.mem``, fed
-    with ``writes[array] = (words written so far, the head token writes one)``; at ``D`` the
-    gates flush.  Returns whether the head token may be popped (``None``: nothing off-chip)."""
+    with ``writes[array] = (words written so far, the head token writes ``span`` words)``; at
+    ``D`` the gates flush.  Returns whether the head token may be popped (``None``: nothing
+    off-chip)."""
     if not node.mem:
         return None
     at_done = valid & is_done(tok, w)
     all_ok, all_flushed = Const(1, 1), Const(1, 1)
     for array, spec in node.mem.items():
         count, writes_it = writes[array]
-        g = attach(m, node, array, WriteGate(spec, node.model, node.cw))
+        g = attach(m, node, array, WriteGate(spec, node.model, node.cw, span))
         m.d.comb += [g.word.eq(count[:node.cw]), g.want.eq(valid & writes_it), g.flush.eq(at_done)]
         all_ok = all_ok & (~writes_it | g.ok)
         all_flushed = all_flushed & g.flushed
@@ -425,6 +426,48 @@ class ValsWrite(StreamPrimitive):
 
 
 
+class VecValsWrite(StreamPrimitive):
+    """Values writer of a vector stream (``lanes`` W > 1, sw_sim's ``VecValsWrite``): each
+    vector (``N``: zeros) fills one row of a W-lane-wide memory, one row per cycle.  The host
+    reads one value per address, as from :class:`ValsWrite`: value ``a`` is lane ``a mod W`` of
+    row ``a / W`` (the lane registered with the address, so the value arrives the cycle after);
+    ``vals_len`` counts values (W per vector).  ``mem``: off chip, a vector is one write of W
+    words (it lies inside one line)."""
+
+    def __init__(self, *, depth: int, lanes: int, vw: int = VAL_WIDTH, cw: int = CRD_WIDTH, mem=None,
+                 model=None):
+        self.vw, self.depth, self.lanes, self.cw = vw, depth, lanes, cw
+        self.mem, self.model = dict(mem or {}), model
+        super().__init__({"val": vw * lanes}, {}, None, {"done": Out(1), "vals_len": Out(32),
+                                                         "vals_rd": In(MemRead(bits_for(depth), vw))}
+                         | bus_members(self.mem, cw))
+
+    def logic(self, m):
+        vw, lanes = self.vw, self.lanes
+        w, shift = vw * lanes, lanes.bit_length() - 1
+        inp = self.i_val
+        rows = Signal(32 - shift)
+        done = Signal()
+        vals = memory.Memory(shape=unsigned(w), depth=-(-self.depth // lanes), init=[])
+        m.submodules.vals = vals
+        wp = vals.write_port()
+        rp = vals.read_port(domain="sync")
+        lane = Signal(shift)  # the lane of the address read last cycle
+        tok = inp.payload
+        writes = is_data(tok, w) | is_empty(tok, w)
+        pop_ok = _write_gates(m, self, inp.valid, tok, w, {"vals": (rows << shift, writes)}, span=lanes)
+        m.d.sync += lane.eq(self.vals_rd.addr[:shift])
+        m.d.comb += [self.done.eq(done), self.vals_len.eq(rows << shift), inp.ready.eq(1 if pop_ok is None else pop_ok),
+                     rp.addr.eq(self.vals_rd.addr[shift:]), self.vals_rd.data.eq(rp.data.word_select(lane, vw)),
+                     wp.addr.eq(rows), wp.data.eq(Mux(is_data(tok, w), tok[:w], 0))]
+        with m.If(inp.valid if pop_ok is None else inp.valid & pop_ok):
+            with m.If(is_data(tok, w) | is_empty(tok, w)):
+                m.d.comb += wp.en.eq(1)
+                m.d.sync += rows.eq(rows + 1)
+            with m.Elif(is_done(tok, w)):
+                m.d.sync += done.eq(1)
+
+
 @rtl("scan")
 def _scan(b: HwBuild):
     p, cw = b.params, b.cfg.cw
@@ -457,6 +500,10 @@ def _write(b: HwBuild):
 
 @rtl("vals_write")
 def _vals_write(b: HwBuild):
+    if b.lanes > 1:
+        c = VecValsWrite(depth=b.params.get("vals_depth", 1), lanes=b.lanes, vw=b.cfg.vw, cw=b.cfg.cw,
+                         mem=b.params.get("mem"), model=b.cfg.memory)
+        return c, {"vals": ("vals_rd", c.depth, b.cfg.vw, "r", "vals_len")}
     c = ValsWrite(depth=b.params.get("vals_depth", 1), vw=b.cfg.vw, cw=b.cfg.cw, mem=b.params.get("mem"),
                   model=b.cfg.memory)
     return c, {"vals": ("vals_rd", c.depth, b.cfg.vw, "r", "vals_len")}

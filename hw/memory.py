@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Mux, Signal, unsigned
+from amaranth.hdl import Const, Mux, Signal, unsigned
 from amaranth.lib import memory
 from amaranth.lib.wiring import In
 
@@ -26,23 +26,46 @@ class ArrayLoad(StreamPrimitive):
     ECP5) ends at a register instead of running on into the output FIFO.
 
     ``mem``: the off-chip ``vals`` port (``hw.dram``): the read stage pops a data reference
-    ``r`` once word ``r``'s line is resident."""
+    ``r`` once word ``r``'s line is resident.
+
+    ``lanes`` W > 1 (a vector load, sw_sim's ``VecArrayLoad``): the memory is W lanes wide, one
+    row per W values, so a reference ``r`` reads ``vals[r*W .. r*W+W-1]`` in one read (lane
+    ``l`` in bits ``[l*vw, (l+1)*vw)``); the host still writes one value per address (value
+    ``a`` into lane ``a mod W`` of row ``a / W``, a lane write enable).  Off chip, the read
+    waits for the line of word ``r*W`` (a vector lies inside one line)."""
 
     def __init__(self, *, depth: int, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, depths=None, mem=None,
-                 model=None):
-        self.cw, self.vw, self.depth = cw, vw, depth
+                 model=None, lanes: int = 1):
+        self.cw, self.vw, self.depth, self.lanes = cw, vw, depth, lanes
         self.mem, self.model = dict(mem or {}), model
-        super().__init__({"ref": cw}, {"val": vw}, depths, {"vals_wr": In(MemWrite(bits_for(depth), vw))}
+        super().__init__({"ref": cw}, {"val": vw * lanes}, depths, {"vals_wr": In(MemWrite(bits_for(depth), vw))}
                          | bus_members(self.mem, cw))
 
-    def logic(self, m):
-        cw, vw = self.cw, self.vw
-        inp = self.i_ref
-        vals = memory.Memory(shape=unsigned(vw), depth=self.depth, init=[])
+    def _memory(self, m):
+        """The values memory and its ports: one value per word, or (vectors) a row of
+        ``lanes`` values per word written a lane at a time."""
+        vw, lanes = self.vw, self.lanes
+        if lanes == 1:
+            vals = memory.Memory(shape=unsigned(vw), depth=self.depth, init=[])
+            m.submodules.vals = vals
+            wp = vals.write_port()
+            rp = vals.read_port(domain="sync")
+            m.d.comb += [wp.addr.eq(self.vals_wr.addr), wp.data.eq(self.vals_wr.data), wp.en.eq(self.vals_wr.en)]
+            return rp
+        shift = lanes.bit_length() - 1
+        vals = memory.Memory(shape=unsigned(vw * lanes), depth=-(-self.depth // lanes), init=[])
         m.submodules.vals = vals
-        wp = vals.write_port()
+        wp = vals.write_port(granularity=vw)
         rp = vals.read_port(domain="sync")
-        m.d.comb += [wp.addr.eq(self.vals_wr.addr), wp.data.eq(self.vals_wr.data), wp.en.eq(self.vals_wr.en)]
+        lane = self.vals_wr.addr[:shift]
+        m.d.comb += [wp.addr.eq(self.vals_wr.addr[shift:]), wp.data.eq(self.vals_wr.data.replicate(lanes)),
+                     wp.en.eq(Mux(self.vals_wr.en, Const(1, lanes) << lane, 0))]
+        return rp
+
+    def logic(self, m):
+        cw, vw = self.cw, self.vw * self.lanes
+        inp = self.i_ref
+        rp = self._memory(m)
         read_valid, read_tok = Signal(), Signal(cw + 1)  # stage 1: the RAM is reading
         word_valid, word_tok, word = Signal(), Signal(cw + 1), Signal(vw)  # stage 2
         consumed, word_free, read_free = Signal(), Signal(), Signal()
@@ -53,7 +76,8 @@ class ArrayLoad(StreamPrimitive):
             g = attach(m, self, "vals", ReadGate(self.mem["vals"], self.model, cw))
             data = is_data(inp.payload, cw)
             pop_ok = ~data | g.ok
-            m.d.comb += [g.word.eq(inp.payload[:cw]), g.want.eq(read_free & inp.valid & data),
+            first = inp.payload[:cw] if self.lanes == 1 else inp.payload[:cw] << (self.lanes.bit_length() - 1)
+            m.d.comb += [g.word.eq(first), g.want.eq(read_free & inp.valid & data),
                          inp.ready.eq(read_free & pop_ok)]
             take = inp.valid & pop_ok
         else:
@@ -74,5 +98,5 @@ class ArrayLoad(StreamPrimitive):
 @rtl("array_load")
 def _array_load(b: HwBuild):
     c = ArrayLoad(depth=b.params.get("vals_depth", 1), cw=b.cfg.cw, vw=b.cfg.vw, depths=b.depths,
-                  mem=b.params.get("mem"), model=b.cfg.memory)
+                  mem=b.params.get("mem"), model=b.cfg.memory, lanes=b.lanes)
     return c, {"vals": ("vals_wr", c.depth, b.cfg.vw, "w", None)}

@@ -175,3 +175,39 @@ class UnaryAlu(StreamPrimitive):
         with m.If(opnd_free):
             m.d.sync += [opnd_valid.eq(a.valid), x.eq(a.payload)]
 
+
+class VecUnaryAlu(UnaryAlu):
+    """The unary ALU over a vector stream (``lanes`` W > 1; sw_sim's ``VecUnaryAlu``): the
+    operand and result registers of :class:`UnaryAlu` W lanes wide, one function datapath (with
+    its own tables) per lane between them."""
+
+    def __init__(self, *, op: AluOp, lanes: int, scalar: float = 0.0, numerics: Numerics = INT32, depths=None):
+        self.op, self.scalar, self.num, self.vw, self.lanes = op, scalar, numerics, numerics.width, lanes
+        hw_mode(numerics)
+        numerics.unop(op, scalar, f"ALU {op.value}")
+        StreamPrimitive.__init__(self, {"a": self.vw * lanes}, {"val": self.vw * lanes}, depths)
+
+    def logic(self, m):
+        w, lanes = self.vw, self.lanes
+        wo = w * lanes
+        a = self.i_a
+        x, res = Signal(wo + 1), Signal(wo + 1)
+        opnd_valid, res_valid = Signal(), Signal()
+        emit, res_free, advance, opnd_free = Signal(), Signal(), Signal(), Signal()
+        fx = []
+        for k in range(lanes):
+            lane = Module()  # its own tables
+            m.submodules[f"lane{k}"] = lane
+            xv = Mux(is_data(x, wo), x[k * w:(k + 1) * w], 0).as_signed()
+            fx.append(unop(lane, self.num, self.op, xv, self.scalar)[:w])
+        m.d.comb += [emit.eq(res_valid & self.room()), res_free.eq(~res_valid | emit),
+                     advance.eq(opnd_valid & res_free), opnd_free.eq(~opnd_valid | advance),
+                     a.ready.eq(opnd_free)]
+        with m.If(emit):
+            self.push(m, "val", res)
+        with m.If(res_free):
+            m.d.sync += [res_valid.eq(opnd_valid),
+                         res.eq(Mux(is_ctl(x, wo) & ~is_empty(x, wo), x, Cat(*fx, Const(0, 1))))]
+        with m.If(opnd_free):
+            m.d.sync += [opnd_valid.eq(a.valid), x.eq(a.payload)]
+

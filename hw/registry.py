@@ -37,13 +37,20 @@ class HwBuild:
     cfg: HwConfig
     depths: dict[str, int] | None
 
-    def width(self, kind: StreamKind) -> int:
-        return stream_width(kind, self.cfg)
+    def width(self, kind: StreamKind, lanes: int | None = None) -> int:
+        """Data width of a stream of ``kind`` with ``lanes`` lanes (default: the node's
+        ``lanes`` parameter, 1 if it has none)."""
+        return stream_width(kind, self.cfg, self.params.get("lanes", 1) if lanes is None else lanes)
+
+    @property
+    def lanes(self) -> int:
+        return self.params.get("lanes", 1)
 
 
-def stream_width(kind: StreamKind, cfg: HwConfig) -> int:
-    """Data width of a stream of ``kind``: ``vw`` for values, ``cw`` for the others."""
-    return cfg.vw if kind is StreamKind.VAL else cfg.cw
+def stream_width(kind: StreamKind, cfg: HwConfig, lanes: int = 1) -> int:
+    """Data width of a stream of ``kind``: ``vw`` per lane for values (``lanes * vw``; lane
+    ``l`` in bits ``[l*vw, (l+1)*vw)``), ``cw`` for the others."""
+    return cfg.vw * lanes if kind is StreamKind.VAL else cfg.cw
 
 
 Builder = Callable[[HwBuild], tuple[wiring.Component, Memories]]

@@ -70,7 +70,7 @@ def primitive_hw_params(kind: NodeKind, params: Mapping[str, Any], runs: Sequenc
             hw_params[f"{m}_depth"] = _pow2(max([*sizes, 1]))
     if spec.sink:
         cap = _pow2(max(len(parse_stream(r["inputs"][p])) for r in runs for p in r["inputs"]))
-        hw_params.update(seg_depth=cap, crd_depth=cap, vals_depth=cap)
+        hw_params.update(seg_depth=cap, crd_depth=cap, vals_depth=cap * hw_params.get("lanes", 1))
     return hw_params
 
 
@@ -85,7 +85,7 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
     """
     kind = NodeKind(kind) if isinstance(kind, str) else kind
     spec = PRIMITIVES[kind]
-    in_kinds, out_kinds = spec.ports(spec.view(params))
+    in_kinds, out_kinds = spec.port_types(spec.view(params))
     hw_params = primitive_hw_params(kind, params, runs)
     key = _key("prim", kind.value, {k: v for k, v in hw_params.items() if k not in _MEM_PARAMS}, cfg, depth)
 
@@ -103,8 +103,8 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
         problems = primitive_run_problems(spec, params, {p: parse_stream(r["inputs"][p]) for p in in_kinds})
         if problems:
             raise ValueError(f"{kind.value} run {i}: " + "; ".join(problems))
-        inputs = {p: [encode(t, stream_width(k, cfg), repsig=k is StreamKind.REPSIG) for t in parse_stream(r["inputs"][p])]
-                  for p, k in in_kinds.items()}
+        inputs = {p: [encode(t, stream_width(k.kind, cfg), repsig=k.kind is StreamKind.REPSIG, lanes=k.lanes)
+                      for t in parse_stream(r["inputs"][p])] for p, k in in_kinds.items()}
         mem = {}
         for m in _MEM_PARAMS:
             if m in r:
@@ -118,8 +118,8 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
         d: dict[str, Any] = {"cycles": r["cycles"]}
         for p, words in r.get("outputs", {}).items():
             k = out_kinds[p]
-            d[p] = [decode(w, stream_width(k, cfg), signed=k is StreamKind.VAL, repsig=k is StreamKind.REPSIG)
-                    for w in words]
+            d[p] = [decode(w, stream_width(k.kind, cfg), signed=k.kind is StreamKind.VAL,
+                           repsig=k.kind is StreamKind.REPSIG, lanes=k.lanes) for w in words]
         for name, words in r.get("arrays", {}).items():
             d[name] = [_signed(w, cfg.vw) for w in words] if name == "vals" else list(words)
         out.append(d)
@@ -292,5 +292,5 @@ def _outputs(graph: Graph, arrays: Mapping[str, list[int]], cfg: HwConfig) -> di
                 crds[lvl] = np.asarray(arrays[f"{t}.{lvl}.crd"], dtype=np.int64)
         words = np.asarray(arrays[f"{t}.vals"], dtype=np.int64)
         vals = words - (((words >> (cfg.vw - 1)) & 1) << cfg.vw)  # two's complement of vw bits
-        out[t] = TensorData(spec.shape, spec.fmt, segs, crds, vals)
+        out[t] = TensorData(spec.shape, spec.fmt, segs, crds, vals, spec.block)
     return out

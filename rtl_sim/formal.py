@@ -39,9 +39,9 @@ from amaranth.back import rtlil
 from amaranth.hdl import Assert, Assume, Cover
 from amaranth.lib.wiring import In
 
-from fuseflow.primitives import NodeKind, StreamKind
+from fuseflow.primitives import NodeKind, StreamKind, StreamType
 from fuseflow.samml import PRIMITIVES
-from fuseflow.tokens import OP_DONE, OP_EMPTY, OP_STOP, Token, encode, parse_stream
+from fuseflow.tokens import OP_DONE, OP_EMPTY, OP_STOP, Token, Vec, encode, parse_stream
 from hw.config import HwConfig
 from hw.elaborate import make_primitive
 from hw.registry import stream_width
@@ -96,7 +96,8 @@ def _rom(words: list[int], width: int) -> Array:
 
 def _config_for(streams: list[list[Token]], memory: Mapping[str, list[int]]) -> HwConfig:
     """:data:`FORMAL_CFG`, widened to hold every number of the vector (values signed)."""
-    numbers = [abs(int(t)) for s in streams for t in s if isinstance(t, int)]
+    numbers = [abs(int(x)) for s in streams for t in s if isinstance(t, int | Vec)
+               for x in (t if isinstance(t, Vec) else (t,))]
     numbers += [abs(int(x)) for xs in memory.values() for x in xs]
     need = max([*numbers, 0]).bit_length() + 1
     return HwConfig(cw=max(FORMAL_CFG.cw, need), vw=max(FORMAL_CFG.vw, need))
@@ -109,15 +110,16 @@ class _Harness:
                  memory: Mapping[str, list[int]], expected: Mapping[str, list[Token]]) -> None:
         spec = PRIMITIVES[kind]
         pv = spec.view(params)
-        self.in_kinds, self.out_kinds = spec.ports(pv)
+        self.in_kinds, self.out_kinds = spec.port_types(pv)
         self.cfg = _config_for([*inputs.values(), *expected.values()], memory)
         self.prim, self.mems = make_primitive(kind, pv, self.cfg, {p: 2 for p in self.out_kinds})
         self.inputs, self.memory, self.expected = inputs, memory, expected
         self.ports: list[Signal] = []
         self.cd = ClockDomain("sync")
 
-    def _words(self, tokens: list[Token], k: StreamKind) -> list[int]:
-        return [encode(t, stream_width(k, self.cfg), repsig=k is StreamKind.REPSIG) for t in tokens]
+    def _words(self, tokens: list[Token], t: StreamType) -> list[int]:
+        width = stream_width(t.kind, self.cfg)
+        return [encode(x, width, repsig=t.kind is StreamKind.REPSIG, lanes=t.lanes) for x in tokens]
 
     def module(self) -> Module:
         m = Module()

@@ -8,7 +8,7 @@ from fuseflow.numerics import INT32, Numerics
 from fuseflow.samml import (
     ReduceOp,
 )
-from fuseflow.tokens import DONE, EMPTY, Control, Stop, stop
+from fuseflow.tokens import DONE, EMPTY, Control, Stop, Vec, stop
 
 from .engine import Primitive
 from .registry import Build, model
@@ -402,6 +402,49 @@ class SpAcc2Double(SpAcc2):
 
 
 
+def _vec_data_step(self, tok) -> bool:
+    """``_data_step`` of a vector accumulator (``lanes`` W > 1): ``acc[tok]`` is a vector of W
+    sums, accumulated lane by lane (``N``: zeros)."""
+    inner, val = self.iinner, self.ival
+    v = val.q[0]
+    if isinstance(v, Control) and v is not EMPTY:
+        raise self.error(f"inner coordinate {tok} but the value stream is at {v}")
+    if not 0 <= tok < self.dim:
+        raise self.error(f"inner coordinate {tok} outside dimension {self.dim}")
+    w, fn, acc = self.lanes, self.fn, self.acc
+    if v is EMPTY:
+        v = self.zero
+    old = acc.get(tok)
+    acc[tok] = v if old is None else Vec([fn(old[i], v[i]) for i in range(w)])
+    self.flops += w
+    inner.pop()
+    val.pop()
+    return True
+
+
+class VecSpAcc1(SpAcc1):
+    """:class:`SpAcc1` over vectors of ``lanes`` values: the same tokens and timing, each sum a
+    vector added lanewise."""
+
+    def __init__(self, name, ins, outs, *, dim: int, lanes: int, op: ReduceOp = ReduceOp.ADD,
+                 numerics: Numerics = INT32):
+        super().__init__(name, ins, outs, dim=dim, op=op, numerics=numerics)
+        self.lanes, self.zero = lanes, Vec((0,) * lanes)
+
+    _data_step = _vec_data_step
+
+
+class VecSpAcc1Double(SpAcc1Double):
+    """:class:`SpAcc1Double` over vectors of ``lanes`` values (see :class:`VecSpAcc1`)."""
+
+    def __init__(self, name, ins, outs, *, dim: int, lanes: int, op: ReduceOp = ReduceOp.ADD,
+                 numerics: Numerics = INT32):
+        super().__init__(name, ins, outs, dim=dim, op=op, numerics=numerics)
+        self.lanes, self.zero = lanes, Vec((0,) * lanes)
+
+    _data_step = _vec_data_step
+
+
 def _banked(b: Build, single: type[Primitive], double: type[Primitive]) -> type[Primitive]:
     """The model class for the node's ``buffers`` (1 or 2)."""
     n = b.params.get("buffers", 1)
@@ -412,6 +455,10 @@ def _banked(b: Build, single: type[Primitive], double: type[Primitive]) -> type[
 
 @model("spacc1")
 def _spacc1(b: Build) -> Primitive:
+    lanes = b.params.get("lanes", 1)
+    if lanes > 1:
+        cls = _banked(b, VecSpAcc1, VecSpAcc1Double)
+        return cls(b.name, b.ins, b.outs, dim=b.params["dim"], lanes=lanes, op=b.params["op"], numerics=b.numerics)
     cls = _banked(b, SpAcc1, SpAcc1Double)
     return cls(b.name, b.ins, b.outs, dim=b.params["dim"], op=b.params["op"], numerics=b.numerics)
 

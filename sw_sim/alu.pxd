@@ -19,3 +19,22 @@ cdef class Reduce(Primitive):
     cdef public object op, init, fn, acc
     cdef public bint flushed
     cpdef bint step(self) except -1
+
+cdef class VecAlu(Alu):
+    cdef public long lanes
+    @cython.locals(w=long, i=long)
+    cpdef object leave_front(self, v)
+
+cdef class VecReduce(Reduce):
+    cdef public long lanes
+    @cython.locals(w=long, i=long)
+    cpdef bint step(self) except -1
+
+cdef class LaneReduce(Staged):
+    cdef public Channel inp
+    cdef public long lanes
+    cdef public object fn
+    @cython.locals(level=list, i=long)
+    cpdef object leave_front(self, v)
+    @cython.locals(st=list)
+    cpdef bint step(self) except -1

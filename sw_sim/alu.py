@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 from fuseflow.numerics import INT32, Numerics
+from fuseflow.primitives.alu import lane_reduce_latency
 from fuseflow.samml import (
     UNARY_ALU_OPS,
     AluOp,
     ReduceOp,
     alu_latency,
 )
-from fuseflow.tokens import DONE, EMPTY, Control, stop
+from fuseflow.tokens import DONE, EMPTY, Control, Vec, stop
 
 from .engine import Channel, Primitive
-from .nonlinear import UnaryAlu
+from .nonlinear import UnaryAlu, VecUnaryAlu
 from .registry import Build, model
 
 
@@ -142,14 +143,110 @@ class Reduce(Primitive):
 
 
 
+class VecAlu(Alu):
+    """The binary ALU over vector streams (``lanes`` W > 1): the operation lane by lane, with
+    the timing of :class:`Alu` (W operations per stage).  A scalar operand (``scalar_port``
+    ``a`` or ``b``: one value per token) is used for every lane.  ``N`` counts as zeros."""
+
+    def __init__(self, name, ins, outs, *, op: AluOp, lanes: int, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs, op=op, numerics=numerics)
+        self.lanes = lanes
+
+    def leave_front(self, v):
+        x, y = v
+        if isinstance(x, Control):
+            return x
+        w = self.lanes
+        xs = x if isinstance(x, Vec) else (x,) * w  # a scalar operand (or N's 0) for every lane
+        ys = y if isinstance(y, Vec) else (y,) * w
+        self.flops += w
+        fn = self.fn
+        return Vec([fn(xs[i], ys[i]) for i in range(w)])
+
+
+class VecReduce(Reduce):
+    """Lanewise reduction of each innermost fiber of vectors (``lanes`` W > 1): as
+    :class:`Reduce`, with a vector accumulator (W operations per data token)."""
+
+    def __init__(self, name, ins, outs, *, op: ReduceOp, lanes: int, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs, op=op, numerics=numerics)
+        self.lanes = lanes
+        self.init = Vec((self.init,) * lanes)
+        self.acc = self.init
+
+    def step(self) -> bool:
+        if not self.inp.q or self.out.isfull:
+            return False
+        tok = self.inp.q[0]
+        if not isinstance(tok, Control) or tok is EMPTY:
+            fn, acc, w = self.fn, self.acc, self.lanes
+            v = tok if tok is not EMPTY else (0,) * w
+            self.acc = Vec([fn(acc[i], v[i]) for i in range(w)])
+            self.flops += w
+            self.inp.pop()
+            return True
+        return Reduce.step(self)
+
+
+class LaneReduce(Staged):
+    """Reduces the lanes of each vector to one value (``lanes`` W >= 2) in a pipelined tree:
+    ``1 + log2(W)`` stages (the primitive table's latency), II 1.  Stage 0 holds the popped
+    token; each following stage holds one level of the tree, the pairwise ``(l0 op l1) op
+    (l2 op l3) ...`` of the level before (the whole tree is computed as the token leaves stage
+    0: the later stages only carry it, cycle for cycle as the RTL's levels).  ``N`` -> 0 (every
+    lane 0); control tokens pass through in order.  Stages advance as in :class:`Alu`."""
+
+    def __init__(self, name, ins, outs, *, op: ReduceOp, lanes: int, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs)
+        self.inp = ins["val"]
+        self.out = outs["val"]
+        self.lanes = lanes
+        self.fn = numerics.reduce_fn(op)
+        self.stages: list = [None] * lane_reduce_latency(self)
+
+    def leave_front(self, v):
+        if isinstance(v, Control):
+            return v
+        fn = self.fn
+        level = list(v)
+        while len(level) > 1:
+            level = [fn(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+        self.flops += self.lanes - 1
+        return level[0]
+
+    def step(self) -> bool:
+        progressed = self.advance()
+        if progressed is None:
+            return True
+        st = self.stages
+        if st[0] is None and self.inp.q:
+            tok = self.inp.pop()
+            st[0] = (0,) * self.lanes if tok is EMPTY else tok
+            progressed = True
+        return progressed
+
+
 @model("alu")
 def _alu(b: Build) -> Primitive:
-    op = b.params["op"]
+    op, lanes = b.params["op"], b.params.get("lanes", 1)
     if op in UNARY_ALU_OPS:
+        if lanes > 1:
+            return VecUnaryAlu(b.name, b.ins, b.outs, op=op, scalar=b.params["scalar"], lanes=lanes,
+                               numerics=b.numerics)
         return UnaryAlu(b.name, b.ins, b.outs, op=op, scalar=b.params["scalar"], numerics=b.numerics)
+    if lanes > 1:
+        return VecAlu(b.name, b.ins, b.outs, op=op, lanes=lanes, numerics=b.numerics)
     return Alu(b.name, b.ins, b.outs, op=op, numerics=b.numerics)
 
 
 @model("reduce")
 def _reduce(b: Build) -> Primitive:
+    lanes = b.params.get("lanes", 1)
+    if lanes > 1:
+        return VecReduce(b.name, b.ins, b.outs, op=b.params["op"], lanes=lanes, numerics=b.numerics)
     return Reduce(b.name, b.ins, b.outs, op=b.params["op"], numerics=b.numerics)
+
+
+@model("lane_reduce")
+def _lane_reduce(b: Build) -> Primitive:
+    return LaneReduce(b.name, b.ins, b.outs, op=b.params["op"], lanes=b.params["lanes"], numerics=b.numerics)

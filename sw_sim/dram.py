@@ -73,19 +73,21 @@ class MemPort:
                 self._raise(nxt, now)
         return True
 
-    def write(self, now: int, word: int) -> bool:
-        """Write word ``word`` in cycle ``now``: True if it is written (the last word of a line
-        needs the port idle and sends the line)."""
-        if ((word + 1) * self.spec.word_bytes) % self.ctrl.model.burst_bytes:
-            self.unsent += 1
-            self.words += 1
+    def write(self, now: int, word: int, count: int = 1) -> bool:
+        """Write word ``word`` (``count`` > 1: the vector of words ``word .. word+count-1``,
+        aligned, inside one line) in cycle ``now``: True if it is written (the last word of a
+        line needs the port idle and sends the line)."""
+        last = word + count - 1
+        if ((last + 1) * self.spec.word_bytes) % self.ctrl.model.burst_bytes:
+            self.unsent += count
+            self.words += count
             return True
         self._settle(now)
         if self.state != IDLE:
             return False
-        self.words += 1
+        self.words += count
         self.unsent = 0
-        self._raise(self.line(word), now)
+        self._raise(self.line(last), now)
         return True
 
     def flush(self, now: int, last_word: int) -> bool:

@@ -34,3 +34,7 @@ cdef class LevelWrite(_Writer):
 cdef class ValsWrite(_Writer):
     cdef public object mvals
     cdef public list vals
+
+cdef class VecValsWrite(ValsWrite):
+    cdef public long lanes
+    cpdef bint _vector(self, values) except -1

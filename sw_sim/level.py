@@ -430,8 +430,33 @@ def _write(b: Build) -> Primitive:
                       mem=b.params.get("mem"))
 
 
+class VecValsWrite(ValsWrite):
+    """Values writer of a vector stream (``lanes`` W > 1): appends the W lanes of each vector
+    (``N``: W zeros); off chip, the W words are one write (a vector never crosses a line)."""
+
+    def __init__(self, name, ins, outs, *, lanes: int, mem=None):
+        super().__init__(name, ins, outs, mem=mem)
+        self.lanes = lanes
+
+    def _vector(self, values) -> bool:
+        port = self.mvals
+        if port is not None and not port.write(self.engine.cycle, len(self.vals), self.lanes):
+            return False
+        self.vals.extend(values)
+        return True
+
+    def on_control(self, tok) -> bool:
+        return self._vector([0] * self.lanes) if tok is EMPTY else True
+
+    def on_data(self, tok) -> bool:
+        return self._vector(tok)
+
+
 @model("vals_write")
 def _vals_write(b: Build) -> Primitive:
+    lanes = b.params.get("lanes", 1)
+    if lanes > 1:
+        return VecValsWrite(b.name, b.ins, b.outs, lanes=lanes, mem=b.params.get("mem"))
     return ValsWrite(b.name, b.ins, b.outs, mem=b.params.get("mem"))
 
 

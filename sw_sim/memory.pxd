@@ -9,3 +9,9 @@ cdef class ArrayLoad(Staged):
     cdef public long reads
     @cython.locals(st=list)
     cpdef bint step(self) except -1
+
+cdef class VecArrayLoad(ArrayLoad):
+    cdef public long lanes
+    cdef public object zero
+    @cython.locals(st=list, w=long)
+    cpdef bint step(self) except -1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fuseflow.samml import (
     PRIMITIVES,
 )
-from fuseflow.tokens import EMPTY, Control
+from fuseflow.tokens import EMPTY, Control, Vec
 
 from .alu import Staged
 from .engine import Primitive
@@ -54,6 +54,43 @@ class ArrayLoad(Staged):
 
 
 
+class VecArrayLoad(ArrayLoad):
+    """Vector load (``lanes`` W > 1): a data reference ``r`` reads the W values
+    ``vals[r*W .. r*W+W-1]`` as one vector token (``N`` -> a vector of zeros), with the timing of
+    :class:`ArrayLoad` (one W-lane-wide memory word per cycle)."""
+
+    def __init__(self, name, ins, outs, *, vals, lanes: int, mem=None):
+        super().__init__(name, ins, outs, vals=vals, mem=mem)
+        self.lanes = lanes
+        self.zero = Vec((0,) * lanes)
+
+    def step(self) -> bool:
+        progressed = self.advance()
+        if progressed is None:
+            return True
+        st = self.stages
+        if st[0] is None and self.inp.q:
+            tok = self.inp.q[0]
+            w = self.lanes
+            if not isinstance(tok, Control):
+                if not (0 <= tok and (tok + 1) * w <= len(self.vals)):
+                    raise self.error(f"reference {tok} outside vals array of {len(self.vals)} entries "
+                                     f"({len(self.vals) // w} vectors of {w} lanes)")
+                if self.mvals is not None and not self.mvals.read(self.engine.cycle, tok * w, tok * w + w - 1):
+                    return progressed
+                self.reads += w
+                tok = Vec(self.vals[tok * w:(tok + 1) * w])
+            elif tok is EMPTY:
+                tok = self.zero
+            self.inp.pop()
+            st[0] = tok
+            progressed = True
+        return progressed
+
+
 @model("array_load")
 def _array_load(b: Build) -> Primitive:
+    lanes = b.params.get("lanes", 1)
+    if lanes > 1:
+        return VecArrayLoad(b.name, b.ins, b.outs, vals=b.params["vals"], lanes=lanes, mem=b.params.get("mem"))
     return ArrayLoad(b.name, b.ins, b.outs, vals=b.params["vals"], mem=b.params.get("mem"))

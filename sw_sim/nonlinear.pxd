@@ -6,3 +6,8 @@ cdef class UnaryAlu(Primitive):
     cdef public object fn, opnd, res
     @cython.locals(progressed=bint, inp=Channel)
     cpdef bint step(self) except -1
+
+cdef class VecUnaryAlu(UnaryAlu):
+    cdef public long lanes
+    @cython.locals(progressed=bint, inp=Channel)
+    cpdef bint step(self) except -1

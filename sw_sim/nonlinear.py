@@ -8,7 +8,7 @@ from fuseflow.numerics import INT32, Numerics
 from fuseflow.samml import (
     AluOp,
 )
-from fuseflow.tokens import DONE, EMPTY, Control
+from fuseflow.tokens import DONE, EMPTY, Control, Vec
 
 from .engine import Primitive
 
@@ -54,6 +54,42 @@ class UnaryAlu(Primitive):
         if self.opnd is None and inp.q:
             tok = inp.pop()
             self.opnd = 0 if tok is EMPTY else tok
+            progressed = True
+        return progressed
+
+
+class VecUnaryAlu(UnaryAlu):
+    """The unary ALU over a vector stream (``lanes`` W > 1): the function lane by lane with the
+    timing of :class:`UnaryAlu`; ``N`` counts as zeros."""
+
+    def __init__(self, name, ins, outs, *, op: AluOp, lanes: int, scalar: float = 0.0, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs, op=op, scalar=scalar, numerics=numerics)
+        self.lanes = lanes
+
+    def step(self) -> bool:
+        progressed = False
+        res = self.res
+        if res is not None and not self.out.full():
+            self.out.push(res)
+            self.res = None
+            if res is DONE:
+                self.finish()
+                return True
+            progressed = True
+        if self.opnd is not None and self.res is None:
+            x = self.opnd
+            if isinstance(x, Control):
+                self.res = x
+            else:
+                fn = self.fn
+                self.res = Vec([fn(v) for v in x])
+                self.flops += self.lanes
+            self.opnd = None
+            progressed = True
+        inp = self.inp
+        if self.opnd is None and inp.q:
+            tok = inp.pop()
+            self.opnd = (0,) * self.lanes if tok is EMPTY else tok
             progressed = True
         return progressed
 

@@ -171,7 +171,7 @@ def collect_outputs(graph: Graph, prims: Mapping[str, Any]) -> dict[str, TensorD
                 vals = np.asarray(w.vals)
         if vals is None:
             raise ValueError(f"output tensor {name!r} has no values writer")
-        out[name] = TensorData(spec.shape, spec.fmt, segs, crds, vals)
+        out[name] = TensorData(spec.shape, spec.fmt, segs, crds, vals, spec.block)
     return out
 
 

@@ -28,7 +28,8 @@ def lesmis(tmp_path_factory):
 
 REF = {"spmv": lambda m, o: m @ o["c"], "spmm_dense": lambda m, o: (m @ o["B"]),
        "spmm_csr": lambda m, o: (m @ m).toarray(), "add": lambda m, o: (m + m).toarray(),
-       "mul": lambda m, o: (m * m).toarray(), "spmspm_inner": lambda m, o: (m @ m.T).toarray()}
+       "mul": lambda m, o: (m * m).toarray(), "spmspm_inner": lambda m, o: (m @ m.T).toarray(),
+       "bspmm": lambda m, o: m @ o["X"]}
 
 
 @pytest.mark.parametrize("kernel", sorted(KERNELS))

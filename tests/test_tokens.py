@@ -58,3 +58,28 @@ def test_wrap():
     assert wrap(2**31, 32) == -(2**31)
     assert wrap(-(2**31) - 1, 32) == 2**31 - 1
     assert wrap(123, 32) == 123
+
+
+def test_vector_tokens_text_and_words():
+    from fuseflow.tokens import Vec, is_data
+
+    toks = parse_stream("(1|-2|3|4),S0,N,(0|7|0|0),D")
+    assert toks[0] == (1, -2, 3, 4) and isinstance(toks[0], Vec) and is_data(toks[0])
+    assert format_stream(toks) == "(1|-2|3|4),S0,N,(0|7|0|0),D"
+    # lane l in bits [l*w, (l+1)*w), the flag above all lanes; control words in the low bits
+    w = 8
+    assert encode(Vec((1, -2, 3, 4)), w, lanes=4) == 1 | (0xFE << 8) | (3 << 16) | (4 << 24)
+    assert encode(stop(2), w, lanes=4) == (1 << 32) | 2
+    assert encode(DONE, w, lanes=4) == (1 << 32) | (1 << 8)
+    for tok in toks:
+        assert decode(encode(tok, w, lanes=4), w, signed=True, lanes=4) == tok
+    with pytest.raises(TypeError, match="4-lane stream carries vectors of 4 lanes"):
+        encode(Vec((1, 2)), w, lanes=4)
+    with pytest.raises(TypeError, match="got 5"):
+        encode(5, w, lanes=4)
+    with pytest.raises(ValueError, match="does not fit"):
+        encode(Vec((1, 300)), w, lanes=2)
+    with pytest.raises(ValueError, match="at least 2 lanes"):
+        Vec((1,))
+    with pytest.raises(ValueError, match=r"'\(1\|x\)'"):
+        parse_stream("(1|x)")

@@ -12,10 +12,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuseflow.tokens import DONE, EMPTY, REPEAT, Stop, Token, stop
+from fuseflow.samml import Graph, NodeKind, Role
+from fuseflow.tensor import Blocking, row_blocked
+from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, Token, Vec, stop
 
 __all__ = ["Vector", "all_vectors", "design_vectors", "fiber_stream", "lane_numbers", "random_vectors",
-           "split_round_robin"]
+           "relu_blocks_graph", "split_round_robin"]
 
 
 def _tokens(tree: list, depth: int) -> list[Token]:
@@ -242,6 +244,7 @@ def random_vectors(seed: int = 1, per_kind: int = 6) -> list[Vector]:
         out += _attention_vectors(rng, depth)
     out.append(Vector("root", {}, expected={"ref": [0, DONE]}))
     out += parallel_vectors(random.Random(7000 + seed), per_kind)
+    out += vector_vectors(random.Random(9000 + seed), per_kind)
     return out
 
 
@@ -390,6 +393,122 @@ def serialize_vector(rng: random.Random, n: int, stream: str, below: int, depth:
     return Vector("serialize", {"sel": _sel_stream(t, depth, n, stream),
                                 **{f"in{k}": level_stream(lanes[k]) for k in range(n)}},
                   {"n": n, "stream": stream, "below": below}, expected={"out": level_stream(t)})
+
+
+# ----------------------------------------------------------------------------- vector streams
+def vectorize(tokens: list[Token], lanes: int) -> list[Token]:
+    """A value stream's data tokens made vectors of ``lanes`` lanes (lane l of x: x * (l + 1) - l,
+    distinct per lane), control tokens kept: a vector stream of the same shape."""
+    return [t if isinstance(t, Control) else Vec([t * (k + 1) - k for k in range(lanes)]) for t in tokens]
+
+
+def _rand_vec(rng: random.Random, lanes: int, lo: int = -3000, hi: int = 3000) -> Vec:
+    return Vec([rng.randint(lo, hi) for _ in range(lanes)])
+
+
+def vector_vectors(rng: random.Random, per_kind: int = 6) -> list[Vector]:
+    """Vector value streams (``lanes`` > 1): every extended kind's lanewise configuration and
+    the lane reduction, on random fibertrees of vectors; the routing kinds on vectorized copies
+    of a scalar stream (their output is the scalar output vectorized)."""
+    out = []
+    for i in range(per_kind):
+        depth = 1 + i % 3
+        w = (2, 4, 8)[i % 3]
+        vals = [rng.randint(-1000, 1000) for _ in range(8 * 4)]
+        lt = _rand_tree(rng, depth, lambda r: [r.randrange(8) if r.random() > 0.2 else "N" for _ in range(r.randint(0, 4))])
+        for lanes in (2, 4):
+            out.append(Vector("array_load", {"ref": _n(fiber_stream(lt, depth))}, {"lanes": lanes},
+                              {"vals": vals[:8 * lanes]},
+                              expected={"val": _n(fiber_stream(_map_leaves(lt, depth, lambda r, lanes=lanes, vals=vals: Vec([0] * lanes) if r == "N"
+                                                                          else Vec(vals[r * lanes:(r + 1) * lanes])), depth))}))
+        at = _rand_tree(rng, depth, lambda r: [_rand_vec(r, 4) for _ in range(r.randint(0, 4))])
+        bt = _map_leaves(at, depth, lambda _: _rand_vec(rng, 4))
+        st = _map_leaves(at, depth, lambda _: rng.randint(-3000, 3000))  # one value per token
+        a, b, sc = fiber_stream(at, depth), fiber_stream(bt, depth), fiber_stream(st, depth)
+        for op in ("add", "sub", "mul", "max", "min"):
+            out.append(Vector("alu", {"a": a, "b": b}, {"op": op, "lanes": 4}))
+        out.append(Vector("alu", {"a": a, "b": sc}, {"op": "mul", "lanes": 4, "scalar_port": "b"}))
+        out.append(Vector("alu", {"a": sc, "b": b}, {"op": "sub", "lanes": 4, "scalar_port": "a"}))
+        out.append(Vector("alu", {"a": vectorize(fiber_stream(_map_leaves(at, depth, lambda v: v[0]), depth), 2)},
+                          {"op": "relu", "lanes": 2}))
+        for op in ("add", "max"):
+            out.append(Vector("reduce", {"val": a}, {"op": op, "lanes": 4}))
+        wt = _rand_tree(rng, depth, lambda r, w=w: [_rand_vec(r, w) if r.random() > 0.15 else "N"
+                                                   for _ in range(r.randint(0, 4))])
+        out.append(Vector("lane_reduce", {"val": _n(fiber_stream(wt, depth))}, {"op": "add", "lanes": w},
+                          expected={"val": _n(fiber_stream(_map_leaves(wt, depth, lambda v: 0 if v == "N" else sum(v)),
+                                                           depth))}))
+        out.append(Vector("lane_reduce", {"val": a}, {"op": "max", "lanes": 4}))
+        out.append(Vector("vals_write", {"val": _n(fiber_stream(wt, depth))}, {"lanes": w}))
+        # spacc1 over vectors: outer k coordinates, inner j fibers, vector values
+        ot = _rand_tree(rng, depth, lambda r: sorted(r.sample(range(20), r.randint(0, 4))))
+        it = _map_leaves(ot, depth, lambda _: _sorted_crds(rng, 8, 0.3))
+        vt = _map_leaves(it, depth + 1, lambda _: _rand_vec(rng, 4, -50, 50))
+        acc_in = {"outer": fiber_stream(ot, depth), "inner": fiber_stream(it, depth + 1), "val": fiber_stream(vt, depth + 1)}
+        out.append(Vector("spacc1", acc_in, {"dim": 8, "lanes": 4}))
+        out.append(Vector("spacc1", acc_in, {"dim": 8, "lanes": 4, "buffers": 2}))
+        out += _routed_vectors(rng, depth)
+    return out
+
+
+def _routed_vectors(rng: random.Random, depth: int) -> list[Vector]:
+    """The routing kinds on vector streams: each the vectorized inputs of a scalar case, the
+    vectorized scalar result expected (a routing node moves values without looking at them)."""
+    out = []
+    rt = _rand_tree(rng, depth, lambda r: [r.randint(-500, 500) for _ in range(r.randint(0, 3))])
+    counted = _map_leaves(rt, depth, lambda r: (r, rng.randint(0, 3)))
+    rs = [t if t is REPEAT or t is DONE else stop(0)
+          for t in fiber_stream(_map_leaves(counted, depth, lambda rc: [REPEAT] * rc[1]), depth + 1)]
+    rep = fiber_stream(_map_leaves(counted, depth, lambda rc: [rc[0]] * rc[1]), depth + 1)
+    out.append(Vector("repeat", {"ref": vectorize(fiber_stream(rt, depth), 4), "repsig": rs}, {"stream": "val", "lanes": 4},
+                      expected={"ref": vectorize(rep, 4)}))
+    vs = vectorize(fiber_stream(rt, depth), 2)
+    out.append(Vector("repsig", {"in": vs}, {"stream": "val", "lanes": 2},
+                      expected={"repsig": [REPEAT if not isinstance(t, Control) else t if t is DONE else stop(0)
+                                           for t in vs]}))
+    out.append(Vector("broadcast", {"in": vs}, {"n": 2, "stream": "val", "lanes": 2},
+                      expected={"out0": vs, "out1": vs}))
+    out.append(Vector("stkn_drop", {"in": vectorize(fiber_stream(_rand_tree(rng, depth + 1, lambda r: [
+        r.randint(-9, 9) for _ in range(r.randint(0, 2))]), depth + 1), 2)}, {"stream": "val", "lanes": 2}))
+    shape = _rand_tree(rng, depth, lambda r: None)
+    t0, t1 = (_shape_like(shape, depth, rng, _sorted_crds) for _ in range(2))
+    vals1 = _map_leaves(t1, depth, lambda _: rng.randint(-(2**20), 2**20))
+    for kind in ("intersect", "union"):
+        out.append(Vector(kind, {"crd0": fiber_stream(t0, depth), "ref0": fiber_stream(_number_leaves(t0, depth), depth),
+                                 "crd1": fiber_stream(t1, depth), "ref1": vectorize(fiber_stream(vals1, depth), 4)},
+                          {"n": 2, "val_refs": (1,), "lanes": 4}))
+    scalar = serialize_vector(rng, 2, "val", depth % 2, depth)
+    out.append(Vector("serialize", {p: (s if p == "sel" else vectorize(s, 4)) for p, s in scalar.inputs.items()},
+                      {**scalar.params, "lanes": 4}, expected={"out": vectorize(scalar.expected["out"], 4)}))
+    items = _map_leaves(_par_tree(rng, depth, "val", 0, False), depth, lambda x: x[0])
+    lanes = split_round_robin(items, depth, 3)
+    out.append(Vector("parallelize", {"in": vectorize(_par_stream(items, depth, "val"), 4)},
+                      {"n": 3, "stream": "val", "lanes": 4},
+                      expected={**{f"out{k}": vectorize(_par_stream(lanes[k], depth, "val"), 4) for k in range(3)},
+                                "sel": _sel_stream(items, depth, 3, "val")}))
+    return out
+
+
+def relu_blocks_graph(n: int, k: int, lanes: int) -> Graph:
+    """``Z = relu(A)``, both row-blocked in blocks of ``lanes`` columns: the blocks move as
+    vectors from the vector load through a vector relu into a vector values writer."""
+    g = Graph("relu_blocks")
+    fmt = row_blocked(lanes)
+    g.tensor("A", fmt.stored_shape((n, k)), fmt.stored(), block=Blocking(fmt, (n, k)))
+    g.tensor("Z", fmt.stored_shape((n, k)), fmt.stored(), Role.OUTPUT, block=Blocking(fmt, (n, k)))
+    g.add(NodeKind.ROOT, "root")
+    g.add(NodeKind.SCAN, "si", tensor="A", level=0)
+    g.add(NodeKind.SCAN, "sk", tensor="A", level=1)
+    g.add(NodeKind.WRITE, "wz0", tensor="Z", level=0)
+    g.add(NodeKind.WRITE, "wz1", tensor="Z", level=1)
+    g.add(NodeKind.ARRAY_LOAD, "la", tensor="A", lanes=lanes)
+    g.add(NodeKind.ALU, "relu", op="relu", lanes=lanes)
+    g.add(NodeKind.VALS_WRITE, "wz", tensor="Z", lanes=lanes)
+    for s, d in [("root.ref", "si.ref"), ("si.ref", "sk.ref"), ("si.crd", "wz0.crd"), ("sk.crd", "wz1.crd"),
+                 ("sk.ref", "la.ref"), ("la.val", "relu.a"), ("relu.val", "wz.val")]:
+        g.connect(s, d)
+    g.indices = {"i": [g.nodes["si"]["crd"]], "K": [g.nodes["sk"]["crd"]]}
+    return g
 
 
 def _n(tokens: list) -> list[Token]:

@@ -51,12 +51,12 @@ for _spec in _SPECS:
     FAMILIES[_spec.family] = (*FAMILIES.get(_spec.family, ()), _spec.kind)
 
 
-def _ports_text(ports: Ports) -> str:
-    return ", ".join(f"{p}:{k.value}" for p, k in ports.items()) or "-"
+def _ports_text(ports) -> str:
+    return ", ".join(f"{p}:{k}" for p, k in ports.items()) or "-"
 
 
 def _latency_text(spec: PrimitiveSpec) -> str:
-    return "by op" if callable(spec.latency) else str(spec.latency)
+    return spec.latency_doc if callable(spec.latency) else str(spec.latency)
 
 
 def primitives_table(markdown: bool = True) -> str:
@@ -65,7 +65,7 @@ def primitives_table(markdown: bool = True) -> str:
     rows = []
     for spec in PRIMITIVES.values():
         example = {k: _example_value(spec, k) for k in spec.required}
-        ins, outs = spec.ports(example)
+        ins, outs = spec.port_types(example)  # kinds, and lanes where they are more than one
         rows.append((spec.family, spec.name, _ports_text(ins), _ports_text(outs), spec.param_text(),
                      _latency_text(spec), str(spec.ii), spec.summary))
     head = ("family", "kind", "inputs", "outputs", "parameters", "latency", "II", "summary")

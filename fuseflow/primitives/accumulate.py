@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import PrimitiveSpec, ReduceOp, StreamKind, doc
+from .base import LANES_DOC, PrimitiveSpec, ReduceOp, StreamKind, doc, lanes_problems
 
 C, V = StreamKind.CRD, StreamKind.VAL
 
@@ -28,10 +28,11 @@ class SpAcc1Params:
     dim: int = doc("size of the accumulated (inner) dimension")
     op: ReduceOp = doc("accumulation", ReduceOp.ADD)
     buffers: int = doc(BUFFERS_DOC, 1)
+    lanes: int = doc(LANES_DOC + "; sums kept lanewise, W lanes per word", 1)
 
     def check(self) -> list[str]:
         dim = [] if self.dim >= 1 else [f"dim={self.dim} must be at least 1"]
-        return dim + _buffers_problems(self.buffers)
+        return dim + _buffers_problems(self.buffers) + lanes_problems(self.lanes)
 
 
 @dataclass(frozen=True)

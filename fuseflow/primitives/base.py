@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "LANES_DOC",
+    "MAX_VECTOR_LANES",
     "UNARY_ALU_OPS",
     "AluOp",
     "MaskPred",
@@ -28,10 +30,15 @@ __all__ = [
     "Ports",
     "PrimitiveSpec",
     "ReduceOp",
+    "ScalarPort",
     "StreamKind",
+    "StreamType",
     "TensorUse",
     "alu_latency",
     "doc",
+    "lanes_problems",
+    "stream_lanes_problems",
+    "val_lanes",
 ]
 
 
@@ -40,6 +47,51 @@ class StreamKind(enum.Enum):
     REF = "ref"
     VAL = "val"
     REPSIG = "repsig"
+
+
+MAX_VECTOR_LANES = 64
+LANES_DOC = "lanes of its value streams: 1 (scalars) or a power of two up to 64 (vectors of that many values)"
+
+
+@dataclass(frozen=True)
+class StreamType:
+    """The type of a stream: its kind and, for a value stream, its lanes (values per token:
+    1 for scalars, ``W`` for vectors of ``W`` values)."""
+
+    kind: StreamKind
+    lanes: int = 1
+
+    def __str__(self) -> str:
+        return self.kind.value if self.lanes == 1 else f"{self.kind.value}x{self.lanes}"
+
+
+def lanes_problems(lanes: int, what: str = "lanes") -> list[str]:
+    """``lanes`` is 1 or a power of two up to :data:`MAX_VECTOR_LANES`."""
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= MAX_VECTOR_LANES \
+            or lanes & (lanes - 1):
+        return [f"{what}={lanes!r} must be a power of two from 1 to {MAX_VECTOR_LANES}"]
+    return []
+
+
+def stream_lanes_problems(stream: StreamKind, lanes: int) -> list[str]:
+    """:func:`lanes_problems`, and more than one lane only on a value stream."""
+    bad = lanes_problems(lanes)
+    if not bad and lanes > 1 and stream is not StreamKind.VAL:
+        bad.append(f"lanes={lanes} needs stream=val (only value streams carry vectors), not {stream.value}")
+    return bad
+
+
+def val_lanes(ports: Mapping[str, StreamKind], lanes: int) -> dict[str, int]:
+    """``lanes`` for every value port of ``ports`` (the default lane rule of a declaration)."""
+    return {p: lanes for p, k in ports.items() if k is StreamKind.VAL}
+
+
+class ScalarPort(enum.Enum):
+    """Which operand of a vector ALU carries one value per token, broadcast to every lane."""
+
+    NONE = "none"
+    A = "a"
+    B = "b"
 
 
 class AluOp(enum.Enum):
@@ -167,6 +219,7 @@ class NoParams:
 
 
 PortsFn = Callable[[Any], Ports]
+LanesFn = Callable[[Any], tuple[Mapping[str, int], Mapping[str, int]]]
 
 
 @dataclass(frozen=True)
@@ -182,7 +235,7 @@ class PrimitiveSpec:
     steady state.  ``tensor``: how the node uses the tensor its ``tensor`` parameter names.
     ``source``: starts a graph (the root); ``sink``: a writer, whose completion ends a run.
     ``feedback``: input ports that close a loop (see the field); ``graph_check``: rules that
-    depend on the graph around the node.
+    depend on the graph around the node.  ``lanes``: the lanes of each port (see the field).
     """
 
     name: str
@@ -208,6 +261,12 @@ class PrimitiveSpec:
     # reference is at 0, a scanner's output one below its input) as a function of the typed
     # parameters and the input ports' levels; None: every output at the deepest input's level
     nesting: Callable[[Any, Mapping[str, int]], dict[str, int]] | None = None
+    # the lanes of the ports, (inputs, outputs) by port name, as a function of the typed
+    # parameters; ports not named carry one lane.  None: a kind with a ``lanes`` parameter has
+    # that many on every value port (:func:`val_lanes`), any other kind one on every port
+    lanes: LanesFn | None = None
+    # how a latency that is a function of the parameters reads in the tables
+    latency_doc: str = "by op"
     # the NodeKind member, set when the registry builds the enum from all declarations
     kind: Any = dataclasses.field(default=None, compare=False, repr=False)
 
@@ -282,6 +341,19 @@ class PrimitiveSpec:
         """Input and output ports for the parameters ``raw`` (defaults filled in)."""
         p = _Attrs(self.view(raw))
         return self.inputs(p), self.outputs(p)
+
+    def port_types(self, raw: Mapping[str, Any]) -> tuple[dict[str, StreamType], dict[str, StreamType]]:
+        """Input and output ports for the parameters ``raw`` as stream types (kind and lanes)."""
+        p = _Attrs(self.view(raw))
+        ins, outs = self.inputs(p), self.outputs(p)
+        if self.lanes is not None:
+            lin, lout = self.lanes(p)
+        elif "lanes" in self.hints():
+            lin, lout = val_lanes(ins, p.lanes), val_lanes(outs, p.lanes)
+        else:
+            lin, lout = {}, {}
+        return ({q: StreamType(k, lin.get(q, 1)) for q, k in ins.items()},
+                {q: StreamType(k, lout.get(q, 1)) for q, k in outs.items()})
 
     def node_latency(self, raw: Mapping[str, Any]) -> int:
         if callable(self.latency):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Ports, PrimitiveSpec, StreamKind, doc
+from .base import LANES_DOC, Ports, PrimitiveSpec, StreamKind, doc, lanes_problems
 
 
 @dataclass(frozen=True)
@@ -12,13 +12,17 @@ class JoinParams:
     n: int = doc("number of joined inputs (at least 2)")
     val_refs: tuple[int, ...] = doc("inputs whose ref port carries values (factored iteration: a "
                                     "reducer's values ride along as references)", ())
+    lanes: int = doc(LANES_DOC + " (the val_refs ports)", 1)
 
     def check(self) -> list[str]:
         if self.n < 2:
             return [f"n={self.n} is too small"]
         if any(not 0 <= i < self.n for i in self.val_refs):
             return [f"val_refs {list(self.val_refs)} names inputs outside 0..n-1"]
-        return []
+        bad = lanes_problems(self.lanes)
+        if not bad and self.lanes > 1 and not self.val_refs:
+            bad.append(f"lanes={self.lanes} needs val_refs (only value streams carry vectors)")
+        return bad
 
 
 @dataclass(frozen=True)

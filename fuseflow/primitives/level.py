@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..tensor import Format
-from .base import NoParams, Ports, PrimitiveSpec, StreamKind, TensorUse, doc
+from .base import (
+    LANES_DOC,
+    NoParams,
+    Ports,
+    PrimitiveSpec,
+    StreamKind,
+    TensorUse,
+    doc,
+    lanes_problems,
+)
 
 C, R, V = StreamKind.CRD, StreamKind.REF, StreamKind.VAL
 
@@ -81,6 +90,26 @@ class WriteParams:
 @dataclass(frozen=True)
 class ValsParams:
     tensor: str = doc("the tensor whose values this node reads or writes")
+    lanes: int = doc(LANES_DOC + "; W lanes move the W values vals[p*W .. p*W+W-1] of position p", 1)
+
+    def check(self) -> list[str]:
+        return lanes_problems(self.lanes)
+
+
+def vector_vals_in_graph(g, node) -> list[str]:
+    """A vector load or values writer (lanes W > 1) moves the W values of one position of the
+    tensor's parent level: its innermost level must be dense with W entries."""
+    p = node.typed()
+    if p.lanes == 1:
+        return []
+    spec = g.tensors[p.tensor]
+    last = spec.fmt.order - 1
+    if last < 0 or spec.fmt.levels[last] is not Format.DENSE or spec.level_dim(last) != p.lanes:
+        what = (f"{spec.fmt.levels[last].value} with {spec.level_dim(last)} entries" if last >= 0
+                else "missing (a scalar)")
+        return [(f"lanes={p.lanes} moves the {p.lanes} values under one position, so the innermost level "
+                 f"of tensor {p.tensor!r} must be dense with {p.lanes} entries; it is {what}")]
+    return []
 
 
 DECLARATIONS = (
@@ -95,5 +124,6 @@ DECLARATIONS = (
                   "level writer: fills seg/crd of a compressed level", tensor=TensorUse.WRITES_LEVEL,
                   graph_check=_write_in_graph),
     PrimitiveSpec("vals_write", "level", ValsParams, lambda p: {"val": V}, lambda p: {},
-                  "values writer: fills vals", tensor=TensorUse.WRITES_VALS),
+                  "values writer: fills vals (W lanes: W values per token)", tensor=TensorUse.WRITES_VALS,
+                  graph_check=vector_vals_in_graph),
 )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import PrimitiveSpec, StreamKind, doc
+from .base import LANES_DOC, PrimitiveSpec, StreamKind, doc, stream_lanes_problems
 
 MAX_LANES = 64
 
@@ -41,9 +41,10 @@ def _lanes(n: int) -> list[str]:
 class ParallelizeParams:
     n: int = doc("number of lanes (2 to 64)")
     stream: StreamKind = doc("kind of the stream", StreamKind.CRD)
+    lanes: int = doc(LANES_DOC + " (stream=val only)", 1)
 
     def check(self) -> list[str]:
-        return _lanes(self.n)
+        return _lanes(self.n) + stream_lanes_problems(self.stream, self.lanes)
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,10 @@ class SerializeParams:
     n: int = doc("number of lanes (2 to 64)")
     stream: StreamKind = doc("kind of the stream", StreamKind.CRD)
     below: int = doc("levels of the stream below the parallelized index (0: aligned with it)", 0)
+    lanes: int = doc(LANES_DOC + " (stream=val only)", 1)
 
     def check(self) -> list[str]:
-        bad = _lanes(self.n)
+        bad = _lanes(self.n) + stream_lanes_problems(self.stream, self.lanes)
         if self.below < 0:
             bad.append(f"below={self.below} must be at least 0")
         return bad

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import PrimitiveSpec, StreamKind, doc
+from .base import LANES_DOC, PrimitiveSpec, StreamKind, doc, stream_lanes_problems
 
 
 @dataclass(frozen=True)
 class BroadcastParams:
     n: int = doc("number of consumers")
     stream: StreamKind = doc("kind of the stream", StreamKind.CRD)
+    lanes: int = doc(LANES_DOC + " (stream=val only)", 1)
 
     def check(self) -> list[str]:
-        return [] if self.n >= 1 else [f"n={self.n} is too small"]
+        return ([] if self.n >= 1 else [f"n={self.n} is too small"]) + stream_lanes_problems(self.stream, self.lanes)
 
 
 @dataclass(frozen=True)
 class StknDropParams:
     stream: StreamKind = doc("kind of the stream", StreamKind.CRD)
+    lanes: int = doc(LANES_DOC + " (stream=val only)", 1)
+
+    def check(self) -> list[str]:
+        return stream_lanes_problems(self.stream, self.lanes)
 
 
 DECLARATIONS = (

@@ -252,6 +252,18 @@ cli("ignored:build:max-nnz-word", ["build", "--kernel", "spmv", "-o", "{d}/o", "
 cli("ignored:sim:--skip-nothing", "sim --kernel spmv --skip", "skip")
 cli("ignored:sim:--schedule-fusion", "sim --kernel spmv --schedule full", "--schedule full")
 cli("ignored:correlate:--list-unknown-suite", "correlate --list --suite nope -o x", "nope")
+for _cmd in ("sim", "rtl", "build", "estimate", "synth"):
+    _extra = {"build": ["-o", "{d}/out"], "synth": ["--board", "ulx3s-85f", "-o", "{d}/out"]}.get(_cmd, [])
+    cli(f"kernel:{_cmd}:--block-pow2", [_cmd, "--kernel", "bspmm", "--block", "6", *_extra], "block size 6")
+    cli(f"kernel:{_cmd}:--lanes-divisor", [_cmd, "--kernel", "bspmm", "--block", "4", "--lanes", "8", *_extra],
+        "lanes=8 must be a power of two that divides the block size 4")
+    cli(f"kernel:{_cmd}:--block-other-kernel", [_cmd, "--kernel", "spmv", "--block", "4", *_extra],
+        "kernel 'spmv' takes no option block")
+cli("kernel:sim:--block-zero", "sim --kernel bspmm --block 0", "--block")
+cli("kernel:sim:--lanes-huge", "sim --kernel bspmm --lanes 128", "--lanes")
+cli("kernel:sim:--block-with-graph", ["sim", "{d}/g.json", "--block", "4"], "--block",
+    files={"g.json": graph_json(lambda d: None)})
+cli("kernel:sim:vector-offchip", "sim --kernel bspmm --block 16 --memory sdram", "16-lane vectors", "--onchip")
 
 # ---- --par and schedules ------------------------------------------------------------------
 for _v, _says in [("i", "--par 'i'"), ("i=0", "--par i = 0"), ("i=1000", "--par i = 1000"), ("=2", "=2"), ("i=x", "i=x"),
@@ -396,6 +408,23 @@ _GRAPHS: dict[str, tuple[Callable[[Path], None], str]] = {
     "indices-type": (graph_json(_set("indices", [1])), "indices = [1]"),
     "format-version": (graph_json(_set("format_version", 2)), "format_version = 2"),
     "no-output": (graph_json(lambda d: [t.__setitem__("role", "input") for t in d["tensors"].values()]), "y"),
+    "lanes-not-pow2": (graph_json(lambda d: [n["params"].__setitem__("lanes", 3) for n in d["nodes"]
+                                              if n["kind"] == "alu"]), "lanes=3 must be a power of two"),
+    "lanes-string": (graph_json(lambda d: [n["params"].__setitem__("lanes", "four") for n in d["nodes"]
+                                            if n["kind"] == "alu"]), "'lanes'"),
+    "lanes-mismatch": (graph_json(lambda d: [n["params"].__setitem__("lanes", 4) for n in d["nodes"]
+                                              if n["kind"] == "alu"]), "lanes differ"),
+    "scalar-port-bad": (graph_json(lambda d: [n["params"].__setitem__("scalar_port", "c") for n in d["nodes"]
+                                               if n["kind"] == "alu"]), "'c'"),
+    "block-not-object": (graph_json(_set("tensors.B.block", 4)), "tensors.B.block = 4"),
+    "block-size-bad": (graph_json(_set("tensors.B.block", {"outer": {"levels": ["dense", "compressed"],
+                                                                     "mode_order": [0, 1]},
+                                                           "block": [1, 3], "shape": [8, 8]})),
+                       "block size 3 of mode 1"),
+    "block-shape-mismatch": (graph_json(_set("tensors.B.block", {"outer": {"levels": ["dense", "compressed"],
+                                                                           "mode_order": [0, 1]},
+                                                                 "block": [1, 4], "shape": [8, 8]})),
+                             "blocked as"),
 }
 
 
@@ -602,6 +631,17 @@ def _api_cases() -> None:
     api("api:simulate_primitive:kind", lambda d: simulate_primitive("fpu", {"a": "D"}), "fpu")
     api("api:simulate_primitive:token", lambda d: simulate_primitive("reduce", {"val": "1, S9x, D"}, op="add"), "S9x")
     api("api:load_graph:missing", lambda d: _load_graph(d / "none.json"), "does not exist")
+    from fuseflow.tensor import BlockFormat, bcsr
+    api("api:BlockFormat:size", lambda d: BlockFormat(CSR, (4, 6)), "block size 6 of mode 1")
+    api("api:BlockFormat:lanes", lambda d: bcsr(4, lanes=8), "lanes=8")
+    api("api:from_blocks:shape", lambda d: TensorData.from_blocks(np.ones((6, 8)), bcsr(4), name="W"),
+        "tensor 'W': dimension 0 of size 6")
+    api("api:from_block_mask:mask", lambda d: TensorData.from_block_mask(np.ones((3, 3), bool), np.ones((8, 8)),
+                                                                         bcsr(4), name="M"), "block mask of shape")
+    api("api:simulate_primitive:vector-lanes", lambda d: simulate_primitive(
+        "lane_reduce", {"val": "(1|2|3), S0, D"}, op="add", lanes=4), "not a value of 4 lanes")
+    api("api:simulate_primitive:vector-token", lambda d: simulate_primitive(
+        "alu", {"a": "(1|x), D", "b": "1, D"}, op="add", lanes=2), "(1|x)")
 
 
 def _load_graph(path: Path):

@@ -19,7 +19,7 @@ VECTORS = formal_vectors()
 IDS = [f"{v.kind}-{i}" for i, v in enumerate(VECTORS)]
 # quick proofs (a few seconds each) that the suite runs: one configuration per kind listed
 QUICK = ("alu", "intersect", "union", "crd_drop", "crd_hold", "reduce", "repsig", "root",
-         "stkn_drop", "locate", "array_load", "scan", "write", "vals_write", "repeat")
+         "stkn_drop", "locate", "array_load", "scan", "write", "vals_write", "repeat", "lane_reduce")
 
 
 def _quick() -> list:

