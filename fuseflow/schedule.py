@@ -11,6 +11,7 @@ built in Python, read from a small TOML or JSON file, or named: the presets ``un
     name = "attention-par"
     fusion = "full"
     par = { i = 4, j = 4 }
+    block = { j = 16 }   # sparsity blocking: j's dimension in blocks of 16, vectors of 16 lanes
     [orders]
     S = "ijk"
 
@@ -30,7 +31,7 @@ from typing import Any
 from .memory import MemoryError, MemoryModel, parse_memory
 from .primitives.parallel import MAX_LANES
 
-__all__ = ["FUSIONS", "PRESETS", "Schedule", "ScheduleError", "load_schedule", "parse_par"]
+__all__ = ["FUSIONS", "PRESETS", "Schedule", "ScheduleError", "load_schedule", "parse_block", "parse_par"]
 
 FUSIONS = ("unfused", "partial", "full")
 
@@ -49,6 +50,8 @@ class Schedule:
     skip: bool | None = None
     memory: MemoryModel | None = None
     onchip: tuple[str, ...] | None = None
+    block: Mapping[str, int] = field(default_factory=dict)  # {index: block size}: sparsity blocking
+    lanes: int | None = None  # vector lanes of the blocked dimension (default: the block size)
 
     def with_par(self, par: Mapping[str, int]) -> Schedule:
         """This schedule with ``par`` added (its factors replace the schedule's for the same
@@ -60,11 +63,12 @@ class Schedule:
 
     def to_json(self) -> dict[str, Any]:
         """Stable field names: name, fusion, orders, par, locate, skip, memory (the model's
-        fields), onchip (null: not set)."""
+        fields), onchip (null: not set), block, lanes."""
         return {"name": self.name, "fusion": self.fusion, "orders": dict(self.orders),
                 "par": dict(self.par), "locate": self.locate, "skip": self.skip,
                 "memory": self.memory.to_json() if self.memory else None,
-                "onchip": list(self.onchip) if self.onchip is not None else None}
+                "onchip": list(self.onchip) if self.onchip is not None else None,
+                "block": dict(self.block), "lanes": self.lanes}
 
     def describe(self) -> str:
         parts = [f"schedule {self.name}"]
@@ -80,13 +84,16 @@ class Schedule:
             parts.append(f"memory {self.memory.name}")
         if self.onchip:
             parts.append("on chip " + ", ".join(self.onchip))
+        if self.block:
+            parts.append("block " + ", ".join(f"{i}={b}" for i, b in self.block.items())
+                         + (f" lanes {self.lanes}" if self.lanes else ""))
         return "; ".join(parts)
 
 
 PRESETS = {f: Schedule(f, fusion=f) for f in FUSIONS}
 
 _KEYS = {"name": str, "fusion": str, "orders": dict, "par": dict, "locate": bool, "skip": bool,
-         "memory": (str, dict), "onchip": list}
+         "memory": (str, dict), "onchip": list, "block": dict, "lanes": int}
 
 
 def load_schedule(text: str) -> Schedule:
@@ -140,8 +147,32 @@ def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str
         if bad:
             raise ScheduleError(f"{source}: onchip = {onchip!r} must be a list of tensor names")
         onchip = tuple(onchip)
+    block = {str(i): _block_size(b, f"{source}: block.{i}") for i, b in data.get("block", {}).items()}
+    lanes = data.get("lanes")
+    if lanes is not None:
+        lanes = _block_size(lanes, f"{source}: lanes")
     return Schedule(data.get("name", default_name), fusion, dict(orders), par,
-                    data.get("locate"), data.get("skip"), memory, onchip)
+                    data.get("locate"), data.get("skip"), memory, onchip, block, lanes)
+
+
+def _block_size(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScheduleError(f"{where} = {value!r} must be a whole number")
+    if value < 1 or value & (value - 1) or value > MAX_LANES:
+        raise ScheduleError(f"{where} = {value} must be a power of two from 1 to {MAX_LANES}")
+    return value
+
+
+def parse_block(items: list[str] | None) -> dict[str, int]:
+    """``--block j=16`` as ``{"j": 16}`` (:class:`ScheduleError` if malformed)."""
+    out: dict[str, int] = {}
+    for item in items or []:
+        index, sep, value = item.partition("=")
+        index = index.strip()
+        if not sep or not index or not value.strip().isdigit():
+            raise ScheduleError(f"--block {item!r}: expected INDEX=SIZE, e.g. j=16")
+        out[index] = _block_size(int(value), f"--block {index}")
+    return out
 
 
 def _factor(value: Any, where: str) -> int:

@@ -28,6 +28,7 @@ from fuseflow.compiler import (
     run_program,
 )
 from fuseflow.samml import GraphError
+from fuseflow.schedule import ScheduleError, parse_block
 from sw_sim import run_graph
 
 from .argtypes import int_range
@@ -71,6 +72,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--spacc-buffers", type=int, choices=(1, 2), default=2,
                    help="sparse-accumulator banks: 2 (default) overlaps a fiber's flush with the "
                         "next fiber's accumulation, 1 does not (half the sum words)")
+    p.add_argument("--block", action="append", default=[], metavar="INDEX=SIZE",
+                   help="sparsity blocking: the dimension INDEX iterates in blocks of SIZE (a power of "
+                        "two), each block a vector (docs/compiler.md, Blocking)")
+    p.add_argument("--lanes", type=int_range(1, 64), metavar="W",
+                   help="vector lanes of the blocked dimension (a power of two dividing the block "
+                        "size; default the block size)")
     p.add_argument("-o", "--outdir", help="write <graph>.json and <graph>.dot here")
     p.add_argument("--explain", action="store_true",
                    help="print fused einsum, POG, chosen order and fusion table per graph")
@@ -135,14 +142,21 @@ def run(args: argparse.Namespace) -> int:
     skip = args.skip if sched.skip is None else sched.skip
     par = dict(sched.par) or None
     try:
+        block = {**sched.block, **parse_block(args.block)} or None
+    except ScheduleError as exc:
+        raise UserError(str(exc)) from None
+    lanes = args.lanes or sched.lanes
+    if lanes is not None and not block:
+        raise UserError("--lanes needs --block (the dimension whose blocks become vectors)")
+    try:
         if args.dump_after:
             opts = Options(Fusion(fusion), orders or None, fused or None, args.factored,
-                           locate, skip, args.spacc_buffers, par)
+                           locate, skip, args.spacc_buffers, par, block, lanes)
             print(dump_ir(program, args.dump_after, opts), end="")
             return 0
         compiled = compile_program(program, fusion, orders, fused, factored=args.factored,
                                    locate=locate, skip=skip, spacc_buffers=args.spacc_buffers,
-                                   par=par)
+                                   par=par, block=block, lanes=lanes)
     except (ProgramError, GraphError) as exc:
         raise UserError(str(exc)) from None
     if args.explain:
@@ -192,7 +206,7 @@ def _check_against_numpy(args: argparse.Namespace, module: ModuleType, compiled,
         result = run_program(compiled, data, simulate=run_graph)
     except ProgramError as exc:
         raise UserError(str(exc)) from None
-    want = reference(program, data)
+    want = reference(compiled, data)
     bad = [n for n in want if not np.array_equal(result.dense(n), want[n])]
     print(f"sw_sim: {result.total_cycles} cycles ({', '.join(map(str, result.cycles))}); "
           + ("outputs match numpy" if not bad else f"MISMATCH in {', '.join(bad)}"))

@@ -38,7 +38,7 @@ from .fusion import (
     VUn,
 )
 from .locate import located_levels
-from .program import Op, Program, UnOp
+from .program import Op, Program, UnOp, VectorLayout
 from .semantics import iteration_only
 from .table import (
     ROOT,
@@ -80,6 +80,7 @@ class _Emitter:
         self.order: list[PortRef] = []
         self.depths: dict[PortRef, int] = {}  # input port -> FIFO depth asked for
         self.src_depths: dict[PortRef, int] = {}  # output port -> FIFO depth of its first edge
+        self.lanes: dict[PortRef, int] = {}  # value output port -> its lanes (vectors > 1)
 
     def node(self, kind: NodeKind, base: str, inputs: Mapping[str, PortRef] | None = None, **params):
         name = self.prefix + base
@@ -87,12 +88,34 @@ class _Emitter:
         while name in self.g.nodes:
             name = f"{self.prefix}{base}_{k}"
             k += 1
+        inputs = inputs or {}
+        params = {**params, **self._vector_params(kind, inputs, params)}
         n = self.g.add(kind, name, **params)
-        for port, src in (inputs or {}).items():
+        for port, src in inputs.items():
             self.use(src, n[port])
-        for port in n.outputs():
+        w = int(params.get("lanes", 1)) if kind is not NodeKind.LANE_REDUCE else 1
+        for port, what in n.outputs().items():
             self.order.append(n[port])
+            if w > 1 and what is StreamKind.VAL:
+                self.lanes[n[port]] = w
         return n
+
+    def _vector_params(self, kind: NodeKind, inputs: Mapping[str, PortRef], params: Mapping) -> dict:
+        """``lanes`` (and an ALU's ``scalar_port``) of a node whose value inputs carry vectors
+        (the blocking pass): the lanes of those inputs; a binary ALU with one scalar operand
+        uses it for every lane.  Nothing for scalar streams, so scalar graphs are unchanged."""
+        if "lanes" in params or kind in (NodeKind.ARRAY_LOAD, NodeKind.LANE_REDUCE):
+            return {}
+        width = {port: self.lanes.get(src, 1) for port, src in inputs.items()
+                 if self.kind(src) is StreamKind.VAL}
+        w = max(width.values(), default=1)
+        if w == 1:
+            return {}
+        if kind is NodeKind.ALU and len(width) == 2 and len(set(width.values())) == 2:
+            return {"lanes": w, "scalar_port": min(width, key=width.get)}
+        if len(set(width.values())) > 1:
+            raise AssertionError(f"{kind.value} node over vectors of different lanes {width}")
+        return {"lanes": w}
 
     def coordinates(self, index: str, port: PortRef) -> PortRef:
         """Record ``port`` as a coordinate stream of ``index`` (``Graph.indices``) when a
@@ -136,8 +159,9 @@ class _Emitter:
                 self.g.connect(src, dsts[0], max(asked) if asked else None)
             else:
                 kind = self.g.nodes[src.node].outputs()[src.port]
+                vec = {"lanes": self.lanes[src]} if self.lanes.get(src, 1) > 1 else {}
                 b = self.g.add(NodeKind.BROADCAST, f"bc_{src.node}_{src.port}", n=len(dsts),
-                               stream=kind)
+                               stream=kind, **vec)
                 self.g.connect(src, b["in"], self.src_depths.get(src))
                 for i, d in enumerate(dsts):
                     self.g.connect(b[f"out{i}"], d, self.depths.get(d))
@@ -310,7 +334,8 @@ class _TableLowering:
             v = self.t.views[e.view]
             last = self.order[-1] if self.order else None
             ref = self.ref(CellRef(e.view, last)) if last else self.parent_ref(e.view, "")
-            out = self.em.node(NodeKind.ARRAY_LOAD, f"vals_{_ident(e.view)}", {"ref": ref},
+            vec = {"lanes": v.vector.lanes} if v.vector is not None and v.vector.lanes > 1 else {}
+            out = self.em.node(NodeKind.ARRAY_LOAD, f"vals_{_ident(e.view)}", {"ref": ref}, **vec,
                                tensor=v.tensor)["val"]
         elif isinstance(e, VNamed) and e.tensor in self.t.children:
             out = self.ref(CellRef(e.tensor, self.order[-1]))
@@ -318,6 +343,11 @@ class _TableLowering:
             out = self.value(e.body)
         elif isinstance(e, VUn) and e.op.row:
             out = self.row_function(e)
+        elif isinstance(e, VUn) and e.op is UnOp.LANE_SUM:
+            arg = self.value(e.arg)
+            w = self.em.lanes.get(arg, 1)
+            out = arg if w == 1 else self.em.node(NodeKind.LANE_REDUCE, "lane_reduce", {"val": arg},
+                                                  op=ReduceOp.ADD, lanes=w)["val"]
         elif isinstance(e, VBin) and iteration_only(e.rhs, self.t.views):
             out = self.value(e.lhs)  # densified iteration: the iteration term's value is 0
         elif isinstance(e, VUn):
@@ -528,19 +558,34 @@ class CompiledProgram:
     formats: dict[str, TensorFormat]  # every tensor any graph reads or writes
     permuted: list[PermutedCopy] = field(default_factory=list)
     seconds: float = 0.0
+    source: Program | None = None  # the program as written, when the block pass rewrote it
 
     @property
     def graphs(self) -> list[Graph]:
         return [g.graph for g in self.groups]
 
     def explain(self) -> str:
-        return "\n\n".join(g.explain() for g in self.groups)
+        blocked = [f"{n}: mode {d.vector.mode} in blocks of {d.vector.block} (vectors of "
+                   f"{d.vector.lanes} lanes)" for n, d in self.program.decls.items() if d.vector]
+        head = ["blocked: " + "; ".join(blocked)] if blocked else []
+        return "\n\n".join([*head, *(g.explain() for g in self.groups)])
 
 
 def _all_tables(ts):
     for t in ts:
         yield from _all_tables(t.children.values())
         yield t
+
+
+def _declare(graph: Graph, name: str, shape: tuple[int, ...], fmt: TensorFormat, role: Role,
+             vector: VectorLayout | None) -> None:
+    """A graph tensor; a blocked one as its stored tensor (the compiler's levels, then the
+    dense level of a vector's lanes) with its block record (data in the original shape)."""
+    if vector is None:
+        graph.tensor(name, shape, fmt, role)
+        return
+    b = vector.blocking(fmt)
+    graph.tensor(name, b.fmt.stored_shape(b.shape), b.fmt.stored(), role, b)
 
 
 def emit_graph(group: Group, tables: list[FusionTable]) -> Graph:
@@ -552,10 +597,11 @@ def emit_graph(group: Group, tables: list[FusionTable]) -> Graph:
     for t in _all_tables(tables):
         for v in t.views.values():
             if v.tensor not in declared:
-                graph.tensor(v.tensor, v.shape, v.fmt, Role.INPUT)
+                _declare(graph, v.tensor, v.shape, v.fmt, Role.INPUT, v.vector)
                 declared.add(v.tensor)
     for t in tables:
-        graph.tensor(t.output.tensor, t.output.shape, t.out_fmt, Role.OUTPUT)
+        assert t.out_fmt is not None
+        _declare(graph, t.output.tensor, t.output.shape, t.out_fmt, Role.OUTPUT, t.output.vector)
     multi = len(tables) > 1
     emitters = []
     for t in tables:

@@ -37,6 +37,7 @@ from .program import (
     Sum,
     Unary,
     UnOp,
+    VectorLayout,
     binop_text,
     split_order,
     unary_text,
@@ -76,6 +77,7 @@ class View:
     indices: tuple[str, ...]
     shape: tuple[int, ...]
     fmt: TensorFormat
+    vector: VectorLayout | None = None  # blocked: every value is a vector (the block pass)
 
     def level_indices(self) -> tuple[str, ...]:
         return tuple(self.indices[m] for m in self.fmt.mode_order)
@@ -127,6 +129,7 @@ class FusedOutput:
     fmt: TensorFormat | None  # declared format (None: compiler's choice)
     shape: tuple[int, ...]
     reduce: Op = Op.ADD  # how ``reduced`` is reduced (MAX / MIN: a statement of its own)
+    vector: VectorLayout | None = None  # blocked: its values are vectors (the block pass)
 
 
 @dataclass(frozen=True)
@@ -667,7 +670,8 @@ class _ViewMaker:
             if fmt is None:
                 raise ProgramError(f"group {self.group}: tensor {x.tensor!r} is read before its "
                                    "format is known (it must be produced by an earlier graph)")
-            self.views[vname] = View(vname, x.tensor, x.tensor, x.indices, self.shapes[x.tensor], fmt)
+            self.views[vname] = View(vname, x.tensor, x.tensor, x.indices, self.shapes[x.tensor], fmt,
+                                     decl.vector if decl is not None else None)
             self.view_of[key] = vname
         return VAccess(self.view_of[key])
 
@@ -709,7 +713,9 @@ def _fuse_output(o: _Stmt, producers: Mapping[str, _Stmt], names: _Fresh,
     red, body = _normal_named(names.number(e, since))
     red = tuple(sorted(dict.fromkeys(red), key=lambda u: int(u[1:])))
     reduce = o.rhs.op if isinstance(o.rhs, Sum) else Op.ADD
-    return FusedOutput(o.out, o.indices, red, views.convert(body), o.fmt, o.shape, reduce)
+    decl = views.program.decls.get(o.out)
+    return FusedOutput(o.out, o.indices, red, views.convert(body), o.fmt, o.shape, reduce,
+                       decl.vector if decl is not None else None)
 
 
 def fuse(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group | Rejected:
@@ -762,6 +768,9 @@ def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> str 
         for a, b in _view_edges(v):
             _add_edge(pog, a, b, f"mode order of {v}")
     for o in g.outputs:
+        if o.vector is not None and o.vector.split > 1:  # the vectors of a block stored innermost
+            for a in o.indices[:-1]:
+                _add_edge(pog, a, o.indices[-1], f"vectors of a block of {o.tensor} stored innermost")
         if o.fmt is not None:
             li = tuple(o.indices[m] for m in o.fmt.mode_order)
             for a, b in itertools.pairwise(li):
@@ -885,6 +894,10 @@ def _resolve_cycles(g: Group) -> str | None:
         mode_order = tuple(sorted(range(len(v.indices)), key=lambda m: rank[v.indices[m]]))
         fmt = TensorFormat(v.fmt.levels, mode_order)
         copy = f"{v.source}_p{''.join(map(str, mode_order))}"
+        if v.vector is not None:
+            return (f"group {g.name}: the views of the blocked tensor {v.source} conflict (POG cycle "
+                    f"{' -> '.join(a for a, _ in edges)}); a blocked tensor cannot be read through a "
+                    "permuted copy: change the dataflow order or the format")
         nv = View(v.name, copy, v.source, v.indices, v.shape, fmt)
         g.views[v.name] = nv
         g.permuted.append(PermutedCopy(copy, v.source, fmt,

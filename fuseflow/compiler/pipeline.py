@@ -3,6 +3,7 @@
 Each :class:`Pass` has a name, a one-line description, the IR it reads and the IR it writes, a
 run function and a text rendering of its output IR.  :data:`PIPELINE` lists them in order::
 
+    block   Program           -> Program            sparsity blocking (block={index: size})
     plan    Program           -> list[GroupPlan]    fusion regions -> graphs (region splits)
     fuse    GroupPlan         -> Group              fused einsum, views, POG, dataflow order
     table   Group             -> list[FusionTable]  one fusion table per group output
@@ -40,10 +41,11 @@ from ..passes import set_accumulator_buffers, size_fifos
 from ..samml import Graph
 from ..skipping import enable_skipping
 from ..tensor import TensorFormat
+from .blocking import block_program
 from .emit import CompiledGroup, CompiledProgram, emit_graph
 from .fusion import Fusion, Group, GroupPlan, PermutedCopy, fuse, order_problem, plan_groups
 from .locate import locate_dense_levels, nonunique_join_problem
-from .program import FusionError, LoweringError, Program, Rejected
+from .program import FusionError, LoweringError, Program, ProgramError, Rejected
 from .table import FusionTable, table_or_rejection
 
 __all__ = [
@@ -82,6 +84,8 @@ class Options:
     skip: bool = False
     spacc_buffers: int = 2
     par: Mapping[str, int] | None = None
+    block: Mapping[str, int] | None = None  # {index: block size}: the block pass
+    lanes: int | None = None  # vector lanes of the blocked dimension (default: the block size)
 
 
 @dataclass
@@ -104,6 +108,7 @@ class ProgramIR:
 
     program: Program
     options: Options
+    source: Program | None = None  # the program as written, when the block pass rewrote it
     split_adds: bool | None = None  # None: the plan pass decides
     split_reason: str = ""
     groups: list[GroupIR] = field(default_factory=list)
@@ -131,6 +136,32 @@ class Pass:
     per_group: bool = True
 
 
+# ----------------------------------------------------------------------------- block
+def _block(state: ProgramIR, _: GroupIR) -> Rejected | None:
+    opts = state.options
+    if not opts.block or state.source is not None:
+        return None
+    try:
+        blocked = block_program(state.program, opts.block, opts.lanes)
+    except ProgramError as exc:
+        return Rejected(str(exc), ProgramError)
+    state.source, state.program = state.program, blocked
+    return None
+
+
+def _block_text(state: ProgramIR, _: GroupIR) -> str:
+    if state.source is None:
+        return f"program {state.program.name}: nothing blocked\n"
+    lines = [(f"program {state.program.name}: blocked {dict(state.options.block or {})}"
+             f" (lanes {state.options.lanes or next(iter((state.options.block or {}).values()))})")]
+    for name, d in state.program.decls.items():
+        if d.vector is not None:
+            lines.append(f"  {name}: mode {d.vector.mode} in blocks of {d.vector.block}, vectors of "
+                         f"{d.vector.lanes}; iterated shape {d.shape}")
+    lines += [f"  {st}" for st in state.program.statements]
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------- plan
 def _plan(state: ProgramIR, _: GroupIR) -> Rejected | None:
     opts = state.options
@@ -156,7 +187,7 @@ def _split_check(state: ProgramIR) -> Rejected | None:
     if not state.options.factored:
         return Rejected("factored iteration is off: a reduction under an addition needs its own "
                         "graph", split=True)
-    trial = ProgramIR(state.program, state.options, split_adds=False)
+    trial = ProgramIR(state.program, state.options, state.source, split_adds=False)
     return _run(trial, ANALYSIS)
 
 
@@ -329,6 +360,9 @@ def _indent(text: str) -> str:
 
 
 PIPELINE: tuple[Pass, ...] = (
+    Pass("block", "sparsity blocking: one dimension cut into blocks whose entries become vector "
+         "lanes (block={index: size}; nothing otherwise)", "Program", "Program", _block,
+         _block_text, per_group=False),
     Pass("plan", "split the program into fusion regions and those into graphs (region splits "
          "decided up front)", "Program", "list[GroupPlan]", _plan, _plan_text, per_group=False),
     Pass("fuse", "cross-expression fusion: fresh indices, inlining, tensor views, partial order "
@@ -351,8 +385,8 @@ PIPELINE: tuple[Pass, ...] = (
          "samml.Graph", _verify, _graph_text),
 )
 _BY_NAME = {p.name: p for p in PIPELINE}
-ANALYSIS: tuple[Pass, ...] = tuple(_BY_NAME[n] for n in ("plan", "fuse", "table"))
-assert all(not p.per_group for p in PIPELINE[:1]) and all(p.per_group for p in PIPELINE[1:])
+ANALYSIS: tuple[Pass, ...] = tuple(_BY_NAME[n] for n in ("block", "plan", "fuse", "table"))
+assert all(not p.per_group for p in PIPELINE[:2]) and all(p.per_group for p in PIPELINE[2:])
 
 
 def pass_names() -> list[str]:
@@ -422,8 +456,8 @@ def run_pipeline(program: Program, options: Options | None = None, dump_after: s
     groups = [CompiledGroup(g.group, g.tables, g.graph, {t.output.tensor: t.out_fmt for t in g.tables},
                             g.seconds, state.options.factored, g.parallel)
               for g in state.groups if g.group is not None and g.graph is not None]
-    return CompiledProgram(program, state.options.fusion, groups, state.formats, state.permuted,
-                           time.perf_counter() - t0)
+    return CompiledProgram(state.program, state.options.fusion, groups, state.formats, state.permuted,
+                           time.perf_counter() - t0, state.source)
 
 
 def dump_ir(program: Program, pass_name: str, options: Options | None = None) -> str:
@@ -445,11 +479,13 @@ def check_program(program: Program, options: Options | None = None) -> str | Non
 
 def _options(fusion: Fusion | str, orders, fused_orders, factored: bool,
              locate: bool = True, skip: bool = False, spacc_buffers: int = 2,
-             par: Mapping[str, int] | None = None) -> Options:
+             par: Mapping[str, int] | None = None, block: Mapping[str, int] | None = None,
+             lanes: int | None = None) -> Options:
     if spacc_buffers not in (1, 2):
         raise ValueError(f"spacc_buffers={spacc_buffers}: must be 1 or 2")
     return Options(Fusion(fusion) if isinstance(fusion, str) else fusion, orders, fused_orders,
-                   factored, locate, skip, spacc_buffers, dict(par) if par else None)
+                   factored, locate, skip, spacc_buffers, dict(par) if par else None,
+                   dict(block) if block else None, lanes)
 
 
 def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
@@ -457,7 +493,8 @@ def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
                     fused_orders: Mapping[int, Sequence[str]] | None = None,
                     factored: bool = True, locate: bool = True,
                     skip: bool = False, spacc_buffers: int = 2,
-                    par: Mapping[str, int] | None = None) -> CompiledProgram:
+                    par: Mapping[str, int] | None = None, block: Mapping[str, int] | None = None,
+                    lanes: int | None = None) -> CompiledProgram:
     """Fuse and lower ``program``: one verified SAMML graph per group, in program order.
 
     ``orders`` maps a computed tensor to a dataflow order of its statement (its own letters);
@@ -474,9 +511,11 @@ def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
     overlaps the next fiber's accumulation), 1 keeps one bank (half the sum words).
     ``par`` maps index variables to parallelization factors (:mod:`fuseflow.parallel`): each
     graph that iterates an index gets that many lanes below it, outer indices first (nested);
-    a reduced index may be named as its statement wrote it."""
+    a reduced index may be named as its statement wrote it.
+    ``block`` ({index: size}) cuts the dimension the index iterates into blocks whose entries
+    are vector lanes (``lanes`` per vector, default the block size): :mod:`.blocking`."""
     cp = run_pipeline(program, _options(fusion, orders, fused_orders, factored, locate, skip,
-                                        spacc_buffers, par))
+                                        spacc_buffers, par, block, lanes))
     check_par_used(par, [(g.group, g.graph) for g in cp.groups])
     return cp
 

@@ -16,7 +16,7 @@ import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..tensor import Format, TensorFormat
+from ..tensor import BlockFormat, Blocking, Format, TensorFormat
 
 __all__ = [
     "Access",
@@ -35,6 +35,7 @@ __all__ = [
     "TensorExpr",
     "UnOp",
     "Unary",
+    "VectorLayout",
     "binop_text",
     "einsum",
     "exp",
@@ -134,6 +135,8 @@ class UnOp(enum.Enum):
     # iteration visits there (see :attr:`row`)
     SOFTMAX = "softmax"
     LAYERNORM = "layernorm"
+    # the sum of a vector's lanes (the blocking pass: a reduction over a vectorised index)
+    LANE_SUM = "lane_sum"
 
     @property
     def row(self) -> bool:
@@ -145,12 +148,12 @@ class UnOp(enum.Enum):
     @property
     def linear(self) -> bool:
         """``f(Σ x) = Σ f(x)``: a reduction may be pulled out of it (and fused through it)."""
-        return self in (UnOp.NEG, UnOp.SCALE)
+        return self in (UnOp.NEG, UnOp.SCALE, UnOp.LANE_SUM)
 
     @property
     def zero_preserving(self) -> bool:
         """``f(0) = 0``: it may be applied to the stored entries of a sparse operand only."""
-        return self in (UnOp.RELU, UnOp.NEG, UnOp.GELU, UnOp.SCALE)
+        return self in (UnOp.RELU, UnOp.NEG, UnOp.GELU, UnOp.SCALE, UnOp.LANE_SUM)
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,37 @@ class TensorDecl:
     name: str
     shape: tuple[int, ...]
     fmt: TensorFormat | None  # None: chosen by the compiler (computed tensors only)
+    vector: VectorLayout | None = None  # set by the blocking pass: values are vectors
+
+
+@dataclass(frozen=True)
+class VectorLayout:
+    """A tensor whose values are vectors (the blocking pass, :mod:`.blocking`): mode ``mode``
+    of the original tensor (of ``shape``) is cut into blocks of ``block`` entries; the
+    compiler iterates the block coordinate in that mode and, when ``lanes < block``, a dense
+    mode of ``block / lanes`` entries appended last; each value is a vector of ``lanes``
+    entries, stored as the innermost dense level (a :class:`~fuseflow.tensor.BlockFormat`)."""
+
+    mode: int
+    block: int
+    lanes: int
+    shape: tuple[int, ...]  # the original shape
+
+    @property
+    def split(self) -> int:
+        """Vectors per block: the extent of the appended mode (1: none appended)."""
+        return self.block // self.lanes
+
+    def block_format(self, fmt: TensorFormat) -> BlockFormat:
+        """The block format of the stored tensor whose compiler view has format ``fmt``."""
+        n = len(self.shape)
+        order = tuple(m for m in fmt.mode_order if m < n)
+        levels = tuple(f for f, m in zip(fmt.levels, fmt.mode_order) if m < n)
+        blocks = tuple(self.block if d == self.mode else 1 for d in range(n))
+        return BlockFormat(TensorFormat(levels, order), blocks, self.lanes if self.split > 1 else 0)
+
+    def blocking(self, fmt: TensorFormat) -> Blocking:
+        return Blocking(self.block_format(fmt), self.shape)
 
 
 Builder = Callable[[tuple[str, ...], Callable[[str], str]], IExpr]

@@ -16,7 +16,7 @@ from ..simulation import SimRun, Simulator, graph_overflows
 from ..tensor import TensorData, TensorFormat
 from .codegen import CompiledProgram
 from .densify import is_iteration_tensor, iteration_data
-from .program import Access, BinOp, Op, Program, ProgramError, Sum, Unary, UnOp
+from .program import Access, BinOp, Op, Program, ProgramError, Sum, Unary, UnOp, VectorLayout
 from .semantics import check_denominators
 
 __all__ = ["ProgramResult", "graph_runs", "reference", "reference_all", "run_program"]
@@ -39,9 +39,17 @@ class ProgramResult:
 
 
 def _as_data(name: str, value, fmt: TensorFormat,
-             shape: tuple[int, ...]) -> TensorData:
+             shape: tuple[int, ...], vector: VectorLayout | None = None) -> TensorData:
+    if vector is not None:  # blocked: data in the original shape, stored in blocks
+        shape = vector.shape
     if tuple(value.shape) != tuple(shape):
         raise ProgramError(f"input {name!r}: data shape {tuple(value.shape)} != declared {shape}")
+    if vector is not None:
+        bf = vector.block_format(fmt)
+        if isinstance(value, TensorData):
+            return value.convert(bf)
+        dense = value.toarray() if hasattr(value, "toarray") else np.asarray(value)
+        return TensorData.from_blocks(dense, bf, name=name)
     if isinstance(value, TensorData):
         return value.convert(fmt)
     return TensorData.from_array(value, fmt)
@@ -56,7 +64,7 @@ def initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | T
     tensors: dict[str, TensorData] = {}
     for n in program.inputs():
         d = program.decls[n]
-        tensors[n] = _as_data(n, data[n], d.fmt, d.shape)
+        tensors[n] = _as_data(n, data[n], d.fmt, d.shape, d.vector)
     for p in compiled.permuted:  # host-side reformat: the primitive set has no sorter
         if p.source in tensors:
             tensors[p.name] = tensors[p.source].convert(p.fmt)
@@ -109,7 +117,8 @@ def reference(compiled_or_program, data: Mapping[str, np.ndarray | TensorData],
               dtype: type = np.int64) -> dict[str, np.ndarray]:
     """numpy evaluation of the program's outputs (the independent reference); ``dtype``
     int64 (wrapping like the integer hardware only beyond 2**63) or float64."""
-    program = getattr(compiled_or_program, "program", compiled_or_program)
+    program = (getattr(compiled_or_program, "source", None)
+               or getattr(compiled_or_program, "program", compiled_or_program))
     env = reference_all(program, data, dtype)
     return {n: env[n] for n in program.result_names()}
 

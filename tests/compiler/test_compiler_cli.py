@@ -88,8 +88,9 @@ def test_lowering_flags_are_reported(tmp_path: Path, capsys, flag: str, lowering
 def test_list_passes_prints_the_pipeline_in_order(capsys) -> None:
     assert main(["compile", "--list-passes"]) == 0
     rows = capsys.readouterr().out.splitlines()[1:]
-    assert [r.split()[1] for r in rows] == ["plan", "fuse", "table", "locate", "lower", "skip", "par", "fifo", "verify"]
-    assert "samml.Graph -> samml.Graph" in rows[5] and "samml.Graph -> samml.Graph" in rows[6]
+    assert [r.split()[1] for r in rows] == ["block", "plan", "fuse", "table", "locate", "lower", "skip",
+                                            "par", "fifo", "verify"]
+    assert "samml.Graph -> samml.Graph" in rows[6] and "samml.Graph -> samml.Graph" in rows[7]
 
 
 def test_dump_after_fifo_adds_only_fifo_depths(capsys) -> None:

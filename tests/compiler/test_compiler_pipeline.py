@@ -39,10 +39,12 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def test_pipeline_order_and_ir_types_chain() -> None:
-    assert pass_names() == ["plan", "fuse", "table", "locate", "lower", "skip", "par", "fifo", "verify"]
-    assert PIPELINE[0].input_ir == "Program" and PIPELINE[-1].output_ir == "samml.Graph"
-    assert PIPELINE[0].output_ir == f"list[{PIPELINE[1].input_ir}]"  # one group plan per graph
-    for a, b in itertools.pairwise(PIPELINE[1:]):
+    assert pass_names() == ["block", "plan", "fuse", "table", "locate", "lower", "skip", "par",
+                            "fifo", "verify"]
+    assert PIPELINE[0].input_ir == PIPELINE[0].output_ir == PIPELINE[1].input_ir == "Program"
+    assert PIPELINE[-1].output_ir == "samml.Graph"
+    assert PIPELINE[1].output_ir == f"list[{PIPELINE[2].input_ir}]"  # one group plan per graph
+    for a, b in itertools.pairwise(PIPELINE[2:]):
         assert a.output_ir == b.input_ir, (a.name, b.name)
     assert all(p.description and "\n" not in p.description for p in PIPELINE)
 
@@ -79,7 +81,7 @@ def test_dump_ir_is_the_golden_text_and_the_compiled_graph() -> None:
 @pytest.mark.parametrize("call", [lambda: dump_ir(spmm(), "codegen"),
                                   lambda: run_pipeline(spmm(), dump_after="codegen")])
 def test_unknown_pass_is_an_error_listing_the_passes(call) -> None:
-    with pytest.raises(UnknownPass, match=r"unknown pass 'codegen'; the passes are plan, fuse, "
+    with pytest.raises(UnknownPass, match=r"unknown pass 'codegen'; the passes are block, plan, fuse, "
                                           r"table, locate, lower, skip, par, fifo, verify"):
         call()
 
