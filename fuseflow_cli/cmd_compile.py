@@ -141,13 +141,7 @@ def run(args: argparse.Namespace) -> int:
     locate = args.locate if sched.locate is None else sched.locate
     skip = args.skip if sched.skip is None else sched.skip
     par = dict(sched.par) or None
-    try:
-        block = {**sched.block, **parse_block(args.block)} or None
-    except ScheduleError as exc:
-        raise UserError(str(exc)) from None
-    lanes = args.lanes or sched.lanes
-    if lanes is not None and not block:
-        raise UserError("--lanes needs --block (the dimension whose blocks become vectors)")
+    block, lanes = _blocking(args, sched)
     try:
         if args.dump_after:
             opts = Options(Fusion(fusion), orders or None, fused or None, args.factored,
@@ -176,6 +170,18 @@ def run(args: argparse.Namespace) -> int:
     if args.run:
         return _check_against_numpy(args, module, compiled, program)
     return 0
+
+
+def _blocking(args: argparse.Namespace, sched) -> tuple[dict[str, int] | None, int | None]:
+    """``--block`` / ``--lanes`` over the schedule's ``block`` / ``lanes``."""
+    try:
+        block = {**sched.block, **parse_block(args.block)} or None
+    except ScheduleError as exc:
+        raise UserError(str(exc)) from None
+    lanes = args.lanes or sched.lanes
+    if lanes is not None and not block:
+        raise UserError("--lanes needs --block (the dimension whose blocks become vectors)")
+    return block, lanes
 
 
 def _write(compiled, program: Program, out: Path) -> str:

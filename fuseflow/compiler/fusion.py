@@ -768,27 +768,33 @@ def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> str 
         for a, b in _view_edges(v):
             _add_edge(pog, a, b, f"mode order of {v}")
     for o in g.outputs:
-        if o.vector is not None and o.vector.split > 1:  # the vectors of a block stored innermost
-            for a in o.indices[:-1]:
-                _add_edge(pog, a, o.indices[-1], f"vectors of a block of {o.tensor} stored innermost")
-        if o.fmt is not None:
-            li = tuple(o.indices[m] for m in o.fmt.mode_order)
-            for a, b in itertools.pairwise(li):
-                _add_edge(pog, a, b, f"mode order of output {o.tensor}_{{{','.join(o.indices)}}}")
+        _output_edges(pog, o)
     for text, order in user_orders:
         for a, b in itertools.pairwise(order):
             _add_edge(pog, a, b, f"dataflow order of '{text}'")
-    for o in g.outputs:
-        for tensor, indices, fn in _row_functions(o.tensor, o.indices, o.body):
-            for a in indices:
-                if a != fn.index:
-                    _add_edge(pog, a, fn.index, f"{fn.op.value} of {tensor} runs along {fn.index}")
     edges, why = _coo_edges([(o.tensor, o.body) for o in g.outputs], g.views)
     if why:
         return f"group {g.name}: {why}"
     for a, b, reason in edges:
         _add_edge(pog, a, b, reason)
     return _resolve_cycles(g)
+
+
+def _output_edges(pog: nx.DiGraph, o: FusedOutput) -> None:
+    """The ordering constraints an output adds: its declared mode order, the vectors of a
+    block stored innermost (the block pass), and each row function's index innermost among
+    the indices of the tensor it computes."""
+    if o.vector is not None and o.vector.split > 1:
+        for a in o.indices[:-1]:
+            _add_edge(pog, a, o.indices[-1], f"vectors of a block of {o.tensor} stored innermost")
+    if o.fmt is not None:
+        li = tuple(o.indices[m] for m in o.fmt.mode_order)
+        for a, b in itertools.pairwise(li):
+            _add_edge(pog, a, b, f"mode order of output {o.tensor}_{{{','.join(o.indices)}}}")
+    for tensor, indices, fn in _row_functions(o.tensor, o.indices, o.body):
+        for a in indices:
+            if a != fn.index:
+                _add_edge(pog, a, fn.index, f"{fn.op.value} of {tensor} runs along {fn.index}")
 
 
 def _pairs(e: VExpr, views: Mapping[str, View], out: list[tuple[str, str]]) -> None:
