@@ -227,9 +227,10 @@ def apply_par(args: argparse.Namespace, graph: Graph, source: str,
               sched: Schedule | None = None) -> Graph:
     """``graph`` with the command line's ``--par`` / ``--schedule`` lanes (in place)."""
     sched = sched or resolve_schedule(args)
-    if sched.fusion or sched.orders:
+    if sched.fusion or sched.orders or sched.block:
         raise UserError(f"--schedule {args.schedule}: a graph file or kernel is already fused and "
-                        f"ordered; only par applies (fusion and orders are for --model / compile)")
+                        f"ordered; only par applies (fusion and orders are for --model / compile, "
+                        f"block for compile)")
     if sched.par:
         try:
             parallelize(graph, sched.par)

@@ -68,7 +68,7 @@ def run(args) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     sched = resolve_schedule(args)
-    if sched.fusion or sched.orders:
+    if sched.fusion or sched.orders or sched.block:
         raise UserError(f"--schedule {args.schedule}: the suites' graphs are already compiled; "
                         f"only par applies to correlate")
     if sched.par:

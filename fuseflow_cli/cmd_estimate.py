@@ -155,7 +155,8 @@ def _program(args, sched, fusions, kw, names) -> tuple[str, list[dict[str, Any]]
     data = make(args.seed)
     rows = []
     for fusion in fusions:
-        compiled = compile_program(program, fusion, dict(sched.orders) or None, par=dict(sched.par) or None)
+        compiled = compile_program(program, fusion, dict(sched.orders) or None, par=dict(sched.par) or None,
+                                   block=dict(sched.block) or None, lanes=sched.lanes)
         names.check({t for g in compiled.graphs for t in g.tensors}, f"program {args.graph}")
         e = estimate_program(compiled, data, **kw)
         sim = None

@@ -105,9 +105,9 @@ def load_compiled(args: argparse.Namespace):
                          heads=args.heads, blocks=args.blocks)
         ir = trace(case.module, case.inputs, case.formats, name=args.model)
         sched = resolve_schedule(args)
-        if sched.orders:
-            raise UserError(f"--schedule {args.schedule}: orders are for compile PROGRAM.py; a "
-                            f"model's statements are generated")
+        if sched.orders or sched.block:
+            raise UserError(f"--schedule {args.schedule}: orders and block are for compile "
+                            f"PROGRAM.py; a model's statements are generated")
         args.fusion = sched.fusion or args.fusion
         locate = args.locate if sched.locate is None else sched.locate
         skip = getattr(args, "skip", False) if sched.skip is None else sched.skip  # sim/build: --skip
