@@ -52,6 +52,7 @@ KEYS: dict[str, tuple[str, type | str]] = {
     "seq": ("--seq", int), "dmodel": ("--dmodel", int), "heads": ("--heads", int),
     "blocks": ("--blocks", int), "numerics": ("--numerics", str), "locate": ("--no-locate", "noflag"),
     "kernel": ("--kernel", str), "graph": ("", "path"), "size": ("--size", int),
+    "block": ("--block", int), "lanes": ("--lanes", int),
     "density": ("--density", float), "seed": ("--seed", int), "data": ("--data", "path"),
     "skip": ("--skip", "flag"), "schedule": ("--schedule", "schedule"), "par": ("--par", "par"),
     "memory": ("--memory", str), "onchip": ("--onchip", str),
