@@ -338,12 +338,32 @@ class PrimitiveSpec:
         return {**self.defaults, **raw, **values}
 
     def ports(self, raw: Mapping[str, Any]) -> tuple[Ports, Ports]:
-        """Input and output ports for the parameters ``raw`` (defaults filled in)."""
+        """Input and output ports for the parameters ``raw`` (defaults filled in).  Memoised per
+        parameter values: graphs ask for the ports of every node many times (the verifier, the
+        estimate, the simulators' set-up), and resolving them coerces every parameter."""
+        key = _frozen(raw)
+        if key is None:
+            return self._ports(raw)
+        hit = _PORTS.get((id(self), key))
+        if hit is None:
+            hit = _PORTS[(id(self), key)] = self._ports(raw)
+        return dict(hit[0]), dict(hit[1])
+
+    def _ports(self, raw: Mapping[str, Any]) -> tuple[Ports, Ports]:
         p = _Attrs(self.view(raw))
         return self.inputs(p), self.outputs(p)
 
     def port_types(self, raw: Mapping[str, Any]) -> tuple[dict[str, StreamType], dict[str, StreamType]]:
         """Input and output ports for the parameters ``raw`` as stream types (kind and lanes)."""
+        key = _frozen(raw)
+        if key is None:
+            return self._port_types(raw)
+        hit = _TYPES.get((id(self), key))
+        if hit is None:
+            hit = _TYPES[(id(self), key)] = self._port_types(raw)
+        return dict(hit[0]), dict(hit[1])
+
+    def _port_types(self, raw: Mapping[str, Any]) -> tuple[dict[str, StreamType], dict[str, StreamType]]:
         p = _Attrs(self.view(raw))
         ins, outs = self.inputs(p), self.outputs(p)
         if self.lanes is not None:
@@ -356,9 +376,15 @@ class PrimitiveSpec:
                 {q: StreamType(k, lout.get(q, 1)) for q, k in outs.items()})
 
     def node_latency(self, raw: Mapping[str, Any]) -> int:
-        if callable(self.latency):
+        if not callable(self.latency):
+            return self.latency
+        key = _frozen(raw)
+        if key is None:
             return self.latency(_Attrs(self.view(raw)))
-        return self.latency
+        hit = _LATENCY.get((id(self), key))
+        if hit is None:
+            hit = _LATENCY[(id(self), key)] = self.latency(_Attrs(self.view(raw)))
+        return hit
 
     # ------------------------------------------------------------------ documentation
     def param_type(self, name: str) -> str:
@@ -404,3 +430,27 @@ def stream_kind(value: Any, default: StreamKind) -> StreamKind:
     if value is None:
         return default
     return StreamKind(value) if isinstance(value, str) else value
+
+
+# memoised port maps, stream types and latencies per (declaration, parameter values)
+_PORTS: dict[tuple[int, tuple], tuple[Ports, Ports]] = {}
+_TYPES: dict[tuple[int, tuple], tuple[dict, dict]] = {}
+_LATENCY: dict[tuple[int, tuple], int] = {}
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list | tuple):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+def _frozen(raw: Mapping[str, Any]) -> tuple | None:
+    """A hashable key of parameter values (None when one is not hashable, e.g. an array)."""
+    try:
+        key = tuple(sorted((k, _freeze(v)) for k, v in raw.items()))
+        hash(key)
+    except TypeError:
+        return None
+    return key
