@@ -105,7 +105,7 @@ def _broadcast_to(low, x: _T, k: tuple[int, ...], u: tuple[int, ...], out: tuple
 
 
 def _tensor_tensor(low, kind: str, a: _T, b: _T) -> _T:
-    out = _out_shape(low)
+    out = tuple(torch.broadcast_shapes(a.shape, b.shape))
     a, ka = _aligned(low, a, out)
     b, kb = _aligned(low, b, out)
     u = tuple(sorted(set(ka) | set(kb)))
@@ -136,9 +136,9 @@ def _const_tensor(low, c: _C) -> _T:
 
 def binary(low, kind: str, a, b) -> _T:
     sa, sb = _scalar(a), _scalar(b)
-    if isinstance(a, _T) and sb is not None and tuple(a.shape) == _out_shape(low):
+    if isinstance(a, _T) and sb is not None and (not isinstance(b, _C) or b.value.dim() <= len(a.shape)):
         return _scalar_op(low, kind, a, sb, left=False)
-    if isinstance(b, _T) and sa is not None and tuple(b.shape) == _out_shape(low):
+    if isinstance(b, _T) and sa is not None and (not isinstance(a, _C) or a.value.dim() <= len(b.shape)):
         if kind in ("add", "mul", "maximum", "minimum"):
             return _scalar_op(low, kind, b, sa, left=False)
         return _scalar_op(low, kind, b, sa, left=True)
@@ -257,7 +257,9 @@ def _full(low, v, what: str, mask_ok: bool = False) -> _T:
 
 
 def _einsum_node(low, spec: str, ops: list[_T], base: str, **attrs) -> _T:
-    out = _out_shape(low)
+    ins, res = spec.split("->")
+    size = {c: n for term, o in zip(ins.split(","), ops) for c, n in zip(term, o.shape)}
+    out = tuple(size[c] for c in res)
     for o in ops:
         if low.kind_of(o.name) is MKind.MASK:
             raise FrontendError(f"{low.src}: {base} reads the masked scores {o.name!r}; apply softmax first")
@@ -376,6 +378,30 @@ def _amin(low, x, dim=None, keepdim=False):
     return reduce(low, x, dim, keepdim, "min", "amin")
 
 
+def _var_args(args: tuple, kw: dict) -> tuple[Any, float, bool]:
+    """(dims, correction, keepdim) of ``var.correction(x, dim, *, correction, keepdim)``,
+    ``var.dim(x, dim, unbiased, keepdim)`` or ``var.default(x, unbiased)``."""
+    args = list(args)
+    dim = None
+    if args and not isinstance(args[0], bool):
+        dim = args.pop(0)
+    dim = kw.get("dim", dim)
+    unbiased = args.pop(0) if args else kw.get("unbiased", True)
+    keepdim = args.pop(0) if args else kw.get("keepdim", False)
+    correction = kw.get("correction", 1 if unbiased else 0)
+    return dim, 1 if correction is None else correction, keepdim
+
+
+def _var_any(low, x, *args, **kw):
+    dim, correction, keepdim = _var_args(args, kw)
+    return _var(low, x, dim, correction=correction, keepdim=keepdim)
+
+
+def _std_any(low, x, *args, **kw):
+    dim, correction, keepdim = _var_args(args, kw)
+    return replace(_var(low, x, dim, correction=correction, keepdim=keepdim), sqrt=True)
+
+
 def _var(low, x, dim=None, *, correction=1, keepdim=False):
     x = _plain(low, x, "var")
     dims = _dims(x, dim)
@@ -387,10 +413,6 @@ def _var(low, x, dim=None, *, correction=1, keepdim=False):
     if n - corr <= 0:
         raise _Unsupported(f"var over {n} element(s) with correction {corr}")
     return _scale(low, s, 1.0 / (n - corr), "var")
-
-
-def _std(low, x, dim=None, *, correction=1, keepdim=False):
-    return replace(_var(low, x, dim, correction=correction, keepdim=keepdim), sqrt=True)
 
 
 def _max_dim(low, k, x, dim, keepdim=False):
@@ -405,7 +427,8 @@ def _min_dim(low, k, x, dim, keepdim=False):
     return _amin(low, x, [dim], keepdim)
 
 
-def _var_mean(low, k, x, dim=None, *, correction=1, keepdim=False):
+def _var_mean(low, k, x, *args, **kw):
+    dim, correction, keepdim = _var_args(args, kw)
     return _var(low, x, dim, correction=correction, keepdim=keepdim) if k == 0 else \
         _mean(low, x, dim, keepdim)
 
@@ -713,7 +736,7 @@ BY_PACKET: dict[str, Any] = {
     "clamp_max": lambda low, x, m: _clamp(low, x, None, m), "hardtanh": lambda low, x, a=-1.0, b=1.0: _clamp(low, x, a, b),
     "leaky_relu": _leaky_relu,
     "mm": _matmul, "bmm": _matmul, "addmm": _addmm,
-    "sum": _sum, "mean": _mean, "amax": _amax, "amin": _amin, "var": _var, "std": _std,
+    "sum": _sum, "mean": _mean, "amax": _amax, "amin": _amin, "var": _var_any, "std": _std_any,
     "max": lambda low, x, *a, **k: _Multi(low.node, (x, *a), k) if a or k else _amax(low, x),
     "min": lambda low, x, *a, **k: _Multi(low.node, (x, *a), k) if a or k else _amin(low, x),
     "var_mean": lambda low, x, *a, **k: _Multi(low.node, (x, *a), k),

@@ -232,10 +232,17 @@ def _export(module, inputs: Mapping[str, Any]):
     the core-ATen decompositions: the ExportedProgram."""
     stand = {k: (_stand_in(v) if isinstance(v, torch.Tensor) and v.layout != torch.strided else v)
              for k, v in inputs.items()}
-    with _SparseSwap(module), warnings.catch_warnings():
+    with _SparseSwap(module):
+        return export_program(module, (), stand)
+
+
+def export_program(module, args: tuple, kwargs: Mapping[str, Any]):
+    """``torch.export.export(module, args, kwargs)`` (non-strict, torch's logging and prints
+    silenced) lowered to core ATen: the ExportedProgram, or :class:`ExportFailed`."""
+    with warnings.catch_warnings(), _quiet_torch():
         warnings.simplefilter("ignore")
         try:
-            ep = torch.export.export(module, (), stand, strict=False)
+            ep = torch.export.export(module, args, dict(kwargs), strict=False)
         except Exception as exc:  # noqa: BLE001 - export raises many exception types
             text = f"{type(exc).__name__}: {exc}"
             dd = any(k in text for k in _DATA_DEPENDENT)
@@ -247,6 +254,33 @@ def _export(module, inputs: Mapping[str, Any]):
                and _needs_decomposition(n.target) for n in ep.graph.nodes):
             ep = ep.run_decompositions(decomposition_table())
     return ep
+
+
+class _quiet_torch:
+    """Silence torch's loggers (graph dumps, symbolic-shape warnings) while capturing: a
+    failure is reported as one line by the frontend."""
+
+    NAMES = ("torch", "torch.export", "torch._dynamo", "torch.fx.experimental.symbolic_shapes",
+             "torch._export", "torch._subclasses")
+
+    def __enter__(self) -> None:
+        import contextlib
+        import io
+        import logging
+
+        self.out = contextlib.redirect_stdout(io.StringIO())
+        self.err = contextlib.redirect_stderr(io.StringIO())
+        self.out.__enter__()
+        self.err.__enter__()
+        self.levels = [(lg, lg.level) for lg in map(logging.getLogger, self.NAMES)]
+        for lg, _ in self.levels:
+            lg.setLevel(logging.CRITICAL)
+
+    def __exit__(self, *exc) -> None:
+        for lg, level in self.levels:
+            lg.setLevel(level)
+        self.err.__exit__(*exc)
+        self.out.__exit__(*exc)
 
 
 def _needs_decomposition(op) -> bool:
@@ -352,25 +386,31 @@ class _Lower:
 
     # ---- driver
     def run(self) -> tuple[list[str], list[str]]:
-        sig = self.ep.graph_signature
+        vals = self.run_graph(self.ep, self.placeholder)
+        return [self.output(v) for v in vals], []
+
+    def run_graph(self, ep, bind) -> list[Any]:
+        """Lower one ExportedProgram; ``bind(node, spec)`` gives each placeholder's value.
+        Returns the values of the graph's outputs."""
+        self.ep = ep
+        sig = ep.graph_signature
         specs = {s.arg.name: s for s in sig.input_specs if hasattr(s.arg, "name")}
-        outputs: list[str] = []
-        out_sources: list[str] = []
-        for node in self.ep.graph.nodes:
+        outputs: list[Any] = []
+        for node in ep.graph.nodes:
             self.node = node
             self.src = _source(node)
             if node.op == "placeholder":
-                self.env[node.name] = self.placeholder(node, specs.get(node.name))
+                self.env[node.name] = bind(node, specs.get(node.name))
             elif node.op == "output":
-                for v in node.args[0]:
-                    outputs.append(self.output(v))
-                    out_sources.append(_source(v) if hasattr(v, "meta") else "")
+                outputs = [self.env[v.name] if hasattr(v, "meta") else v for v in node.args[0]]
             elif node.op == "call_function":
+                if not node.users:  # dead (an unused output of a tuple-valued op)
+                    continue
                 self.region = self.region_for(node)
                 self.env[node.name] = self.call(node)
             else:
                 raise FrontendError(f"{self.src}: unexpected graph node {node.op} {node.target}")
-        return outputs, out_sources
+        return outputs
 
     def placeholder(self, node, spec) -> Any:
         kind = spec.kind.name if spec is not None else "USER_INPUT"
@@ -387,6 +427,10 @@ class _Lower:
             if name not in self.inputs:
                 raise FrontendError(f"no example input for {name!r}")
             t = self.inputs[name]
+        return self.input_value(name, t)
+
+    def input_value(self, name: str, t) -> _T:
+        """Model input / parameter / buffer ``name`` (a sparse one kept sparse)."""
         if not isinstance(t, torch.Tensor):
             raise FrontendError(f"input {name!r} must be a torch tensor, got {type(t).__name__}")
         note = None
@@ -409,9 +453,10 @@ class _Lower:
         stack = node.meta.get("nn_module_stack") or {}
         for path, cls in stack.values():
             name = cls if isinstance(cls, str) else getattr(cls, "__qualname__", str(cls))
+            path = re.sub(r"^L\['self'\]\.?", "", str(path))
             if not path or name.rsplit(".", 1)[-1] in ("ModuleList", "Sequential", "ModuleDict"):
                 continue
-            return str(path)
+            return path
         regions = [self.s.region_of.get(v.name) for v in _flat_values(node.args, self.env)
                    if isinstance(v, _T)]
         regions = [r for r in regions if r]
