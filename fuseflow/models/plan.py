@@ -434,10 +434,9 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     if fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSIONS)}")
     t0 = time.perf_counter()
-    if elementwise_in_compiler is None:
-        elementwise_in_compiler = compiler_has_unary()
-    if row_functions_in_compiler is None:
-        row_functions_in_compiler = compiler_has_row_functions()
+    elementwise_in_compiler = compiler_has_unary() if elementwise_in_compiler is None else elementwise_in_compiler
+    row_functions_in_compiler = (compiler_has_row_functions() if row_functions_in_compiler is None
+                                 else row_functions_in_compiler)
     in_compiler = _COMPILER | (_ELEMENTWISE if elementwise_in_compiler else set())
     nodes = _commute_scales(ir)
     consts: dict[str, np.ndarray] = {}
@@ -484,12 +483,8 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
             pending.append(n)
             continue
         flush(k)
-        if n.kind is MKind.RESHAPE:
-            formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
-            steps.append(HostStep(n))
-            continue
-        if n.kind is MKind.HOST:
-            steps.append(_host_op(n, n.attrs.get("reason", "no dataflow form"), formats))
+        if n.kind in (MKind.RESHAPE, MKind.HOST):
+            steps.append(_barrier_step(n, formats))
             continue
         assert n.kind in _ML, n.kind
         chained = fusion != "unfused" and _chains_onto(steps, n, later_use.get(n.args[0], -1) == k, ir)
@@ -599,6 +594,14 @@ def _input_format(ir: ModelIR, n: MNode) -> TensorFormat:
                                  for u in ir.users(n.name)):
         return TensorFormat((Format.DENSE, Format.DENSE), (1, 0))
     return parse_format(n.name, "dense", len(n.shape))
+
+
+def _barrier_step(n: MNode, formats: dict[str, TensorFormat]) -> Step:
+    """A reshape (host data movement) or a frontend host node (a graph break)."""
+    if n.kind is MKind.HOST:
+        return _host_op(n, n.attrs.get("reason", "no dataflow form"), formats)
+    formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
+    return HostStep(n)
 
 
 def _refuse_breaks(ir: ModelIR, steps: list[Step]) -> None:
