@@ -542,7 +542,8 @@ class _Lower:
         targs = slot(args)
         tkw = {k: slot(v) for k, v in kwargs.items()}
         fn = _HostCall(node.target, targs, tkw, index)
-        name = self.emit(_opname(node).rsplit(".", 1)[-1].split("_")[0] or "host", MKind.HOST,
+        base = str(getattr(node.target, "__name__", "host")).split(".")[0].strip("_") or "host"
+        name = self.emit(base, MKind.HOST,
                          tuple(t.name for t in tensors), tuple(out.shape), op=_opname(node), reason=why,
                          fn=fn, bool_out=out.dtype == torch.bool)
         return _T(name, tuple(out.shape), tuple(range(out.dim())), out.dtype)
