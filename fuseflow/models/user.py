@@ -35,8 +35,12 @@ class UserCase(ModelCase):
     def reference(self) -> np.ndarray:
         dense = {k: v.to_dense() if isinstance(v, torch.Tensor) and v.layout != torch.strided else v
                  for k, v in self.inputs.items()}
-        with torch.no_grad():
-            out = self.module(**dense)
+        try:
+            with torch.no_grad():
+                out = self.module(**dense)
+        except Exception as exc:  # noqa: BLE001 - the user's forward may raise anything
+            raise FrontendError(f"{self.name}: PyTorch itself fails on these inputs: {type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0]}") from None
         out = out[0] if isinstance(out, (tuple, list)) else out
         return out.detach().to(torch.float64).numpy()
 
@@ -60,10 +64,12 @@ def _load_file(path: Path):
         raise FrontendError(f"--model {path}: no such file")
     spec = importlib.util.spec_from_file_location(f"fuseflow_user_{path.stem}", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses and pickling look the module up by name
     sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(mod)
     except Exception as exc:  # noqa: BLE001 - the user's file may raise anything
+        sys.modules.pop(spec.name, None)
         raise FrontendError(f"--model {path}: importing it failed: {type(exc).__name__}: {exc}") from None
     finally:
         sys.path.remove(str(path.parent))
@@ -86,7 +92,7 @@ def _load_inputs(path: Path, module: torch.nn.Module) -> dict[str, torch.Tensor]
         obj = torch.load(path, weights_only=True)
         if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
             raise FrontendError(f"--inputs {path}: expected a dict of tensors (torch.save({{'x': x, ...}}))")
-        return obj
+        return {k: v.to(floating) if v.is_floating_point() else v for k, v in obj.items()}
     raise FrontendError(f"--inputs {path}: use an .npz of arrays or a .pt dict of tensors")
 
 

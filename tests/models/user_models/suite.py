@@ -653,3 +653,9 @@ def reference(module: nn.Module, inputs: dict) -> np.ndarray:
 
 INPUT_MAKERS = {"adjacency": adjacency, "feats": feats, "mask": _mask}
 __all__ = ["CASES", "Case", "np"]
+
+
+def gcn_factory():
+    """A factory for ``--model suite.py:gcn_factory``: (module, inputs, formats), the adjacency
+    a torch sparse CSR tensor."""
+    return CASES["gcn2_sparse_mm_csr"].make()
