@@ -110,16 +110,21 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
+def _compile_model(args: argparse.Namespace) -> int:
+    """``compile --model …`` (the model options without --model are an error)."""
+    if not args.model:
+        raise UserError("--inputs / --formats / --strict: options of --model")
+    if args.program is not None:
+        raise UserError(f"give PROGRAM.py or --model, not both ({args.program}, {args.model})")
+    return compile_model_cmd(args)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list_passes:
         print(describe_pipeline(), end="")
         return 0
-    if args.model:
-        if args.program is not None:
-            raise UserError(f"give PROGRAM.py or --model, not both ({args.program}, {args.model})")
-        return compile_model_cmd(args)
-    if args.inputs or args.formats or args.strict:
-        raise UserError("--inputs / --formats / --strict: options of --model")
+    if args.model or args.inputs or args.formats or args.strict:
+        return _compile_model(args)
     if args.program is None:
         raise UserError("give a PROGRAM.py, --model MODEL (or --list-passes)")
     module = load_program_module(args.program)

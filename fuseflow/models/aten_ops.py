@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .export_trace import _C, _T, FrontendError, MKind, _letters, _Multi, _scalar, _Unsupported
+from .aten_values import _C, _T, _letters, _Multi, _scalar, _Unsupported
+from .ir import FrontendError, MKind
 
 aten = torch.ops.aten
 

@@ -43,6 +43,8 @@ import torch
 
 from fuseflow.compiler import ProgramError, parse_format
 
+from . import aten_ops as _ops
+from .aten_values import _C, _T, _letters, _Multi, _scalar, _Unsupported
 from .ir import FrontendError, MKind, MNode, ModelIR
 
 __all__ = ["DENSE_LIMIT", "PRESERVED", "SUPPORTED_OPS", "ExportFailed", "capture", "decomposition_table"]
@@ -78,49 +80,6 @@ def decomposition_table():
     return _TABLE
 
 
-# ----------------------------------------------------------------------------- values
-@dataclass(frozen=True)
-class _T:
-    """A tensor value: IR tensor ``name`` holds the ATen axes ``keep`` (ascending) of a tensor
-    of ATen shape ``shape``; the other axes are virtual (the value is constant along them)."""
-
-    name: str
-    shape: tuple[int, ...]
-    keep: tuple[int, ...]
-    dtype: Any
-    inverted: bool = False  # ~mask of a boolean input, not materialised
-    sqrt: bool = False  # sqrt(name): only a divisor or a reciprocal takes it (as rsqrt)
-
-    @property
-    def full(self) -> bool:
-        return self.keep == tuple(range(len(self.shape)))
-
-    @property
-    def ir_shape(self) -> tuple[int, ...]:
-        return tuple(self.shape[a] for a in self.keep)
-
-
-@dataclass(frozen=True)
-class _C:
-    """A constant (folded from constant-only ops, or a lifted tensor constant)."""
-
-    value: torch.Tensor
-
-
-@dataclass(frozen=True)
-class _Multi:
-    """A tuple-valued op not yet indexed (``getitem`` picks one output)."""
-
-    node: Any
-    args: tuple
-    kwargs: dict
-    parts: tuple | None = None  # per-output values when the op is a split
-
-
-class _Unsupported(Exception):
-    """The op has no dataflow form here: it becomes a host node (graph break)."""
-
-
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 
 
@@ -132,10 +91,6 @@ def _source(node) -> str:
         return f"(ATen node {node.name})"
     m = frames[-1]
     return f"{m[1]}:{m[2]}: {m[4].strip()}"
-
-
-def _letters(n: int, skip: str = "") -> str:
-    return "".join(c for c in "abcdefghijklmnopqrstuvwxyz" if c not in skip)[:n]
 
 
 def _np(value: torch.Tensor) -> np.ndarray:
@@ -671,18 +626,6 @@ def _opname(node) -> str:
     return f"{mod + '.' if mod and mod != 'builtins' else ''}{name}"
 
 
-def _scalar(v) -> float | None:
-    """A Python number, or a one-element constant, as a float; None for anything else."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int | float):
-        return float(v)
-    if isinstance(v, _C) and v.value.numel() == 1 and v.value.dtype != torch.bool:
-        return float(v.value.reshape(()))
-    return None
-
-
-from . import aten_ops as _ops
 
 _DIRECT: dict[Any, Callable] = _ops.DIRECT
 _BY_PACKET: dict[str, Callable] = _ops.BY_PACKET
