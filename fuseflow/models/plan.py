@@ -643,11 +643,13 @@ def _compile_or_break(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFo
         except LoweringError:
             pass
         else:
-            why = first.split("\n")[-1].strip()
+            lines = first.split("\n")
+            why = (lines[1] if len(lines) > 1 else lines[0]).strip()
             formats.update({k: v for k, v in trial.items() if k not in conv})
             step.converted = dict(conv)
-            return [ConvertStep(t, formats[t], f, f"the compiler cannot iterate {t} as {formats[t]}: {why}")
-                    for t, f in conv.items()] + [step]
+            span = f"[{run[0].name} .. {run[-1].name}]"
+            return [ConvertStep(t, formats[t], f, f"{span} does not compile with {t} stored {formats[t]} "
+                                f"(first rejection: {why}); it does with {f}") for t, f in conv.items()] + [step]
     if len(run) == 1:
         n = run[0]
         reason = first.split("\n")[-1].strip()

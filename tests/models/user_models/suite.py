@@ -610,6 +610,8 @@ CASES: dict[str, Case] = {
     "sage_concat": Case(_case(SAGEConcat, lambda: _csr(adjacency(8)), feats, names=GRAPH)),
     "transposed_adj": Case(_case(TransposedAdj, lambda: _csr(adjacency(9)), feats, names=GRAPH)),
     "degree_norm": Case(_case(DegreeNorm, lambda: _csr(adjacency(10) * 3), feats, names=GRAPH)),
+    "degree_norm_csc": Case(_case(DegreeNorm, lambda: adjacency(30) * 3, feats, names=GRAPH,
+                                  formats={"adj": "csc"})),  # converted to CSR on the host
     "gat_lite": Case(_case(GATLite, feats, lambda: _mask(11), names=("x", "edges"),
                            formats={"edges": "csr"})),
     "batched_spmm": Case(_case(BatchedSpMM, lambda: feats(12, 3, N, N) * (feats(13, 3, N, N) > 0.8),

@@ -153,6 +153,13 @@ def test_sparse_inputs_keep_their_format_and_conversions_are_said(traced) -> Non
     _, _, ir = traced("bsr_weight_buffer")
     assert ir.formats["w"] == "csr" and any("converted to CSR on the host" in n for n in ir.notes)
     assert hasattr(ir.data["w"], "nnz")  # kept as scipy.sparse, never a dense array
+    _, _, ir = traced("degree_norm_csc")
+    cm = compile_model(ir, "partial")
+    [conv] = [s for s in cm.steps if isinstance(s, ConvertStep)]
+    assert conv.tensor == "adj" and "does not compile with adj stored" in conv.label()
+    [user] = [s for s in cm.steps if isinstance(s, CompilerStep) and "adj" in s.converted]
+    assert user.converted["adj"] == conv.dst and Format.COMPRESSED in conv.dst.levels  # sparse to sparse
+    assert converted_name("adj", conv.dst) in run_model(cm, simulate=run_graph).tensors
     _, _, ir = traced("transposed_adj")
     cm = compile_model(ir, "partial")
     assert "stays sparse" in cm.explain()
