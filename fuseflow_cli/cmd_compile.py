@@ -34,6 +34,7 @@ from sw_sim import run_graph
 from .argtypes import int_range
 from .cmd_common import add_schedule_args, resolve_schedule
 from .errors import UserError
+from .models import add_user_model_args, compile_model_cmd
 
 __all__ = ["add_parser", "load_program_module", "run"]
 
@@ -84,6 +85,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--run", action="store_true",
                    help="simulate with the program's example_data() and compare with numpy")
     p.add_argument("--seed", type=int_range(0), default=0, help="seed passed to example_data()")
+    g = p.add_argument_group("PyTorch models instead of PROGRAM.py (needs torch)")
+    add_user_model_args(g)
 
 
 def load_program_module(path: str) -> ModuleType:
@@ -114,12 +117,23 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
+def _compile_model(args: argparse.Namespace) -> int:
+    """``compile --model …`` (the model options without --model are an error)."""
+    if not args.model:
+        raise UserError("--inputs / --formats / --strict: options of --model")
+    if args.program is not None:
+        raise UserError(f"give PROGRAM.py or --model, not both ({args.program}, {args.model})")
+    return compile_model_cmd(args)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list_passes:
         print(describe_pipeline(), end="")
         return 0
+    if args.model or args.inputs or args.formats or args.strict:
+        return _compile_model(args)
     if args.program is None:
-        raise UserError("give a PROGRAM.py (or --list-passes)")
+        raise UserError("give a PROGRAM.py, --model MODEL (or --list-passes)")
     module = load_program_module(args.program)
     try:
         program = module.program()

@@ -32,6 +32,7 @@ from .cmd_common import (
     saturated_text,
 )
 from .errors import UserError
+from .models import add_user_model_args, rtl_model_cmd
 
 # the fields of ``rtl --json`` (README, "Machine-readable output")
 JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
@@ -54,9 +55,19 @@ def add_parser(sub) -> None:
                    help="print one JSON object (README 'Machine-readable output') instead of text")
     add_memory_args(p)  # both simulators (docs/memory.md)
     add_saturate_arg(p)
+    g = p.add_argument_group("PyTorch models instead of a graph (needs torch): every graph in RTL")
+    add_user_model_args(g)
+    g.add_argument("--fusion", choices=("unfused", "partial", "full"), default="partial",
+                   help="--model: fusion configuration (default partial)")
 
 
 def run(args) -> int:
+    if args.model:
+        if args.graph or args.kernel:
+            raise UserError("give a graph, --kernel or --model, not several")
+        return rtl_model_cmd(args)
+    if args.inputs or args.formats or args.strict:
+        raise UserError("--inputs / --formats / --strict: options of --model")
     job = load_graph_job(args)
     model, placement = resolve_memory(args, job.schedule)
     cw, vw = resolve_widths(args, job.graph)

@@ -32,17 +32,48 @@ from .cmd_common import (
 )
 from .errors import UserError
 
-__all__ = ["FIXED_ATOL", "RTOL", "add_model_args", "build_model", "load_compiled", "reject_model_options",
-           "run_model", "simulate_model_args"]
+__all__ = [
+    "FIXED_ATOL",
+    "RTOL",
+    "add_model_args",
+    "add_user_model_args",
+    "build_model",
+    "compile_model_cmd",
+    "host_text",
+    "load_compiled",
+    "reject_model_options",
+    "rtl_model_cmd",
+    "run_model",
+    "simulate_model_args",
+]
 
 RTOL = 1e-6  # float-mode check: max |sim - torch| <= RTOL * max |torch|
 FIXED_ATOL = 1e-3  # fixed-point check: max |sim - torch| <= FIXED_ATOL * max(1, max |torch|)
 
 
+ZOO = ("gcn", "graphsage", "sae", "gpt")
+
+
+def add_user_model_args(g, *, model: bool = True) -> None:
+    """``--model`` (a zoo name or a user's ``file.py:NAME``), ``--inputs``, ``--formats``, ``--strict``."""
+    if model:
+        g.add_argument("--model", metavar="gcn|graphsage|sae|gpt|FILE.py:NAME",
+                       help="compile a PyTorch model instead of a graph / kernel: a model-zoo name, or your "
+                            "own module: a Python file and the nn.Module class (built with no arguments) or "
+                            "factory function in it (docs/models.md, 'Bringing your own model')")
+    g.add_argument("--inputs", metavar="INPUTS.npz|pt",
+                   help="FILE.py models: example inputs, arrays named after forward()'s parameters (.npz) or "
+                        "a dict of tensors, sparse ones allowed (.pt)")
+    g.add_argument("--formats", metavar="NAME=FMT,...",
+                   help="FILE.py models: sparse formats of inputs / parameters (adj=csr,fc1.weight=csc; "
+                        "csr, csc, dcsr, dcsc, coo or per-level letters)")
+    g.add_argument("--strict", action="store_true",
+                   help="an op that would run on the host (a graph break) is an error instead")
+
+
 def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
-    g = p.add_argument_group("model zoo (needs torch: pip install -e '.[torch]')")
-    g.add_argument("--model", choices=("gcn", "graphsage", "sae", "gpt"),
-                   help="compile a model-zoo PyTorch module instead of a graph / kernel")
+    g = p.add_argument_group("PyTorch models (needs torch: pip install -e '.[torch]')")
+    add_user_model_args(g)
     g.add_argument("--dataset",
                    help=f"graph models: {', '.join(DATASETS)} (real graphs shipped with networkx, "
                         "then synthetic graphs of the named datasets' size), a .mtx/.npz file or a "
@@ -69,7 +100,8 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
 # the model options and their defaults (add_model_args); a graph or kernel command rejects them
 _MODEL_OPTIONS = {"dataset": None, "fusion": "partial", "hidden": 16, "features": None, "nodes": 256,
                   "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2, "locate": True, "explain": False,
-                  "numerics": "float"}
+                  "numerics": "float", "inputs": None, "formats": None, "strict": False}
+_ZOO_ONLY = ("dataset", "hidden", "features", "nodes", "seq", "dmodel", "heads", "blocks")
 
 
 def reject_model_options(args: argparse.Namespace, source: str, *, keep: tuple[str, ...] = ()) -> None:
@@ -83,7 +115,8 @@ def reject_model_options(args: argparse.Namespace, source: str, *, keep: tuple[s
 
 
 def load_compiled(args: argparse.Namespace):
-    """Build the model case, trace it and compile it: ``(case, ir, compiled_model)``."""
+    """Build the model case (zoo or FILE.py:NAME), trace it and compile it: ``(case, ir,
+    compiled_model)``."""
     try:  # PyTorch is an optional dependency: only --model needs it
         import torch  # noqa: F401
     except ImportError:
@@ -94,27 +127,64 @@ def load_compiled(args: argparse.Namespace):
 
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
     try:
-        if args.model == "gpt" and args.dataset is not None:
-            raise UserError(f"--dataset {args.dataset}: gpt runs on a seeded random sequence (--seq, --dmodel)")
-        if args.dataset is None:
-            args.dataset = {"gcn": "karate", "graphsage": "karate", "sae": "random"}.get(args.model)
-        ds = args.dataset
-        if args.model in ("gcn", "graphsage"):
-            ds = load_dataset(args.dataset, nodes=args.nodes, features=args.features)
-        case = make_case(args.model, ds, hidden=args.hidden, seq=args.seq, d=args.dmodel,
-                         heads=args.heads, blocks=args.blocks)
-        ir = trace(case.module, case.inputs, case.formats, name=args.model)
+        case = _user_case(args) if args.model not in ZOO else _zoo_case(args, make_case)
+        ir = trace(case.module, case.inputs, case.formats, name=case.name)
         sched = resolve_schedule(args)
         if sched.orders or sched.block:
             raise UserError(f"--schedule {args.schedule}: orders and block are for compile "
                             f"PROGRAM.py; a model's statements are generated")
-        args.fusion = sched.fusion or args.fusion
-        locate = args.locate if sched.locate is None else sched.locate
+        args.fusion = sched.fusion or getattr(args, "fusion", "partial")
+        locate = getattr(args, "locate", True) if sched.locate is None else sched.locate
         skip = getattr(args, "skip", False) if sched.skip is None else sched.skip  # sim/build: --skip
-        cm = compile_model(ir, args.fusion, locate=locate, skip=skip, par=sched.par or None)
+        cm = compile_model(ir, args.fusion, locate=locate, skip=skip, par=sched.par or None,
+                           strict=getattr(args, "strict", False))
     except (FrontendError, ValueError) as exc:
         raise UserError(str(exc)) from None
     return case, ir, cm
+
+
+def _zoo_case(args: argparse.Namespace, make_case):
+    if args.inputs or args.formats:
+        raise UserError(f"--inputs / --formats: for FILE.py:NAME models; {args.model} makes its own")
+    if args.model == "gpt" and args.dataset is not None:
+        raise UserError(f"--dataset {args.dataset}: gpt runs on a seeded random sequence (--seq, --dmodel)")
+    if args.dataset is None:
+        args.dataset = {"gcn": "karate", "graphsage": "karate", "sae": "random"}.get(args.model)
+    ds = args.dataset
+    if args.model in ("gcn", "graphsage"):
+        ds = load_dataset(args.dataset, nodes=args.nodes, features=args.features)
+    return make_case(args.model, ds, hidden=args.hidden, seq=args.seq, d=args.dmodel,
+                     heads=args.heads, blocks=args.blocks)
+
+
+def _user_case(args: argparse.Namespace):
+    given = [k for k in _ZOO_ONLY if getattr(args, k, _MODEL_OPTIONS[k]) != _MODEL_OPTIONS[k]]
+    if given:
+        raise UserError(f"{', '.join('--' + k for k in given)}: model-zoo options; {args.model} is your own "
+                        "model (its inputs come from --inputs or its factory)")
+    # deferred: the loader imports torch (an optional dependency), only for FILE.py models
+    from fuseflow.models.user import load_user_model
+
+    return load_user_model(args.model, args.inputs, args.formats)
+
+
+def _reference(case) -> np.ndarray:
+    """PyTorch's result for the check (an error in the user's forward is a one-line error)."""
+    try:
+        return case.reference()
+    except FrontendError as exc:
+        raise UserError(str(exc)) from None
+
+
+def host_text(cm, res=None) -> str:
+    """One line on the host steps (graph breaks, conversions, data movement) and, after a run,
+    the bytes they materialised."""
+    kinds: dict[str, int] = {}
+    for s in cm.host_steps:
+        kinds[s.kind] = kinds.get(s.kind, 0) + 1
+    what = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) or "none (fully on dataflow)"
+    moved = f"; materialised {res.materialised_bytes} bytes on the host" if res is not None and res.host else ""
+    return f"host steps: {what}{moved}"
 
 
 def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
@@ -137,7 +207,7 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
     except (MemoryError, ValueError) as exc:
         raise UserError(str(exc)) from None
     counters = merge_counters([c for _, c in res.counters])
-    ref = case.reference()
+    ref = _reference(case)
     out = res.outputs[ir.outputs[0]]
     scale = float(np.max(np.abs(ref))) or 1.0
     abs_err = float(np.max(np.abs(out - ref)))
@@ -154,8 +224,11 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
               "counters": summary_counters(counters),
               "wall_seconds": round(res.wall_seconds, 3), "engine": sw_sim.ENGINE,
               "saturated": res.saturated if getattr(args, "saturate", False) else None,
-              "overflows": res.overflows}
-    return record, {"case": case, "compiled": cm, "memory": model, "counters": counters, "what": what}
+              "overflows": res.overflows, "capture": ir.capture,
+              "host_steps": [{k: h[k] for k in ("step", "kind", "bytes_read", "bytes_written")} for h in res.host],
+              "graph_breaks": len(cm.breaks), "materialised_bytes": res.materialised_bytes}
+    return record, {"case": case, "compiled": cm, "memory": model, "counters": counters, "what": what,
+                    "run": res}
 
 
 def run_model(args: argparse.Namespace) -> int:
@@ -174,6 +247,7 @@ def run_model(args: argparse.Namespace) -> int:
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, compiled in {cm.seconds * 1e3:.1f} ms; "
           f"{record['cycles']} cycles in sw_sim ({record['wall_seconds']:.1f} s, {sw_sim.ENGINE} model)")
     print(f"memory: {more['memory'].describe()}")
+    print(host_text(cm, more["run"]))
     if getattr(args, "saturate", False):
         print(saturated_text(record["saturated"], record["numerics"]))
     if record["overflows"]:
@@ -217,3 +291,78 @@ def build_model(args: argparse.Namespace) -> int:
     print(f"{g.name} -> {out / summary['verilog']} ({summary['verilog_lines']} lines, "
           f"{cfg.num} values)")
     return 0
+
+
+def compile_model_cmd(args: argparse.Namespace) -> int:
+    """``compile --model …``: trace and compile, print the steps (``--explain``: every node with
+    its source line, the fused Einsums and their index legends), write the graphs (``-o``),
+    run and check against PyTorch (``--run``)."""
+    case, ir, cm = load_compiled(args)
+    print(case.description)
+    print(f"{ir.name} / {args.fusion} (captured with {ir.capture}): {len(cm.steps)} steps, {len(cm.graphs)} "
+          f"graphs, compiled in {cm.seconds * 1e3:.1f} ms")
+    print(host_text(cm))
+    if args.explain:
+        print(cm.explain())
+    else:
+        for note in ir.notes + cm.notes:
+            print(f"note: {note.splitlines()[0]}")
+    if args.outdir:
+        out = Path(args.outdir)
+        out.mkdir(parents=True, exist_ok=True)
+        for g in cm.graphs:
+            g.save(out / f"{g.name}.json")
+            (out / f"{g.name}.dot").write_text(g.to_dot())
+        print(f"wrote {len(cm.graphs)} graphs (.json, .dot) to {out}")
+    if not args.run:
+        return 0
+    try:
+        res = simulate_model(cm, simulate=run_graph)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    ref = _reference(case)
+    got = res.outputs[ir.outputs[0]]
+    err = float(np.max(np.abs(got - ref))) / (float(np.max(np.abs(ref))) or 1.0) if ref.size else 0.0
+    ok = bool(np.isfinite(err) and err <= RTOL)
+    print(f"{res.total_cycles} cycles in sw_sim; {host_text(cm, res)}")
+    print(f"check against PyTorch (float64; max rel error {err:.2e}, tolerance {RTOL:.0e}): "
+          f"{'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+def rtl_model_cmd(args: argparse.Namespace) -> int:
+    """``rtl --model …``: every graph of the model in RTL (Q16.16 values) next to sw_sim: values
+    and cycles must be identical, and the dequantised result within the fixed-point bound of
+    PyTorch.  Host steps run on the host between graphs, as in sw_sim."""
+    # deferred: the RTL runner is needed only here (it needs Verilator)
+    from rtl_sim import ToolchainError
+    from rtl_sim import run_graph as rtl_run
+
+    case, ir, cm = load_compiled(args)
+    num = Numerics.parse("q16.16")
+    cfg = HwConfig.for_numerics(num)
+    rows: list[tuple[str, int, int, bool]] = []
+
+    def both(graph, data, **kw):
+        sw = run_graph(graph, data, **kw)
+        rtl = rtl_run(graph, data, cfg=cfg, runner=args.runner)
+        same = all(np.array_equal(rtl.outputs[t].vals, o.vals) and
+                   np.array_equal(rtl.outputs[t].to_dense(), o.to_dense()) for t, o in sw.outputs.items())
+        rows.append((graph.name, sw.cycles, rtl.cycles, same))
+        return sw
+
+    try:
+        res = simulate_model(cm, numerics=str(num), simulate=both)
+    except (ToolchainError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    ref = _reference(case)
+    got = res.outputs[ir.outputs[0]]
+    err = float(np.max(np.abs(got - ref))) / max(1.0, float(np.max(np.abs(ref))))
+    print(case.description)
+    print(table([[n, s, r, "yes" if same and s == r else "NO"] for n, s, r, same in rows],
+                ["graph", "sw_sim cycles", "RTL cycles", "identical"]))
+    print(host_text(cm, res))
+    ok = all(same and s == r for _, s, r, same in rows) and err <= FIXED_ATOL
+    print(f"RTL = sw_sim in values and cycles for {len(rows)} graphs; check against PyTorch ({num}, max abs "
+          f"error / max(1, |ref|) {err:.2e}, tolerance {FIXED_ATOL:.0e}): {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1

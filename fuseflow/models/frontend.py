@@ -35,13 +35,15 @@ __all__ = ["FrontendError", "MKind", "MNode", "ModelIR", "trace"]
 
 
 def trace(module, inputs: Mapping[str, Any], formats: Mapping[str, str] | None = None,
-          name: str | None = None) -> ModelIR:
+          name: str | None = None, *, capture: str = "auto") -> ModelIR:
     """Trace ``module`` called as ``module(**inputs)`` into a :class:`ModelIR`.
 
     ``formats`` maps input / parameter / buffer names (dotted names allowed) to a format; the
-    module's own ``sparse_formats`` attribute is merged under it."""
-    # deferred: the tracer imports torch, an optional dependency (pip install -e ".[torch]");
+    module's own ``sparse_formats`` attribute is merged under it.  ``capture``: ``"auto"``
+    (torch.export; where it cannot capture the module, graph breaks through torch.compile for
+    data-dependent control flow, else torch.fx), ``"export"`` or ``"fx"`` only."""
+    # deferred: the tracers import torch, an optional dependency (pip install -e ".[torch]");
     # the model IR above, and fuseflow.models with it, import without torch
-    from .fx_trace import trace_module
+    from .capture import trace_module
 
-    return trace_module(module, inputs, formats, name)
+    return trace_module(module, inputs, formats, name, capture)

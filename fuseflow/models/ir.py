@@ -31,6 +31,10 @@ class MKind(enum.Enum):
     MAX = "max"
     MASK = "mask"
     RESHAPE = "reshape"
+    DIV = "div"  # tensor / tensor (the divisor stored densely)
+    MAXIMUM = "maximum"  # elementwise max / min of two tensors
+    MINIMUM = "minimum"
+    HOST = "host"  # a graph break: attrs["fn"] runs the op on the host (numpy in, numpy out)
 
 
 @dataclass
@@ -45,7 +49,7 @@ class MNode:
 
     def __str__(self) -> str:
         a = ", ".join(self.args)
-        extra = "".join(f", {k}={v}" for k, v in self.attrs.items())
+        extra = "".join(f", {k}={v}" for k, v in self.attrs.items() if not callable(v))
         return f"{self.name}{list(self.shape)} = {self.kind.value}({a}{extra})  [{self.region}]"
 
 
@@ -58,7 +62,9 @@ class ModelIR:
     data: dict[str, np.ndarray]  # every INPUT node (inputs, parameters, buffers), dense float64
     formats: dict[str, str]  # INPUT name -> compiler format name; absent means dense
     outputs: list[str]
-    reference: dict[str, np.ndarray]  # PyTorch value of every node
+    reference: dict[str, np.ndarray] = field(default_factory=dict)  # PyTorch values (fx capture)
+    notes: list[str] = field(default_factory=list)  # what capture converted (BSR -> CSR, ...)
+    capture: str = "torch.export"  # or "torch.fx" (the fallback), "torch.compile (graph breaks)"
 
     def node(self, name: str) -> MNode:
         return self._by_name[name]

@@ -48,6 +48,7 @@ from fuseflow.compiler import (
     check_program,
     einsum,
     parse_format,
+    reference_all,
     run_pipeline,
     run_program,
 )
@@ -65,7 +66,9 @@ __all__ = ["FUSIONS", "CompiledModel", "CompilerStep", "HostStep", "MLStep", "Mo
            "run_model"]
 
 FUSIONS = ("unfused", "partial", "full")
-_COMPILER = {MKind.EINSUM, MKind.ADD, MKind.SUB, MKind.MUL, MKind.MASK}
+_COMPILER = {MKind.EINSUM, MKind.ADD, MKind.SUB, MKind.MUL, MKind.MASK, MKind.DIV, MKind.MAXIMUM,
+             MKind.MINIMUM}
+WORD_BYTES = 4  # a stored word (value, coordinate or segment entry) a host step reads or writes
 _ELEMENTWISE = {MKind.SCALE, MKind.ADD_SCALAR, MKind.UNARY}  # compiler or ML subgraph
 _ML = {MKind.SCALE, MKind.ADD_SCALAR, MKind.UNARY, MKind.SOFTMAX, MKind.LAYERNORM, MKind.MAX}
 
@@ -87,6 +90,7 @@ class CompilerStep:
     inputs: list[str]
     outputs: list[str]
     options: Options | None = None  # what it was compiled with (schedule ranking recompiles)
+    converted: dict[str, TensorFormat] = field(default_factory=dict)  # inputs a ConvertStep made
 
     @property
     def graphs(self) -> list[Graph]:
@@ -118,6 +122,11 @@ class HostStep:
 
     node: MNode
     fmt: TensorFormat | None = None  # the result's format (None: dense); a sparse matrix stays sparse
+    kind = "data movement"
+
+    @property
+    def reads(self) -> list[str]:
+        return [self.node.args[0]]
 
     @property
     def graphs(self) -> list[Graph]:
@@ -132,10 +141,11 @@ class HostStep:
         kept = f", kept sparse ({self.fmt})" if self.sparse else ""
         return f"host {what} {self.node.args[0]} -> {self.node.name} {list(self.node.shape)}{kept} (fusion barrier)"
 
-    def run(self, src: TensorData) -> TensorData:
+    def run(self, tensors: Mapping[str, TensorData], num: Numerics) -> TensorData:
         """The step on the host: a sparse matrix transposed through ``scipy.sparse`` (no dense
-        copy), anything else through a dense array."""
+        copy), anything else through a dense array (raw values: the numerics do not matter)."""
         n = self.node
+        src = tensors[n.args[0]]
         if self.sparse and self.fmt is not None:
             lhs, out = n.attrs["spec"].split("->")
             m = src.to_scipy()
@@ -145,7 +155,89 @@ class HostStep:
         return TensorData.from_dense(arr, TensorFormat((Format.DENSE,) * len(n.shape)))
 
 
-Step = CompilerStep | MLStep | HostStep
+@dataclass
+class HostOpStep:
+    """A graph break: a node without a dataflow form (an ATen op the frontend made a host node,
+    or a node the compiler rejected) computed on the host between accelerated regions; its
+    operands are materialised dense and its result is dense.  ``why`` says why it is not on
+    dataflow, ``sparse_reads`` which operands are stored sparse (densified here, said so)."""
+
+    node: MNode
+    why: str
+    sparse_reads: list[str] = field(default_factory=list)
+    program: Program | None = None  # a rejected compiler node: evaluated as this one-statement program
+    kind = "graph break"
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return []
+
+    @property
+    def reads(self) -> list[str]:
+        return list(dict.fromkeys(self.node.args))
+
+    def label(self) -> str:
+        n = self.node
+        what = n.attrs.get("op", n.kind.value)
+        dense = f"; reads sparse {', '.join(self.sparse_reads)} as dense arrays" if self.sparse_reads else ""
+        return (f"host {what} ({', '.join(n.args)}) -> {n.name} {list(n.shape)}: graph break, {self.why}"
+                f"{dense}")
+
+    def run(self, tensors: Mapping[str, TensorData], num: Numerics) -> TensorData:
+        """On the host in float64: operands dequantised, the result quantised again."""
+        n = self.node
+        arrays = [np.asarray(num.dequantize(tensors[a].to_dense()), dtype=np.float64) for a in n.args]
+        if self.program is not None:
+            env = reference_all(self.program, {a: tensors[a] if num.mode is Mode.FLOAT else
+                                               TensorData.from_dense(arr, tensors[a].fmt)
+                                               for a, arr in zip(n.args, arrays)}, np.float64)
+            out = env[n.name]
+        else:
+            out = n.attrs["fn"](*arrays)
+        out = np.asarray(out, dtype=np.float64).reshape(n.shape)
+        fmt = TensorFormat((Format.DENSE,) * len(n.shape))
+        return TensorData.from_dense(num.quantize(out) if num.mode is not Mode.FLOAT else out, fmt)
+
+
+@dataclass
+class ConvertStep:
+    """A format conversion on the host (CSR ↔ CSC, DCSR → CSR, COO → CSR, …) that a compiled
+    step needs: the order its program can iterate, or the levels its consumer reads.  Sparse
+    stays sparse (``TensorData.convert`` goes through ``scipy.sparse``)."""
+
+    tensor: str
+    src: TensorFormat
+    dst: TensorFormat
+    why: str
+    kind = "conversion"
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return []
+
+    @property
+    def reads(self) -> list[str]:
+        return [self.tensor]
+
+    @property
+    def output(self) -> str:
+        return converted_name(self.tensor, self.dst)
+
+    def label(self) -> str:
+        return f"host conversion {self.tensor}: {self.src} -> {self.dst} ({self.why})"
+
+    def run(self, tensors: Mapping[str, TensorData], num: Numerics) -> TensorData:
+        return tensors[self.tensor].convert(self.dst)
+
+
+def converted_name(tensor: str, fmt: TensorFormat) -> str:
+    """The name of ``tensor`` converted to ``fmt`` (a program reads it under this name)."""
+    letters = "".join(f.letter for f in fmt.levels)
+    order = "".join(str(m) for m in fmt.mode_order)
+    return f"{tensor}__{letters}{order}"
+
+
+Step = CompilerStep | MLStep | HostStep | HostOpStep | ConvertStep
 
 
 @dataclass
@@ -164,18 +256,61 @@ class CompiledModel:
     def largest_graph(self) -> Graph:
         return max(self.graphs, key=lambda g: len(g.nodes))
 
+    @property
+    def host_steps(self) -> list[Step]:
+        """Steps that run on the host: graph breaks, format conversions, data movement."""
+        return [s for s in self.steps if isinstance(s, HostStep | HostOpStep | ConvertStep)]
+
+    @property
+    def breaks(self) -> list[HostOpStep]:
+        return [s for s in self.steps if isinstance(s, HostOpStep)]
+
     def explain(self) -> str:
-        lines = [(f"model {self.ir.name}, fusion {self.fusion}: {len(self.steps)} steps, "
-                  f"{len(self.graphs)} graphs, compiled in {self.seconds * 1e3:.1f} ms")]
+        """Every step with the model nodes it computes and their source lines; per graph the
+        fused Einsum and the legend of its fused indices (``u0`` is index ``k`` of …)."""
+        kinds: dict[str, int] = {}
+        for s in self.host_steps:
+            kinds[s.kind] = kinds.get(s.kind, 0) + 1
+        host = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) or "none"
+        lines = [(f"model {self.ir.name} (captured with {self.ir.capture}), fusion {self.fusion}: "
+                  f"{len(self.steps)} steps, {len(self.graphs)} graphs, host steps: {host}; compiled in "
+                  f"{self.seconds * 1e3:.1f} ms")]
         for k, s in enumerate(self.steps):
             lines.append(f"  {k:2d}. {s.label()}")
-            if isinstance(s, CompilerStep):  # what --par can split, and what it did
-                for cg in s.compiled.groups:
-                    lines.append(f"      graph {cg.graph.name}: indices "
-                                 f"{', '.join(cg.graph.indices) or 'none'}")
-                    lines += [f"        parallel: {r.describe()}" for r in cg.parallel]
-        lines += [f"  note: {n}" for n in self.notes]
+            lines += _step_details(s)
+        lines += [f"  note: {n}" for n in self.ir.notes + self.notes]
         return "\n".join(lines)
+
+
+def _node_line(n: MNode) -> str:
+    what = {MKind.EINSUM: f"einsum {n.attrs.get('spec')}" + (f" reduce={n.attrs['reduce']}" if n.attrs.get("reduce") else ""),
+            MKind.UNARY: n.attrs.get("op", "unary"), MKind.SCALE: f"scale {n.attrs.get('c')}",
+            MKind.ADD_SCALAR: f"shift {n.attrs.get('c')}",
+            MKind.HOST: str(n.attrs.get("op"))}.get(n.kind, n.kind.value)
+    return f"{n.name} = {what}({', '.join(n.args)})  <- {n.source}"
+
+
+def _step_details(s: Step) -> list[str]:
+    """The lines under a step in :meth:`CompiledModel.explain`."""
+    out: list[str] = []
+    if isinstance(s, CompilerStep):
+        for cg in s.compiled.groups:  # what --par can split, and what it did
+            out.append(f"      graph {cg.graph.name}: indices {', '.join(cg.graph.indices) or 'none'}")
+            out += [f"        fused: {line}" for line in cg.group.fused_einsum().splitlines()]
+            out += [f"        {i} is {what}" for i, what in cg.group.origins.items()]
+            out += [f"        parallel: {r.describe()}" for r in cg.parallel]
+        for pc in s.compiled.permuted:
+            out.append(f"      conversion (compiler's permuted copy): {pc.name} = {pc.source} stored as "
+                       f"{pc.fmt} ({pc.reason})")
+        nodes = s.nodes
+    elif isinstance(s, MLStep):
+        nodes = s.nodes
+    elif isinstance(s, ConvertStep):
+        return []
+    else:
+        nodes = [s.node]
+    out += [f"      {_node_line(n)}" for n in nodes]
+    return out
 
 
 @dataclass
@@ -187,6 +322,13 @@ class ModelRun:
     counters: list[tuple[str, dict]] = field(default_factory=list)  # (graph, sw_sim counters)
     saturated: dict[str, int] = field(default_factory=dict)  # values clamped per input (saturate=True)
     overflows: dict[str, int] = field(default_factory=dict)  # "graph/node" -> results saturated in sw_sim
+    # host steps (graph breaks, conversions, data movement) as materialisations: kind, bytes read / written
+    host: list[dict] = field(default_factory=list)
+
+    @property
+    def materialised_bytes(self) -> int:
+        """Bytes the host steps read and wrote (every one a round trip through memory)."""
+        return sum(h["bytes_read"] + h["bytes_written"] for h in self.host)
 
     @property
     def total_cycles(self) -> int:
@@ -262,7 +404,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
                   layernorm_in_compiler: bool = False, locate: bool = True,
                   skip: bool = False, spacc_buffers: int = 2,
                   par: Mapping[str, int] | None = None,
-                  row_functions_in_compiler: bool | None = None) -> CompiledModel:
+                  row_functions_in_compiler: bool | None = None, strict: bool = False) -> CompiledModel:
     """Cut ``ir`` into steps and compile them (see the module docstring).
 
     ``locate`` (default): the compiler locates into dense levels under intersections
@@ -281,14 +423,20 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
 
     Compiler nodes are gathered across host steps and ML subgraphs where the data allow it
     (:func:`_gather_compiler_runs`): the query, key and value projections of an attention block
-    become one program even though each is followed by a reshape."""
+    become one program even though each is followed by a reshape.
+
+    Graph breaks: a host node of the frontend (an op without a dataflow form), and a node the
+    compiler cannot lower at any fusion even alone, run on the host (:class:`HostOpStep`); a
+    run the compiler rejects only for an operand's format gets that operand converted on the
+    host first (:class:`ConvertStep`, CSC → CSR, DCSR → CSR, COO → CSR …).  Both are in
+    :meth:`CompiledModel.explain`; ``strict`` makes a graph break an error naming the op, its
+    source line and why."""
     if fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSIONS)}")
     t0 = time.perf_counter()
-    if elementwise_in_compiler is None:
-        elementwise_in_compiler = compiler_has_unary()
-    if row_functions_in_compiler is None:
-        row_functions_in_compiler = compiler_has_row_functions()
+    elementwise_in_compiler = compiler_has_unary() if elementwise_in_compiler is None else elementwise_in_compiler
+    row_functions_in_compiler = (compiler_has_row_functions() if row_functions_in_compiler is None
+                                 else row_functions_in_compiler)
     in_compiler = _COMPILER | (_ELEMENTWISE if elementwise_in_compiler else set())
     nodes = _commute_scales(ir)
     consts: dict[str, np.ndarray] = {}
@@ -316,9 +464,9 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     def flush(upto: int) -> None:
         if not pending:
             return
-        step = _compile_run(ir, list(pending), formats, shapes, fusion, (factored, extra),
-                            lambda name: later_use.get(name, -1) >= upto or name in ir.outputs, notes)
-        steps.append(step)
+        new = _compile_or_break(ir, list(pending), formats, shapes, fusion, (factored, extra),
+                                lambda name: later_use.get(name, -1) >= upto or name in ir.outputs, notes)
+        steps.extend(new)
         pending.clear()
 
     by = {n.name: n for n in nodes}
@@ -335,14 +483,15 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
             pending.append(n)
             continue
         flush(k)
-        if n.kind is MKind.RESHAPE:
-            formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
-            steps.append(HostStep(n))
+        if n.kind in (MKind.RESHAPE, MKind.HOST):
+            steps.append(_barrier_step(n, formats))
             continue
         assert n.kind in _ML, n.kind
         chained = fusion != "unfused" and _chains_onto(steps, n, later_use.get(n.args[0], -1) == k, ir)
         _add_ml_step(steps, n, chained, formats, shapes, masked)
     flush(len(nodes))
+    if strict:
+        _refuse_breaks(ir, steps)
     check_par_used(par, [(g.group, g.graph) for s in steps if isinstance(s, CompilerStep)
                          for g in s.compiled.groups])
     return CompiledModel(ir, fusion, steps, time.perf_counter() - t0, notes, consts)
@@ -447,6 +596,111 @@ def _input_format(ir: ModelIR, n: MNode) -> TensorFormat:
     return parse_format(n.name, "dense", len(n.shape))
 
 
+def _barrier_step(n: MNode, formats: dict[str, TensorFormat]) -> Step:
+    """A reshape (host data movement) or a frontend host node (a graph break)."""
+    if n.kind is MKind.HOST:
+        return _host_op(n, n.attrs.get("reason", "no dataflow form"), formats)
+    formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
+    return HostStep(n)
+
+
+def _refuse_breaks(ir: ModelIR, steps: list[Step]) -> None:
+    """``strict``: a graph break is an error naming the op, its source line and why."""
+    for st in steps:
+        if isinstance(st, HostOpStep):
+            n = st.node
+            raise LoweringError(f"model {ir.name}: strict: {n.attrs.get('op', n.kind.value)} at {n.source} "
+                                f"would run on the host ({st.why})")
+
+
+def _host_op(n: MNode, why: str, formats: dict[str, TensorFormat], program: Program | None = None) -> HostOpStep:
+    """A graph break for node ``n``; its result is stored dense."""
+    sparse_reads = [a for a in dict.fromkeys(n.args)
+                    if a in formats and any(f is not Format.DENSE for f in formats[a].levels)]
+    formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
+    return HostOpStep(n, why, sparse_reads, program)
+
+
+def _compile_or_break(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
+                      shapes: Mapping[str, tuple[int, ...]], fusion: str, choices: tuple[bool | None, dict],
+                      needed_later, notes: list[str]) -> list[Step]:
+    """The run compiled (:func:`_compile_run`); where the compiler cannot lower it, with its
+    sparse operands converted to row-major CSR-like formats on the host; where it still cannot,
+    the run split around the nodes the compiler rejects even alone, which become graph breaks
+    (the compiler's reason in the step)."""
+    try:
+        return [_compile_run(ir, run, formats, shapes, fusion, choices, needed_later, notes)]
+    except RegionOrderError:
+        raise
+    except LoweringError as exc:
+        first = str(exc)
+    conv = _conversions(ir, run, formats)
+    if conv:
+        trial = dict(formats)
+        trial.update(conv)
+        try:
+            step = _compile_run(ir, run, trial, shapes, fusion, choices, needed_later, notes)
+        except LoweringError:
+            pass
+        else:
+            lines = first.split("\n")
+            why = (lines[1] if len(lines) > 1 else lines[0]).strip()
+            formats.update({k: v for k, v in trial.items() if k not in conv})
+            step.converted = dict(conv)
+            span = f"[{run[0].name} .. {run[-1].name}]"
+            return [ConvertStep(t, formats[t], f, f"{span} does not compile with {t} stored {formats[t]} "
+                                f"(first rejection: {why}); it does with {f}") for t, f in conv.items()] + [step]
+    if len(run) == 1:
+        n = run[0]
+        reason = first.split("\n")[-1].strip()
+        program, _, _ = _run_program(ir, run, formats, shapes, "unfused", lambda name: True, False)
+        return [_host_op(n, f"the compiler cannot lower it: {reason}", formats, program)]
+    out: list[Step] = []
+    part: list[MNode] = []
+    for n in run:
+        alone_ok = _compiles_alone(ir, n, formats, shapes)
+        if alone_ok:
+            part.append(n)
+            continue
+        if part:
+            out += _compile_or_break(ir, part, formats, shapes, fusion, choices, needed_later, notes)
+            part = []
+        out += _compile_or_break(ir, [n], formats, shapes, fusion, choices, needed_later, notes)
+    if part:
+        if part == run:  # every node compiles alone, but not together: unfused, one by one
+            for n in run:
+                out += _compile_or_break(ir, [n], formats, shapes, "unfused", choices, needed_later, notes)
+        else:
+            out += _compile_or_break(ir, part, formats, shapes, fusion, choices, needed_later, notes)
+    return out
+
+
+def _compiles_alone(ir: ModelIR, n: MNode, formats: dict[str, TensorFormat],
+                    shapes: Mapping[str, tuple[int, ...]]) -> bool:
+    """Whether the compiler accepts node ``n`` as a one-statement program (its operands in
+    their current formats; an operand made earlier in the same run: dense)."""
+    trial = dict(formats)
+    for a in n.args:
+        trial.setdefault(a, TensorFormat((Format.DENSE,) * len(shapes[a])))
+    program, _, _ = _run_program(ir, [n], trial, shapes, "unfused", lambda name: True, False)
+    return check_program(program, Options(Fusion.UNFUSED)) is None
+
+
+def _conversions(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]) -> dict[str, TensorFormat]:
+    """Sparse operands of ``run`` not stored row-major with a dense outer level, and the
+    row-major format with the same sparsity to convert them to (CSC / DCSR / DCSC / COO → CSR)."""
+    produced = {n.name for n in run}
+    out: dict[str, TensorFormat] = {}
+    for a in dict.fromkeys(a for n in run for a in n.args):
+        f = formats.get(a)
+        if a in produced or f is None or all(lv is Format.DENSE for lv in f.levels):
+            continue
+        target = TensorFormat((Format.DENSE,) + (Format.COMPRESSED,) * (f.order - 1))
+        if f.order >= 2 and f != target:
+            out[a] = target
+    return out
+
+
 def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat],
                  shapes: Mapping[str, tuple[int, ...]], fusion: str,
                  choices: tuple[bool | None, dict], needed_later, notes: list[str]) -> CompilerStep:
@@ -484,7 +738,10 @@ def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
 
 # Program expressions of the compiler's node kinds: (operand handles, node, shapes) -> expression
 _EXPRESSIONS = {
-    MKind.EINSUM: lambda ops, n, shapes: einsum(n.attrs["spec"], *ops),
+    MKind.EINSUM: lambda ops, n, shapes: einsum(n.attrs["spec"], *ops, reduce=n.attrs.get("reduce", "add")),
+    MKind.DIV: lambda ops, n, shapes: ops[0] / ops[1],
+    MKind.MAXIMUM: lambda ops, n, shapes: program_api.maximum(ops[0], ops[1]),
+    MKind.MINIMUM: lambda ops, n, shapes: program_api.minimum(ops[0], ops[1]),
     MKind.ADD: lambda ops, n, shapes: ops[0] + ops[1],
     MKind.SUB: lambda ops, n, shapes: ops[0] - ops[1],
     MKind.MUL: lambda ops, n, shapes: ops[0] * ops[1],
@@ -529,6 +786,10 @@ def _run_program(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
     return p, inputs, outputs
 
 
+class RegionOrderError(LoweringError):
+    """A node reads a tensor a later fusion region computes (a frontend bug, never a graph break)."""
+
+
 def _check_regions_follow_data(ir: ModelIR, run: list[MNode]) -> None:
     """Every node reads tensors of its own region or of regions that come before it (regions
     are fused and run in the order they first appear): otherwise a fusion region would read a
@@ -541,7 +802,7 @@ def _check_regions_follow_data(ir: ModelIR, run: list[MNode]) -> None:
     for n in run:
         late = [a for a in n.args if a in made_in and order[made_in[a]] > order[n.region]]
         if late:
-            raise LoweringError(f"model {ir.name}: node {n.name!r} ({n.source or n.kind.value}) in region "
+            raise RegionOrderError(f"model {ir.name}: node {n.name!r} ({n.source or n.kind.value}) in region "
                                 f"{n.region!r} reads {late[0]!r}, which region {made_in[late[0]]!r} computes "
                                 "later; put the op in that region (or a later one)")
 
@@ -681,10 +942,12 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
                                         saturate=saturate, saturated=saturated)
     cycles: list[tuple[str, int]] = []
     overflows: dict[str, int] = {}
+    host: list[dict] = []
     for s in cm.steps:
         if isinstance(s, CompilerStep):
-            res = run_program(s.compiled, {a: tensors[a] for a in s.inputs}, simulate=simulate,
-                              numerics=numerics, **limit)
+            data_in = {a: tensors[converted_name(a, s.converted[a])] if a in s.converted else tensors[a]
+                       for a in s.inputs}
+            res = run_program(s.compiled, data_in, simulate=simulate, numerics=numerics, **limit)
             for g, c in zip(s.graphs, res.cycles):
                 cycles.append((g.name, c))
             counters += [(g.name, c) for g, c in zip(s.graphs, res.counters)]
@@ -699,6 +962,27 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             overflows.update(graph_overflows(s.graph.name, r))
             tensors.update(r.outputs)
         else:
-            tensors[s.node.name] = s.run(tensors[s.node.args[0]])
+            out = s.run(tensors, num)
+            name = s.output if isinstance(s, ConvertStep) else s.node.name
+            tensors[name] = out
+            host.append(_host_record(s, name, [tensors[a] for a in s.reads], out))
     outs = {o: np.asarray(num.dequantize(tensors[o].to_dense()), dtype=np.float64) for o in ir.outputs}
-    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated, overflows)
+    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated, overflows, host)
+
+
+def stored_words(td: TensorData) -> int:
+    """Words a tensor occupies as stored: segment and coordinate arrays and values."""
+    words = len(td.vals)
+    for lvl, f in enumerate(td.fmt.levels):
+        if f.has_seg:
+            words += len(td.seg[lvl])
+        if f.has_crd:
+            words += len(td.crd[lvl])
+    return words
+
+
+def _host_record(s: Step, name: str, reads: list[TensorData], out: TensorData) -> dict:
+    """A host step as a materialisation: what it read and wrote (bytes of stored words)."""
+    return {"step": name, "kind": s.kind, "label": s.label(),
+            "bytes_read": WORD_BYTES * sum(stored_words(t) for t in reads),
+            "bytes_written": WORD_BYTES * stored_words(out)}

@@ -24,7 +24,16 @@ class Sigmoidal(nn.Module):
         self.lin = nn.Linear(4, 3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.lin(x))  # the unsupported op
+        return torch.sigmoid(self.lin(x))
+
+
+class Logarithmic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log(torch.relu(self.lin(x)) + 1.0)  # log: no dataflow form
 
 
 class DenseAdj(nn.Module):
@@ -42,11 +51,32 @@ class MaskedNoSoftmax(nn.Module):
         return torch.relu(s.masked_fill(~mask, float("-inf")))
 
 
-def test_unsupported_op_names_op_and_line() -> None:
-    with pytest.raises(FrontendError) as exc:
-        trace(Sigmoidal().double(), {"x": torch.ones(2, 4, dtype=torch.float64)})
+def test_op_without_dataflow_form_is_a_graph_break_naming_op_and_line() -> None:
+    """torch.log becomes a host step (explain names the op, why and the source line) and the
+    model still matches PyTorch; strict compilation refuses it with the same facts."""
+    from fuseflow.compiler import LoweringError
+    from fuseflow.models.plan import HostOpStep, compile_model, run_model
+    from sw_sim import run_graph
+
+    m = Logarithmic().double()
+    x = torch.randn(2, 4, dtype=torch.float64)
+    ir = trace(m, {"x": x})
+    assert [n.kind.value for n in ir.nodes if n.kind.value not in ("input",)][-1] == "host"
+    cm = compile_model(ir, "partial")
+    [brk] = cm.breaks
+    assert isinstance(brk, HostOpStep) and brk.node.attrs["op"] == "aten.log.default"
+    text = cm.explain()
+    assert "graph break" in text and "torch.log(torch.relu(self.lin(x)) + 1.0)" in text
+    assert "test_frontend_errors.py" in text
+    out = run_model(cm, simulate=run_graph).outputs[ir.outputs[0]]
+    assert abs(out - m(x).detach().numpy()).max() <= 1e-9
+    with pytest.raises(LoweringError) as exc:
+        compile_model(ir, "partial", strict=True)
     msg = str(exc.value)
-    assert "sigmoid" in msg and "test_frontend_errors.py" in msg and "torch.sigmoid(self.lin(x))" in msg
+    assert "aten.log.default" in msg and "torch.log(torch.relu(self.lin(x)) + 1.0)" in msg
+    assert "\n" not in msg
+    assert [n.attrs["op"] for n in trace(Sigmoidal().double(), {"x": x}).nodes if n.kind.value == "unary"] \
+        == ["sigmoid"]
 
 
 def test_unannotated_sparse_operand() -> None:
@@ -57,7 +87,7 @@ def test_unannotated_sparse_operand() -> None:
     ir = trace(DenseAdj(), {"adj": a, "x": x}, formats={"adj": "csr"})
     assert ir.formats == {"adj": "csr"}
     ir = trace(DenseAdj(), {"adj": a.to_sparse_coo(), "x": x})
-    assert ir.formats == {"adj": "csr"}
+    assert ir.formats == {"adj": "coo"}  # a COO tensor stays COO (the compiler has COO operands)
 
 
 def test_unannotated_mask() -> None:
@@ -66,7 +96,7 @@ def test_unannotated_mask() -> None:
     with pytest.raises(FrontendError, match=r"attention mask 'mask' has no sparse format annotation"):
         trace(Masked(), {"s": s, "mask": m})
     trace(Masked(), {"s": s, "mask": m}, formats={"mask": "csr"})
-    with pytest.raises(FrontendError, match=r"unary reads the masked scores .* may only feed softmax"):
+    with pytest.raises(FrontendError, match=r"relu reads the masked scores .* may only feed softmax"):
         trace(MaskedNoSoftmax(), {"s": s, "mask": m}, formats={"mask": "csr"})
 
 
