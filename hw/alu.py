@@ -12,7 +12,7 @@ from fuseflow.numerics import (
 from fuseflow.samml import UNARY_ALU_OPS, AluOp, ReduceOp, alu_latency
 from fuseflow.tokens import VAL_WIDTH
 
-from .arith import binop, reduce_op, sat
+from .arith import Flags, binop, out_of_range, overflow_member, reduce_op, sat, sticky_overflow
 from .base import StreamPrimitive
 from .nonlinear import UnaryAlu
 from .registry import HwBuild, rtl
@@ -45,7 +45,7 @@ class Alu(StreamPrimitive):
     def __init__(self, *, op: AluOp, vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None):
         self.op, self.vw = op, vw
         self.num = numerics or Numerics.integer(vw)
-        super().__init__({"a": vw, "b": vw}, {"val": vw}, depths)
+        super().__init__({"a": vw, "b": vw}, {"val": vw}, depths, overflow_member(op))
 
     def logic(self, m):
         w = self.vw
@@ -75,8 +75,10 @@ class Alu(StreamPrimitive):
             xv = Mux(is_data(x, w), x[:w], 0).as_signed()
             yv = Mux(is_data(y, w), y[:w], 0).as_signed()
             x_ctl = is_ctl(x, w) & ~is_empty(x, w)
+            flags: Flags = []
             with m.If(free[1]):
-                m.d.sync += res.eq(Mux(x_ctl, x, data_word(binop(self.num, self.op, xv, yv), w)))
+                m.d.sync += res.eq(Mux(x_ctl, x, data_word(binop(self.num, self.op, xv, yv, flags), w)))
+            sticky_overflow(m, self, free[1] & valid[0] & ~x_ctl, flags)
             return
         # mul: the operand registers hold the values (0 for a non-data token), so they and the
         # product register can sit inside the DSP block; a control token rides along the stages
@@ -115,10 +117,14 @@ class Alu(StreamPrimitive):
             m.d.sync += [p_.eq(v_) for p_, v_ in zip(pp, prods)]
         with m.If(free[2]):
             m.d.sync += prod.eq(total() + rnd)
-        out = sat(prod >> self.num.frac, self.num) if fixed else prod[:w]
+        flags: Flags = []
+        out = sat(prod >> self.num.frac, self.num, flags) if fixed else prod[:w]
+        if not fixed:
+            flags.append(out_of_range(prod, self.num))
         ctl_word = Cat(ctl[2], Const(0, w - CTL_WIDTH), Const(1, 1))
         with m.If(free[3]):
             m.d.sync += res.eq(Mux(is_ctl_k[2], ctl_word, data_word(out, w)))
+        sticky_overflow(m, self, free[3] & valid[2] & ~is_ctl_k[2], flags)
 
 
 
@@ -128,7 +134,7 @@ class Reduce(StreamPrimitive):
     def __init__(self, *, op: ReduceOp, vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None):
         self.op, self.vw = op, vw
         self.num = numerics or Numerics.integer(vw)
-        super().__init__({"val": vw}, {"val": vw}, depths)
+        super().__init__({"val": vw}, {"val": vw}, depths, overflow_member(op))
 
     def logic(self, m):
         w = self.vw
@@ -138,9 +144,12 @@ class Reduce(StreamPrimitive):
         flushed = Signal()
         tok = inp.payload
         v = Mux(is_data(tok, w), tok[:w], 0).as_signed()
-        nxt = reduce_op(self.num, self.op, acc.as_signed(), v)
+        flags: Flags = []
+        nxt = reduce_op(self.num, self.op, acc.as_signed(), v, flags)
+        takes = is_data(tok, w) | is_empty(tok, w)
+        sticky_overflow(m, self, inp.valid & self.room() & takes, flags)
         with m.If(inp.valid & self.room()):
-            with m.If(is_data(tok, w) | is_empty(tok, w)):
+            with m.If(takes):
                 m.d.sync += acc.eq(nxt[:w])
                 self.pop(m, "val")
             with m.Elif(is_done(tok, w)):

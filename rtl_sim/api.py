@@ -81,7 +81,9 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
 
     Each run is ``{"inputs": {port: stream}, "seg"/"crd"/"vals": [...]}``; structural ``params``
     (``n``, ``op``, ``format``, ``dim`` …) are shared.  Returns, per run, the same mapping as
-    :func:`sw_sim.simulate_primitive` plus ``"cycles"``.
+    :func:`sw_sim.simulate_primitive` plus ``"cycles"`` and, for a primitive whose operation can
+    overflow, ``"overflow"``: its sticky flag at the end of the run (``True`` when it wrapped or
+    saturated a result: sw_sim's ``overflows > 0``).
     """
     kind = NodeKind(kind) if isinstance(kind, str) else kind
     spec = PRIMITIVES[kind]
@@ -91,7 +93,8 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
 
     def make():
         h = PrimitiveHarness(kind, hw_params, cfg, depth)
-        return to_verilog(h, _PRIM_TOP), {"memory_map": h.mmap.to_json(), "out_ports": h.out_ports}
+        return to_verilog(h, _PRIM_TOP), {"memory_map": h.mmap.to_json(), "out_ports": h.out_ports,
+                                          "overflow": hasattr(h, "overflow")}
 
     bdir = verilator_build(key, make, _PRIM_TOP)
     meta = json.loads((bdir / "meta.json").read_text())
@@ -116,6 +119,8 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
     out = []
     for r in res["results"]:
         d: dict[str, Any] = {"cycles": r["cycles"]}
+        if "overflow" in r:
+            d["overflow"] = bool(r["overflow"])
         for p, words in r.get("outputs", {}).items():
             k = out_kinds[p]
             d[p] = [decode(w, stream_width(k, cfg), signed=k is StreamKind.VAL, repsig=k is StreamKind.REPSIG)
@@ -132,8 +137,9 @@ def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Tok
     mem = {m: params.pop(m) for m in _MEM_PARAMS if m in params}
     [r] = run_primitive_batch(kind, [{"inputs": inputs, **mem}], cfg=cfg, depth=depth, gap=gap, stall=stall,
                               seed=seed, **params)
-    result = PrimitiveResult({k: v for k, v in r.items() if k != "cycles"})
+    result = PrimitiveResult({k: v for k, v in r.items() if k not in ("cycles", "overflow")})
     result.cycles = r["cycles"]
+    result.overflows = int(r.get("overflow", False))  # the flag: 1 when the RTL flagged any
     return result
 
 
