@@ -316,13 +316,7 @@ class GraphTop(wiring.Component):
                     self.bus.reads[region] = getattr(comp, attr)
                     self.mmap.lengths.append(region)
                     self.bus.lengths[region] = getattr(comp, length)
-        self.mmap.overflow = [n for n, c in self.components.items() if hasattr(c, "overflow")]
-        if len(self.mmap.lengths) > MAX_LENGTHS:
-            raise ValueError(f"graph {graph.name!r} has {len(self.mmap.lengths)} output arrays; the host port "
-                             f"has length registers for {MAX_LENGTHS}")
-        if len(self.mmap.overflow) > MAX_OVERFLOW_NODES:
-            raise ValueError(f"graph {graph.name!r} has {len(self.mmap.overflow)} nodes that can overflow; the "
-                             f"host port has status flags for {MAX_OVERFLOW_NODES}")
+        self._status_map()
         for e in graph.edges:
             src = getattr(self.components[e.src.node], f"o_{e.src.port}")
             dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
@@ -361,6 +355,18 @@ class GraphTop(wiring.Component):
         regs = {REG_CTRL: Mux(start, 1, (done << 1) | running), REG_CYCLES: cycles, **self._status(m, start)}
         self.bus.elaborate(m, self, regs)
         return m
+
+    def _status_map(self) -> None:
+        """The nodes with an overflow flag, in bit order (topological), into the memory map;
+        the host port's register space bounds them and the length registers."""
+        self.mmap.overflow = [n for n, c in self.components.items() if hasattr(c, "overflow")]
+        name = self.graph.name
+        if len(self.mmap.lengths) > MAX_LENGTHS:
+            raise ValueError(f"graph {name!r} has {len(self.mmap.lengths)} output arrays; the host port "
+                             f"has length registers for {MAX_LENGTHS}")
+        if len(self.mmap.overflow) > MAX_OVERFLOW_NODES:
+            raise ValueError(f"graph {name!r} has {len(self.mmap.overflow)} nodes that can overflow; the "
+                             f"host port has status flags for {MAX_OVERFLOW_NODES}")
 
     def _status(self, m: Module, start: Signal) -> dict[int, Any]:
         """The STATUS register and the OVERFLOW words (module docstring).  The node flags are
