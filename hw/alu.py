@@ -12,7 +12,7 @@ from fuseflow.numerics import (
 from fuseflow.samml import UNARY_ALU_OPS, AluOp, ReduceOp, alu_latency
 from fuseflow.tokens import VAL_WIDTH
 
-from .arith import Flags, binop, out_of_range, overflow_member, reduce_op, sat, sticky_overflow
+from .arith import Flags, binop, fix, overflow_member, reduce_op, sat, sticky_overflow
 from .base import StreamPrimitive
 from .nonlinear import UnaryAlu
 from .registry import HwBuild, rtl
@@ -112,19 +112,41 @@ class Alu(StreamPrimitive):
                 return pp[0]
         fixed = self.num.mode is Mode.FIXED
         rnd = (1 << (self.num.frac - 1)) if fixed and self.num.frac > 0 else 0
-        prod = Signal(signed(2 * w + 2), reset_less=True)
         with m.If(free[1]):
             m.d.sync += [p_.eq(v_) for p_, v_ in zip(pp, prods)]
-        with m.If(free[2]):
-            m.d.sync += prod.eq(total() + rnd)
         flags: Flags = []
-        out = sat(prod >> self.num.frac, self.num, flags) if fixed else prod[:w]
-        if not fixed:
-            flags.append(out_of_range(prod, self.num))
+        if not fixed and w > self.DSP_WIDTH:
+            out = self._int_product(m, pp, w // 2, free[2], flags)
+        else:
+            prod = Signal(signed(2 * w + 2), reset_less=True)
+            with m.If(free[2]):
+                m.d.sync += prod.eq(total() + rnd)
+            out = sat(prod >> self.num.frac, self.num, flags) if fixed else fix(prod, self.num, flags)
         ctl_word = Cat(ctl[2], Const(0, w - CTL_WIDTH), Const(1, 1))
         with m.If(free[3]):
             m.d.sync += res.eq(Mux(is_ctl_k[2], ctl_word, data_word(out, w)))
         sticky_overflow(m, self, free[3] & valid[2] & ~is_ctl_k[2], flags)
+
+
+    def _int_product(self, m, pp, h: int, load: Value, flags: Flags) -> Value:
+        """The integer product of the four partial products ``pp`` (``ll``, ``lh``, ``hl``,
+        ``hh``; weights ``1``, ``2**h``, ``2**h``, ``2**(2h)``), registered as two sums so no carry
+        chain spans the ``2w``-bit product: ``lo``, the low ``w`` bits of each term added (the
+        result is its low ``w`` bits, as the plain sum's), and ``hi``, each term shifted down by
+        ``w`` bits added (``product = hi * 2**w + lo``).  The product fits ``w`` bits exactly
+        when its bits from ``w - 1`` up are all equal, i.e. ``2 hi + t`` is 0 or -1 for ``t =
+        lo >> (w - 1)`` (0..7): ``hi == -ceil(t / 2)``, an equality against one of five
+        constants (no adder) appended to ``flags``."""
+        w = self.vw
+        terms = [(Value.cast(p_) << s_) for p_, s_ in zip(pp, (0, h, h, 2 * h))]
+        lo = Signal(w + 2, name="prod_lo", reset_less=True)
+        hi = Signal(signed(w + 4), name="prod_hi", reset_less=True)
+        with m.If(load):
+            m.d.sync += [lo.eq(sum(t[:w] for t in terms)), hi.eq(sum(t >> w for t in terms))]
+        expect = Signal(signed(4), name="prod_hi_in_range")
+        m.d.comb += expect.eq(-((lo[w - 1:] + 1) >> 1))
+        flags.append(hi != expect)
+        return lo[:w]
 
 
 
@@ -147,7 +169,14 @@ class Reduce(StreamPrimitive):
         flags: Flags = []
         nxt = reduce_op(self.num, self.op, acc.as_signed(), v, flags)
         takes = is_data(tok, w) | is_empty(tok, w)
-        sticky_overflow(m, self, inp.valid & self.room() & takes, flags)
+        if self.num.mode is Mode.INT:
+            # a wrapped sum: both operands of one sign and the sum (in ``acc`` the next cycle) of
+            # the other; from registers, so the flag's logic is not behind the adder
+            added, sa, sb = Signal(name="ovf_added"), Signal(name="ovf_sign_a"), Signal(name="ovf_sign_b")
+            m.d.sync += [added.eq(inp.valid & self.room() & takes), sa.eq(acc[w - 1]), sb.eq(v[w - 1])]
+            sticky_overflow(m, self, added, [(sa == sb) & (acc[w - 1] != sa)])
+        else:
+            sticky_overflow(m, self, inp.valid & self.room() & takes, flags)
         with m.If(inp.valid & self.room()):
             with m.If(takes):
                 m.d.sync += acc.eq(nxt[:w])

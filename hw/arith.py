@@ -10,9 +10,9 @@ the width, a fixed-point result saturated — exactly where :class:`sw_sim.overf
 counts one (``Numerics.fix`` / ``Numerics.sat`` changed the exact value; a division by zero or
 ``rsqrt`` of a value ``<= 0`` returns its bound without counting).  A primitive whose operation
 can overflow (:func:`can_overflow`) has a 1-bit output ``overflow`` (:func:`overflow_member`),
-driven by a sticky register that :func:`sticky_overflow` sets in the cycle a data result (``N``
-counts as 0, as in sw_sim) is produced with one of its flags high; the graph top's start clears
-it with every other register (``hw.elaborate``, the status registers of the host port)."""
+driven by a sticky register that :func:`sticky_overflow` sets the cycle after a data result
+(``N`` counts as 0, as in sw_sim) is produced with one of its flags high; the graph top's start
+clears it with every other register (``hw.elaborate``, the status registers of the host port)."""
 
 from __future__ import annotations
 
@@ -46,15 +46,18 @@ def overflow_member(op: AluOp | ReduceOp) -> dict:
 
 
 def sticky_overflow(m: Module, prim, when: Value, flags: Flags) -> None:
-    """Drive ``prim.overflow`` (if it has one) from a sticky register, set in a cycle where a
-    data result is produced (``when``) with any of ``flags`` high; reset (the graph's start)
-    clears it."""
+    """Drive ``prim.overflow`` (if it has one) from a sticky register, set one cycle after a
+    cycle where a data result is produced (``when``) with any of ``flags`` high (the event is
+    registered first, so the sticky bit's logic is not behind the arithmetic's carry chains);
+    reset (the graph's start) clears both."""
     if not hasattr(prim, "overflow"):
         return
     bit = Signal(name="overflow_sticky")
     m.d.comb += prim.overflow.eq(bit)
     if flags:
-        with m.If(when & Cat(*flags).any()):
+        event = Signal(name="overflow_event")
+        m.d.sync += event.eq(when & Cat(*flags).any())
+        with m.If(event):
             m.d.sync += bit.eq(1)
 
 
@@ -118,6 +121,12 @@ def _add_fix(a: Value, b: Value, num: Numerics, sub: bool = False, flags: Flags 
     a, b = Value.cast(a), Value.cast(b)
     v = (a - b) if sub else (a + b)
     narrow = all(x.shape().signed and x.shape().width <= w for x in (a, b))
+    if flags is not None and all(x.shape() == signed(w) for x in (a, b)):
+        # out of range = the operands' signs agree (add) or differ (sub) and the w-bit sum's
+        # sign differs from a's: the same carry chain as the result's sign bit, no more
+        sa, sb, sv = a[w - 1], b[w - 1], v[w - 1]
+        flags.append(((sa != sb) if sub else (sa == sb)) & (sv != sa))
+        flags = None
     if num.mode is not Mode.FIXED or not narrow:
         return fix(v, num, flags)
     hi, lo = Const(num.hi, signed(w)), Const(num.lo, signed(w))

@@ -430,6 +430,8 @@ def overflow_vectors() -> list[Vector]:
         _alu_vector("mul", [[46340, LO, HI]], [[46340, 1, -1]]),  # 2147395600 fits
         _alu_vector("mul", [[46341]], [[46341]]),  # 2147488281
         _alu_vector("mul", [[2], [-1]], [[3], [LO]]),  # -LO
+        _alu_vector("mul", [[65536, -65536, 1, -46341]], [[32767, 32768, HI, 46340]]),  # -2**31 fits
+        _alu_vector("mul", [[-65536, 65536]], [[-32768, 2]]),  # 2**31
         _alu_vector("max", [[HI, LO]], [[LO, HI]]),
         _alu_vector("min", [[HI, LO]], [[LO, HI]]),
     ]
