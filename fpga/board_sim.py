@@ -73,5 +73,5 @@ def simulate_board(
             t: tensor_from_arrays(graph.tensors[t].shape, graph.tensors[t].fmt, arrays)
             for t, arrays in r["outputs"].items()
         }
-        out.append(BoardResult(outputs, r["cycles"], r["polls"]))
+        out.append(BoardResult(outputs, r["cycles"], r["polls"], r["overflow"], r["status"]))
     return out

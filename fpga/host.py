@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -21,7 +21,15 @@ import numpy as np
 from fuseflow.samml import Graph, Role
 from fuseflow.tensor import TensorData, TensorFormat
 from fuseflow.validate import require_words
-from hw.elaborate import REG_CTRL, REG_CYCLES, MemoryMap
+from hw.elaborate import (
+    REG_CTRL,
+    REG_CYCLES,
+    REG_OVF0,
+    REG_STATUS,
+    STATUS_OVERFLOW,
+    STATUS_OVERRUN,
+    MemoryMap,
+)
 
 from .uart import ACK, CMD_IDENT, CMD_READ, CMD_WRITE
 
@@ -142,6 +150,9 @@ class BoardResult:
     outputs: dict[str, TensorData]
     cycles: int  # the hardware cycle counter (start to done)
     polls: int  # CTRL reads until done
+    # the nodes whose sticky overflow flag the hardware set (OVERFLOW words, hw.elaborate)
+    overflow: list[str] = field(default_factory=list)
+    status: int = 0  # the STATUS register: bit 0 overflow, bit 1 writer overrun
 
 
 def load_words(
@@ -208,7 +219,8 @@ async def run_on_board(
     *,
     max_polls: int = 100_000,
 ) -> BoardResult:
-    """Load the inputs, start, poll until done, read the cycle counter and the outputs.
+    """Load the inputs, start, poll until done, read the cycle counter, the STATUS register and
+    OVERFLOW words (the nodes the hardware flagged) and the outputs.
 
     ``ident`` (see :func:`fpga.board_top.design_ident`) is checked first when given, so a board
     flashed with another design is refused instead of producing garbage.
@@ -232,13 +244,27 @@ async def run_on_board(
         if polls >= max_polls:
             raise LinkError(f"graph {graph.name!r} not done after {max_polls} polls of CTRL")
     cycles = await link.read(REG_CYCLES)
+    status = await link.read(REG_STATUS)
+    words = await link.read_words(REG_OVF0, mmap.overflow_words) if mmap.overflow_words else []
+    flagged = mmap.flagged(words)
+    if bool(flagged) != bool(status & STATUS_OVERFLOW):
+        raise LinkError(
+            f"STATUS reads {status:#x} but the OVERFLOW words flag {flagged or 'no node'}: "
+            "the board disagrees with itself"
+        )
     arrays: dict[str, list[int]] = {}
     for name in mmap.lengths:
         n = await link.read(mmap.length_addr(name))
         region = mmap.region(name)
         if n > region.depth:
             raise LinkError(
-                f"length register of {name} reads {n}, above the region depth {region.depth}"
+                f"length register of {name} reads {n}, above the region depth {region.depth}: "
+                f"its writer overflowed the memory (build with a larger max_nnz)"
             )
         arrays[name] = await link.read_words(region.base, n)
-    return BoardResult(decode_outputs(graph, arrays, mmap), cycles, polls)
+    if status & STATUS_OVERRUN:
+        raise LinkError(
+            f"STATUS reads {status:#x} (a writer overrun) but no length register exceeds its "
+            "region depth: the board disagrees with itself"
+        )
+    return BoardResult(decode_outputs(graph, arrays, mmap), cycles, polls, flagged, status)

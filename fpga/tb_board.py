@@ -101,6 +101,8 @@ async def run_jobs(dut):
                 {
                     "cycles": res.cycles,
                     "polls": res.polls,
+                    "overflow": res.overflow,
+                    "status": res.status,
                     "outputs": {t: td.arrays() for t, td in res.outputs.items()},
                     "leds": int(dut.leds.value),
                 }

@@ -299,10 +299,17 @@ class Numerics:
 
     # ------------------------------------------------------------------ unary ops
     def scalar_raw(self, scalar: float, where: str = "scalar") -> Any:
-        """The token value of a node's ``scalar`` parameter."""
+        """The token value of a node's ``scalar`` parameter.  A scalar outside the format's range
+        is an error (it would be wrapped or saturated before any data arrives: a wrong constant
+        that no overflow flag of the datapath reports)."""
         try:
+            if self.mode is not Mode.FLOAT:
+                exact = int(scalar) if self.mode is Mode.INT else math.floor(scalar * (1 << self.frac) + 0.5)
+                if not self.lo <= exact <= self.hi:
+                    raise ValueError(f"scalar {scalar!r} lies outside the {self} range "
+                                     f"[{self.from_raw(self.lo):g}, {self.from_raw(self.hi):g}]")
             return self.to_raw(scalar)
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             raise ValueError(f"{where}: {exc}") from None
 
     def unop(self, op: AluOp, scalar: float = 0.0, where: str = "ALU") -> Callable[[Any], Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -45,11 +46,13 @@ __all__ = [
     "add_scheduler_arg",
     "add_width_args",
     "apply_par",
+    "hw_overflow_text",
     "kernel_graph_of",
     "kernel_options",
     "load_graph_job",
     "open_executor",
     "overflow_failed",
+    "overflow_mismatches",
     "overflow_text",
     "parse_max_nnz",
     "resolve_memory",
@@ -200,6 +203,21 @@ def overflow_text(overflows: dict[str, int], num: Numerics | str) -> str:
         return (f"overflow: results wrapped to {num} ({nodes}): these values are not the exact "
                 "results; use smaller inputs or a wider value width")
     return f"overflow: results saturated to the {num} range ({nodes})"
+
+
+def overflow_mismatches(sw: Mapping[str, int], hw: Sequence[str], who: str = "the RTL") -> list[str]:
+    """Where the hardware's sticky overflow flags (the nodes it flagged) and sw_sim's per-node
+    counts disagree, one message per node (none when they agree)."""
+    out = [f"overflow MISMATCH: {who} flagged node {n!r}, where sw_sim brought no result into range"
+           for n in hw if n not in sw]
+    out += [f"overflow MISMATCH: sw_sim wrapped or saturated {k} result(s) in node {n!r}, which {who} did not "
+            "flag" for n, k in sw.items() if n not in hw]
+    return out
+
+
+def hw_overflow_text(hw: Sequence[str], who: str = "RTL") -> str:
+    """The line that reports the nodes the hardware's status registers flagged."""
+    return f"{who} overflow flags: " + (", ".join(f"node {n!r}" for n in hw) if hw else "none")
 
 
 def overflow_failed(overflows: dict[str, int], num: Numerics | str) -> bool:

@@ -100,7 +100,7 @@ def run(args) -> int:
         results = run_suite(entries if sched.par or mem_left else args.suite, waves_dir=waves,
                             progress=progress, memory=mem, executor=ex)
     summary = write_report(results, args.out)
-    bad = [r.name for r in results if not r.values_equal or r.reference_ok is False]
+    bad = [r.name for r in results if not r.values_equal or r.reference_ok is False or not r.overflow_equal]
     if args.json:
         print(json.dumps({"suite": args.suite, "scheduler": ex.describe(), **summary,
                           "report": os.path.join(args.out, "report.md"),
@@ -112,6 +112,6 @@ def run(args) -> int:
         print("cycles differ for: " + ", ".join(summary["differing"]))
     print(f"report: {os.path.join(args.out, 'report.md')}, plot: {os.path.join(args.out, 'correlation.png')}")
     if bad:
-        print("value mismatches: " + ", ".join(bad))
+        print("value or overflow-flag mismatches: " + ", ".join(bad))
         return 1
     return 0

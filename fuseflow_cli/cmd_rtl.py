@@ -4,6 +4,7 @@ by cocotb) and compare values and cycles with sw_sim."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -23,8 +24,10 @@ from .cmd_common import (
     add_memory_args,
     add_saturate_arg,
     add_width_args,
+    hw_overflow_text,
     load_graph_job,
     overflow_failed,
+    overflow_mismatches,
     overflow_text,
     resolve_memory,
     resolve_widths,
@@ -37,7 +40,7 @@ from .models import add_user_model_args, rtl_model_cmd
 # the fields of ``rtl --json`` (README, "Machine-readable output")
 JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
                "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated",
-               "overflows")
+               "overflows", "rtl_overflow")
 
 
 def add_parser(sub) -> None:
@@ -99,12 +102,16 @@ def run(args) -> int:
                "memory": model.to_json(), "onchip": sorted(placement.onchip), "build_s": round(t1 - t0, 3),
                "wall_s": round(wall, 4), "cycles_per_s": round(rtl.cycles / max(wall, 1e-9)),
                "waves": args.waves, "saturated": saturated if args.saturate else None,
-               "overflows": sw.overflows}
+               "overflows": sw.overflows, "rtl_overflow": rtl.overflow}
         print(json.dumps({k: out[k] for k in JSON_FIELDS}, indent=1))
     else:
         _print_text(args, job, model, rtl, sw, same, check, (cw, vw, wall), saturated)
-    wrapped = overflow_failed(sw.overflows, _sw_numerics(vw))
-    return 0 if same and check is not False and not wrapped else 1
+    mismatches = overflow_mismatches(sw.overflows, rtl.overflow)
+    for line in mismatches:
+        print(line, file=sys.stderr if args.json else sys.stdout)
+    num = _sw_numerics(vw)
+    wrapped = overflow_failed({**sw.overflows, **dict.fromkeys(rtl.overflow, 1)}, num)
+    return 0 if same and check is not False and not wrapped and not mismatches else 1
 
 
 def _sw_numerics(vw: int) -> Numerics:
@@ -127,6 +134,8 @@ def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: 
     if args.saturate:
         print(saturated_text(saturated, vw))
     if sw.overflows:
-        print(overflow_text(sw.overflows, _sw_numerics(vw)) + " (sw_sim; the RTL computes the same)")
+        print(overflow_text(sw.overflows, _sw_numerics(vw)) + " (sw_sim)")
+    if sw.overflows or rtl.overflow:
+        print(hw_overflow_text(rtl.overflow) + " (the RTL's STATUS / OVERFLOW registers)")
     if args.waves:
         print(f"waveform: {args.waves}")

@@ -1,9 +1,11 @@
 """``fuseflow-hw run``: run a graph on an FPGA board over its UART and check it against sw_sim.
 
 Loads the inputs through the board top's host bridge, starts the accelerator, polls until done,
-reads the outputs and the hardware cycle counter, and compares both with sw_sim (values equal,
-cycles equal).  ``--sim`` runs the same driver against the simulated board top (Verilator) instead
-of a serial port.  Exit status 1 when the board disagrees with sw_sim.
+reads the outputs, the hardware cycle counter and the overflow status (the nodes whose results
+the hardware wrapped or saturated), and compares them with sw_sim (values equal, cycles equal,
+the same nodes flagged).  ``--sim`` runs the same driver against the simulated board top
+(Verilator) instead of a serial port.  Exit status 1 when the board disagrees with sw_sim or an
+integer result wrapped.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .board_args import (
     load_inputs,
     random_inputs,
 )
+from .cmd_common import hw_overflow_text, overflow_failed, overflow_mismatches, overflow_text
 from .errors import UserError
 
 __all__ = ["add_parser", "run"]
@@ -148,4 +151,19 @@ def run(args: argparse.Namespace) -> int:
     cycles_ok = hw.cycles == sw.cycles
     ok &= cycles_ok
     print(f"  cycles: hardware {hw.cycles}, sw_sim {sw.cycles}{'' if cycles_ok else '  MISMATCH'}")
-    return 0 if ok else 1
+    return 0 if _overflow_report(sw.overflows, hw.overflow, cfg) and ok else 1
+
+
+def _overflow_report(sw: dict[str, int], hw: list[str], cfg: HwConfig) -> bool:
+    """Print sw_sim's overflow counts and the board's flags; whether they agree and no integer
+    result wrapped."""
+    print(f"  {hw_overflow_text(hw, 'hardware')}")
+    if not sw and not hw:
+        return True
+    if sw:
+        print(f"  {overflow_text(sw, cfg.num)} (sw_sim)")
+    mismatches = overflow_mismatches(sw, hw, "the hardware")
+    for line in mismatches:
+        print(f"  {line}")
+    wrapped = overflow_failed({**sw, **dict.fromkeys(hw, 1)}, cfg.num)
+    return not mismatches and not wrapped

@@ -14,7 +14,7 @@ from fuseflow.numerics import (
 from fuseflow.samml import ReduceOp
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
-from .arith import reduce_op
+from .arith import Flags, overflow_member, reduce_op, sticky_overflow
 from .base import StreamPrimitive
 from .fifo import forwarded_read
 from .registry import HwBuild, rtl
@@ -105,7 +105,8 @@ class SpAcc1(StreamPrimitive):
         self.lanes, self.lw = lanes, vw * lanes  # lanes of the values; a sum word is lw bits
         self.block_ram = block_ram
         self.num = numerics or Numerics.integer(vw)
-        super().__init__({"outer": cw, "inner": cw, "val": self.lw}, {"crd": cw, "val": self.lw}, depths)
+        super().__init__({"outer": cw, "inner": cw, "val": self.lw}, {"crd": cw, "val": self.lw}, depths,
+                         overflow_member(op))
 
     def logic(self, m):
         cw, vw, dim = self.cw, self.lw, self.dim
@@ -273,12 +274,14 @@ class SpAcc1(StreamPrimitive):
         """``wp`` writes the stored word ``op`` the pending value, or the value alone (a
         coordinate not yet valid)."""
         w = self.vw
+        flags: Flags = []  # any lane's sum brought into range
         if self.lanes == 1:
-            summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v)[:w]
+            summed = reduce_op(self.num, self.op, acc_word.as_signed(), pend_v, flags)[:w]
         else:  # lane by lane
             summed = Cat(*[reduce_op(self.num, self.op, acc_word[k * w:(k + 1) * w].as_signed(),
-                                     pend_v[k * w:(k + 1) * w].as_signed())[:w] for k in range(self.lanes)])
+                                     pend_v[k * w:(k + 1) * w].as_signed(), flags)[:w] for k in range(self.lanes)])
         m.d.comb += wp.data.eq(Mux(pend_hit, summed, pend_v[:self.lw]))
+        sticky_overflow(m, self, wp.en & pend_hit, flags)  # a first value is stored as it is
 
 
 class SpAcc1Double(SpAcc1):
@@ -403,7 +406,7 @@ class SpAcc2(StreamPrimitive):
         self.dim0, self.dim1, self.op, self.cw, self.num = dim0, dim1, op, cw, numerics
         self.vw = numerics.width
         super().__init__({"outer": cw, "inner0": cw, "inner1": cw, "val": self.vw},
-                         {"crd0": cw, "crd1": cw, "val": self.vw}, depths)
+                         {"crd0": cw, "crd1": cw, "val": self.vw}, depths, overflow_member(op))
 
     def logic(self, m):
         cw, vw, d1 = self.cw, self.vw, self.dim1
@@ -423,9 +426,11 @@ class SpAcc2(StreamPrimitive):
                 m.d.comb += first.eq(b)
         fi, fj = Signal(cw), Signal(cw)
         m.d.comb += [fi.eq(first // d1), fj.eq(first % d1)]
-        addr, summed, v = self._accumulate_datapath(m, rp, cur_valid, cur_i)
+        flags: Flags = []
+        addr, summed, v = self._accumulate_datapath(m, rp, cur_valid, cur_i, flags)
         oh = outer.payload
         hit = valid.bit_select(addr, 1)
+        sticky_overflow(m, self, wp.en & hit, flags)  # a first value is stored as it is
         m.d.comb += [rp.addr.eq(Mux(flushing, first, addr)), wp.addr.eq(addr),
                      wp.data.eq(Mux(hit, summed, v[:vw]))]
         flush = (valid, first, fi, fj, group_open, last_i, rp.data)
@@ -446,16 +451,17 @@ class SpAcc2(StreamPrimitive):
         for n in ("outer", "inner0", "inner1", "val"):
             self.pop(m, n)
 
-    def _accumulate_datapath(self, m, rp, cur_valid, cur_i):
+    def _accumulate_datapath(self, m, rp, cur_valid, cur_i, flags: Flags):
         """The address ``i * dim1 + j`` of the ``inner1`` head (``i`` held or at the ``inner0``
-        head), the sum of its stored word (``rp``) and the value, and the value."""
+        head), the sum of its stored word (``rp``) and the value, and the value; ``flags`` gets
+        the sum's overflow conditions."""
         cw, vw, d1 = self.cw, self.vw, self.dim1
         tok, vtok, ih = self.i_inner1.payload, self.i_val.payload, self.i_inner0.payload
         i = Mux(cur_valid, cur_i, ih[:cw])
         addr = Signal(range(max(self.dim0 * d1, 2)))
         m.d.comb += addr.eq(i * d1 + tok[:cw])
         v = Mux(is_data(vtok, vw), vtok[:vw], 0).as_signed()
-        summed = reduce_op(self.num, self.op, rp.data.as_signed(), v)
+        summed = reduce_op(self.num, self.op, rp.data.as_signed(), v, flags)
         return addr, summed, v
 
     def _flush_entry(self, m, valid, first, fi, fj, group_open, last_i, word):
@@ -545,8 +551,10 @@ class SpAcc2Double(SpAcc2):
                 m.d.comb += first.eq(b)
         fi, fj = Signal(cw), Signal(cw)
         m.d.comb += [fi.eq(first // d1), fj.eq(first % d1)]
-        addr, summed, v = self._accumulate_datapath(m, rp, cur_valid, cur_i)
+        flags: Flags = []
+        addr, summed, v = self._accumulate_datapath(m, rp, cur_valid, cur_i, flags)
         hit = valid.bit_select(addr, 1)
+        sticky_overflow(m, self, wp.en & hit, flags)  # a first value is stored as it is
         m.d.comb += [rp.addr.eq(Cat(bank, addr)), fp.addr.eq(Cat(~bank, first)),
                      wp.addr.eq(Cat(bank, addr)), wp.data.eq(Mux(hit, summed, v[:vw]))]
         room, more, free = Signal(), Signal(), Signal()

@@ -13,7 +13,7 @@ from fuseflow.primitives.alu import lane_reduce_latency
 from fuseflow.samml import UNARY_ALU_OPS, AluOp, ReduceOp, ScalarPort, alu_latency
 from fuseflow.tokens import VAL_WIDTH
 
-from .arith import binop, reduce_op, sat
+from .arith import Flags, binop, fix, overflow_member, reduce_op, sat, sticky_overflow
 from .base import StreamPrimitive
 from .nonlinear import UnaryAlu, VecUnaryAlu
 from .registry import HwBuild, rtl
@@ -54,7 +54,7 @@ class Alu(StreamPrimitive):
     def __init__(self, *, op: AluOp, vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None):
         self.op, self.vw = op, vw
         self.num = numerics or Numerics.integer(vw)
-        super().__init__({"a": vw, "b": vw}, {"val": vw}, depths)
+        super().__init__({"a": vw, "b": vw}, {"val": vw}, depths, overflow_member(op))
 
     def logic(self, m):
         w = self.vw
@@ -84,8 +84,10 @@ class Alu(StreamPrimitive):
             xv = Mux(is_data(x, w), x[:w], 0).as_signed()
             yv = Mux(is_data(y, w), y[:w], 0).as_signed()
             x_ctl = is_ctl(x, w) & ~is_empty(x, w)
+            flags: Flags = []
             with m.If(free[1]):
-                m.d.sync += res.eq(Mux(x_ctl, x, data_word(binop(self.num, self.op, xv, yv), w)))
+                m.d.sync += res.eq(Mux(x_ctl, x, data_word(binop(self.num, self.op, xv, yv, flags), w)))
+            sticky_overflow(m, self, free[1] & valid[0] & ~x_ctl, flags)
             return
         # mul: the operand registers hold the values (0 for a non-data token), so they and the
         # product register can sit inside the DSP block; a control token rides along the stages
@@ -119,15 +121,41 @@ class Alu(StreamPrimitive):
                 return pp[0]
         fixed = self.num.mode is Mode.FIXED
         rnd = (1 << (self.num.frac - 1)) if fixed and self.num.frac > 0 else 0
-        prod = Signal(signed(2 * w + 2), reset_less=True)
         with m.If(free[1]):
             m.d.sync += [p_.eq(v_) for p_, v_ in zip(pp, prods)]
-        with m.If(free[2]):
-            m.d.sync += prod.eq(total() + rnd)
-        out = sat(prod >> self.num.frac, self.num) if fixed else prod[:w]
+        flags: Flags = []
+        if not fixed and w > self.DSP_WIDTH:
+            out = self._int_product(m, pp, w // 2, free[2], flags)
+        else:
+            prod = Signal(signed(2 * w + 2), reset_less=True)
+            with m.If(free[2]):
+                m.d.sync += prod.eq(total() + rnd)
+            out = sat(prod >> self.num.frac, self.num, flags) if fixed else fix(prod, self.num, flags)
         ctl_word = Cat(ctl[2], Const(0, w - CTL_WIDTH), Const(1, 1))
         with m.If(free[3]):
             m.d.sync += res.eq(Mux(is_ctl_k[2], ctl_word, data_word(out, w)))
+        sticky_overflow(m, self, free[3] & valid[2] & ~is_ctl_k[2], flags)
+
+
+    def _int_product(self, m, pp, h: int, load: Value, flags: Flags) -> Value:
+        """The integer product of the four partial products ``pp`` (``ll``, ``lh``, ``hl``,
+        ``hh``; weights ``1``, ``2**h``, ``2**h``, ``2**(2h)``), registered as two sums so no carry
+        chain spans the ``2w``-bit product: ``lo``, the low ``w`` bits of each term added (the
+        result is its low ``w`` bits, as the plain sum's), and ``hi``, each term shifted down by
+        ``w`` bits added (``product = hi * 2**w + lo``).  The product fits ``w`` bits exactly
+        when its bits from ``w - 1`` up are all equal, i.e. ``2 hi + t`` is 0 or -1 for ``t =
+        lo >> (w - 1)`` (0..7): ``hi == -ceil(t / 2)``, an equality against one of five
+        constants (no adder) appended to ``flags``."""
+        w = self.vw
+        terms = [(Value.cast(p_) << s_) for p_, s_ in zip(pp, (0, h, h, 2 * h))]
+        lo = Signal(w + 2, name="prod_lo", reset_less=True)
+        hi = Signal(signed(w + 4), name="prod_hi", reset_less=True)
+        with m.If(load):
+            m.d.sync += [lo.eq(sum(t[:w] for t in terms)), hi.eq(sum(t >> w for t in terms))]
+        expect = Signal(signed(4), name="prod_hi_in_range")
+        m.d.comb += expect.eq(-((lo[w - 1:] + 1) >> 1))
+        flags.append(hi != expect)
+        return lo[:w]
 
 
 
@@ -143,7 +171,7 @@ class VecAlu(Alu):
         self.op, self.vw, self.lanes, self.scalar_port = op, vw, lanes, scalar_port
         self.num = numerics or Numerics.integer(vw)
         widths = {p: vw if scalar_port.value == p else vw * lanes for p in ("a", "b")}
-        StreamPrimitive.__init__(self, widths, {"val": vw * lanes}, depths)
+        StreamPrimitive.__init__(self, widths, {"val": vw * lanes}, depths, overflow_member(op))
 
     def logic(self, m):
         w, lanes = self.vw, self.lanes
@@ -168,11 +196,13 @@ class VecAlu(Alu):
             x, y = Signal(wa + 1), Signal(wb + 1)
             with m.If(free[0]):
                 m.d.sync += [valid[0].eq(both), x.eq(a.payload), y.eq(b.payload)]
-            out = [binop(self.num, self.op, lane_value(x, wa, w, k), lane_value(y, wb, w, k))[:w]
+            flags: Flags = []  # any lane's result brought into range
+            out = [binop(self.num, self.op, lane_value(x, wa, w, k), lane_value(y, wb, w, k), flags)[:w]
                    for k in range(lanes)]
             x_ctl = is_ctl(x, wa) & ~is_empty(x, wa)
             with m.If(free[1]):
                 m.d.sync += res.eq(Mux(x_ctl, recast(x, wa, wo), Cat(*out, Const(0, 1))))
+            sticky_overflow(m, self, free[1] & valid[0] & ~x_ctl, flags)
             return
         self._mul(m, valid, free, res, both)
 
@@ -191,6 +221,7 @@ class VecAlu(Alu):
         fixed = self.num.mode is Mode.FIXED
         rnd = (1 << (self.num.frac - 1)) if fixed and self.num.frac > 0 else 0
         outs = []
+        flags: Flags = []  # any lane's product brought into range
         for lane in range(lanes):
             xv = Signal(signed(w), name=f"x{lane}", reset_less=True)
             yv = Signal(signed(w), name=f"y{lane}", reset_less=True)
@@ -200,10 +231,11 @@ class VecAlu(Alu):
             prod = Signal(signed(2 * w + 2), name=f"prod{lane}", reset_less=True)
             with m.If(free[2]):
                 m.d.sync += prod.eq(total() + rnd)
-            outs.append((sat(prod >> self.num.frac, self.num) if fixed else prod[:w])[:w])
+            outs.append((sat(prod >> self.num.frac, self.num, flags) if fixed else fix(prod, self.num, flags))[:w])
         ctl_word = Cat(ctl[2], Const(0, wo - CTL_WIDTH), Const(1, 1))
         with m.If(free[3]):
             m.d.sync += res.eq(Mux(is_ctl_k[2], ctl_word, Cat(*outs, Const(0, 1))))
+        sticky_overflow(m, self, free[3] & valid[2] & ~is_ctl_k[2], flags)
 
     def _products(self, m, xv, yv, lane, load):
         """A lane's partial-product registers (loaded when ``load``: stage 1 free) and a
@@ -235,7 +267,7 @@ class Reduce(StreamPrimitive):
     def __init__(self, *, op: ReduceOp, vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None):
         self.op, self.vw = op, vw
         self.num = numerics or Numerics.integer(vw)
-        super().__init__({"val": vw}, {"val": vw}, depths)
+        super().__init__({"val": vw}, {"val": vw}, depths, overflow_member(op))
 
     def logic(self, m):
         w = self.vw
@@ -245,9 +277,19 @@ class Reduce(StreamPrimitive):
         flushed = Signal()
         tok = inp.payload
         v = Mux(is_data(tok, w), tok[:w], 0).as_signed()
-        nxt = reduce_op(self.num, self.op, acc.as_signed(), v)
+        flags: Flags = []
+        nxt = reduce_op(self.num, self.op, acc.as_signed(), v, flags)
+        takes = is_data(tok, w) | is_empty(tok, w)
+        if self.num.mode is Mode.INT:
+            # a wrapped sum: both operands of one sign and the sum (in ``acc`` the next cycle) of
+            # the other; from registers, so the flag's logic is not behind the adder
+            added, sa, sb = Signal(name="ovf_added"), Signal(name="ovf_sign_a"), Signal(name="ovf_sign_b")
+            m.d.sync += [added.eq(inp.valid & self.room() & takes), sa.eq(acc[w - 1]), sb.eq(v[w - 1])]
+            sticky_overflow(m, self, added, [(sa == sb) & (acc[w - 1] != sa)])
+        else:
+            sticky_overflow(m, self, inp.valid & self.room() & takes, flags)
         with m.If(inp.valid & self.room()):
-            with m.If(is_data(tok, w) | is_empty(tok, w)):
+            with m.If(takes):
                 m.d.sync += acc.eq(nxt[:w])
                 self.pop(m, "val")
             with m.Elif(is_done(tok, w)):
@@ -275,7 +317,7 @@ class VecReduce(Reduce):
                  depths=None):
         self.op, self.vw, self.lanes = op, vw, lanes
         self.num = numerics or Numerics.integer(vw)
-        StreamPrimitive.__init__(self, {"val": vw * lanes}, {"val": vw * lanes}, depths)
+        StreamPrimitive.__init__(self, {"val": vw * lanes}, {"val": vw * lanes}, depths, overflow_member(op))
 
     def logic(self, m):
         w, lanes = self.vw, self.lanes
@@ -286,10 +328,13 @@ class VecReduce(Reduce):
         acc = Signal(wo, init=init)
         flushed = Signal()
         tok = inp.payload
-        nxt = Cat(*[reduce_op(self.num, self.op, acc[k * w:(k + 1) * w].as_signed(), lane_value(tok, wo, w, k))[:w]
-                    for k in range(lanes)])
+        flags: Flags = []  # any lane's sum brought into range
+        nxt = Cat(*[reduce_op(self.num, self.op, acc[k * w:(k + 1) * w].as_signed(), lane_value(tok, wo, w, k),
+                              flags)[:w] for k in range(lanes)])
+        takes = is_data(tok, wo) | is_empty(tok, wo)
+        sticky_overflow(m, self, inp.valid & self.room() & takes, flags)
         with m.If(inp.valid & self.room()):
-            with m.If(is_data(tok, wo) | is_empty(tok, wo)):
+            with m.If(takes):
                 m.d.sync += acc.eq(nxt)
                 self.pop(m, "val")
             with m.Elif(is_done(tok, wo)):
@@ -320,7 +365,7 @@ class LaneReduce(StreamPrimitive):
                  depths=None):
         self.op, self.vw, self.lanes = op, vw, lanes
         self.num = numerics or Numerics.integer(vw)
-        super().__init__({"val": vw * lanes}, {"val": vw}, depths)
+        super().__init__({"val": vw * lanes}, {"val": vw}, depths, overflow_member(op))
 
     def logic(self, m):
         w, lanes = self.vw, self.lanes
@@ -341,15 +386,21 @@ class LaneReduce(StreamPrimitive):
             m.d.sync += [valid[0].eq(inp.valid), x.eq(inp.payload)]
         values = [lane_value(x, wi, w, k) for k in range(lanes)]
         ctl, flag = x[:CTL_WIDTH], is_ctl(x, wi) & ~is_empty(x, wi)
+        events: Flags = []  # a level's sum brought into range as a data token enters it
         for k in range(1, n):
             level_vals = [Signal(signed(w), name=f"level{k}_{i}", reset_less=True) for i in range(len(values) // 2)]
             ctl_k = Signal(CTL_WIDTH, name=f"ctl{k}", reset_less=True)
             flag_k = Signal(name=f"is_ctl{k}")
+            flags: Flags = []
+            sums = [reduce_op(self.num, self.op, values[2 * i], values[2 * i + 1], flags)[:w]
+                    for i in range(len(level_vals))]
             with m.If(free[k]):
-                m.d.sync += [v.eq(reduce_op(self.num, self.op, values[2 * i], values[2 * i + 1])[:w])
-                             for i, v in enumerate(level_vals)]
+                m.d.sync += [v.eq(x_) for v, x_ in zip(level_vals, sums)]
                 m.d.sync += [ctl_k.eq(ctl), flag_k.eq(flag)]
+            if flags:
+                events.append(free[k] & valid[k - 1] & ~flag & Cat(*flags).any())
             values, ctl, flag = level_vals, ctl_k, flag_k
+        sticky_overflow(m, self, Const(1, 1), events)
         with m.If(emit):
             self.push(m, "val", Mux(flag, Cat(ctl, Const(0, w - CTL_WIDTH), Const(1, 1)), data_word(values[0], w)))
 

@@ -6,7 +6,15 @@ cycle.  Address map (also written as ``memory_map.json`` by ``fuseflow-hw build`
 
 * ``0``: CTRL — write 1 to clear the datapath and start; read: bit 0 running, bit 1 done.
 * ``1``: CYCLES — cycles from start to done (the RTL cycle count).
-* ``2 + k``: the entry counts of the output arrays, in the map's ``lengths`` order.
+* ``2 + k``: the entry counts of the output arrays, in the map's ``lengths`` order (at most 64).
+* ``66``: STATUS — sticky status of the run, cleared by the start: bit 0 *overflow*, some
+  arithmetic node brought a data result into range (wrapped or saturated, see
+  :mod:`hw.arith`); bit 1 *overrun*, some output array's length exceeds its region depth (its
+  writer's address wrapped).  Both bits are registered ORs (one cycle behind their sources).
+* ``67 + k``: OVERFLOW words — bit ``b`` of word ``k`` is the sticky flag of node
+  ``overflow[32 k + b]``, the map's list of the nodes that can overflow (ALU, reduce and
+  accumulator nodes whose operation can wrap or saturate, in topological order).  A graph
+  without such nodes has no OVERFLOW words and its STATUS bit 0 is always 0.
 * then one region per tensor array (``"A.1.seg"``, ``"A.vals"``, …), aligned to its size.
   Writing an input array updates every memory copy of it (one per node that reads it).
 
@@ -22,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from math import prod
 from typing import Any
 
-from amaranth.hdl import Elaboratable, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, Elaboratable, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -51,6 +59,12 @@ __all__ = [
 
 HOST_DW = 32
 REG_CTRL, REG_CYCLES, REG_LEN0 = 0, 1, 2
+MAX_LENGTHS = 64  # length registers 2 .. 65
+REG_STATUS = REG_LEN0 + MAX_LENGTHS  # 66
+REG_OVF0 = REG_STATUS + 1  # 67: the OVERFLOW words
+STATUS_OVERFLOW, STATUS_OVERRUN = 1, 2  # STATUS bits
+REG_END = max(16, 1 << bits_for(REG_OVF0))  # 128: the first region address
+MAX_OVERFLOW_NODES = HOST_DW * (REG_END - REG_OVF0)  # 61 words of 32 flags
 
 
 def tensor_capacities(spec: TensorSpec, max_nnz: int | None = None) -> dict[str, int]:
@@ -109,6 +123,7 @@ class MemoryMap:
     regions: list[Region] = field(default_factory=list)
     lengths: list[str] = field(default_factory=list)  # output arrays with a length register
     addr_width: int = 8
+    overflow: list[str] = field(default_factory=list)  # nodes with an overflow flag, in bit order
 
     def region(self, name: str) -> Region:
         for r in self.regions:
@@ -119,18 +134,29 @@ class MemoryMap:
     def length_addr(self, name: str) -> int:
         return REG_LEN0 + self.lengths.index(name)
 
+    @property
+    def overflow_words(self) -> int:
+        """How many OVERFLOW words (32 node flags each) the top has."""
+        return -(-len(self.overflow) // HOST_DW)
+
+    def flagged(self, words: list[int]) -> list[str]:
+        """The nodes whose flag is set in the OVERFLOW ``words`` read back, in bit order."""
+        return [n for k, n in enumerate(self.overflow) if words[k // HOST_DW] >> (k % HOST_DW) & 1]
+
     def to_json(self) -> dict:
         return {"addr_width": self.addr_width, "lengths": self.lengths,
-                "registers": {"ctrl": REG_CTRL, "cycles": REG_CYCLES},
-                "regions": [asdict(r) for r in self.regions]}
+                "registers": {"ctrl": REG_CTRL, "cycles": REG_CYCLES, "status": REG_STATUS,
+                              "overflow": REG_OVF0},
+                "overflow": self.overflow, "regions": [asdict(r) for r in self.regions]}
 
     @classmethod
     def from_json(cls, d: dict) -> MemoryMap:
-        return cls([Region(**r) for r in d["regions"]], list(d["lengths"]), d["addr_width"])
+        return cls([Region(**r) for r in d["regions"]], list(d["lengths"]), d["addr_width"],
+                   list(d.get("overflow", [])))
 
     def add(self, name: str, depth: int, width: int, access: str) -> None:
         size = 1 << bits_for(depth)
-        end = max([r.base + r.size for r in self.regions], default=max(16, 1 << bits_for(REG_LEN0 + 64)))
+        end = max([r.base + r.size for r in self.regions], default=REG_END)
         base = (end + size - 1) // size * size
         self.regions.append(Region(name, base, size, depth, width, access))
         self.addr_width = max(self.addr_width, (base + size - 1).bit_length())
@@ -297,6 +323,7 @@ class GraphTop(wiring.Component):
                     self.bus.reads[region] = getattr(comp, attr)
                     self.mmap.lengths.append(region)
                     self.bus.lengths[region] = getattr(comp, length)
+        self._status_map()
         for e in graph.edges:
             src = getattr(self.components[e.src.node], f"o_{e.src.port}")
             dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
@@ -337,8 +364,37 @@ class GraphTop(wiring.Component):
             m.d.sync += [running.eq(1), cycles.eq(0)]
         with m.Elif(running & ~all_done):
             m.d.sync += cycles.eq(cycles + 1)
-        self.bus.elaborate(m, self, {REG_CTRL: Mux(start, 1, (done << 1) | running), REG_CYCLES: cycles})
+        regs = {REG_CTRL: Mux(start, 1, (done << 1) | running), REG_CYCLES: cycles, **self._status(m, start)}
+        self.bus.elaborate(m, self, regs)
         return m
+
+    def _status_map(self) -> None:
+        """The nodes with an overflow flag, in bit order (topological), into the memory map;
+        the host port's register space bounds them and the length registers."""
+        self.mmap.overflow = [n for n, c in self.components.items() if hasattr(c, "overflow")]
+        name = self.graph.name
+        if len(self.mmap.lengths) > MAX_LENGTHS:
+            raise ValueError(f"graph {name!r} has {len(self.mmap.lengths)} output arrays; the host port "
+                             f"has length registers for {MAX_LENGTHS}")
+        if len(self.mmap.overflow) > MAX_OVERFLOW_NODES:
+            raise ValueError(f"graph {name!r} has {len(self.mmap.overflow)} nodes that can overflow; the "
+                             f"host port has status flags for {MAX_OVERFLOW_NODES}")
+
+    def _status(self, m: Module, start: Signal) -> dict[int, Any]:
+        """The STATUS register and the OVERFLOW words (module docstring).  The node flags are
+        the nodes' sticky registers (cleared by the start with the datapath); STATUS holds
+        registered ORs of them and of the writers' ``length > depth``, cleared by the start
+        too, so the OR trees end at a flip-flop."""
+        flags = [self.components[n].overflow for n in self.mmap.overflow]
+        over = [self.bus.lengths[name] > self.mmap.region(name).depth for name in self.mmap.lengths]
+        overflow, overrun = Signal(name="status_overflow"), Signal(name="status_overrun")
+        for bit, sources in ((overflow, flags), (overrun, over)):
+            if sources:
+                m.d.sync += bit.eq(Mux(start, 0, Cat(*sources).any()))
+        regs: dict[int, Any] = {REG_STATUS: Cat(overflow, overrun)}
+        for k in range(self.mmap.overflow_words):
+            regs[REG_OVF0 + k] = Cat(*flags[HOST_DW * k: HOST_DW * (k + 1)])
+        return regs
 
     def summary(self) -> dict:
         counts: dict[str, int] = {}
@@ -354,7 +410,8 @@ class PrimitiveHarness(wiring.Component):
     """One primitive behind input FIFOs, for stream-level tests.
 
     Ports: ``in_<port>`` (stream into a FIFO of ``depth`` feeding the primitive), ``out_<port>``
-    (the primitive's outputs), ``go`` (roots), ``done`` (writers) and the host port for the
+    (the primitive's outputs), ``go`` (roots), ``done`` (writers), ``overflow`` (the sticky
+    overflow flag of a primitive that has one, :mod:`hw.arith`) and the host port for the
     primitive's memories (regions ``seg``, ``crd``, ``vals``).
     """
 
@@ -383,6 +440,8 @@ class PrimitiveHarness(wiring.Component):
             members[f"out_{p}"] = Out(stream.Signature(w + 1))
         members["go"] = In(1)
         members["done"] = Out(1)
+        if hasattr(self.prim, "overflow"):
+            members["overflow"] = Out(1)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -400,6 +459,8 @@ class PrimitiveHarness(wiring.Component):
             m.d.comb += self.prim.go.eq(self.go)
         if hasattr(self.prim, "done"):
             m.d.comb += self.done.eq(self.prim.done)
+        if hasattr(self.prim, "overflow"):
+            m.d.comb += self.overflow.eq(self.prim.overflow)
         self.bus.elaborate(m, self, {})
         return m
 

@@ -21,7 +21,17 @@ from fuseflow.numerics import (
 )
 from fuseflow.samml import AluOp
 
-from .arith import _mul, fix, hw_mode, rhu, sat
+from .arith import (
+    Flags,
+    _mul,
+    fix,
+    hw_mode,
+    out_of_range,
+    overflow_member,
+    rhu,
+    sat,
+    sticky_overflow,
+)
 from .base import StreamPrimitive
 from .word import (
     data_word,
@@ -50,7 +60,7 @@ def _lookup(m: Module, num: Numerics, name: str, i: Value, rem: Value, rem_bits:
 
 
 
-def _scaled(m: Module, y: Value, s: Value, num: Numerics) -> Value:
+def _scaled(m: Module, y: Value, s: Value, num: Numerics, flags: Flags | None = None) -> Value:
     """``num.scale(y, s)``: ``y * 2**s`` rounded half up and saturated, ``s`` clamped first."""
     w = num.width
     lo_s = -(TABLE_BITS + 2)
@@ -67,11 +77,13 @@ def _scaled(m: Module, y: Value, s: Value, num: Numerics) -> Value:
         m.d.comb += [left.eq(sc), out.eq(sat(up, num))]
     with m.Else():
         m.d.comb += [right.eq(-sc), out.eq(sat(down, num))]
+    if flags is not None:
+        flags.append(Mux(sc >= 0, out_of_range(up, num), out_of_range(down, num)))
     return out
 
 
 
-def _exp(m: Module, num: Numerics, x: Value) -> Value:
+def _exp(m: Module, num: Numerics, x: Value, flags: Flags | None = None) -> Value:
     f = num.frac
     fb = f + LOG2E_BITS
     t = Signal(signed(num.width + LOG2E_BITS + 2))
@@ -80,11 +92,11 @@ def _exp(m: Module, num: Numerics, x: Value) -> Value:
     i = t[fb - EXP_SEG_BITS: fb]
     rem = t[fb - EXP_SEG_BITS - EXP_INTERP_BITS: fb - EXP_SEG_BITS]
     y = _lookup(m, num, "exp", i, rem, EXP_INTERP_BITS)
-    return _scaled(m, y, k + (f - TABLE_BITS), num)
+    return _scaled(m, y, k + (f - TABLE_BITS), num, flags)
 
 
 
-def _rsqrt(m: Module, num: Numerics, x: Value) -> Value:
+def _rsqrt(m: Module, num: Numerics, x: Value, flags: Flags | None = None) -> Value:
     w, f = num.width, num.frac
     p = Signal(range(w))
     for b in range(w - 1):
@@ -100,12 +112,15 @@ def _rsqrt(m: Module, num: Numerics, x: Value) -> Value:
     i = Cat(a[rb: rb + RSQRT_SEG_BITS], odd)
     y = _lookup(m, num, "rsqrt", i, a[:rb], rb)
     half = (e - odd) >> 1
-    res = _scaled(m, y, (f - TABLE_BITS) - half, num)
+    sub: Flags = []
+    res = _scaled(m, y, (f - TABLE_BITS) - half, num, sub)
+    if flags is not None:  # x <= 0 gives the largest value: nothing brought into range
+        flags.append(sub[0] & (x > 0))
     return Mux(x <= 0, Const(num.hi, w), res)[:w]
 
 
 
-def _pwl(m: Module, num: Numerics, op: AluOp, x: Value) -> Value:
+def _pwl(m: Module, num: Numerics, op: AluOp, x: Value, flags: Flags | None = None) -> Value:
     spec = PWL_FUNCS[op]
     lo, hi = spec.lo << num.frac, spec.hi << num.frac
     xc = Mux(x < lo, lo, Mux(x >= hi, hi - 1, x))
@@ -117,30 +132,35 @@ def _pwl(m: Module, num: Numerics, op: AluOp, x: Value) -> Value:
     else:
         i, rem, rb = off << -sh, Const(0, 1), 0
     y = _lookup(m, num, spec.name, i[: spec.seg_bits], rem, rb)
-    res = sat(rhu(y, PWL_GUARD), num)
+    sub: Flags = []
+    res = sat(rhu(y, PWL_GUARD), num, sub)
+    if flags is not None:  # the identity above the table brings nothing into range
+        flags.append(sub[0] & ~(x >= hi) if spec.identity_above else sub[0])
     if spec.identity_above:
         return Mux(x >= hi, x, res)[: num.width]
     return res
 
 
 
-def unop(m: Module, num: Numerics, op: AluOp, x: Value, scalar: float = 0.0, where: str = "ALU") -> Value:
-    """``num.unop(op, scalar)(x)`` in logic (tables become ROMs inside ``m``)."""
+def unop(m: Module, num: Numerics, op: AluOp, x: Value, scalar: float = 0.0, where: str = "ALU",
+         flags: Flags | None = None) -> Value:
+    """``num.unop(op, scalar)(x)`` in logic (tables become ROMs inside ``m``); ``flags``
+    collects the overflow conditions (:mod:`hw.arith`)."""
     hw_mode(num)
     num.unop(op, scalar, where)  # same checks as the model (unary op, numerics, scalar)
     if op is AluOp.RELU:
         return Mux(x > 0, x, 0)[: num.width]
     if op is AluOp.NEG:
-        return fix(-x, num)
+        return fix(-x, num, flags)
     if op is AluOp.ADD_SCALAR:
-        return fix(x + Const(num.scalar_raw(scalar, where), signed(num.width)), num)
+        return fix(x + Const(num.scalar_raw(scalar, where), signed(num.width)), num, flags)
     if op is AluOp.MUL_SCALAR:
-        return _mul(x, Const(num.scalar_raw(scalar, where), signed(num.width)), num)
+        return _mul(x, Const(num.scalar_raw(scalar, where), signed(num.width)), num, flags)
     if op is AluOp.EXP:
-        return _exp(m, num, x)
+        return _exp(m, num, x, flags)
     if op is AluOp.RSQRT:
-        return _rsqrt(m, num, x)
-    return _pwl(m, num, op, x)
+        return _rsqrt(m, num, x, flags)
+    return _pwl(m, num, op, x, flags)
 
 
 
@@ -153,7 +173,7 @@ class UnaryAlu(StreamPrimitive):
         self.op, self.scalar, self.num, self.vw = op, scalar, numerics, numerics.width
         hw_mode(numerics)
         numerics.unop(op, scalar, f"ALU {op.value}")
-        super().__init__({"a": self.vw}, {"val": self.vw}, depths)
+        super().__init__({"a": self.vw}, {"val": self.vw}, depths, overflow_member(op))
 
     def logic(self, m):
         w = self.vw
@@ -163,15 +183,17 @@ class UnaryAlu(StreamPrimitive):
         emit, res_free, advance, opnd_free = Signal(), Signal(), Signal(), Signal()
         xv = Mux(is_data(x, w), x[:w], 0).as_signed()
         fx = Signal(w)
-        m.d.comb += [fx.eq(unop(m, self.num, self.op, xv, self.scalar)),
+        flags: Flags = []
+        m.d.comb += [fx.eq(unop(m, self.num, self.op, xv, self.scalar, flags=flags)),
                      emit.eq(res_valid & self.room()), res_free.eq(~res_valid | emit),
                      advance.eq(opnd_valid & res_free), opnd_free.eq(~opnd_valid | advance),
                      a.ready.eq(opnd_free)]
         with m.If(emit):
             self.push(m, "val", res)
+        x_ctl = is_ctl(x, w) & ~is_empty(x, w)
         with m.If(res_free):
-            m.d.sync += [res_valid.eq(opnd_valid),
-                         res.eq(Mux(is_ctl(x, w) & ~is_empty(x, w), x, data_word(fx, w)))]
+            m.d.sync += [res_valid.eq(opnd_valid), res.eq(Mux(x_ctl, x, data_word(fx, w)))]
+        sticky_overflow(m, self, res_free & opnd_valid & ~x_ctl, flags)
         with m.If(opnd_free):
             m.d.sync += [opnd_valid.eq(a.valid), x.eq(a.payload)]
 
@@ -185,7 +207,8 @@ class VecUnaryAlu(UnaryAlu):
         self.op, self.scalar, self.num, self.vw, self.lanes = op, scalar, numerics, numerics.width, lanes
         hw_mode(numerics)
         numerics.unop(op, scalar, f"ALU {op.value}")
-        StreamPrimitive.__init__(self, {"a": self.vw * lanes}, {"val": self.vw * lanes}, depths)
+        StreamPrimitive.__init__(self, {"a": self.vw * lanes}, {"val": self.vw * lanes}, depths,
+                                 overflow_member(op))
 
     def logic(self, m):
         w, lanes = self.vw, self.lanes
@@ -195,19 +218,21 @@ class VecUnaryAlu(UnaryAlu):
         opnd_valid, res_valid = Signal(), Signal()
         emit, res_free, advance, opnd_free = Signal(), Signal(), Signal(), Signal()
         fx = []
+        flags: Flags = []  # any lane's result brought into range
         for k in range(lanes):
             lane = Module()  # its own tables
             m.submodules[f"lane{k}"] = lane
             xv = Mux(is_data(x, wo), x[k * w:(k + 1) * w], 0).as_signed()
-            fx.append(unop(lane, self.num, self.op, xv, self.scalar)[:w])
+            fx.append(unop(lane, self.num, self.op, xv, self.scalar, flags=flags)[:w])
         m.d.comb += [emit.eq(res_valid & self.room()), res_free.eq(~res_valid | emit),
                      advance.eq(opnd_valid & res_free), opnd_free.eq(~opnd_valid | advance),
                      a.ready.eq(opnd_free)]
         with m.If(emit):
             self.push(m, "val", res)
+        x_ctl = is_ctl(x, wo) & ~is_empty(x, wo)
         with m.If(res_free):
-            m.d.sync += [res_valid.eq(opnd_valid),
-                         res.eq(Mux(is_ctl(x, wo) & ~is_empty(x, wo), x, Cat(*fx, Const(0, 1))))]
+            m.d.sync += [res_valid.eq(opnd_valid), res.eq(Mux(x_ctl, x, Cat(*fx, Const(0, 1))))]
+        sticky_overflow(m, self, res_free & opnd_valid & ~x_ctl, flags)
         with m.If(opnd_free):
             m.d.sync += [opnd_valid.eq(a.valid), x.eq(a.payload)]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,15 @@ from fuseflow.tensor import TensorData
 from fuseflow.tokens import Token, decode, encode, parse_stream
 from fuseflow.validate import primitive_run_problems, require_valid_inputs, require_words
 from hw.build import to_verilog
-from hw.elaborate import DEFAULT_HW, GraphTop, HwConfig, PrimitiveHarness
+from hw.elaborate import (
+    DEFAULT_HW,
+    STATUS_OVERFLOW,
+    STATUS_OVERRUN,
+    GraphTop,
+    HwConfig,
+    MemoryMap,
+    PrimitiveHarness,
+)
 from hw.registry import stream_width
 from sw_sim import SimError
 from sw_sim import run_graph as sw_run_graph
@@ -81,7 +89,9 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
 
     Each run is ``{"inputs": {port: stream}, "seg"/"crd"/"vals": [...]}``; structural ``params``
     (``n``, ``op``, ``format``, ``dim`` …) are shared.  Returns, per run, the same mapping as
-    :func:`sw_sim.simulate_primitive` plus ``"cycles"``.
+    :func:`sw_sim.simulate_primitive` plus ``"cycles"`` and, for a primitive whose operation can
+    overflow, ``"overflow"``: its sticky flag at the end of the run (``True`` when it wrapped or
+    saturated a result: sw_sim's ``overflows > 0``).
     """
     kind = NodeKind(kind) if isinstance(kind, str) else kind
     spec = PRIMITIVES[kind]
@@ -91,7 +101,8 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
 
     def make():
         h = PrimitiveHarness(kind, hw_params, cfg, depth)
-        return to_verilog(h, _PRIM_TOP), {"memory_map": h.mmap.to_json(), "out_ports": h.out_ports}
+        return to_verilog(h, _PRIM_TOP), {"memory_map": h.mmap.to_json(), "out_ports": h.out_ports,
+                                          "overflow": hasattr(h, "overflow")}
 
     bdir = verilator_build(key, make, _PRIM_TOP)
     meta = json.loads((bdir / "meta.json").read_text())
@@ -116,6 +127,8 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
     out = []
     for r in res["results"]:
         d: dict[str, Any] = {"cycles": r["cycles"]}
+        if "overflow" in r:
+            d["overflow"] = bool(r["overflow"])
         for p, words in r.get("outputs", {}).items():
             k = out_kinds[p]
             d[p] = [decode(w, stream_width(k.kind, cfg), signed=k.kind is StreamKind.VAL,
@@ -132,8 +145,9 @@ def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Tok
     mem = {m: params.pop(m) for m in _MEM_PARAMS if m in params}
     [r] = run_primitive_batch(kind, [{"inputs": inputs, **mem}], cfg=cfg, depth=depth, gap=gap, stall=stall,
                               seed=seed, **params)
-    result = PrimitiveResult({k: v for k, v in r.items() if k != "cycles"})
+    result = PrimitiveResult({k: v for k, v in r.items() if k not in ("cycles", "overflow")})
     result.cycles = r["cycles"]
+    result.overflows = int(r.get("overflow", False))  # the flag: 1 when the RTL flagged any
     return result
 
 
@@ -145,6 +159,10 @@ def _signed(w: int, width: int) -> int:
 class RtlResult:
     outputs: dict[str, TensorData]
     cycles: int
+    # the nodes whose sticky overflow flag the hardware set (a result wrapped or saturated: what
+    # sw_sim counts in SimResult.overflows), in the memory map's order; read from the host port
+    overflow: list[str] = field(default_factory=list)
+    status: int = 0  # the STATUS register (hw.elaborate: bit 0 overflow, bit 1 writer overrun)
 
 
 def memory_config(cfg: HwConfig, memory: MemoryModel | str | None = None,
@@ -237,20 +255,35 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
         if isinstance(exc, RtlTimeout) or "not done after" in str(exc):
             raise RtlTimeout(f"{exc}\n{stall_report(graph, datasets, cfg, limit)}") from None
         raise
-    return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"]) for r in results]
+    return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"],
+                      _flagged(r, meta, f"graph {graph.name!r}"), r["status"]) for r in results]
+
+
+def _flagged(res: dict, meta: dict, what: str) -> list[str]:
+    """The nodes a run's OVERFLOW words flag; STATUS bit 0 (their registered OR) must agree."""
+    nodes = MemoryMap.from_json(meta["memory_map"]).flagged(res["overflow_words"])
+    if bool(nodes) != bool(res["status"] & STATUS_OVERFLOW):
+        raise ToolchainError(f"RTL run of {what}: the STATUS overflow bit ({res['status'] & STATUS_OVERFLOW}) "
+                             f"disagrees with the node flags ({nodes or 'none'}): please report it")
+    return nodes
 
 
 def _check_lengths(results: Sequence[dict], meta: dict, what: str) -> None:
     """An output array longer than its memory (the writer's length register counts past the
-    region depth, its address wrapped) is an error, as the native harness reports it."""
+    region depth, its address wrapped) is an error, as the native harness reports it; so is a
+    STATUS overrun bit that disagrees with the lengths."""
     depth = {r["name"]: r["depth"] for r in meta["memory_map"]["regions"]}
     for i, res in enumerate(results):
-        for name, words in res["arrays"].items():
-            if len(words) > depth[name]:
-                where = f" (dataset {i + 1} of {len(results)})" if len(results) > 1 else ""
-                raise ToolchainError(f"RTL run of {what}{where}: output array {name!r} reports {len(words)} "
-                                     f"entries but its memory holds {depth[name]}: its writer overflowed the "
-                                     "buffer (build with a larger max_nnz, --max-nnz TENSOR=N)")
+        where = f" (dataset {i + 1} of {len(results)})" if len(results) > 1 else ""
+        over = [name for name, words in res["arrays"].items() if len(words) > depth[name]]
+        if over:
+            name = over[0]
+            raise ToolchainError(f"RTL run of {what}{where}: output array {name!r} reports {len(res['arrays'][name])} "
+                                 f"entries but its memory holds {depth[name]}: its writer overflowed the "
+                                 "buffer (build with a larger max_nnz, --max-nnz TENSOR=N)")
+        if res["status"] & STATUS_OVERRUN:
+            raise ToolchainError(f"RTL run of {what}{where}: the STATUS register reports a writer overrun but no "
+                                 "length register exceeds its region depth (please report it)")
 
 
 def stall_report(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], cfg: HwConfig, limit: int) -> str:

@@ -75,6 +75,7 @@ class KernelResult:
     flops: int = 0  # sw_sim counters of the run (sw_sim.counters)
     bytes: int = 0  # read + written, all arrays
     bytes_offchip: int = 0  # moved off chip (lines x burst)
+    overflow_equal: bool = True  # the RTL's overflow flags name the nodes sw_sim counts
 
 
 def _run_named(suite_name: str, names: list[str], waves_dir: str | None, mem: MemorySetup) -> list[KernelResult]:
@@ -101,7 +102,8 @@ def _run_group(entries: list[SuiteEntry], waves_dir: str | None, mem: MemorySetu
         results.append(KernelResult(e.name, e.model, sw.cycles, r.cycles, r.cycles / max(sw.cycles, 1), rel,
                                     equal, ref_ok, len(g.nodes), memory=mem.model.name,
                                     flops=c["flops_total"], bytes=c["bytes_read"] + c["bytes_written"],
-                                    bytes_offchip=c["bytes_offchip"]))
+                                    bytes_offchip=c["bytes_offchip"],
+                                    overflow_equal=set(r.overflow) == set(sw.overflows)))
     return results
 
 
@@ -158,6 +160,7 @@ def write_report(results: list[KernelResult], outdir: str | Path, title: str = "
         "max_rel_error": max((r.rel_error for r in results), default=0.0),
         "kernels": [asdict(r) for r in results],
         "all_values_equal": all(r.values_equal for r in results),
+        "all_overflow_equal": all(r.overflow_equal for r in results),
         "differing": [r.name for r in results if r.sw_cycles != r.rtl_cycles],
         "memory": sorted({r.memory for r in results}),
     }

@@ -4,22 +4,28 @@ cocotb calls into Python for every clock edge; this runner instead compiles a sm
 (:data:`HARNESS`) with the Verilated model of a graph top (``hw.elaborate.GraphTop``).  The
 harness reads a memory image, drives the host port exactly as ``rtl_sim/tb_graph.py`` does
 (reset two cycles, one word written per cycle, CTRL start, ``done`` polled, then the cycle
-counter, the output lengths and the output arrays read back, each read returning the word of
-the previous cycle's address) and writes the results, with no Python call per cycle or word.
+counter, the STATUS register and OVERFLOW words, the output lengths and the output arrays read
+back, each read returning the word of the previous cycle's address) and writes the results,
+with no Python call per cycle or word.
 
 Image and result are files of little-endian 32-bit words.  Image::
 
-    MAGIC max_cycles_lo max_cycles_hi n_out (base_k depth_k for each output k) n_runs
+    MAGIC max_cycles_lo max_cycles_hi reg_status reg_overflow n_overflow_words
+      n_out (base_k depth_k for each output k) n_runs
       per run: n_blocks, then per block: base n w_0 .. w_{n-1}
 
 ``base_k`` and ``depth_k`` are the region base and memory depth of the ``k``-th output array of
-the memory map's ``lengths`` (its length register is ``2 + k``).  Result::
+the memory map's ``lengths`` (its length register is ``2 + k``); ``reg_status`` and
+``reg_overflow`` the addresses of STATUS and of the first OVERFLOW word (``hw.elaborate``).
+Result::
 
-    MAGIC, then per finished run: cycles, then per output array: n w_0 .. w_{n-1}
+    MAGIC, then per finished run: cycles status n_overflow_words w_0 ..,
+      then per output array: n w_0 .. w_{n-1}
 
 A run whose ``done`` does not rise within ``max_cycles`` cycles of its start ends the harness
 with exit status 3 after the runs before it (:class:`RtlTimeout` in Python); a length register
-above its array's depth ends it with status 4 (a broken design: reading on would not end).
+above its array's depth ends it with status 4 (a broken design: reading on would not end), and
+so does a STATUS overrun bit that no length register confirms (the two disagree).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from hw.elaborate import REG_OVF0, REG_STATUS, STATUS_OVERRUN
 
 from .toolchain import (
     LINT_WAIVERS,
@@ -164,6 +172,9 @@ int main(int argc, char** argv) {
     if (in.next() != MAGIC) fail("not a fuseflow native memory image");
     uint64_t limit = in.next();
     limit |= (uint64_t)in.next() << 32;
+    uint32_t reg_status = in.next();
+    uint32_t reg_overflow = in.next();
+    uint32_t n_ovf = in.next();
     uint32_t n_out = in.next();
     std::vector<uint32_t> out_base(n_out), out_depth(n_out);
     for (uint32_t k = 0; k < n_out; ++k) {
@@ -215,15 +226,24 @@ int main(int argc, char** argv) {
         }
         tick();
         out.put(read_reg(1));
+        uint32_t st = read_reg(reg_status);  // bit 0 overflow, bit 1 overrun (sticky)
+        out.put(st);
+        out.put(n_ovf);
+        for (uint32_t k = 0; k < n_ovf; ++k) out.put(read_reg(reg_overflow + k));
         for (uint32_t k = 0; k < n_out; ++k) {
             uint32_t n = read_reg(2 + k);
             if (n > out_depth[k]) {
-                std::fprintf(stderr, "fuseflow_native: run %u: output %u has length %u, its memory holds %u\n",
-                             run, k, n, out_depth[k]);
+                std::fprintf(stderr, "fuseflow_native: run %u: output %u has length %u, its memory holds %u "
+                             "(status %#x)\n", run, k, n, out_depth[k], st);
                 status = 4;
                 break;
             }
             read_block(out, out_base[k], n);
+        }
+        if (!status && (st & 2u)) {
+            std::fprintf(stderr, "fuseflow_native: run %u: the status register reports a writer overrun "
+                         "(status %#x) but no length register exceeds its depth\n", run, st);
+            status = 4;
         }
         if (status) break;
     }
@@ -239,6 +259,26 @@ int main(int argc, char** argv) {
     return status;
 }
 """
+
+
+def _length_error(stderr: str, lengths: Sequence[str], n_runs: int, what: str) -> None:
+    """Raise the error for the harness's exit status 4: an output array longer than its memory
+    (named, with whether the STATUS overrun bit agreed) or an overrun bit no length confirms."""
+    m = re.search(r"run (\d+): output (\d+) has length (\d+), its memory holds (\d+) \(status (\w+)\)", stderr)
+    if m:
+        run, k, n, depth = (int(x) for x in m.groups()[:4])
+        where = f" (dataset {run + 1} of {n_runs})" if n_runs > 1 else ""
+        flagged = int(m.group(5), 0) & STATUS_OVERRUN
+        raise ToolchainError(f"native RTL run of {what}{where}: output array {lengths[k]!r} reports {n} "
+                             f"entries but its memory holds {depth}: its writer overflowed the buffer "
+                             "(build with a larger max_nnz, --max-nnz TENSOR=N)"
+                             + ("" if flagged else "; the STATUS overrun bit is not set (the RTL disagrees "
+                                                   "with itself: please report it)"))
+    m = re.search(r"run (\d+): the status register reports a writer overrun", stderr)
+    if m:
+        raise ToolchainError(f"native RTL run of {what}: the STATUS register reports a writer overrun but no "
+                             "length register exceeds its region depth (the RTL disagrees with itself: please "
+                             "report it)")
 
 
 class RtlTimeout(ToolchainError):
@@ -308,7 +348,9 @@ def write_image(path: Path, meta: Mapping[str, Any], runs: Sequence[Mapping[str,
     """The memory image of ``runs`` (each ``{"mem": {region: words}}``, as the cocotb job)."""
     mmap = meta["memory_map"]
     regions = {r["name"]: r for r in mmap["regions"]}
-    parts = [np.array([_MAGIC, max_cycles & 0xFFFFFFFF, max_cycles >> 32, len(mmap["lengths"]),
+    n_ovf = -(-len(mmap.get("overflow", [])) // 32)
+    parts = [np.array([_MAGIC, max_cycles & 0xFFFFFFFF, max_cycles >> 32, REG_STATUS, REG_OVF0, n_ovf,
+                       len(mmap["lengths"]),
                        *(v for name in mmap["lengths"] for v in (regions[name]["base"], regions[name]["depth"])),
                        len(runs)], dtype=np.uint64)]
     for run in runs:
@@ -321,21 +363,22 @@ def write_image(path: Path, meta: Mapping[str, Any], runs: Sequence[Mapping[str,
 
 
 def parse_result(words: np.ndarray, lengths: Sequence[str]) -> list[dict]:
-    """The per-run ``{"cycles", "arrays"}`` of the harness's result words (as the cocotb
-    testbench returns them; the arrays as int64 numpy arrays)."""
+    """The per-run ``{"cycles", "status", "overflow_words", "arrays"}`` of the harness's result
+    words (as the cocotb testbench returns them; the arrays as int64 numpy arrays)."""
     if len(words) == 0 or int(words[0]) != _MAGIC:
         raise ToolchainError("the native harness wrote no result")
     words = words.astype(np.int64)
     pos, out = 1, []
     while pos < len(words):
-        cycles = int(words[pos])
-        pos += 1
+        cycles, status, n_ovf = (int(x) for x in words[pos:pos + 3])
+        ovf = [int(x) for x in words[pos + 3:pos + 3 + n_ovf]]
+        pos += 3 + n_ovf
         arrays = {}
         for name in lengths:
             n = int(words[pos])
             arrays[name] = words[pos + 1:pos + 1 + n]
             pos += 1 + n
-        out.append({"cycles": cycles, "arrays": arrays})
+        out.append({"cycles": cycles, "status": status, "overflow_words": ovf, "arrays": arrays})
     return out
 
 
@@ -361,13 +404,7 @@ def run_native(bdir: Path, meta: Mapping[str, Any], runs: Sequence[Mapping[str, 
         raise RtlTimeout(f"{what} did not finish within {max_cycles} cycles in RTL{where}: raise the "
                          "cycle limit (max_cycles, rtl --max-cycles) if it needs more, or it is stuck")
     if proc.returncode == _LENGTH_STATUS:
-        m = re.search(r"run (\d+): output (\d+) has length (\d+), its memory holds (\d+)", proc.stderr)
-        if m:
-            run, k, n, depth = (int(x) for x in m.groups())
-            where = f" (dataset {run + 1} of {len(runs)})" if len(runs) > 1 else ""
-            raise ToolchainError(f"native RTL run of {what}{where}: output array {lengths[k]!r} reports {n} "
-                                 f"entries but its memory holds {depth}: its writer overflowed the buffer "
-                                 "(build with a larger max_nnz, --max-nnz TENSOR=N)")
+        _length_error(proc.stderr, lengths, len(runs), what)
     if proc.returncode:
         raise ToolchainError(f"native RTL run of {what} failed (exit {proc.returncode}): {proc.stderr[-3000:]}")
     results = parse_result(words, lengths)

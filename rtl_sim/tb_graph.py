@@ -1,5 +1,6 @@
 """cocotb testbench for an elaborated graph top (job-driven): load every input array through
-the host port, start, wait for done, read the cycle counter and the output arrays."""
+the host port, start, wait for done, read the cycle counter, the STATUS register and OVERFLOW
+words (``hw.elaborate``) and the output arrays."""
 
 from __future__ import annotations
 
@@ -32,11 +33,14 @@ async def _one(dut, mmap, run) -> dict:
             raise TimeoutError(f"graph not done after {limit} cycles")
     await RisingEdge(dut.clk)
     cycles = await host.read(1)
+    regs = mmap["registers"]
+    status = await host.read(regs["status"])
+    words = [await host.read(regs["overflow"] + k) for k in range(-(-len(mmap["overflow"]) // 32))]
     arrays = {}
     for i, name in enumerate(mmap["lengths"]):
         n = await host.read(2 + i)
         arrays[name] = await host.read_block(regions[name]["base"], n)
-    return {"cycles": cycles, "arrays": arrays}
+    return {"cycles": cycles, "status": status, "overflow_words": words, "arrays": arrays}
 
 
 @cocotb.test()

@@ -2,7 +2,8 @@
 
 The job (JSON, path in ``FUSEFLOW_JOB``) lists runs; each loads memories through the host port,
 drives the input streams, collects the outputs (or the writer's arrays) and counts cycles from
-the first cycle the inputs are offered to the cycle the last output ``D`` is taken.
+the first cycle the inputs are offered to the cycle the last output ``D`` is taken; a primitive
+with an overflow flag also returns the flag as it stands at the end.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ async def _one(dut, meta, run) -> dict:
     counter.cancel()
     for t in tasks[: len(drivers)]:
         t.cancel()
+    if meta.get("overflow"):  # the sticky flag, after the whole stream (reset before each run)
+        await RisingEdge(dut.clk)
+        result["overflow"] = int(dut.overflow.value)
     return result
 
 

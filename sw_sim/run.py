@@ -41,9 +41,12 @@ class SimResult:
 
 
 class PrimitiveResult(dict):
-    """Output port -> token list (writers: array name -> values), plus ``cycles``."""
+    """Output port -> token list (writers: array name -> values), plus ``cycles`` and
+    ``overflows`` (results the primitive's arithmetic wrapped or saturated, as
+    :attr:`SimResult.overflows` counts them per node)."""
 
     cycles: int = 0
+    overflows: int = 0
 
 
 def resolve_numerics(numerics: Numerics | str | None, val_width: int | None) -> Numerics:
@@ -202,7 +205,8 @@ def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Tok
     if problems:
         raise ValueError(f"node {kind.value!r} ({kind.value}): " + "; ".join(problems))
     sources = [Source(f"src_{p}", {p: ins[p]}, streams[p]) for p in in_ports]
-    prim = build_primitive(kind, kind.value, ins, outs, pv, val_width=val_width, numerics=numerics)
+    arith = counting(resolve_numerics(numerics, val_width))
+    prim = build_primitive(kind, kind.value, ins, outs, pv, val_width=val_width, numerics=arith)
     sinks = [Sink(f"sink_{p}", {p: outs[p]}) for p in out_ports]
     eng = Engine([*sources, prim, *sinks], [*ins.values(), *outs.values()], sinks or [prim])
     cycles = eng.run()
@@ -214,4 +218,5 @@ def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Tok
     elif spec.tensor is TensorUse.WRITES_VALS:
         result["vals"] = prim.vals
     result.cycles = cycles
+    result.overflows = overflow_counts({kind.value: arith}).get(kind.value, 0)
     return result

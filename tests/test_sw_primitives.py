@@ -1,6 +1,6 @@
 import pytest
 from streamref import fibers, intersect, reduce_add, union
-from vectors import design_vectors, random_vectors
+from vectors import design_vectors, overflow_vectors, random_vectors
 
 from fuseflow.kernels import GraphBuilder
 from fuseflow.samml import AluOp, NodeKind, Role, StreamKind
@@ -13,6 +13,14 @@ from sw_sim import DeadlockError, ProtocolError, run_graph, simulate_primitive
 def test_design_examples(vec, expected):
     out = simulate_primitive(vec.kind, vec.inputs, **vec.params, **vec.memory)
     assert {p: format_stream(out[p]) for p in expected} == expected
+
+
+@pytest.mark.parametrize("vec", overflow_vectors(), ids=lambda v: f"{v.kind}-{v.params.get('op', '')}")
+def test_overflow_counted_exactly_where_int32_is_left(vec):
+    """sw_sim counts a wrapped result exactly for the vectors at the int32 bounds whose exact
+    results (Python integers, tests/vectors.py) leave the range."""
+    out = simulate_primitive(vec.kind, vec.inputs, **vec.params)
+    assert (out.overflows > 0) == vec.overflow
 
 
 RANDOM = random_vectors()

@@ -16,8 +16,8 @@ from fuseflow.samml import Graph, NodeKind, Role
 from fuseflow.tensor import Blocking, row_blocked
 from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, Token, Vec, stop
 
-__all__ = ["Vector", "all_vectors", "design_vectors", "fiber_stream", "lane_numbers", "random_vectors",
-           "relu_blocks_graph", "split_round_robin"]
+__all__ = ["Vector", "all_vectors", "design_vectors", "fiber_stream", "lane_numbers", "overflow_vectors",
+           "random_vectors", "relu_blocks_graph", "split_round_robin"]
 
 
 def _tokens(tree: list, depth: int) -> list[Token]:
@@ -109,6 +109,8 @@ class Vector:
     memory: dict[str, list[int]] = field(default_factory=dict)  # seg / crd / vals contents
     name: str = ""
     expected: dict[str, list[Token]] | None = None  # independent expectation, where known
+    # independent expectation of whether the arithmetic wraps a result (int32), where known
+    overflow: bool | None = None
 
     def key(self) -> tuple:
         return (self.kind, tuple(sorted((k, str(v)) for k, v in self.params.items())))
@@ -517,3 +519,91 @@ def _n(tokens: list) -> list[Token]:
 
 def all_vectors() -> list[Vector]:
     return [v for v, _ in design_vectors()] + random_vectors()
+
+
+# ----------------------------------------------------------------------------- overflow
+HI, LO = 2**31 - 1, -(2**31)  # the int32 range of the default value width
+
+
+def _wraps(v: int) -> bool:
+    return not LO <= v <= HI
+
+
+def _wrap(v: int) -> int:
+    return (v - LO) % 2**32 + LO
+
+
+_EXACT = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+          "max": max, "min": min}
+
+
+def _alu_vector(op: str, rows_a: list, rows_b: list) -> Vector:
+    """A binary ALU vector on 2-level value streams; overflow when an exact result (Python
+    integers, ``N`` as 0) leaves int32."""
+    pairs = [(0 if x == "N" else x, 0 if y == "N" else y) for ra, rb in zip(rows_a, rows_b) for x, y in zip(ra, rb)]
+    return Vector("alu", {"a": _n(fiber_stream(rows_a, 2)), "b": _n(fiber_stream(rows_b, 2))}, {"op": op},
+                  overflow=any(_wraps(_EXACT[op](x, y)) for x, y in pairs))
+
+
+def _sum_overflows(groups: list[list[tuple]]) -> bool:
+    """Whether summing each group's values by key (in order; the first value of a key stored as
+    it is) meets a partial sum outside int32 (the sum then wraps)."""
+    for group in groups:
+        acc: dict = {}
+        for key, v in group:
+            if key in acc:
+                if _wraps(acc[key] + v):
+                    return True
+                acc[key] = _wrap(acc[key] + v)
+            else:
+                acc[key] = v
+    return False
+
+
+def overflow_vectors() -> list[Vector]:
+    """Vectors at the int32 bounds for the primitives whose arithmetic can wrap (ALU, reduce,
+    spacc1, spacc2), each with ``overflow``: whether a result leaves the range, from exact
+    Python integers.  Their build keys are those of :func:`random_vectors` (no extra builds);
+    they are kept out of :func:`all_vectors` (the formal proofs size their datapath from the
+    vector's numbers)."""
+    out = [
+        _alu_vector("add", [[HI - 1, LO, 5], ["N", HI]], [[1, 0, "N"], [HI, "N"]]),  # HI, LO, 5; N is 0
+        _alu_vector("add", [[3], [HI, 1]], [[4], [1, 2]]),  # HI + 1
+        _alu_vector("add", [[LO]], [[-1]]),
+        _alu_vector("sub", [[-1, 0, LO]], [[LO, -HI, 0]]),  # -1 - LO = HI
+        _alu_vector("sub", [[0]], [[LO]]),  # 2**31
+        _alu_vector("mul", [[46340, LO, HI]], [[46340, 1, -1]]),  # 2147395600 fits
+        _alu_vector("mul", [[46341]], [[46341]]),  # 2147488281
+        _alu_vector("mul", [[2], [-1]], [[3], [LO]]),  # -LO
+        _alu_vector("mul", [[65536, -65536, 1, -46341]], [[32767, 32768, HI, 46340]]),  # -2**31 fits
+        _alu_vector("mul", [[-65536, 65536]], [[-32768, 2]]),  # 2**31
+        _alu_vector("max", [[HI, LO]], [[LO, HI]]),
+        _alu_vector("min", [[HI, LO]], [[LO, HI]]),
+    ]
+    for rows in ([[HI, -1, 1]], [[HI, 1, -1]], [[LO, HI]], [[LO, -1]], [[HI], [1], [HI]], [[HI, "N"], [5]]):
+        groups = [[(0, 0 if x == "N" else x) for x in r] for r in rows]
+        for op in ("add", "max"):
+            out.append(Vector("reduce", {"val": _n(fiber_stream(rows, 2))}, {"op": op},
+                              overflow=op == "add" and _sum_overflows(groups)))
+    # spacc1: outer fibers of k, each k an inner fiber of (j, value); sums by j per outer fiber
+    for fibers in ([[[(3, HI)], [(3, 1)]]], [[[(3, HI)], [(3, -1)], [(5, LO)]]], [[[(3, HI)]], [[(3, 1)]]],
+                   [[[(2, LO), (6, 7)], [(2, -1)]]], [[[(1, 5)], []], [[(1, HI), (4, HI)], [(4, 0)]]]):
+        outer = [list(range(len(f))) for f in fibers]
+        inner = [[[j for j, _ in kf] for kf in f] for f in fibers]
+        vals = [[[v for _, v in kf] for kf in f] for f in fibers]
+        groups = [[jv for kf in f for jv in kf] for f in fibers]
+        ins = {"outer": fiber_stream(outer, 2), "inner": fiber_stream(inner, 3), "val": fiber_stream(vals, 3)}
+        for params in ({"dim": 8}, {"dim": 8, "buffers": 2}):
+            out.append(Vector("spacc1", ins, params, overflow=_sum_overflows(groups)))
+    # spacc2: outer fibers of k, each k a sparse (i, j) matrix; sums by (i, j) per outer fiber
+    for fibers in ([[{2: [(5, HI)]}, {2: [(5, 1)]}]], [[{2: [(5, HI)]}, {2: [(5, -1)], 3: [(0, LO)]}]],
+                   [[{1: [(1, LO)]}], [{1: [(1, -1)]}]], [[{0: [(0, 9)]}, {0: [(0, LO)], 1: [(2, 1)]}, {0: [(0, LO)]}]]):
+        ks = [list(range(len(f))) for f in fibers]
+        ins = {"outer": fiber_stream(ks, 2),
+               "inner0": fiber_stream([[sorted(m) for m in f] for f in fibers], 3),
+               "inner1": fiber_stream([[[[j for j, _ in m[i]] for i in sorted(m)] for m in f] for f in fibers], 4),
+               "val": fiber_stream([[[[v for _, v in m[i]] for i in sorted(m)] for m in f] for f in fibers], 4)}
+        groups = [[((i, j), v) for m in f for i in sorted(m) for j, v in m[i]] for f in fibers]
+        for params in ({"dim0": 4, "dim1": 6}, {"dim0": 4, "dim1": 6, "buffers": 2}):
+            out.append(Vector("spacc2", ins, params, overflow=_sum_overflows(groups)))
+    return out

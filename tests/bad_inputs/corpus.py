@@ -626,6 +626,9 @@ def _api_cases() -> None:
         "'mean'")
     api("api:simulate_primitive:after-done", lambda d: simulate_primitive("reduce", {"val": "1, S0, D, 4"}, op="add"),
         "after D")
+    api("api:simulate_primitive:scalar-range",
+        lambda d: simulate_primitive("alu", {"a": "1, S0, D"}, op="mul_scalar", scalar=300.0, numerics="q8.8"),
+        "node 'alu'", "scalar 300.0 lies outside the q8.8 range")
     api("api:simulate_primitive:no-done", lambda d: simulate_primitive("reduce", {"val": "1, S0"}, op="add"), "no D")
     api("api:simulate_primitive:port", lambda d: simulate_primitive("reduce", {"in": "1, S0, D"}, op="add"), "'in'")
     api("api:simulate_primitive:kind", lambda d: simulate_primitive("fpu", {"a": "D"}), "fpu")

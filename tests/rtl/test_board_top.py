@@ -5,6 +5,7 @@ hardware cycle counter equals sw_sim's cycle count."""
 import numpy as np
 import pytest
 from conftest import random_sparse
+from test_overflow_rtl import _spmv_reference
 
 from fpga.board_sim import simulate_board
 from fpga.board_top import host_view
@@ -84,3 +85,32 @@ def test_cli_run_sim(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "y: equal to sw_sim" in out
+
+
+def test_board_reports_the_overflow_flags(tmp_path, capsys):
+    """The board host reads STATUS and the OVERFLOW words after each run: SpMV datasets whose
+    products wrap, whose row sums wrap and that fit (one simulation, so each start clears the
+    flags) flag the nodes exact Python arithmetic says leave int32, as sw_sim counts them;
+    ``run --sim`` prints them and exits 1 on a wrapped result (same build as above)."""
+    n = 16
+    g = KERNELS["spmv"](n)
+    cfg = HwConfig(max_nnz=(("B", 192),))
+    mask = random_sparse(np.random.default_rng(3), (n, n), 0.25) != 0
+    assert (mask.sum(axis=1) >= 2).any()
+    cases = [(np.where(mask, 3 << 28, 0), np.full(n, 5)), (np.where(mask, 1, 0), np.arange(n)),
+             (np.where(mask, 1 << 20, 0), np.full(n, 1 << 10))]
+    refs = [_spmv_reference(b, c) for b, c in cases]
+    assert "mul" in refs[0] and refs[1] == [] and refs[2] == ["reduce"]
+    datasets = [{"B": TensorData.from_dense(b, CSR), "c": TensorData.from_dense(c, DENSE1)} for b, c in cases]
+    for data, ref, hw in zip(datasets, refs, simulate_board(g, datasets, cfg=cfg)):
+        sw = run_graph(g, data)
+        assert hw.overflow == ref == sorted(sw.overflows) and bool(hw.status & 1) == bool(ref)
+        assert np.array_equal(hw.outputs["y"].vals, sw.outputs["y"].vals)
+    path = tmp_path / "big.npz"
+    np.savez(path, B=cases[0][0], c=cases[0][1])
+    code = main(["run", "--board", "icebreaker", "--sim", "--kernel", "spmv", "--size", str(n),
+                 "--max-nnz", "B=192", "--data", str(path)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "y: equal to sw_sim" in out and "hardware overflow flags: node 'mul'" in out
+    assert "results wrapped to int32" in out and "MISMATCH" not in out

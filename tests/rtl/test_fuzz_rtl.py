@@ -81,5 +81,6 @@ def test_fuzz_primitives_under_random_back_pressure(group) -> None:
     for v, r in zip(group, got):
         ref = simulate_primitive(v.kind, v.inputs, **v.params, **v.memory)
         want = {k: list(x) for k, x in ref.items()}
-        assert {k: list(x) for k, x in r.items() if k != "cycles"} == want, (
+        assert r.get("overflow", False) == (ref.overflows > 0), f"{kind} {v.params} overflow flag: {v.inputs}"
+        assert {k: list(x) for k, x in r.items() if k not in ("cycles", "overflow")} == want, (
             f"{kind} {v.params} seed {SEED} gap {gap:.2f} stall {stall:.2f}: {v.inputs}")

@@ -55,10 +55,13 @@ def _check(kind: str, params: dict, inputs: list[dict], cfg: HwConfig = CFG) -> 
         for port, toks in s.items():
             assert r[port] == toks, f"run {i} port {port}: sw {format_stream(toks)} rtl {format_stream(r[port])}"
         assert r["cycles"] == s.cycles, f"run {i}: sw {s.cycles} cycles, rtl {r['cycles']}"
+        # the sticky flag: set exactly when sw_sim saturated (or wrapped) a result
+        assert r.get("overflow", False) == (s.overflows > 0), f"run {i}: sw {s.overflows} overflow(s)"
     bp = run_primitive_batch(kind, [{"inputs": r} for r in inputs], cfg=cfg, gap=0.3, stall=0.4, seed=9, **params)
     for i, (s, r) in enumerate(zip(sw, bp, strict=True)):
         for port, toks in s.items():
             assert r[port] == toks, f"back-pressure run {i} port {port}"
+        assert r.get("overflow", False) == (s.overflows > 0), f"back-pressure run {i}: overflow flag"
 
 
 UNARY = {

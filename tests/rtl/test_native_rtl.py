@@ -24,7 +24,7 @@ pytestmark = pytest.mark.rtl
 # the documented fields of `fuseflow-hw rtl --json` (README, "Machine-readable output")
 RTL_JSON_FIELDS = {"source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
                    "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated",
-                   "overflows"}
+                   "overflows", "rtl_overflow"}
 
 
 def _same_arrays(a, b, where: str) -> None:
@@ -177,8 +177,8 @@ def test_native_length_above_depth_is_an_error(tmp_path):
     reading on; Python names the array.  (A stand-in executable plays the harness here.)"""
     exe = tmp_path / "obj" / "fuseflow_native"
     exe.parent.mkdir()
-    exe.write_text("#!/bin/sh\necho 'fuseflow_native: run 1: output 1 has length 999, its memory holds 64' >&2\n"
-                   "exit 4\n")
+    exe.write_text("#!/bin/sh\necho 'fuseflow_native: run 1: output 1 has length 999, its memory holds 64 "
+                   "(status 0x2)' >&2\nexit 4\n")
     exe.chmod(0o755)
     meta = {"memory_map": {"lengths": ["y.0.seg", "y.vals"],
                            "regions": [{"name": "y.0.seg", "base": 64, "depth": 2},

@@ -1,10 +1,12 @@
 """Every primitive in RTL against sw_sim: same vectors, tokens equal; cycles equal without
-back-pressure; tokens still equal with seeded random valid gaps and ready back-pressure."""
+back-pressure; tokens still equal with seeded random valid gaps and ready back-pressure; the
+sticky overflow flag set exactly when sw_sim counts a wrapped result (and, on vectors at the
+int32 bounds, when exact Python arithmetic leaves the range)."""
 
 import itertools
 
 import pytest
-from vectors import all_vectors
+from vectors import all_vectors, overflow_vectors
 
 from rtl_sim import run_primitive_batch
 from sw_sim import simulate_primitive
@@ -20,7 +22,12 @@ def _sw(v):
 
 
 def _strip(d):
-    return {k: list(v) for k, v in d.items() if k != "cycles"}
+    return {k: list(v) for k, v in d.items() if k not in ("cycles", "overflow")}
+
+
+def _flag(r) -> bool:
+    """The RTL's overflow flag (a primitive whose operation cannot overflow has none)."""
+    return r.get("overflow", False)
 
 
 @pytest.mark.parametrize("key", sorted(GROUPS, key=str), ids=lambda k: "-".join(str(x) for x in (k[0], *[v for _, v in k[1]])))
@@ -39,6 +46,28 @@ def test_primitive_matches_sw_sim(key):
         if v.inputs:
             assert r["cycles"] == ref.cycles, f"{kind} cycles {r['cycles']} != sw_sim {ref.cycles}"
         assert _strip(s) == _strip(ref), f"{kind} under back-pressure {v.inputs}"
+        assert _flag(r) == _flag(s) == (ref.overflows > 0), f"{kind} overflow flag {v.inputs}"
+
+
+OVERFLOW = {k: list(g) for k, g in itertools.groupby(sorted(overflow_vectors(), key=lambda v: str(v.key())),
+                                                      key=lambda v: v.key())}
+
+
+@pytest.mark.parametrize("key", sorted(OVERFLOW, key=str), ids=lambda k: "-".join(str(x) for x in (k[0], *[v for _, v in k[1]])))
+def test_overflow_flag_at_the_int32_bounds(key):
+    """Results at and just beyond the int32 bounds (the builds of the tests above): tokens as
+    sw_sim's, and the flag set exactly for the vectors whose exact results leave the range,
+    plain and under back-pressure; every run starts from reset, so a flag never carries over."""
+    vecs = OVERFLOW[key]
+    kind, params = vecs[0].kind, vecs[0].params
+    runs = [{"inputs": v.inputs} for v in vecs]
+    assert any(v.overflow for v in vecs) or kind in ("alu", "reduce") and params["op"] in ("max", "min")
+    for got in (run_primitive_batch(kind, runs, **params),
+                run_primitive_batch(kind, runs, gap=0.4, stall=0.4, seed=3, **params)):
+        for v, r in zip(vecs, got):
+            ref = _sw(v)
+            assert _strip(r) == _strip(ref), f"{kind} {v.inputs}"
+            assert _flag(r) == v.overflow == (ref.overflows > 0), f"{kind} {params} {v.inputs}"
 
 
 PARALLEL = sorted((k for k, g in GROUPS.items() if k[0] in ("parallelize", "serialize") and g[0].expected), key=str)
