@@ -606,4 +606,44 @@ def overflow_vectors() -> list[Vector]:
         groups = [[((i, j), v) for m in f for i in sorted(m) for j, v in m[i]] for f in fibers]
         for params in ({"dim0": 4, "dim1": 6}, {"dim0": 4, "dim1": 6, "buffers": 2}):
             out.append(Vector("spacc2", ins, params, overflow=_sum_overflows(groups)))
+    return out + _vector_overflow_vectors()
+
+
+def _tree_wraps(lanes: list[int]) -> bool:
+    """Whether the pairwise tree of ``lane_reduce`` (add) meets a sum outside int32 (each level
+    wraps, as the hardware does)."""
+    level = lanes
+    while len(level) > 1:
+        sums = [level[i] + level[i + 1] for i in range(0, len(level), 2)]
+        if any(_wraps(x) for x in sums):
+            return True
+        level = sums
+    return False
+
+
+def _vector_overflow_vectors() -> list[Vector]:
+    """The vector configurations of :func:`vector_vectors` at the int32 bounds: a lane of a
+    vector ALU, a lanewise reduction, a level of a lane reduction or a lane of a vector
+    accumulator wraps (or, in the control cases, nothing does)."""
+    out = []
+    for a, b in (([Vec([HI, 1, 0, 0])], [Vec([1, 1, 0, 0])]), ([Vec([HI, LO, 0, 0])], [Vec([0, 0, 5, -5])])):
+        ins = {"a": fiber_stream([a], 2), "b": fiber_stream([b], 2)}
+        over = any(_wraps(x + y) for va, vb in zip(a, b) for x, y in zip(va, vb))
+        out.append(Vector("alu", ins, {"op": "add", "lanes": 4}, overflow=over))
+    for x, sc in ((Vec([46341, 1, 2, 3]), 46341), (Vec([46340, -46340, 1, 0]), 46340)):
+        ins = {"a": fiber_stream([[x]], 2), "b": fiber_stream([[sc]], 2)}
+        out.append(Vector("alu", ins, {"op": "mul", "lanes": 4, "scalar_port": "b"},
+                          overflow=any(_wraps(v * sc) for v in x)))
+    for rows in ([[Vec([HI, 0, 0, 0]), Vec([1, 0, 0, 0])]], [[Vec([HI, LO, 1, -1]), Vec([0, 0, 1, -1])]]):
+        over = any(_wraps(sum(v[k] for v in r)) for r in rows for k in range(4))
+        out.append(Vector("reduce", {"val": fiber_stream(rows, 2)}, {"op": "add", "lanes": 4}, overflow=over))
+    for vec in (Vec([HI, 1, -1, 0]), Vec([HI, -1, 1, 0]), Vec([LO, -1, 0, 0])):
+        out.append(Vector("lane_reduce", {"val": fiber_stream([[vec]], 2)}, {"op": "add", "lanes": 4},
+                          overflow=_tree_wraps(list(vec))))
+    for first, second in ((Vec([HI, 0, 0, 0]), Vec([1, 0, 0, 0])), (Vec([HI, 0, 0, 0]), Vec([-1, 0, 0, 0]))):
+        ins = {"outer": fiber_stream([[0, 1]], 2), "inner": fiber_stream([[[3], [3]]], 3),
+               "val": fiber_stream([[[first], [second]]], 3)}
+        over = any(_wraps(first[k] + second[k]) for k in range(4))
+        for params in ({"dim": 8, "lanes": 4}, {"dim": 8, "lanes": 4, "buffers": 2}):
+            out.append(Vector("spacc1", ins, params, overflow=over))
     return out
