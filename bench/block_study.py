@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "programs"))
 
-import bigbird_attention  # noqa: E402
+import bigbird_attention
 
-from fuseflow.compiler import Fusion, compile_program, run_program  # noqa: E402
-from fuseflow.models.datasets import bigbird_mask  # noqa: E402
-from sw_sim import run_graph  # noqa: E402
+from fuseflow.compiler import Fusion, compile_program, run_program
+from fuseflow.models.datasets import bigbird_mask
+from sw_sim import run_graph
 
 OUT = ROOT / "docs" / "block_study"
 

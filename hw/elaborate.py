@@ -264,6 +264,19 @@ class _Core(Elaboratable):
         self.subs: dict[str, Elaboratable] = {}
         self.stmts: list = []
 
+    def _connect_edges(self) -> None:
+        """One connection per graph edge, each checked to be its stream type's width."""
+        graph, cfg = self.graph, self.cfg
+        for e in graph.edges:
+            src = getattr(self.components[e.src.node], f"o_{e.src.port}")
+            dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
+            t = graph.edge_type(e)
+            want = stream_width(t.kind, cfg, t.lanes) + 1  # lanes * vw data bits for a vector
+            if len(src.payload) != want or len(dst.payload) != want:
+                raise ValueError(f"edge {e}: a {t} stream is {want} bits wide, but the RTL models' ports are "
+                                 f"{len(src.payload)} and {len(dst.payload)} bits")
+            self.core.stmts += [dst.payload.eq(src.payload), dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
+
     def elaborate(self, platform):
         m = Module()
         for name, sub in self.subs.items():
@@ -324,15 +337,7 @@ class GraphTop(wiring.Component):
                     self.mmap.lengths.append(region)
                     self.bus.lengths[region] = getattr(comp, length)
         self._status_map()
-        for e in graph.edges:
-            src = getattr(self.components[e.src.node], f"o_{e.src.port}")
-            dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
-            t = graph.edge_type(e)
-            want = stream_width(t.kind, cfg, t.lanes) + 1  # lanes * vw data bits for a vector
-            if len(src.payload) != want or len(dst.payload) != want:
-                raise ValueError(f"edge {e}: a {t} stream is {want} bits wide, but the RTL models' ports are "
-                                 f"{len(src.payload)} and {len(dst.payload)} bits")
-            self.core.stmts += [dst.payload.eq(src.payload), dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
+        self._connect_edges()
         for d in graph.discards:
             self.core.stmts.append(getattr(self.components[d.node], f"o_{d.port}").ready.eq(1))
         if self.mem_ports:

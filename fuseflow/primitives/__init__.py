@@ -16,7 +16,7 @@ import pkgutil
 
 from . import base
 from .base import *
-from .base import Ports, PrimitiveSpec
+from .base import PrimitiveSpec
 
 __all__ = [*base.__all__, "FAMILIES", "PRIMITIVES", "NodeKind", "primitives_table"]  # noqa: PLE0604
 

@@ -8,7 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuseflow.compiler import Fusion, Program, ProgramError, compile_program, einsum, run_program, softmax
+from fuseflow.compiler import (
+    Fusion,
+    Program,
+    ProgramError,
+    compile_program,
+    einsum,
+    run_program,
+    softmax,
+)
 from fuseflow.compiler.blocking import dimension_of
 from fuseflow.models.datasets import bigbird_mask
 from fuseflow.samml import NodeKind
