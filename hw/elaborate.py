@@ -264,19 +264,6 @@ class _Core(Elaboratable):
         self.subs: dict[str, Elaboratable] = {}
         self.stmts: list = []
 
-    def _connect_edges(self) -> None:
-        """One connection per graph edge, each checked to be its stream type's width."""
-        graph, cfg = self.graph, self.cfg
-        for e in graph.edges:
-            src = getattr(self.components[e.src.node], f"o_{e.src.port}")
-            dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
-            t = graph.edge_type(e)
-            want = stream_width(t.kind, cfg, t.lanes) + 1  # lanes * vw data bits for a vector
-            if len(src.payload) != want or len(dst.payload) != want:
-                raise ValueError(f"edge {e}: a {t} stream is {want} bits wide, but the RTL models' ports are "
-                                 f"{len(src.payload)} and {len(dst.payload)} bits")
-            self.core.stmts += [dst.payload.eq(src.payload), dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
-
     def elaborate(self, platform):
         m = Module()
         for name, sub in self.subs.items():
@@ -346,6 +333,19 @@ class GraphTop(wiring.Component):
                 self.core.stmts += bus_link(getattr(ctrl, f"p{port.index}"),
                                             getattr(self.components[port.node], f"mem_{port.array}"))
         super().__init__({**_host_members(self.mmap.addr_width), "done": Out(1), "running": Out(1)})
+
+    def _connect_edges(self) -> None:
+        """One connection per graph edge, each checked to be its stream type's width."""
+        graph, cfg = self.graph, self.cfg
+        for e in graph.edges:
+            src = getattr(self.components[e.src.node], f"o_{e.src.port}")
+            dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
+            t = graph.edge_type(e)
+            want = stream_width(t.kind, cfg, t.lanes) + 1  # lanes * vw data bits for a vector
+            if len(src.payload) != want or len(dst.payload) != want:
+                raise ValueError(f"edge {e}: a {t} stream is {want} bits wide, but the RTL models' ports are "
+                                 f"{len(src.payload)} and {len(dst.payload)} bits")
+            self.core.stmts += [dst.payload.eq(src.payload), dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
 
     def elaborate(self, platform):
         m = Module()
