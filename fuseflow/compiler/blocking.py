@@ -40,23 +40,12 @@ from .program import (
     Unary,
     UnOp,
     VectorLayout,
+    accesses,
 )
 
 __all__ = ["MAX_BLOCK_LANES", "block_program", "dimension_of"]
 
 MAX_BLOCK_LANES = 64  # the widest vector the primitives take
-
-
-def _accesses(e: IExpr) -> list[Access]:
-    if isinstance(e, Access):
-        return [e]
-    if isinstance(e, BinOp):
-        return _accesses(e.lhs) + _accesses(e.rhs)
-    if isinstance(e, Sum):
-        return _accesses(e.body)
-    if isinstance(e, Unary):
-        return _accesses(e.arg)
-    return []
 
 
 class _Dims:
@@ -67,7 +56,7 @@ class _Dims:
         self.parent: dict[tuple[str, int], tuple[str, int]] = {}
         for s in program.statements:
             seen: dict[str, tuple[str, int]] = {}
-            for t, idx in [(s.out, s.indices), *((a.tensor, a.indices) for a in _accesses(s.rhs))]:
+            for t, idx in [(s.out, s.indices), *((a.tensor, a.indices) for a in accesses(s.rhs))]:
                 for m, i in enumerate(idx):
                     here = (t, m)
                     self.find(here)
@@ -103,7 +92,7 @@ def dimension_of(program: Program, key: str) -> list[tuple[str, int]]:
         name = s.letters.get(letter)
         if name is None:
             continue
-        for t, idx in [(s.out, s.indices), *((a.tensor, a.indices) for a in _accesses(s.rhs))]:
+        for t, idx in [(s.out, s.indices), *((a.tensor, a.indices) for a in accesses(s.rhs))]:
             roots |= {dims.find((t, m)) for m, i in enumerate(idx) if i == name}
     if not roots:
         raise ProgramError(f"block {key}: no statement has an index {letter!r}")
@@ -214,7 +203,7 @@ def _blocked_statement(s: Statement, mode_of: Mapping[str, int],
 
 
 def _blocked_letter(s: Statement, mode_of: Mapping[str, int]) -> str | None:
-    for t, idx in [(s.out, s.indices), *((a.tensor, a.indices) for a in _accesses(s.rhs))]:
+    for t, idx in [(s.out, s.indices), *((a.tensor, a.indices) for a in accesses(s.rhs))]:
         if t in mode_of:
             return idx[mode_of[t]]
     return None

@@ -33,7 +33,7 @@ import networkx as nx
 import numpy as np
 
 from ..tensor import Format, TensorData, TensorFormat
-from .program import RESERVED_PREFIX, Access, BinOp, IExpr, Op, Program, Sum, Unary
+from .program import RESERVED_PREFIX, Access, BinOp, IExpr, Op, Program, Sum, Unary, accesses
 
 __all__ = ["densify_statement", "is_iteration_tensor", "iteration_data", "iteration_tensor"]
 
@@ -51,18 +51,6 @@ def iteration_data(name: str) -> TensorData:
     """The data of iteration tensor ``name``: one dense level (its values are never loaded)."""
     dim = int(name[len(RESERVED_PREFIX):])
     return TensorData.from_dense(np.zeros(dim, dtype=np.int64), TensorFormat((Format.DENSE,)))
-
-
-def _accesses(e: IExpr) -> list[Access]:
-    if isinstance(e, Access):
-        return [e]
-    if isinstance(e, BinOp):
-        return _accesses(e.lhs) + _accesses(e.rhs)
-    if isinstance(e, Sum):
-        return _accesses(e.body)
-    if isinstance(e, Unary):
-        return _accesses(e.arg)
-    return []
 
 
 def _free(e: IExpr) -> list[str]:
@@ -92,7 +80,7 @@ class _Densifier:
         """The statement's ordering constraints: its operands' and its output's mode orders
         and its dataflow order."""
         chains = [list(order)]
-        for a in _accesses(rhs):
+        for a in accesses(rhs):
             f = self.fmt(a.tensor)
             if f is not None:
                 chains.append([a.indices[m] for m in f.mode_order])
@@ -108,7 +96,7 @@ class _Densifier:
     def sparse(self, e: IExpr) -> bool:
         """Some tensor under ``e`` may leave coordinates out (a compressed level, or a computed
         tensor whose format the compiler chooses)."""
-        for a in _accesses(e):
+        for a in accesses(e):
             if is_iteration_tensor(a.tensor):
                 continue
             f = self.fmt(a.tensor)

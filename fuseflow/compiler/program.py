@@ -36,6 +36,7 @@ __all__ = [
     "UnOp",
     "Unary",
     "VectorLayout",
+    "accesses",
     "binop_text",
     "einsum",
     "exp",
@@ -204,6 +205,19 @@ class Sum:
 
 
 IExpr = Access | BinOp | Sum | Unary
+
+
+def accesses(e: IExpr) -> list[Access]:
+    """Every tensor access in ``e``, left to right (repeats kept)."""
+    if isinstance(e, Access):
+        return [e]
+    if isinstance(e, BinOp):
+        return accesses(e.lhs) + accesses(e.rhs)
+    if isinstance(e, Sum):
+        return accesses(e.body)
+    if isinstance(e, Unary):
+        return accesses(e.arg)
+    return []
 
 
 def free_indices(e: IExpr) -> list[str]:

@@ -5,6 +5,9 @@ dimension is followed through every statement, and bad requests are errors namin
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -43,17 +46,17 @@ def block_pruned(n: int, k: int, b: int, density: float) -> np.ndarray:
     return a
 
 
+def _example(name: str):
+    path = Path(__file__).resolve().parents[2] / "examples" / "programs" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def attention(seq: int = 32, head: int = 8) -> Program:
-    p = Program("bigbird")
-    M = p.tensor("M", (seq, seq), "csr")
-    Q = p.tensor("Q", (seq, head), "dense")
-    K = p.tensor("K", (seq, head), "dense")
-    V = p.tensor("V", (seq, head), "dense")
-    S = p.let("S", M * einsum("id,jd->ij", Q, K))
-    O = p.let("O", einsum("ij,je->ie", S, V))
-    p.region(S, O)
-    p.output(O)
-    return p
+    """The BigBird attention core (S = M ∘ Q·Kᵀ, O = S·V) of examples/programs."""
+    return _example("bigbird_attention").program(seq, head)
 
 
 def attention_data(seq: int = 32, head: int = 8, block: int = 8) -> dict[str, np.ndarray]:
