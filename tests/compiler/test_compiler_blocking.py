@@ -165,8 +165,6 @@ def test_schedule_and_cli_options() -> None:
 
 
 def test_compile_cli_block_run(tmp_path, capsys) -> None:
-    from pathlib import Path
-
     from fuseflow_cli.cli import main
 
     example = Path(__file__).resolve().parents[2] / "examples" / "programs" / "bigbird_attention.py"
