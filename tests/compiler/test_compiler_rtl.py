@@ -215,20 +215,19 @@ def test_blocked_attention_rtl_equals_sw_sim(block: int, lanes: int | None) -> N
     """BigBird attention with its keys blocked (vector loads, lanewise multiplies with a scalar
     operand, lanewise reductions, lane sums, vectors on the joiner's value port): the RTL's
     outputs and cycles equal sw_sim's, and numpy's product."""
-    from fuseflow.compiler import Fusion, Program, compile_program, einsum
+    import importlib.util
+    from pathlib import Path
+
+    from fuseflow.compiler import Fusion, compile_program
     from fuseflow.compiler.runner import initial_tensors
     from fuseflow.models.datasets import bigbird_mask
 
+    path = Path(__file__).resolve().parents[2] / "examples" / "programs" / "bigbird_attention.py"
+    spec = importlib.util.spec_from_file_location("example_bigbird_attention", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
     seq, head = 16, 4
-    p = Program("bigbird_blocked_rtl")
-    M = p.tensor("M", (seq, seq), "csr")
-    Q = p.tensor("Q", (seq, head), "dense")
-    K = p.tensor("K", (seq, head), "dense")
-    V = p.tensor("V", (seq, head), "dense")
-    S = p.let("S", M * einsum("id,jd->ij", Q, K))
-    O = p.let("O", einsum("ij,je->ie", S, V))
-    p.region(S, O)
-    p.output(O)
+    p = example.program(seq, head)
     rng = np.random.default_rng(8)
     data = {"M": bigbird_mask(seq, block, seed=1).astype(np.int64), "Q": rng.integers(-3, 4, (seq, head)),
             "K": rng.integers(-3, 4, (seq, head)), "V": rng.integers(-3, 4, (seq, head))}
