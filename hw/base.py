@@ -16,6 +16,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .fifo import HeadFIFO, RamFIFO
+from .word import check_width
 
 __all__ = ["MemRead", "MemWrite", "StreamPrimitive", "bits_for"]
 
@@ -45,6 +46,17 @@ class StreamPrimitive(wiring.Component):
 
     def __init__(self, ins: dict[str, int], outs: dict[str, int], depths: dict[str, int] | None = None,
                  extra: dict | None = None) -> None:
+        name = type(self).__name__
+        for port, w in {**ins, **outs}.items():
+            try:
+                check_width(w)
+            except ValueError as exc:
+                raise ValueError(f"{name}: port {port!r}: {exc}") from None
+        for port, d in (depths or {}).items():
+            if port not in outs:
+                raise ValueError(f"{name}: a FIFO depth for {port!r}, which is not an output ({', '.join(outs)})")
+            if not isinstance(d, int) or isinstance(d, bool) or d < 1:
+                raise ValueError(f"{name}: output {port!r} FIFO depth {d!r}: must be an integer of at least 1")
         members: dict = {}
         for n, w in ins.items():
             members[f"i_{n}"] = In(stream.Signature(w + 1))

@@ -324,19 +324,12 @@ class GraphTop(wiring.Component):
                     self.mmap.lengths.append(region)
                     self.bus.lengths[region] = getattr(comp, length)
         self._status_map()
-        self._connect_edges()
-        for d in graph.discards:
-            self.core.stmts.append(getattr(self.components[d.node], f"o_{d.port}").ready.eq(1))
-        if self.mem_ports:
-            ctrl = self.core.subs["memory"] = Controller(cfg.memory, self.mem_ports, cfg.cw)
-            for port in self.mem_ports:
-                self.core.stmts += bus_link(getattr(ctrl, f"p{port.index}"),
-                                            getattr(self.components[port.node], f"mem_{port.array}"))
+        self._wire(graph, cfg)
         super().__init__({**_host_members(self.mmap.addr_width), "done": Out(1), "running": Out(1)})
 
-    def _connect_edges(self) -> None:
-        """One connection per graph edge, each checked to be its stream type's width."""
-        graph, cfg = self.graph, self.cfg
+    def _wire(self, graph: Graph, cfg: HwConfig) -> None:
+        """Connect the nodes' streams along the graph's edges (checking both ends' widths),
+        tie off discarded outputs and join the memory ports to the memory controller."""
         for e in graph.edges:
             src = getattr(self.components[e.src.node], f"o_{e.src.port}")
             dst = getattr(self.components[e.dst.node], f"i_{e.dst.port}")
@@ -346,6 +339,13 @@ class GraphTop(wiring.Component):
                 raise ValueError(f"edge {e}: a {t} stream is {want} bits wide, but the RTL models' ports are "
                                  f"{len(src.payload)} and {len(dst.payload)} bits")
             self.core.stmts += [dst.payload.eq(src.payload), dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
+        for d in graph.discards:
+            self.core.stmts.append(getattr(self.components[d.node], f"o_{d.port}").ready.eq(1))
+        if self.mem_ports:
+            ctrl = self.core.subs["memory"] = Controller(cfg.memory, self.mem_ports, cfg.cw)
+            for port in self.mem_ports:
+                self.core.stmts += bus_link(getattr(ctrl, f"p{port.index}"),
+                                            getattr(self.components[port.node], f"mem_{port.array}"))
 
     def elaborate(self, platform):
         m = Module()
@@ -455,9 +455,8 @@ class PrimitiveHarness(wiring.Component):
         for p, w in self.in_ports.items():
             f = fifo.SyncFIFO(width=w + 1, depth=self.depth)
             m.submodules[f"fifo_{p}"] = f
-            src, dst = getattr(self, f"in_{p}"), getattr(self.prim, f"i_{p}")
-            m.d.comb += [f.w_data.eq(src.payload), f.w_en.eq(src.valid), src.ready.eq(f.w_rdy),
-                         dst.payload.eq(f.r_data), dst.valid.eq(f.r_rdy), f.r_en.eq(dst.ready)]
+            wiring.connect(m, wiring.flipped(getattr(self, f"in_{p}")), f.w_stream)
+            wiring.connect(m, f.r_stream, getattr(self.prim, f"i_{p}"))
         for p in self.out_ports:
             wiring.connect(m, wiring.flipped(getattr(self, f"out_{p}")), getattr(self.prim, f"o_{p}"))
         if hasattr(self.prim, "go"):

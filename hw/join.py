@@ -24,6 +24,8 @@ class _Joiner(StreamPrimitive):
     """n-ary joiner; the ``ref<i>`` streams listed in ``val_refs`` carry values (``vw`` wide)."""
 
     def __init__(self, *, n: int, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, val_refs=(), depths=None):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+            raise ValueError(f"{type(self).__name__}: n = {n!r}: joins at least 2 inputs")
         self.n, self.cw = n, cw  # vw: the width of a value ref (lanes * value width for vectors)
         self.rw = [vw if i in tuple(val_refs) else cw for i in range(n)]
         ins = {**{f"crd{i}": cw for i in range(n)}, **{f"ref{i}": self.rw[i] for i in range(n)}}
