@@ -1,13 +1,15 @@
 """``fuseflow-hw`` command line.  Each subcommand lives in a module that registers itself.
 
 A subcommand module has ``add_parser(subparsers)`` and ``run(args) -> int``; :data:`SUBCOMMANDS`
-lists them.
+lists them.  Its module docstring is the subcommand's ``--help`` description (the reST markup
+taken out by :func:`plain`).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import re
 import sys
 
 from . import (
@@ -27,7 +29,13 @@ from . import (
 )
 from .errors import UserError
 
-__all__ = ["UserError", "main"]
+__all__ = ["UserError", "build_parser", "main", "plain"]
+
+DESCRIPTION = ("Sparse ML on dataflow hardware: compile Einsum programs and PyTorch models to SAMML "
+               "graphs, simulate them cycle by cycle (sw_sim), elaborate them to Verilog, run the RTL "
+               "in Verilator and build, flash and run them on open FPGA boards.")
+EPILOG = ("Run 'fuseflow-hw COMMAND --help' for a command's options.  Exit status: 0 done, 1 a check "
+          "failed, 2 bad input, 3 an unexpected error (--debug shows its traceback), 130 interrupted.")
 
 # subcommand name -> its module, in the order of ``fuseflow-hw --help``
 SUBCOMMANDS = {
@@ -54,17 +62,41 @@ def _version() -> str:
         return "(not installed)"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand.  Exit status: 0 done, 1 a check failed, 2 bad input (a message naming
-    it), 3 an unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted."""
-    parser = argparse.ArgumentParser(prog="fuseflow-hw", description=__doc__.splitlines()[0])
+def plain(text: str) -> str:
+    """``text`` without reST markup: ``x`` and :role:`x` become x."""
+    text = re.sub(r":[a-z]+:`~?([^`]*)`", r"\1", text)
+    return re.sub(r"``([^`]*)``", r"\1", text)
+
+
+def _describe(p: argparse.ArgumentParser, name: str, doc: str | None) -> None:
+    """A subcommand's description (its module docstring without the leading 'fuseflow-hw NAME:'
+    and markup) and option helps without markup."""
+    if doc:
+        text = re.sub(rf"^``fuseflow-hw {name}[^`]*``:\s*", "", doc.strip())
+        p.description = plain(text[:1].upper() + text[1:])
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in p._actions:
+        if action.help:
+            action.help = plain(action.help)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``fuseflow-hw`` and every subcommand."""
+    parser = argparse.ArgumentParser(prog="fuseflow-hw", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"fuseflow-hw {_version()}")
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an unexpected error")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for mod in SUBCOMMANDS.values():
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, mod in SUBCOMMANDS.items():
         mod.add_parser(sub)
-    args = parser.parse_args(argv)
+        _describe(sub.choices[name], name, mod.__doc__)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand.  Exit status: 0 done, 1 a check failed, 2 bad input (a message naming
+    it), 3 an unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted."""
+    args = build_parser().parse_args(argv)
     try:
         return int(SUBCOMMANDS[args.command].run(args) or 0)
     except UserError as exc:
