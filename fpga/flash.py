@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
+
+from rtl_sim.toolchain import find_tool
 
 from .boards import Board
 
@@ -49,8 +50,10 @@ def flash_command(board: Board, build_dir: str | Path) -> list[str]:
 def flash(board: Board, build_dir: str | Path) -> int:
     """Run the programmer; returns its exit code."""
     argv = flash_command(board, build_dir)
-    if shutil.which(argv[0]) is None:
+    exe = find_tool(argv[0])  # next to the interpreter (an unactivated venv), then on PATH
+    if exe is None:
         raise FlashError(
             f"programmer {argv[0]!r} not found: install it or set {board.programmer.env}=/path/to/it"
         )
+    argv[0] = exe
     return subprocess.run(argv, check=False).returncode

