@@ -73,7 +73,9 @@ def _describe(p: argparse.ArgumentParser, name: str, doc: str | None) -> None:
     and markup) and option helps without markup."""
     if doc:
         text = re.sub(rf"^``fuseflow-hw {name}[^`]*``:\s*", "", doc.strip())
-        p.description = plain(text[:1].upper() + text[1:])
+        if text.split(" ", 1)[0].isalpha():  # not a name such as sw_sim
+            text = text[:1].upper() + text[1:]
+        p.description = plain(text)
         p.formatter_class = argparse.RawDescriptionHelpFormatter
     for action in p._actions:
         if action.help:

@@ -10,7 +10,7 @@ import sys
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fuseflow.parallel import ParallelError
-from fuseflow.suites import suite, with_par
+from fuseflow.suites import SUITES, suite, with_par
 from rtl_sim.correlate import MemorySetup, memory_left_out, run_suite, write_report
 from sw_sim import run_graph
 
@@ -28,14 +28,15 @@ from .errors import UserError
 
 def add_parser(sub) -> None:
     p = sub.add_parser("correlate", help="run a kernel suite in sw_sim and RTL; write JSON, Markdown and a PNG")
-    p.add_argument("--suite", default="all", help="spine, variants, compiler, ml, parallel or all (default)")
-    p.add_argument("-o", "--out", required=True, help="report directory")
+    p.add_argument("--suite", default="all", choices=[*SUITES, "all"],
+                   help="the kernel suite: %(choices)s (default %(default)s)")
+    p.add_argument("-o", "--out", help="report directory (required unless --list)")
     p.add_argument("-j", "--jobs", type=int_range(1), default=os.cpu_count(), help="local workers (default: all cores)")
     add_scheduler_arg(p)
     p.add_argument("--json", action="store_true",
                    help="print the report's summary (correlation.json's fields) as JSON instead of text")
     p.add_argument("--waves", action="store_true", help="also write a VCD per graph into OUT/waves/")
-    p.add_argument("--list", action="store_true", help="list the suite's kernels and exit")
+    p.add_argument("--list", action="store_true", help="list the suite's kernels and exit (no -o needed)")
     add_schedule_args(p)  # par only: every graph of the suite that iterates the index
     add_memory_args(p)  # both simulators; --onchip names apply to the graphs that have them
 
@@ -86,6 +87,8 @@ def run(args) -> int:
         for e in entries:
             print(f"{e.name}  ({e.model})")
         return 0
+    if not args.out:
+        raise UserError("give a report directory with -o DIR (or --list to list the suite)")
     waves = None
     if args.waves:
         waves = os.path.join(args.out, "waves")
