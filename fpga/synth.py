@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = [
     "ResourceUse",
     "SynthError",
     "SynthReport",
+    "BuildWatch",
     "ToolMissing",
     "resolve_tools",
     "synthesize",
@@ -183,6 +185,79 @@ def resolve_tools(tools: tuple[str, ...], hints: dict[str, str] | None = None) -
     return env
 
 
+_YOSYS_STEP = re.compile(r"^\d+\.\d+\. Executing (\S+) (?:pass|frontend)", re.MULTILINE)
+# nextpnr's log lines that start a stage, in the order they run
+_NEXTPNR_STAGES = (("Info: Packing", "packing cells"), ("Info: Placed", "placing"),
+                   ("placer", "placing"), ("Info: Routing", "routing"),
+                   ("Info: Running timing analysis", "timing analysis"),
+                   ("Program finished normally", None))
+
+
+class BuildWatch:
+    """The phase of a running build script, read from the logs its quiet tools write: yosys'
+    current pass (``NAME.rpt``), nextpnr's packing / placing / routing (``NAME.tim``), then the
+    bitstream packer.  :meth:`poll` reads what the logs gained since the last call."""
+
+    def __init__(self, out: Path, name: str, family: Family) -> None:
+        self.family = family
+        self._logs = {"yosys": out / f"{name}.rpt", family.nextpnr: out / f"{name}.tim"}
+        self._read = dict.fromkeys(self._logs, 0)
+        self.phase: tuple[str, str] | None = None  # (tool, step)
+
+    def _new_text(self, tool: str) -> str:
+        path = self._logs[tool]
+        try:
+            with path.open("rb") as f:
+                f.seek(self._read[tool])
+                data = f.read()
+        except OSError:  # not written yet
+            return ""
+        cut = data.rfind(b"\n") + 1  # whole lines only
+        self._read[tool] += cut
+        return data[:cut].decode(errors="replace")
+
+    def poll(self) -> tuple[str, str] | None:
+        """The current (tool, step), or None before yosys writes its log."""
+        steps = _YOSYS_STEP.findall(self._new_text("yosys"))
+        if steps:
+            self.phase = ("yosys", steps[-1].lower())
+        text = self._new_text(self.family.nextpnr)
+        if text or self._read[self.family.nextpnr]:
+            found = [(text.rfind(mark), step) for mark, step in _NEXTPNR_STAGES if mark in text]
+            if found:
+                step = max(found)[1]
+                self.phase = (self.family.packer, "writing the bitstream") if step is None else (
+                    self.family.nextpnr, step)
+            elif self.phase is None or self.phase[0] == "yosys":
+                self.phase = (self.family.nextpnr, "reading the netlist")
+        return self.phase
+
+
+def _run_script(script: str, out: Path, env: dict[str, str], watch: BuildWatch,
+                progress: Callable[[str, str], None] | None) -> tuple[int, str]:
+    """Run the build script in ``out`` (its output into ``build.log``), calling ``progress(tool,
+    step)`` whenever the phase changes; the exit code and the output."""
+    log = out / "build.log"
+    with log.open("w") as f:
+        proc = subprocess.Popen(["sh", script], cwd=out, env=env, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            last = None
+            while proc.poll() is None:
+                try:
+                    proc.wait(timeout=0.25)
+                except subprocess.TimeoutExpired:
+                    pass
+                phase = watch.poll()
+                if progress is not None and phase is not None and phase != last:
+                    progress(*phase)
+                    last = phase
+        except BaseException:  # Ctrl-C: stop the tools too
+            proc.kill()
+            proc.wait()
+            raise
+    return proc.returncode, log.read_text(errors="replace")
+
+
 # Every synchronous (block-RAM) read port of the design has one write port, and no primitive
 # uses a word read in the cycle its address is written: ``RamFIFO`` and the block-RAM ``SpAcc1``
 # forward that word from a register (``hw.fifo.forwarded_read``), and the host writes tensors
@@ -202,6 +277,7 @@ def synthesize(
     baud: int = DEFAULT_BAUD,
     seed: int = 1,
     name: str = "top",
+    progress: Callable[[str, str], None] | None = None,
 ) -> SynthReport:
     """Build ``top`` behind the UART bridge for ``board`` in ``build_dir``; return the report.
 
@@ -209,6 +285,8 @@ def synthesize(
     oscillator, which is also the clock the bitstream runs at).  Writes into ``build_dir`` the
     amaranth build files, the bitstream, ``memory_map.json``, ``graph.json``, ``design.json``
     (:meth:`GraphTop.summary`, with the hardware config) and ``synth_report.json``.  Raises :class:`DoesNotFit` naming the exhausted resource.
+    ``progress(tool, step)`` is called as each phase starts (``("elaborate", ...)``, then yosys'
+    passes, nextpnr's stages and the packer; :class:`BuildWatch`).
     """
     b = get_board(board) if isinstance(board, str) else board
     out = Path(build_dir)
@@ -216,6 +294,8 @@ def synthesize(
     tools = b.family.tools + tuple(tool for tool, _ in b.extra_tools)
     env = {**os.environ, **resolve_tools(tools, dict(b.extra_tools))}
     t0 = time.perf_counter()
+    if progress is not None:
+        progress("amaranth", "elaborating the board top")
     platform = b.make_platform(clock_mhz * 1e6 if clock_mhz is not None else None)
     clock_hz = platform.default_clk_frequency  # the constraint
     board_hz = b.platform_class()().default_clk_frequency  # the oscillator
@@ -234,15 +314,12 @@ def synthesize(
     plan: BuildPlan = platform.prepare(BoardTop(top, baud, board_hz), name, **opts)
     plan.extract(out)
     t1 = time.perf_counter()
-    for stale in (report_json, f"{name}.{b.bitstream}"):
+    for stale in (report_json, f"{name}.{b.bitstream}", f"{name}.rpt", f"{name}.tim"):
         (out / stale).unlink(missing_ok=True)
-    proc = subprocess.run(
-        ["sh", f"{plan.script}.sh"], cwd=out, env=env, capture_output=True, text=True, check=False
-    )
+    code, output = _run_script(f"{plan.script}.sh", out, env, BuildWatch(out, name, b.family), progress)
     t2 = time.perf_counter()
-    (out / "build.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        _raise_failure(b, out, name, proc.stdout + proc.stderr)
+    if code != 0:
+        _raise_failure(b, out, name, output)
     report = json.loads((out / report_json).read_text())
     util = {
         k: ResourceUse(int(v["used"]), int(v["available"]))

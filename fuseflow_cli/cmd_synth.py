@@ -23,6 +23,7 @@ from .argtypes import int_range, positive_float
 from .cmd_common import add_numerics_arg, with_numerics
 from .errors import UserError
 from .models import add_model_args, load_compiled, reject_model_options
+from .ui import phases
 
 __all__ = ["add_parser", "run"]
 
@@ -122,9 +123,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--baud {args.baud}: must be positive")
     try:
         top = GraphTop(graph, cfg)
-        report = synthesize(
-            top, board, args.outdir, clock_mhz=args.clock_mhz, baud=args.baud, seed=args.seed
-        )
+        with phases(f"synthesising {graph.name!r} for the {board.name}", enabled=not args.json) as progress:
+            report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=args.baud,
+                                seed=args.seed, progress=progress)
     except (SynthError, ValueError) as exc:
         raise UserError(str(exc)) from None
     print(json.dumps(report.to_json(), indent=1) if args.json else report.table())
