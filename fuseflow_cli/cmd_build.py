@@ -13,11 +13,11 @@ from .cmd_common import (
     add_numerics_arg,
     load_graph_job,
     parse_max_nnz,
-    table,
     with_numerics,
 )
 from .errors import UserError
 from .models import add_model_args, build_model, reject_model_options
+from .ui import print_table
 
 
 def add_parser(sub) -> None:
@@ -50,11 +50,11 @@ def run(args) -> int:
         raise UserError(f"{job.source}: {exc}") from None
     (out / "graph.dot").write_text(job.graph.to_dot())
     print(f"{job.source} -> {out / summary['verilog']} ({summary['verilog_lines']} lines)")
-    print(table(sorted(summary["primitives"].items()), ["primitive", "count"]))
+    print_table(sorted(summary["primitives"].items()), ["primitive", "count"])
     mm = summary["memory_map"]
     rows = [[r["name"], hex(r["base"]), r["depth"], r["width"], "host writes" if r["access"] == "w" else "host reads"]
             for r in mm["regions"]]
-    print(table(rows, ["array", "base", "depth", "width", "access"]))
+    print_table(rows, ["array", "base", "depth", "width", "access"])
     print(f"host port: {mm['addr_width']}-bit word address; CTRL=0 (write 1: start), CYCLES=1, "
           f"output lengths at 2..{1 + len(mm['lengths'])}")
     if args.lint:

@@ -18,7 +18,7 @@ from rtl_sim import run_graph as rtl_run
 from sw_sim import run_graph
 
 from .argtypes import MAX_SIZE, int_range
-from .cmd_common import table
+from .ui import print_table, spinner
 
 
 def add_parser(sub) -> None:
@@ -30,28 +30,38 @@ def add_parser(sub) -> None:
     p.add_argument("--no-rtl", action="store_true", help="skip the Verilator runs")
 
 
+def _kernel(kernel: str, args, status) -> tuple[list, bool]:
+    """One kernel through the flow: its table row and whether every check passed."""
+    status(f"{kernel}: sw_sim")
+    g, data, _, expected = example(kernel, args.size, seed=0)
+    sw = run_graph(g, data)
+    [name] = sw.outputs
+    sw_ok = bool(np.array_equal(sw.outputs[name].to_dense(), expected))
+    status(f"{kernel}: elaborating to Verilog")
+    summary = build_graph(g, Path(args.out) / kernel)
+    (Path(args.out) / kernel / "graph.dot").write_text(g.to_dot())
+    row = [kernel, "PASS" if sw_ok else "FAIL", sw.cycles, f"{summary['verilog_lines']} lines"]
+    if args.no_rtl:
+        return row, sw_ok
+    status(f"{kernel}: Verilator (the first run compiles the model)")
+    t0 = time.time()
+    rtl = rtl_run(g, data)
+    rtl_ok = bool(np.array_equal(rtl.outputs[name].to_dense(), expected))
+    row += ["PASS" if rtl_ok else "FAIL", rtl.cycles, f"{time.time() - t0:.0f} s"]
+    return row, sw_ok and rtl_ok and rtl.cycles == sw.cycles
+
+
 def run(args) -> int:
     rows, ok = [], True
-    for kernel in ("spmv", "spmm_csr"):
-        g, data, _, expected = example(kernel, args.size, seed=0)
-        sw = run_graph(g, data)
-        [name] = sw.outputs
-        sw_ok = np.array_equal(sw.outputs[name].to_dense(), expected)
-        summary = build_graph(g, Path(args.out) / kernel)
-        (Path(args.out) / kernel / "graph.dot").write_text(g.to_dot())
-        row = [kernel, "PASS" if sw_ok else "FAIL", sw.cycles, f"{summary['verilog_lines']} lines"]
-        ok &= sw_ok
-        if not args.no_rtl:
-            t0 = time.time()
-            rtl = rtl_run(g, data)
-            rtl_ok = np.array_equal(rtl.outputs[name].to_dense(), expected)
-            ok &= rtl_ok and rtl.cycles == sw.cycles
-            row += ["PASS" if rtl_ok else "FAIL", rtl.cycles, f"{time.time() - t0:.0f} s"]
-        rows.append(row)
-        print(f"{kernel}: done", flush=True)
+    with spinner("demo") as status:
+        for kernel in ("spmv", "spmm_csr"):
+            row, passed = _kernel(kernel, args, status)
+            rows.append(row)
+            ok &= passed
+            print(f"{kernel}: done", flush=True)
     header = ["kernel", "sw_sim vs numpy", "sw_sim cycles", "Verilog"]
     if not args.no_rtl:
         header += ["RTL vs numpy", "RTL cycles", "RTL wall"]
-    print(table(rows, header))
-    print(f"Verilog, memory maps and DOT graphs in {args.out}/")
+    print_table(rows, header)
+    print(f"Verilog, memory maps and DOT graphs (graph.dot) in {args.out}/")
     return 0 if ok else 1

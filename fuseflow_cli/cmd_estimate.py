@@ -27,11 +27,11 @@ from .cmd_common import (
     load_graph_job,
     resolve_memory,
     resolve_schedule,
-    table,
 )
 from .cmd_compile import load_program_module
 from .errors import UserError
 from .models import add_model_args, load_compiled
+from .ui import print_table
 
 __all__ = ["add_parser", "run"]
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         body.append(line)
     if any("simulated" in r for r in rows):
         head += ["sw_sim cycles", "error % F/B/C"]
-    print(table(body, head))
+    print_table(body, head)
     best = min(rows, key=lambda r: r["cycles"])
     print(f"fastest by estimate: {best['config']}")
     return 0

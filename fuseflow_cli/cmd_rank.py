@@ -13,9 +13,10 @@ from fuseflow.models.rank import rank_model
 from sw_sim import SimError, run_graph
 
 from .argtypes import int_range
-from .cmd_common import add_memory_args, resolve_memory, table
+from .cmd_common import add_memory_args, resolve_memory
 from .errors import UserError
 from .models import add_model_args, load_compiled
+from .ui import print_table
 
 __all__ = ["add_parser", "run"]
 
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [[k + 1, c.label, round(c.estimate.cycles), f"{c.estimate.flops_total:.0f}",
              f"{c.estimate.bytes_read + c.estimate.bytes_written:.0f}",
              c.simulated if c.simulated is not None else "-"] for k, c in enumerate(ranking.configs[:args.top])]
-    print(table(rows, ["rank", "configuration", "est. cycles", "FLOPs", "bytes", "sw_sim cycles"]))
+    print_table(rows, ["rank", "configuration", "est. cycles", "FLOPs", "bytes", "sw_sim cycles"])
     if sims:
         best = min(sims, key=lambda c: c.simulated)
         verdict = "was" if first_fastest else f"was not (fastest simulated: {best.label}, {best.simulated})"

@@ -22,10 +22,10 @@ from .cmd_common import (
     resolve_memory,
     saturate_job,
     saturated_text,
-    table,
 )
 from .errors import UserError
 from .models import add_model_args, counters_text, reject_model_options, run_model
+from .ui import print_table
 
 SIM_NUMERICS = INT32  # graphs and kernels: raw integer values (models choose with --numerics)
 
@@ -94,7 +94,7 @@ def run(args) -> int:
     if args.stats:
         rows = [[n, s.tokens_in, s.tokens_out, s.fire_cycles, s.stall_cycles, s.starve_cycles, s.mem_cycles]
                 for n, s in res.stats.items()]
-        print(table(rows, ["node", "tokens in", "tokens out", "active", "stalled", "starved", "memory wait"]))
+        print_table(rows, ["node", "tokens in", "tokens out", "active", "stalled", "starved", "memory wait"])
     if record["ok"] is not None:
         print(f"check against numpy: {'PASS' if record['ok'] else 'FAIL'}")
     return 0 if ok else 1

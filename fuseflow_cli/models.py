@@ -27,10 +27,10 @@ from .cmd_common import (
     resolve_memory,
     resolve_schedule,
     saturated_text,
-    table,
     with_numerics,
 )
 from .errors import UserError
+from .ui import print_table, table_text
 
 __all__ = [
     "FIXED_ATOL",
@@ -272,7 +272,7 @@ def counters_text(c: dict, stats: bool = False) -> str:
     if stats and c["arrays"]:
         rows = [[k, "off" if a["offchip"] else "on", a["words_read"], a["bytes_read"], a["words_written"],
                  a["bytes_written"], a.get("lines", "-"), a.get("bytes_moved", "-")] for k, a in c["arrays"].items()]
-        lines.append(table(rows, ["array", "chip", "words read", "bytes read", "words written",
+        lines.append(table_text(rows, ["array", "chip", "words read", "bytes read", "words written",
                                   "bytes written", "lines", "bytes moved"]))
     return "\n".join(lines)
 
@@ -359,8 +359,8 @@ def rtl_model_cmd(args: argparse.Namespace) -> int:
     got = res.outputs[ir.outputs[0]]
     err = float(np.max(np.abs(got - ref))) / max(1.0, float(np.max(np.abs(ref))))
     print(case.description)
-    print(table([[n, s, r, "yes" if same and s == r else "NO"] for n, s, r, same in rows],
-                ["graph", "sw_sim cycles", "RTL cycles", "identical"]))
+    print_table([[n, s, r, "yes" if same and s == r else "NO"] for n, s, r, same in rows],
+                ["graph", "sw_sim cycles", "RTL cycles", "identical"])
     print(host_text(cm, res))
     ok = all(same and s == r for _, s, r, same in rows) and err <= FIXED_ATOL
     print(f"RTL = sw_sim in values and cycles for {len(rows)} graphs; check against PyTorch ({num}, max abs "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -9,27 +10,50 @@ from contextlib import contextmanager
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-__all__ = ["phases", "print_table", "spinner"]
+__all__ = ["phases", "print_table", "spinner", "table_text"]
 
 
-def _stdout() -> Console:
-    # not a terminal (a pipe, a file, a test): no wrapping, no colour, so lines stay greppable
-    console = Console(highlight=False)
+def _stdout(file=None) -> Console:
+    """A console on stdout (or ``file``); not a terminal (a pipe, a file, a test): no wrapping
+    and no colour, so every row stays one greppable line."""
+    console = Console(file=file, highlight=False)
     if not console.is_terminal:
-        console = Console(highlight=False, width=1 << 12, no_color=True)
+        console = Console(file=file, highlight=False, width=1 << 12, no_color=True)
     return console
 
 
-def print_table(rows: Sequence[Sequence[object]], header: Sequence[str], title: str | None = None) -> None:
-    """``rows`` under ``header`` as a rich table on stdout (numbers right-aligned)."""
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
-    numeric = [all(isinstance(r[i], int | float) for r in rows) and bool(rows) for i in range(len(header))]
-    for name, right in zip(header, numeric):
-        table.add_column(str(name), justify="right" if right else "left")
+def _is_number(cell: object) -> bool:
+    if isinstance(cell, int | float):
+        return True
+    try:
+        float(str(cell))
+    except ValueError:
+        return str(cell) == "-"
+    return True
+
+
+def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for i, name in enumerate(header):
+        right = bool(rows) and all(_is_number(r[i]) for r in rows)
+        table.add_column(Text(str(name)), justify="right" if right else "left")
     for r in rows:
-        table.add_row(*(str(c) for c in r))
-    _stdout().print(table)
+        table.add_row(*(Text(str(c)) for c in r))  # Text: brackets in a cell are not markup
+    return table
+
+
+def print_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> None:
+    """``rows`` under ``header`` as a rich table on stdout (numeric columns right-aligned)."""
+    _stdout().print(_table(rows, header))
+
+
+def table_text(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
+    """The text :func:`print_table` prints (for output built up as a string)."""
+    console = _stdout(io.StringIO())
+    console.print(_table(rows, header))
+    return console.file.getvalue().rstrip("\n")
 
 
 @contextmanager
