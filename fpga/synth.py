@@ -185,7 +185,7 @@ def resolve_tools(tools: tuple[str, ...], hints: dict[str, str] | None = None) -
     return env
 
 
-_YOSYS_STEP = re.compile(r"^\d+\.\d+\. Executing (\S+) (?:pass|frontend)", re.MULTILINE)
+_YOSYS_STEP = re.compile(r"^\d+\.\d+\. Executing (\S+ (?:pass|frontend))", re.MULTILINE)
 # nextpnr's log lines that start a stage, in the order they run
 _NEXTPNR_STAGES = (("Info: Packing", "packing cells"), ("Info: Placed", "placing"),
                    ("placer", "placing"), ("Info: Routing", "routing"),

@@ -23,7 +23,7 @@ from .argtypes import int_range, positive_float
 from .cmd_common import add_numerics_arg, with_numerics
 from .errors import UserError
 from .models import add_model_args, load_compiled, reject_model_options
-from .ui import phases
+from .ui import phases, print_table
 
 __all__ = ["add_parser", "run"]
 
@@ -128,9 +128,14 @@ def run(args: argparse.Namespace) -> int:
                                 seed=args.seed, progress=progress)
     except (SynthError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    print(json.dumps(report.to_json(), indent=1) if args.json else report.table())
-    if not args.json:
-        print(
-            f"bitstream: {args.outdir}/{report.bitstream}; report: {args.outdir}/synth_report.json"
-        )
+    if args.json:
+        print(json.dumps(report.to_json(), indent=1))
+        return 0
+    # the report's text with its resource rows as a rich table
+    lines = report.table().splitlines()
+    print(lines[0])
+    print_table([[name, r.used, r.available, f"{r.percent:.1f}%"] for name, r in report.resources.items()],
+                ["resource", "used", "avail", "use"])
+    print("\n".join(line.strip() for line in lines[2 + len(report.resources):]))
+    print(f"bitstream: {args.outdir}/{report.bitstream}; report: {args.outdir}/synth_report.json")
     return 0

@@ -28,7 +28,7 @@ def _is_number(cell: object) -> bool:
     if isinstance(cell, int | float):
         return True
     try:
-        float(str(cell))
+        float(str(cell).removesuffix("%"))
     except ValueError:
         return str(cell) == "-"
     return True

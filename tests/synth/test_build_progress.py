@@ -33,7 +33,7 @@ def test_phases_stream_in_order(tmp_path):
                                BuildWatch(tmp_path, "top", ICE40), lambda tool, step: seen.append((tool, step)))
     assert code == 0 and "packed" in output
     assert (tmp_path / "build.log").read_text() == output
-    expected = [("yosys", "hierarchy"), ("yosys", "opt"), ("nextpnr-ice40", "packing cells"),
+    expected = [("yosys", "hierarchy pass"), ("yosys", "opt pass"), ("nextpnr-ice40", "packing cells"),
                 ("nextpnr-ice40", "placing"), ("nextpnr-ice40", "routing"),
                 ("icepack", "writing the bitstream")]
     # in order, each once (a machine too busy to poll within 0.6 s may merge two steps)
@@ -55,9 +55,9 @@ def test_watch_reads_only_whole_new_lines(tmp_path):
     assert w.poll() is None  # no log yet
     rpt = tmp_path / "top.rpt"
     rpt.write_text("2.3. Executing PROC pass (convert processes).\n2.4. Executing CHE")
-    assert w.poll() == ("yosys", "proc")  # the unfinished line is not read yet
+    assert w.poll() == ("yosys", "proc pass")  # the unfinished line is not read yet
     with rpt.open("a") as f:
         f.write("CK pass (checking).\n")
-    assert w.poll() == ("yosys", "check")
+    assert w.poll() == ("yosys", "check pass")
     (tmp_path / "top.tim").write_text("Info: constrained 'clk' to 12 MHz\n")
     assert w.poll() == ("nextpnr-ice40", "reading the netlist")
