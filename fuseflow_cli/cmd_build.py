@@ -17,7 +17,7 @@ from .cmd_common import (
 )
 from .errors import UserError
 from .models import add_model_args, build_model, reject_model_options
-from .ui import print_table
+from .ui import print_table, spinner
 
 
 def add_parser(sub) -> None:
@@ -58,7 +58,8 @@ def run(args) -> int:
     print(f"host port: {mm['addr_width']}-bit word address; CTRL=0 (write 1: start), CYCLES=1, "
           f"output lengths at 2..{1 + len(mm['lengths'])}")
     if args.lint:
-        res = lint(out / summary["verilog"], summary["top"])
+        with spinner("verilator --lint-only"):
+            res = lint(out / summary["verilog"], summary["top"])
         print("verilator --lint-only:", "clean" if res.returncode == 0 else "FAILED")
         if res.returncode:
             print(res.stderr[-4000:])

@@ -36,6 +36,7 @@ from .cmd_common import (
 )
 from .errors import UserError
 from .models import add_user_model_args, rtl_model_cmd
+from .ui import spinner
 
 # the fields of ``rtl --json`` (README, "Machine-readable output")
 JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
@@ -80,12 +81,15 @@ def run(args) -> int:
     saturated = saturate_job(args, job, vw)
     try:
         cfg = memory_config(HwConfig(cw=cw, vw=vw), model, placement)
-        sw = run_graph(job.graph, job.data, memory=model, onchip=placement, numerics=_sw_numerics(vw))
-        t0 = time.perf_counter()
-        graph_build(job.graph, cfg, waves is not None, args.runner)  # cached: the run reuses it
-        t1 = time.perf_counter()
-        rtl = rtl_run(job.graph, job.data, cfg=cfg, runner=args.runner, waves=waves is not None,
-                      wave_file=waves, max_cycles=args.max_cycles)
+        with spinner("sw_sim", enabled=not args.json) as status:
+            sw = run_graph(job.graph, job.data, memory=model, onchip=placement, numerics=_sw_numerics(vw))
+            status(f"Verilator: building the {args.runner} model (cached after the first build)")
+            t0 = time.perf_counter()
+            graph_build(job.graph, cfg, waves is not None, args.runner)  # cached: the run reuses it
+            t1 = time.perf_counter()
+            status("Verilator: running")
+            rtl = rtl_run(job.graph, job.data, cfg=cfg, runner=args.runner, waves=waves is not None,
+                          wave_file=waves, max_cycles=args.max_cycles)
         wall = time.perf_counter() - t1
     except (ToolchainError, MemoryError, ValueError, SimError) as exc:
         raise UserError(str(exc)) from None
