@@ -11,6 +11,7 @@ import argparse
 import importlib.metadata
 import re
 import sys
+import textwrap
 
 from . import (
     cmd_build,
@@ -68,15 +69,24 @@ def plain(text: str) -> str:
     return re.sub(r"``([^`]*)``", r"\1", text)
 
 
+class _Paragraphs(argparse.HelpFormatter):
+    """Descriptions keep their paragraphs (blank lines), each refilled to the terminal width."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(textwrap.fill(" ".join(par.split()), width, initial_indent=indent,
+                                         subsequent_indent=indent)
+                           for par in re.split(r"\n\s*\n", text.strip()))
+
+
 def _describe(p: argparse.ArgumentParser, name: str, doc: str | None) -> None:
     """A subcommand's description (its module docstring without the leading 'fuseflow-hw NAME:'
     and markup) and option helps without markup."""
     if doc:
         text = re.sub(rf"^``fuseflow-hw {name}[^`]*``:\s*", "", doc.strip())
-        if text.split(" ", 1)[0].isalpha():  # not a name such as sw_sim
+        if text.split(maxsplit=1)[0].strip(",.;:").isalpha():  # not a name such as sw_sim
             text = text[:1].upper() + text[1:]
         p.description = plain(text)
-        p.formatter_class = argparse.RawDescriptionHelpFormatter
+        p.formatter_class = _Paragraphs
     for action in p._actions:
         if action.help:
             action.help = plain(action.help)
@@ -84,7 +94,8 @@ def _describe(p: argparse.ArgumentParser, name: str, doc: str | None) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``fuseflow-hw`` and every subcommand."""
-    parser = argparse.ArgumentParser(prog="fuseflow-hw", description=DESCRIPTION, epilog=EPILOG)
+    parser = argparse.ArgumentParser(prog="fuseflow-hw", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=_Paragraphs)
     parser.add_argument("--version", action="version", version=f"fuseflow-hw {_version()}")
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an unexpected error")

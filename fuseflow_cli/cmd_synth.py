@@ -1,8 +1,10 @@
 """``fuseflow-hw synth``: synthesise, place and route a graph's board top (yosys + nextpnr).
 
 Builds the accelerator behind the UART host bridge for a board, writes the bitstream and
-``synth_report.json`` into BUILDDIR and prints LUT / FF / BRAM / DSP use and Fmax.  The YoWASP
-tools are used unless YOSYS, NEXTPNR_ICE40, ICEPACK, NEXTPNR_ECP5, ECPPACK name system tools.
+``synth_report.json`` into BUILDDIR and prints LUT / FF / BRAM / DSP use and Fmax; each phase
+of the build (yosys, nextpnr packing / placing / routing, the packer) is printed on stderr as it
+starts.  The YoWASP tools (found next to the Python interpreter, then on PATH) are used unless
+YOSYS, NEXTPNR_ICE40, ICEPACK, NEXTPNR_ECP5, ECPPACK name system tools.
 """
 
 from __future__ import annotations
