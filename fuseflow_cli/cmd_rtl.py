@@ -1,5 +1,5 @@
 """``fuseflow-hw rtl``: run a graph in RTL (Verilator, driven by the compiled native harness or
-by cocotb) and compare values and cycles with sw_sim."""
+by cocotb, or amaranth.sim with ``--sim amaranth``) and compare values and cycles with sw_sim."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fuseflow.numerics import Numerics
 from hw.elaborate import HwConfig
 from rtl_sim import ToolchainError
 from rtl_sim import run_graph as rtl_run
-from rtl_sim.api import RUNNERS, graph_build, memory_config
+from rtl_sim.api import VERILATOR_RUNNERS, graph_build, memory_config
 from sw_sim import SimError, run_graph
 
 from .argtypes import int_range
@@ -37,6 +37,7 @@ from .cmd_common import (
 from .errors import UserError
 from .models import add_user_model_args, rtl_model_cmd
 
+SIMULATORS = ("verilator", "amaranth")
 # the fields of ``rtl --json`` (README, "Machine-readable output")
 JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
                "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated",
@@ -44,15 +45,18 @@ JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", 
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("rtl", help="run a graph in RTL (Verilator) and compare with sw_sim")
+    p = sub.add_parser("rtl", help="run a graph in RTL (Verilator or amaranth.sim) and compare with sw_sim")
     add_graph_args(p)
-    p.add_argument("--runner", choices=RUNNERS, default="native",
-                   help="native (default): a compiled C++ harness drives the Verilated model; "
-                        "cocotb: the cocotb testbench (about a hundred times slower)")
+    p.add_argument("--sim", choices=SIMULATORS, default="verilator",
+                   help="verilator (default): the Verilated top, driven as --runner says; amaranth: "
+                        "Amaranth's Python simulator (no Verilator or C++ compiler needed; slower)")
+    p.add_argument("--runner", choices=VERILATOR_RUNNERS, default=None,
+                   help="with --sim verilator: native (default), a compiled C++ harness drives the "
+                        "Verilated model; cocotb, the cocotb testbench (about a hundred times slower)")
     add_width_args(p)
     p.add_argument("--max-cycles", type=int_range(1), metavar="N",
                    help="stop with an error when the run is not done after N cycles (default: "
-                        "50 M native, 5 M cocotb)")
+                        "50 M native, 5 M cocotb and amaranth)")
     p.add_argument("--waves", metavar="FILE", help="write a waveform (VCD) of the RTL run")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (README 'Machine-readable output') instead of text")
@@ -64,7 +68,20 @@ def add_parser(sub) -> None:
                    help="--model: fusion configuration (default partial)")
 
 
+def resolve_runner(args) -> str:
+    """The runner of ``--sim`` / ``--runner`` (``native``, ``cocotb`` or ``amaranth``), also set
+    as ``args.runner``."""
+    if args.sim == "amaranth":
+        if args.runner is not None:
+            raise UserError(f"--runner {args.runner}: a Verilator runner; --sim amaranth has none")
+        args.runner = "amaranth"
+    else:
+        args.runner = args.runner or "native"
+    return args.runner
+
+
 def run(args) -> int:
+    resolve_runner(args)
     if args.model:
         if args.graph or args.kernel:
             raise UserError("give a graph, --kernel or --model, not several")
@@ -82,7 +99,8 @@ def run(args) -> int:
         cfg = memory_config(HwConfig(cw=cw, vw=vw), model, placement)
         sw = run_graph(job.graph, job.data, memory=model, onchip=placement, numerics=_sw_numerics(vw))
         t0 = time.perf_counter()
-        graph_build(job.graph, cfg, waves is not None, args.runner)  # cached: the run reuses it
+        if args.runner != "amaranth":  # amaranth.sim builds nothing ahead of the run
+            graph_build(job.graph, cfg, waves is not None, args.runner)  # cached: the run reuses it
         t1 = time.perf_counter()
         rtl = rtl_run(job.graph, job.data, cfg=cfg, runner=args.runner, waves=waves is not None,
                       wave_file=waves, max_cycles=args.max_cycles)
