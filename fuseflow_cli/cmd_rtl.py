@@ -145,8 +145,9 @@ def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: 
         print(f"memory: {model.describe()}")
     print(f"{job.source}: RTL {rtl.cycles} cycles, sw_sim {sw.cycles} cycles "
           f"(ratio {rtl.cycles / max(sw.cycles, 1):.4f}); outputs {'identical' if same else 'DIFFER'}")
+    rate = rtl.cycles / max(wall, 1e-9)
     print(f"RTL: {args.runner} runner, cw {cw}, vw {vw}, {wall:.2f} s "
-          f"({rtl.cycles / max(wall, 1e-9) / 1e6:.2f} M cycles/s)")
+          f"({f'{rate / 1e6:.2f} M' if rate >= 1e5 else f'{rate / 1e3:.1f} k'} cycles/s)")
     if check is not None:
         print(f"check against numpy: {'PASS' if check else 'FAIL'}")
     if args.saturate:
