@@ -86,3 +86,25 @@ def test_rtl_cli_sim_amaranth(capsys):
     assert out["rtl_cycles"] == out["sw_cycles"] == sw_run_graph(g, data).cycles
     assert main(["rtl", "--kernel", "spmv", "--size", "8", "--sim", "amaranth"]) == 0
     assert "amaranth runner" in capsys.readouterr().out
+
+
+def test_memory_model_and_overflow_flags():
+    """Behind the hbm2 memory controller the cycles are sw_sim's under the same model; with a
+    16-bit datapath that wraps, the STATUS bit and the flagged nodes are the ones sw_sim counts."""
+    from fuseflow.kernels import KERNELS
+    from fuseflow.numerics import Numerics
+    from fuseflow.tensor import TensorData
+    from hw.elaborate import HwConfig
+
+    g, data, _, ref = example("spmv", 16, seed=3, density=0.3)
+    res = run_graph(g, data, runner="amaranth", memory="hbm2")
+    assert res.cycles == sw_run_graph(g, data, memory="hbm2").cycles
+    assert np.array_equal(res.outputs["y"].to_dense(), ref)
+    g = KERNELS["spmv"](8)
+    b, c = np.full((8, 8), 200), np.full(8, 200)
+    data = {"B": TensorData.from_dense(b, g.tensors["B"].fmt), "c": TensorData.from_dense(c, g.tensors["c"].fmt)}
+    sw = sw_run_graph(g, data, numerics=Numerics.integer(16))
+    res = run_graph(g, data, runner="amaranth", cfg=HwConfig(cw=10, vw=16))
+    assert res.cycles == sw.cycles and res.status & 1
+    assert res.overflow == [n for n in sw.overflows if sw.overflows[n]]
+    assert np.array_equal(res.outputs["y"].vals, sw.outputs["y"].vals)
