@@ -1,5 +1,6 @@
 """Running primitives and graphs in RTL (Amaranth -> Verilator, driven by cocotb or, for
-graphs, by the compiled harness of ``rtl_sim/native.py``)."""
+graphs, by the compiled harness of ``rtl_sim/native.py``; graphs also under amaranth.sim,
+``rtl_sim/amaranth_sim.py``)."""
 
 from __future__ import annotations
 
