@@ -1,5 +1,5 @@
 """``fuseflow-hw rtl``: run a graph in RTL (Verilator, driven by the compiled native harness or
-by cocotb) and compare values and cycles with sw_sim."""
+by cocotb, or amaranth.sim with ``--sim amaranth``) and compare values and cycles with sw_sim."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fuseflow.numerics import Numerics
 from hw.elaborate import HwConfig
 from rtl_sim import ToolchainError
 from rtl_sim import run_graph as rtl_run
-from rtl_sim.api import RUNNERS, graph_build, memory_config
+from rtl_sim.api import VERILATOR_RUNNERS, graph_build, memory_config
 from sw_sim import SimError, run_graph
 
 from .argtypes import int_range
@@ -38,6 +38,7 @@ from .errors import UserError
 from .models import add_user_model_args, rtl_model_cmd
 from .ui import spinner
 
+SIMULATORS = ("verilator", "amaranth")
 # the fields of ``rtl --json`` (README, "Machine-readable output")
 JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
                "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated",
@@ -45,15 +46,18 @@ JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", 
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("rtl", help="run a graph in RTL (Verilator) and compare with sw_sim")
+    p = sub.add_parser("rtl", help="run a graph in RTL (Verilator or amaranth.sim) and compare with sw_sim")
     add_graph_args(p)
-    p.add_argument("--runner", choices=RUNNERS, default="native",
-                   help="native (default): a compiled C++ harness drives the Verilated model; "
-                        "cocotb: the cocotb testbench (about a hundred times slower)")
+    p.add_argument("--sim", choices=SIMULATORS, default="verilator",
+                   help="verilator (default): the Verilated top, driven as --runner says; amaranth: "
+                        "Amaranth's Python simulator (no Verilator or C++ compiler needed; slower)")
+    p.add_argument("--runner", choices=VERILATOR_RUNNERS, default=None,
+                   help="with --sim verilator: native (default), a compiled C++ harness drives the "
+                        "Verilated model; cocotb, the cocotb testbench (about a hundred times slower)")
     add_width_args(p)
     p.add_argument("--max-cycles", type=int_range(1), metavar="N",
                    help="stop with an error when the run is not done after N cycles (default: "
-                        "50 M native, 5 M cocotb)")
+                        "50 M native, 5 M cocotb and amaranth)")
     p.add_argument("--waves", metavar="FILE", help="write a waveform (VCD) of the RTL run")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (README 'Machine-readable output') instead of text")
@@ -65,7 +69,20 @@ def add_parser(sub) -> None:
                    help="--model: fusion configuration (default partial)")
 
 
+def resolve_runner(args) -> str:
+    """The runner of ``--sim`` / ``--runner`` (``native``, ``cocotb`` or ``amaranth``), also set
+    as ``args.runner``."""
+    if args.sim == "amaranth":
+        if args.runner is not None:
+            raise UserError(f"--runner {args.runner}: a Verilator runner; --sim amaranth has none")
+        args.runner = "amaranth"
+    else:
+        args.runner = args.runner or "native"
+    return args.runner
+
+
 def run(args) -> int:
+    resolve_runner(args)
     if args.model:
         if args.graph or args.kernel:
             raise UserError("give a graph, --kernel or --model, not several")
@@ -83,11 +100,12 @@ def run(args) -> int:
         cfg = memory_config(HwConfig(cw=cw, vw=vw), model, placement)
         with spinner("sw_sim", enabled=not args.json) as status:
             sw = run_graph(job.graph, job.data, memory=model, onchip=placement, numerics=_sw_numerics(vw))
-            status(f"Verilator: building the {args.runner} model (cached after the first build)")
             t0 = time.perf_counter()
-            graph_build(job.graph, cfg, waves is not None, args.runner)  # cached: the run reuses it
+            if args.runner != "amaranth":  # amaranth.sim builds nothing ahead of the run
+                status(f"Verilator: building the {args.runner} model (cached after the first build)")
+                graph_build(job.graph, cfg, waves is not None, args.runner)  # cached: the run reuses it
             t1 = time.perf_counter()
-            status("Verilator: running")
+            status("Verilator: running" if args.runner != "amaranth" else "amaranth.sim: running")
             rtl = rtl_run(job.graph, job.data, cfg=cfg, runner=args.runner, waves=waves is not None,
                           wave_file=waves, max_cycles=args.max_cycles)
         wall = time.perf_counter() - t1
@@ -131,8 +149,9 @@ def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: 
         print(f"memory: {model.describe()}")
     print(f"{job.source}: RTL {rtl.cycles} cycles, sw_sim {sw.cycles} cycles "
           f"(ratio {rtl.cycles / max(sw.cycles, 1):.4f}); outputs {'identical' if same else 'DIFFER'}")
+    rate = rtl.cycles / max(wall, 1e-9)
     print(f"RTL: {args.runner} runner, cw {cw}, vw {vw}, {wall:.2f} s "
-          f"({rtl.cycles / max(wall, 1e-9) / 1e6:.2f} M cycles/s)")
+          f"({f'{rate / 1e6:.2f} M' if rate >= 1e5 else f'{rate / 1e3:.1f} k'} cycles/s)")
     if check is not None:
         print(f"check against numpy: {'PASS' if check else 'FAIL'}")
     if args.saturate:

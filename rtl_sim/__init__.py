@@ -1,5 +1,6 @@
-"""rtl_sim: Verilator verification of the RTL, primitive by primitive (cocotb) and whole graphs
-(cocotb or the compiled native harness of ``rtl_sim/native.py``)."""
+"""rtl_sim: verification of the RTL, primitive by primitive (Verilator + cocotb) and whole graphs
+(Verilator with cocotb or the compiled native harness of ``rtl_sim/native.py``, or amaranth.sim
+with ``rtl_sim/amaranth_sim.py``)."""
 
 from .api import RtlResult, run_graph, run_graph_batch, run_primitive_batch, simulate_primitive
 from .native import RtlTimeout

@@ -1,5 +1,6 @@
 """Running primitives and graphs in RTL (Amaranth -> Verilator, driven by cocotb or, for
-graphs, by the compiled harness of ``rtl_sim/native.py``)."""
+graphs, by the compiled harness of ``rtl_sim/native.py``; graphs also under amaranth.sim,
+``rtl_sim/amaranth_sim.py``)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from sw_sim import SimError
 from sw_sim import run_graph as sw_run_graph
 from sw_sim.run import PrimitiveResult
 
+from .amaranth_sim import amaranth_top, run_amaranth
 from .native import DEFAULT_MAX_CYCLES, RtlTimeout, native_build, run_native
 from .toolchain import ToolchainError, run_cocotb, verilator_build
 
@@ -50,8 +52,10 @@ __all__ = [
 _MEM_PARAMS = ("seg", "crd", "vals")
 _PRIM_TOP = "fuseflow_prim"
 _GRAPH_TOP = "fuseflow_top"
-# how a graph top is driven: the cocotb testbench (rtl_sim/tb_graph.py) or the compiled harness
-RUNNERS = ("cocotb", "native")
+# how a graph top is simulated and driven: Verilator with the cocotb testbench (rtl_sim/tb_graph.py)
+# or with the compiled harness (rtl_sim/native.py), or amaranth.sim (rtl_sim/amaranth_sim.py)
+RUNNERS = ("cocotb", "native", "amaranth")
+VERILATOR_RUNNERS = ("cocotb", "native")
 COCOTB_MAX_CYCLES = 5_000_000  # tb_graph's default cycle limit of a run
 
 
@@ -185,8 +189,10 @@ def _check_runner(runner: str) -> None:
 def graph_build(graph: Graph, cfg: HwConfig = DEFAULT_HW, waves: bool = False,
                 runner: str = "cocotb") -> tuple[Path, dict]:
     """The cached Verilator build of ``graph`` for ``runner`` (keyed by its structure and the
-    whole config, memory model and on-chip tensors included) and its memory map."""
-    _check_runner(runner)
+    whole config, memory model and on-chip tensors included) and its memory map; for the
+    Verilator runners only (``amaranth`` builds nothing)."""
+    if runner not in VERILATOR_RUNNERS:
+        raise ValueError(f"runner {runner!r}: a Verilator build is for {', '.join(VERILATOR_RUNNERS)}")
     key = _key("graph", graph.structure_hash(), cfg, cfg.memory.to_json(), cfg.onchip)
 
     def make():
@@ -226,11 +232,13 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
     """Run ``graph`` in RTL on each dataset (one Verilator build, one simulator process).
     ``memory`` / ``onchip`` (as in ``sw_sim.run_graph``) override ``cfg.memory`` / ``cfg.onchip``.
 
-    ``runner``: ``"cocotb"`` (the cocotb testbench ``rtl_sim/tb_graph.py``) or ``"native"`` (the
+    ``runner``: ``"cocotb"`` (the cocotb testbench ``rtl_sim/tb_graph.py``), ``"native"`` (the
     compiled harness of ``rtl_sim/native.py``: the same bus protocol, results and cycle counts,
-    about a hundred times faster); both write a VCD to ``wave_file`` with ``waves``.
+    about a hundred times faster), both on Verilator, or ``"amaranth"`` (amaranth.sim, no
+    Verilator: ``rtl_sim/amaranth_sim.py``, the same protocol, results and cycle counts); each
+    writes a VCD to ``wave_file`` with ``waves``.
     ``max_cycles``: a run not done within that many cycles of its start raises an error
-    (default: 5 M for cocotb, ``native.DEFAULT_MAX_CYCLES`` for native).
+    (default: 5 M for cocotb and amaranth, ``native.DEFAULT_MAX_CYCLES`` for native).
     """
     _check_runner(runner)
     if max_cycles is not None and max_cycles < 1:
@@ -238,25 +246,33 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
     cfg = memory_config(cfg, memory, onchip)
     for data in datasets:
         require_valid_inputs(graph, data, cfg.numerics or cfg.vw)
-    bdir, meta = graph_build(graph, cfg, waves, runner)
+    what = f"graph {graph.name!r}"
+    if runner == "amaranth":
+        top, meta = amaranth_top(graph, cfg)
+    else:
+        bdir, meta = graph_build(graph, cfg, waves, runner)
     runs = _memory_runs(graph, datasets, meta)
     limit = max_cycles or (DEFAULT_MAX_CYCLES if runner == "native" else COCOTB_MAX_CYCLES)
     try:
-        if runner == "native":
+        if runner == "amaranth":
+            results = run_amaranth(top, meta, runs, max_cycles=limit, wave_file=wave_file if waves else None,
+                                   what=what)
+            _check_lengths(results, meta, what)
+        elif runner == "native":
             results = run_native(bdir, meta, runs, max_cycles=limit,
-                                 wave_file=wave_file if waves else None, what=f"graph {graph.name!r}")
+                                 wave_file=wave_file if waves else None, what=what)
         else:
             job_runs = [{"mem": {name: words.tolist() for name, words in r["mem"].items()},
                          "limit": limit} for r in runs]
             results = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": job_runs},
                                  waves=waves, wave_file=wave_file)["results"]
-            _check_lengths(results, meta, f"graph {graph.name!r}")
+            _check_lengths(results, meta, what)
     except ToolchainError as exc:
         if isinstance(exc, RtlTimeout) or "not done after" in str(exc):
             raise RtlTimeout(f"{exc}\n{stall_report(graph, datasets, cfg, limit)}") from None
         raise
-    return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"],
-                      _flagged(r, meta, f"graph {graph.name!r}"), r["status"]) for r in results]
+    return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"], _flagged(r, meta, what), r["status"])
+            for r in results]
 
 
 def _flagged(res: dict, meta: dict, what: str) -> list[str]:

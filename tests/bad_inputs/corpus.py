@@ -225,6 +225,8 @@ cli("choice:sim:--numerics-int", "sim --model gcn --numerics int32", "--numerics
 cli("choice:sim:--numerics-word", "sim --model gcn --numerics half", "half")
 cli("choice:build:--numerics-float", ["build", "--kernel", "spmv", "-o", "{d}/o", "--numerics", "float"], "float")
 cli("choice:rtl:--runner", "rtl --kernel spmv --runner iverilog", "--runner", "iverilog")
+cli("choice:rtl:--sim", "rtl --kernel spmv --sim iverilog", "--sim", "iverilog")
+cli("choice:rtl:--sim-runner", "rtl --kernel spmv --sim amaranth --runner cocotb", "--runner cocotb", "--sim amaranth")
 cli("choice:rtl:--cw", "rtl --kernel spmv --cw wide", "--cw 'wide'")
 cli("choice:rtl:--cw-narrow", "rtl --kernel spmv --size 8 --cw 3", "--cw 3")
 cli("choice:synth:--board", ["synth", "--kernel", "spmv", "-o", "{d}/o", "--board", "de10"], "unknown board 'de10'")

@@ -90,7 +90,7 @@ def test_native_cycle_limit_stops_with_a_clear_error():
 
 def test_native_rejects_an_unknown_runner():
     g, data, _, _ = example("spmv", 8, 1, 0.3)
-    with pytest.raises(ValueError, match="runner 'verilator': use one of cocotb, native"):
+    with pytest.raises(ValueError, match="runner 'verilator': use one of cocotb, native, amaranth"):
         run_graph(g, data, runner="verilator")
 
 
