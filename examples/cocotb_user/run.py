@@ -53,14 +53,16 @@ def build(build_dir: Path, *, waves: bool = False):
     return runner
 
 
-def run(runner, build_dir: Path, *, expect_offset: int = 0, seed: int = 1, waves: bool = False) -> Path:
-    """Run ``reduce_tb`` once; return the path of its ``results.xml``."""
-    test_dir = build_dir / f"run-offset{expect_offset}-seed{seed}"
+def run(runner, build_dir: Path, *, expect_offset: int = 0, seed: int = 1, waves: bool = False,
+        test_module: str = "reduce_tb") -> Path:
+    """Run ``test_module`` (a module on ``sys.path``; default ``reduce_tb``) once; return the
+    path of its ``results.xml``."""
+    test_dir = build_dir / f"{test_module}-offset{expect_offset}-seed{seed}"
     test_dir.mkdir(parents=True, exist_ok=True)
     xml = test_dir / "results.xml"
     env = {"REDUCE_TB_EXPECT_OFFSET": str(expect_offset), "REDUCE_TB_SEED": str(seed)}
     try:
-        runner.test(test_module="reduce_tb", hdl_toplevel=TOP, hdl_toplevel_lang="verilog",
+        runner.test(test_module=test_module, hdl_toplevel=TOP, hdl_toplevel_lang="verilog",
                     build_dir=build_dir / "sim", test_dir=test_dir, extra_env=env, results_xml=str(xml),
                     waves=waves, log_file=test_dir / "sim.log")
     except SystemExit:
