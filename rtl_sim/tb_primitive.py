@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import traceback
+from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
@@ -77,14 +77,8 @@ async def _one(dut, meta, run) -> dict:
 
 @cocotb.test()
 async def run_jobs(dut):
-    job = json.loads(open(os.environ["FUSEFLOW_JOB"]).read())
+    job = json.loads(Path(os.environ["FUSEFLOW_JOB"]).read_text())
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    results = []
-    try:
-        for run in job["runs"]:
-            results.append(await _one(dut, job["meta"], run))
-        out = {"results": results}
-    except Exception as exc:  # reported back to the caller with context
-        out = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
-    with open(os.environ["FUSEFLOW_RESULT"], "w") as f:
-        json.dump(out, f)
+    # an exception (a timeout included) fails this cocotb test: run_cocotb raises it from results.xml
+    results = [await _one(dut, job["meta"], run) for run in job["runs"]]
+    Path(os.environ["FUSEFLOW_RESULT"]).write_text(json.dumps({"results": results}))
