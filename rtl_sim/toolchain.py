@@ -211,7 +211,7 @@ def run_cocotb(build_dir: Path, toplevel: str, test_module: str, job: dict[str, 
             for cand in list(t.glob("*.fst")) + list(t.glob("*.vcd")) + list((build_dir / "sim").glob("*.fst")):
                 shutil.copy(cand, wave_file)
                 break
-        if "error" in result:  # a testbench that reports its exception in the result (fpga.tb_board)
+        if "error" in result:  # a testbench that reports its exception in its result file
             raise ToolchainError(f"testbench error: {result['error']}")
         return result
 
