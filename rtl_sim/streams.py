@@ -4,8 +4,9 @@
   port (``<prefix>__valid``, ``<prefix>__ready``, ``<prefix>__payload`` in the Verilog):
   ``send(word)`` / ``await wait_idle()`` and ``await recv()``, with an optional pause generator
   (an iterator of bools, one per clock cycle, ``True`` to hold back) and the clock passed in.
-* :class:`StreamDriver` / :class:`StreamMonitor`: the project's job-driven testbenches' stream
-  ends (all words at construction, seeded random gaps / stalls, stop on the done word).
+* :class:`StreamDriver` / :class:`StreamMonitor`: the older stream ends (all words at
+  construction, seeded random gaps / stalls, stop on the done word), kept for existing
+  testbenches; the project's primitive testbench uses the source and sink.
 * :class:`HostPort`: the bus master of the tops' host port.
 
 All follow Amaranth's stream rules: a source holds ``valid`` and ``payload`` until the beat is
@@ -133,7 +134,10 @@ class StreamSink(_StreamEnd):
     """Takes the words of stream port ``prefix`` of ``dut`` (an output of the top) into a queue.
 
     ``await recv()`` returns the next word (``queue`` is a :class:`cocotb.queue.Queue`;
-    ``recv_nowait()`` raises :class:`cocotb.queue.QueueEmpty` when nothing has arrived).
+    ``recv_nowait()`` raises :class:`cocotb.queue.QueueEmpty` when nothing has arrived).  A word
+    arrives in the read-only phase of the cycle it is taken in: await a clock edge before
+    writing a signal after ``recv``.  ``cycle`` counts clock cycles since construction and
+    ``last_cycle`` is the cycle of the last transfer.
     ``pause`` (or :meth:`set_pause_generator`): one bool per clock cycle; on a ``True`` cycle
     ``ready`` is low (back-pressure).
     """
@@ -141,6 +145,8 @@ class StreamSink(_StreamEnd):
     def __init__(self, dut, prefix: str, clock, *, pause: Iterable[bool] | None = None) -> None:
         super().__init__(dut, prefix, clock, pause)
         self.queue: Queue[int] = Queue()
+        self.cycle = 0  # clock cycles since construction
+        self.last_cycle = -1  # the cycle of the last transfer
         self.ready.value = 0
         self._start(self._run())
 
@@ -161,7 +167,9 @@ class StreamSink(_StreamEnd):
             if ready and int(self.valid.value):
                 self.queue.put_nowait(int(self.payload.value))
                 self.count += 1
+                self.last_cycle = self.cycle
             await RisingEdge(self.clock)
+            self.cycle += 1
 
 
 class StreamDriver:
