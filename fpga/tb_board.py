@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import traceback
 from collections import deque
 from pathlib import Path
 
@@ -86,28 +85,25 @@ async def run_jobs(dut):
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await ClockCycles(dut.clk, 4)
-    try:
-        graph = Graph.from_json(meta["graph"])
-        mmap = MemoryMap.from_json(meta["memory_map"])
-        link = BoardLink(uart)
-        results = []
-        for run in job["runs"]:
-            data = {
-                t: tensor_from_arrays(graph.tensors[t].shape, graph.tensors[t].fmt, arrays)
-                for t, arrays in run["inputs"].items()
+    # an exception fails this cocotb test: run_cocotb raises it from results.xml
+    graph = Graph.from_json(meta["graph"])
+    mmap = MemoryMap.from_json(meta["memory_map"])
+    link = BoardLink(uart)
+    results = []
+    for run in job["runs"]:
+        data = {
+            t: tensor_from_arrays(graph.tensors[t].shape, graph.tensors[t].fmt, arrays)
+            for t, arrays in run["inputs"].items()
+        }
+        res = await run_on_board(link, graph, data, mmap, meta["ident"])
+        results.append(
+            {
+                "cycles": res.cycles,
+                "polls": res.polls,
+                "overflow": res.overflow,
+                "status": res.status,
+                "outputs": {t: td.arrays() for t, td in res.outputs.items()},
+                "leds": int(dut.leds.value),
             }
-            res = await run_on_board(link, graph, data, mmap, meta["ident"])
-            results.append(
-                {
-                    "cycles": res.cycles,
-                    "polls": res.polls,
-                    "overflow": res.overflow,
-                    "status": res.status,
-                    "outputs": {t: td.arrays() for t, td in res.outputs.items()},
-                    "leds": int(dut.leds.value),
-                }
-            )
-        out = {"results": results}
-    except Exception as exc:  # noqa: BLE001 - any failure goes back to the runner as the result
-        out = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
-    Path(os.environ["FUSEFLOW_RESULT"]).write_text(json.dumps(out))
+        )
+    Path(os.environ["FUSEFLOW_RESULT"]).write_text(json.dumps({"results": results}))

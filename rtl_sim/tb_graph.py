@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import traceback
+from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
@@ -45,14 +45,11 @@ async def _one(dut, mmap, run) -> dict:
 
 @cocotb.test()
 async def run_jobs(dut):
-    job = json.loads(open(os.environ["FUSEFLOW_JOB"]).read())
+    job = json.loads(Path(os.environ["FUSEFLOW_JOB"]).read_text())
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     dut.rst.value = 1
     await ClockCycles(dut.clk, 2)
     dut.rst.value = 0
-    try:
-        out = {"results": [await _one(dut, job["meta"]["memory_map"], run) for run in job["runs"]]}
-    except Exception as exc:
-        out = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
-    with open(os.environ["FUSEFLOW_RESULT"], "w") as f:
-        json.dump(out, f)
+    # an exception (a timeout included) fails this cocotb test: run_cocotb raises it from results.xml
+    results = [await _one(dut, job["meta"]["memory_map"], run) for run in job["runs"]]
+    Path(os.environ["FUSEFLOW_RESULT"]).write_text(json.dumps({"results": results}))

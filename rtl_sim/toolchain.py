@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 from sw_sim.native import cache_root as sw_cache_root
 
@@ -23,6 +24,7 @@ __all__ = [
     "ToolchainError",
     "cache_root",
     "cached_build",
+    "cocotb_failure",
     "ensure_verilator",
     "find_tool",
     "lint",
@@ -190,7 +192,11 @@ def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], topl
 
 def run_cocotb(build_dir: Path, toplevel: str, test_module: str, job: dict[str, Any],
                *, waves: bool = False, wave_file: Path | None = None) -> dict[str, Any]:
-    """Run ``test_module`` on a cached build with ``job`` (JSON); return the result JSON."""
+    """Run ``test_module`` on a cached build with ``job`` (JSON); return the result JSON.
+
+    The testbench reads the job from ``FUSEFLOW_JOB`` and, when it passes, writes its result to
+    ``FUSEFLOW_RESULT``; a failure (an assertion, a timeout, any exception) fails the cocotb
+    test, and the failure recorded in the runner's ``results.xml`` is raised here."""
     ensure_verilator()
     from cocotb_tools.runner import get_runner  # cocotb's runner: loaded only to build or simulate
 
@@ -199,16 +205,22 @@ def run_cocotb(build_dir: Path, toplevel: str, test_module: str, job: dict[str, 
         t = Path(tmp)
         (t / "job.json").write_text(json.dumps(job))
         log = t / "sim.log"
+        xml = t / "results.xml"
         env = {"FUSEFLOW_JOB": str(t / "job.json"), "FUSEFLOW_RESULT": str(t / "result.json"),
                "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                               os.environ.get("PYTHONPATH", "")])}
         try:
             runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
                         build_dir=build_dir / "sim",
-                        test_dir=t, extra_env=env, results_xml=str(t / "results.xml"), waves=waves,
+                        test_dir=t, extra_env=env, results_xml=str(xml), waves=waves,
                         log_file=log)
+        except SystemExit:
+            pass  # under pytest the runner exits on a failed test: results.xml says which
         except Exception as exc:
             raise ToolchainError(f"cocotb run of {toplevel} failed: {exc}\n{_tail(log)}") from None
+        failure = cocotb_failure(xml)
+        if failure is not None:
+            raise ToolchainError(f"testbench error: {failure}")
         res = t / "result.json"
         if not res.exists():
             raise ToolchainError(f"cocotb run of {toplevel} produced no result\n{_tail(log)}")
@@ -217,9 +229,27 @@ def run_cocotb(build_dir: Path, toplevel: str, test_module: str, job: dict[str, 
             for cand in list(t.glob("*.fst")) + list(t.glob("*.vcd")) + list((build_dir / "sim").glob("*.fst")):
                 shutil.copy(cand, wave_file)
                 break
-        if "error" in result:
+        if "error" in result:  # a testbench that reports its exception in its result file
             raise ToolchainError(f"testbench error: {result['error']}")
         return result
+
+
+def cocotb_failure(xml: Path) -> str | None:
+    """The first failed or errored test of cocotb's ``results.xml`` as ``"<test>: <type>:
+    <message>"`` plus its traceback; ``None`` when every test passed (an error when the file is
+    missing or holds no test: the simulator stopped before cocotb reported)."""
+    if not xml.exists():
+        raise ToolchainError(f"cocotb wrote no {xml.name}: the simulator stopped before the tests ran\n"
+                             f"{_tail(xml.parent / 'sim.log')}")
+    cases = list(ElementTree.parse(xml).getroot().iter("testcase"))
+    if not cases:
+        raise ToolchainError(f"cocotb's {xml.name} holds no test\n{_tail(xml.parent / 'sim.log')}")
+    for case in cases:
+        for child in case:
+            if child.tag in ("failure", "error"):
+                return (f"{case.get('name')}: {child.get('type', child.tag)}: {child.get('message', '')}\n"
+                        f"{(child.text or '').strip()}")
+    return None
 
 
 def _tail(log: Path) -> str:
