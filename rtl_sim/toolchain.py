@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -16,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
+
+from filelock import FileLock
 
 from sw_sim.native import cache_root as sw_cache_root
 
@@ -134,8 +135,7 @@ def cached_build(kind: str, key: str, build: Callable[[Path], dict], *, suffix: 
     is written to the stamp, and only a build that returns marks the directory built."""
     d = cache_root() / kind / f"{key}-{source_digest()}{suffix}"
     d.mkdir(parents=True, exist_ok=True)
-    with open(d / ".lock", "w") as lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)
+    with FileLock(d / ".lock"):
         stamp = d / "built.json"
         if not stamp.exists():
             info = build(d)

@@ -7,7 +7,7 @@ with those declarations ("augmenting .pxd", Cython's pure-Python mode).  The com
 makes the same decisions in the same order as the Python one — the same cycles and values —
 several times faster (``bench/sim_speed.py``).
 
-Builds live in ``$FUSEFLOW_CACHE/sw_sim/<key>/sw_sim/`` (default ``~/.cache/fuseflow-hw``),
+Builds live in ``cache_root()/sw_sim/<key>/sw_sim/`` (``$FUSEFLOW_CACHE`` or the user cache),
 where ``key`` hashes the sources of the compiled modules, their ``.pxd`` files, the Cython and
 Python versions: editing a source selects (or makes) another build, so a stale build is never
 loaded.  :func:`activate`, called by ``sw_sim/__init__.py`` before any model module is
@@ -24,7 +24,6 @@ imported, puts the build first on the package's search path.  ``FUSEFLOW_SW_SIM`
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -33,6 +32,9 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+
+import platformdirs
+from filelock import FileLock
 
 __all__ = ["COMPILED", "ENGINE", "MODES", "NativeBuildError", "activate", "build_dir", "cache_root"]
 
@@ -48,9 +50,20 @@ class NativeBuildError(RuntimeError):
     """The compiled cycle model could not be built (the message says why)."""
 
 
+# where the cache was before it followed the platform's convention: still used if it exists
+LEGACY_CACHE = Path.home() / ".cache" / "fuseflow-hw"
+
+
 def cache_root() -> Path:
-    """The user cache of fuseflow-hw builds (``$FUSEFLOW_CACHE``, default ``~/.cache/fuseflow-hw``)."""
-    return Path(os.environ.get("FUSEFLOW_CACHE", Path.home() / ".cache" / "fuseflow-hw"))
+    """The user cache of fuseflow-hw builds: ``$FUSEFLOW_CACHE`` if set, else
+    ``~/.cache/fuseflow-hw`` if it exists (the earlier default, so existing builds are not
+    orphaned), else the platform's user cache directory (``platformdirs``: on Linux
+    ``$XDG_CACHE_HOME/fuseflow-hw``, which is ``~/.cache/fuseflow-hw`` when that is unset)."""
+    if env := os.environ.get("FUSEFLOW_CACHE"):
+        return Path(env)
+    if LEGACY_CACHE.is_dir():
+        return LEGACY_CACHE
+    return Path(platformdirs.user_cache_dir("fuseflow-hw", appauthor=False))
 
 
 def _cython_version() -> str | None:
@@ -114,8 +127,7 @@ def ensure_build(cython_version: str) -> Path:
     if _built(d):
         return d
     d.parent.mkdir(parents=True, exist_ok=True)
-    with open(d.parent / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(d.parent / "lock"):
         if not _built(d):
             print("sw_sim: compiling the cycle model with Cython (once per source version, about "
                   "a minute; FUSEFLOW_SW_SIM=python skips it) ...", file=sys.stderr, flush=True)
