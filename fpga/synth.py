@@ -239,6 +239,8 @@ def _run_script(script: str, out: Path, env: dict[str, str], watch: BuildWatch,
     step)`` whenever the phase changes; the exit code and the output."""
     log = out / "build.log"
     with log.open("w") as f:
+        # Popen, not amaranth's BuildPlan.execute_local: that returns only when the whole script
+        # has run, so the log's phases could not be streamed while it runs
         proc = subprocess.Popen(["sh", script], cwd=out, env=env, stdout=f, stderr=subprocess.STDOUT)
         try:
             last = None
@@ -309,12 +311,15 @@ def synthesize(
         "nextpnr_opts": f"--report {report_json} --seed {seed} --timing-allow-fail"
     }
     opts["script_after_read"] = COLLISION_DONT_CARE
+    # the cell counts as JSON (yosys' ``stat -json``), not scraped from the log's text table
+    opts["script_after_synth"] = f"tee -q -o {name}.stat.json stat -json"
     if b.family.synth_opts:
         opts["synth_opts"] = b.family.synth_opts
     plan: BuildPlan = platform.prepare(BoardTop(top, baud, board_hz), name, **opts)
     plan.extract(out)
     t1 = time.perf_counter()
-    for stale in (report_json, f"{name}.{b.bitstream}", f"{name}.rpt", f"{name}.tim"):
+    for stale in (report_json, f"{name}.{b.bitstream}", f"{name}.rpt", f"{name}.tim",
+                  f"{name}.stat.json"):
         (out / stale).unlink(missing_ok=True)
     code, output = _run_script(f"{plan.script}.sh", out, env, BuildWatch(out, name, b.family), progress)
     t2 = time.perf_counter()
@@ -325,7 +330,7 @@ def synthesize(
         k: ResourceUse(int(v["used"]), int(v["available"]))
         for k, v in report["utilization"].items()
     }
-    resources = _categories(b.family, util, (out / f"{name}.rpt").read_text())
+    resources = _categories(b.family, util, out / f"{name}.stat.json")
     fmax, constraint = _sync_fmax(report)
     result = SynthReport(
         board=b.name,
@@ -380,28 +385,25 @@ def _raise_failure(b: Board, out: Path, name: str, output: str) -> None:
     raise SynthError(f"synthesis for {b.name} failed (logs in {out}):\n{tail}")
 
 
-_STAT_NEW = re.compile(r"^\s+(\d+)\s+([$\w]+)\s*$")  # yosys >= 0.4x: "count type"
-_STAT_OLD = re.compile(r"^\s+([$\w]+)\s+(\d+)\s*$")  # older yosys: "type count"
-
-
-def _yosys_cells(rpt: str) -> dict[str, int]:
-    """Cell counts of the whole design from the last ``stat`` section of the yosys log."""
-    section = rpt[rpt.rfind("Printing statistics") :]
-    section = section[section.rfind("===") :]  # the hierarchy totals, or the only module
+def _yosys_cells(stat_json: Path) -> dict[str, int]:
+    """Cell counts of the whole design from yosys' ``stat -json`` output (the hierarchy totals
+    under ``design``, or the sum over the modules if yosys gave none)."""
+    stat = json.loads(stat_json.read_text())
+    if "design" in stat:
+        return dict(stat["design"].get("num_cells_by_type", {}))
     cells: dict[str, int] = {}
-    for line in section.splitlines():
-        if m := _STAT_NEW.match(line):
-            cells[m.group(2)] = int(m.group(1))
-        elif m := _STAT_OLD.match(line):
-            cells[m.group(1)] = int(m.group(2))
+    for module in stat.get("modules", {}).values():
+        for cell, n in module.get("num_cells_by_type", {}).items():
+            cells[cell] = cells.get(cell, 0) + n
     return cells
 
 
-def _categories(family: Family, util: dict[str, ResourceUse], rpt: str) -> dict[str, ResourceUse]:
+def _categories(family: Family, util: dict[str, ResourceUse],
+                stat_json: Path) -> dict[str, ResourceUse]:
     """The report rows of ``family``: nextpnr's utilisation, or yosys' cell counts for the rows
     the family counts there (LUTs and FFs of logic cells that pack both)."""
     zero = ResourceUse(0, 0)
-    cells = _yosys_cells(rpt) if any(r.yosys for r in family.resources) else {}
+    cells = _yosys_cells(stat_json) if any(r.yosys for r in family.resources) else {}
     res: dict[str, ResourceUse] = {}
     for r in family.resources:
         if r.yosys:

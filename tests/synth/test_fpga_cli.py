@@ -166,11 +166,17 @@ def test_link_framing_and_bursts(monkeypatch):
     assert asyncio.run(link.ident()) == 0xC0FFEE
 
 
-def test_yosys_stat_parser_both_formats():
-    new = "Printing statistics.\n=== top ===\n     291   SB_CARRY\n      96   SB_DFF\n    3155   SB_LUT4\n"
-    old = "Printing statistics.\n=== top ===\n     SB_CARRY                      291\n     SB_LUT4  3155\n"
-    assert _yosys_cells(new) == {"SB_CARRY": 291, "SB_DFF": 96, "SB_LUT4": 3155}
-    assert _yosys_cells(old) == {"SB_CARRY": 291, "SB_LUT4": 3155}
+def test_yosys_stat_json_totals(tmp_path):
+    """``stat -json``: the hierarchy totals under ``design``, else the sum over the modules."""
+    by_type = {"SB_CARRY": 291, "SB_DFF": 96, "SB_LUT4": 3155}
+    f = tmp_path / "top.stat.json"
+    f.write_text(json.dumps({"modules": {"\\top": {"num_cells_by_type": by_type}},
+                             "design": {"num_cells_by_type": by_type}}))
+    assert _yosys_cells(f) == by_type
+    modules = {"\\a": {"num_cells_by_type": {"SB_LUT4": 5}},
+               "\\b": {"num_cells_by_type": {"SB_LUT4": 7, "SB_DFF": 1}}}
+    f.write_text(json.dumps({"modules": modules}))
+    assert _yosys_cells(f) == {"SB_LUT4": 12, "SB_DFF": 1}
 
 
 def test_every_board_has_a_uart_and_a_platform():
