@@ -46,3 +46,16 @@ def dataset(kernel: str, n: int, case: str, seed: int = 0):
     ops = operands(kernel, n, case, seed)
     data = {t: TensorData.from_dense(v, g.tensors[t].fmt) for t, v in ops.items()}
     return g, data, REFERENCE[kernel](ops)
+
+
+def same_arrays(a, b, where: str) -> None:
+    """Every level array and the values of two results' outputs are equal
+    (output tensors keyed by name, level arrays and values compared exactly)."""
+    assert a.keys() == b.keys(), where
+    for t in a:
+        assert np.array_equal(a[t].vals, b[t].vals), (where, t)
+        for lvl, (sa, sb) in enumerate(zip(a[t].seg, b[t].seg, strict=True)):
+            assert (sa is None) == (sb is None), (where, t, lvl)
+            if sa is not None:
+                assert np.array_equal(sa, sb), (where, t, lvl)
+                assert np.array_equal(a[t].crd[lvl], b[t].crd[lvl]), (where, t, lvl)

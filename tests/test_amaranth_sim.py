@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from kernel_cases import CASES, dataset
+from kernel_cases import CASES, dataset, same_arrays
 
 from fuseflow.kernels import example
 from fuseflow_cli.cli import main
@@ -19,18 +19,6 @@ from rtl_sim import RtlTimeout, run_graph, run_graph_batch
 from rtl_sim.amaranth_sim import amaranth_top, run_amaranth
 from rtl_sim.api import _memory_runs
 from sw_sim import run_graph as sw_run_graph
-
-
-def _same_arrays(a, b, where: str) -> None:
-    """Every level array and the values of two results' outputs are equal."""
-    assert a.keys() == b.keys(), where
-    for t in a:
-        assert np.array_equal(a[t].vals, b[t].vals), (where, t)
-        for lvl, (sa, sb) in enumerate(zip(a[t].seg, b[t].seg, strict=True)):
-            assert (sa is None) == (sb is None), (where, t, lvl)
-            if sa is not None:
-                assert np.array_equal(sa, sb), (where, t, lvl)
-                assert np.array_equal(a[t].crd[lvl], b[t].crd[lvl]), (where, t, lvl)
 
 
 @pytest.mark.parametrize(("kernel", "n"), [("spmv", 16), ("spmm_csr", 12)])
@@ -42,7 +30,7 @@ def test_amaranth_equals_sw_sim(kernel, n):
     results = run_graph_batch(g, [d for _, d, _ in sets], runner="amaranth")
     for case, (_, data, ref), rtl in zip(CASES, sets, results, strict=True):
         sw = sw_run_graph(g, data)
-        _same_arrays(rtl.outputs, sw.outputs, f"{kernel}/{case}")
+        same_arrays(rtl.outputs, sw.outputs, f"{kernel}/{case}")
         [name] = sw.outputs
         assert np.array_equal(rtl.outputs[name].to_dense(), ref), case
         assert rtl.cycles == sw.cycles, f"{kernel}/{case}: amaranth {rtl.cycles}, sw_sim {sw.cycles}"

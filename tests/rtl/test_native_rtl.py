@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kernel_cases import CASES, dataset
+from kernel_cases import CASES, dataset, same_arrays
 
 from fuseflow.kernels import KERNELS, example
 from fuseflow_cli.cli import main
@@ -27,18 +27,6 @@ RTL_JSON_FIELDS = {"source", "graph", "runner", "rtl_cycles", "sw_cycles", "rati
                    "overflows", "rtl_overflow"}
 
 
-def _same_arrays(a, b, where: str) -> None:
-    """Every level array and the values of two results' outputs are equal."""
-    assert a.keys() == b.keys(), where
-    for t in a:
-        assert np.array_equal(a[t].vals, b[t].vals), (where, t)
-        for lvl, (sa, sb) in enumerate(zip(a[t].seg, b[t].seg, strict=True)):
-            assert (sa is None) == (sb is None), (where, t, lvl)
-            if sa is not None:
-                assert np.array_equal(sa, sb), (where, t, lvl)
-                assert np.array_equal(a[t].crd[lvl], b[t].crd[lvl]), (where, t, lvl)
-
-
 @pytest.mark.parametrize("kernel", ["spmv", "spmm_csr", "add"])
 def test_native_equals_cocotb_and_sw_sim(kernel):
     """Several datasets through one build of each runner (edge cases included): the output
@@ -51,8 +39,8 @@ def test_native_equals_cocotb_and_sw_sim(kernel):
     cocotb = run_graph_batch(g, datas, runner="cocotb")
     for case, data, (_, _, ref), nat, coc in zip(CASES, datas, sets, native, cocotb, strict=True):
         sw = sw_run_graph(g, data)
-        _same_arrays(nat.outputs, coc.outputs, f"{kernel}/{case} native vs cocotb")
-        _same_arrays(nat.outputs, sw.outputs, f"{kernel}/{case} native vs sw_sim")
+        same_arrays(nat.outputs, coc.outputs, f"{kernel}/{case} native vs cocotb")
+        same_arrays(nat.outputs, sw.outputs, f"{kernel}/{case} native vs sw_sim")
         [name] = sw.outputs
         assert np.array_equal(nat.outputs[name].to_dense(), ref), case
         assert nat.cycles == coc.cycles == sw.cycles, f"{kernel}/{case}: native {nat.cycles}, cocotb {coc.cycles}, " \
@@ -68,7 +56,7 @@ def test_native_under_hbm2_equals_cocotb_and_sw_sim():
     cocotb = run_graph_batch(g, datas, runner="cocotb", memory="hbm2")
     for (_, data, _, want), nat, coc in zip(sets, native, cocotb, strict=True):
         sw = sw_run_graph(g, data, memory="hbm2")
-        _same_arrays(nat.outputs, coc.outputs, "native vs cocotb")
+        same_arrays(nat.outputs, coc.outputs, "native vs cocotb")
         assert np.array_equal(nat.outputs["y"].to_dense(), want)
         assert nat.cycles == coc.cycles == sw.cycles
         assert sw.cycles > sw_run_graph(g, data).cycles  # the memory model costs cycles
