@@ -4,9 +4,7 @@
   port (``<prefix>__valid``, ``<prefix>__ready``, ``<prefix>__payload`` in the Verilog):
   ``send(word)`` / ``await wait_idle()`` and ``await recv()``, with an optional pause generator
   (an iterator of bools, one per clock cycle, ``True`` to hold back) and the clock passed in.
-* :class:`StreamDriver` / :class:`StreamMonitor`: the older stream ends (all words at
-  construction, seeded random gaps / stalls, stop on the done word), kept for existing
-  testbenches; the project's primitive testbench uses the source and sink.
+  The project's primitive testbench uses them too.
 * :class:`HostPort`: the bus master of the tops' host port.
 
 All follow Amaranth's stream rules: a source holds ``valid`` and ``payload`` until the beat is
@@ -17,7 +15,6 @@ the next edge.
 
 from __future__ import annotations
 
-import random
 from collections import deque
 from collections.abc import Iterable, Iterator
 
@@ -25,7 +22,7 @@ import cocotb
 from cocotb.queue import Queue
 from cocotb.triggers import Event, ReadOnly, RisingEdge
 
-__all__ = ["HostPort", "StreamDriver", "StreamMonitor", "StreamSink", "StreamSource", "port_signal"]
+__all__ = ["HostPort", "StreamSink", "StreamSource", "port_signal"]
 
 
 def port_signal(dut, prefix: str, member: str):
@@ -170,73 +167,6 @@ class StreamSink(_StreamEnd):
                 self.last_cycle = self.cycle
             await RisingEdge(self.clock)
             self.cycle += 1
-
-
-class StreamDriver:
-    """Drives ``words`` into stream port ``prefix``; ``gap`` is the chance of idling a cycle."""
-
-    def __init__(self, dut, prefix: str, words: list[int], *, gap: float = 0.0, seed: int = 0) -> None:
-        self.clk = dut.clk
-        self.valid = port_signal(dut, prefix, "valid")
-        self.payload = port_signal(dut, prefix, "payload")
-        self.ready = port_signal(dut, prefix, "ready")
-        self.words = list(words)
-        self.gap = gap
-        self.rng = random.Random(seed)
-        self.valid.value = 0
-
-    async def run(self) -> None:
-        i = 0
-        holding = False
-        while i < len(self.words):
-            if holding or self.rng.random() >= self.gap:
-                self.valid.value = 1
-                self.payload.value = self.words[i]
-                holding = True
-            else:
-                self.valid.value = 0
-            await ReadOnly()
-            if holding and int(self.ready.value):
-                i += 1
-                holding = False
-            await RisingEdge(self.clk)
-        self.valid.value = 0
-
-
-class StreamMonitor:
-    """Collects words from stream port ``prefix`` until a done word; ``stall`` is the chance of
-    dropping ready in a cycle.  ``last_cycle`` is the cycle of the last transfer."""
-
-    def __init__(self, dut, prefix: str, width: int, *, stall: float = 0.0, seed: int = 0) -> None:
-        self.clk = dut.clk
-        self.valid = port_signal(dut, prefix, "valid")
-        self.payload = port_signal(dut, prefix, "payload")
-        self.ready = port_signal(dut, prefix, "ready")
-        self.width = width
-        self.stall = stall
-        self.rng = random.Random(seed)
-        self.words: list[int] = []
-        self.last_cycle = -1
-        self.ready.value = 0
-
-    def _is_done(self, word: int) -> bool:
-        return bool(word >> self.width & 1) and (word >> 8 & 3) == 1
-
-    async def run(self, cycle_ref: list[int], limit: int) -> None:
-        while True:
-            self.ready.value = 0 if self.rng.random() < self.stall else 1
-            await ReadOnly()
-            if int(self.valid.value) and int(self.ready.value):
-                w = int(self.payload.value)
-                self.words.append(w)
-                self.last_cycle = cycle_ref[0]
-                if self._is_done(w):
-                    await RisingEdge(self.clk)
-                    self.ready.value = 0
-                    return
-            if cycle_ref[0] > limit:
-                raise TimeoutError(f"no done word on {self.valid._name[:-7]} after {limit} cycles")
-            await RisingEdge(self.clk)
 
 
 class HostPort:
