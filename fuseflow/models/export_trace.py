@@ -45,7 +45,7 @@ from fuseflow.compiler import ProgramError, parse_format
 
 from . import aten_ops as _ops
 from .aten_values import _C, _T, _letters, _Multi, _scalar, _Unsupported
-from .ir import FrontendError, MKind, MNode, ModelIR
+from .ir import FrontendError, MKind, MNode, ModelIR, check_format_names
 
 __all__ = ["DENSE_LIMIT", "PRESERVED", "SUPPORTED_OPS", "ExportFailed", "capture", "decomposition_table"]
 
@@ -639,12 +639,7 @@ def capture(module, inputs: Mapping[str, Any], formats: Mapping[str, str] | None
     :class:`ExportFailed` when torch.export cannot capture the module."""
     fmts = {**getattr(module, "sparse_formats", {}), **(formats or {})}
     fmts = {k.replace(".", "_"): v for k, v in fmts.items()}
-    known = {n.replace(".", "_") for n, _ in module.named_parameters()} | \
-        {n.replace(".", "_") for n, _ in module.named_buffers()} | set(inputs)
-    for k in fmts:
-        if k not in known:
-            raise FrontendError(f"formats annotation names {k!r}, which is not an input, parameter or "
-                                f"buffer of {type(module).__name__}; known: {sorted(known)}")
+    check_format_names(module, inputs, fmts)
     for k, v in inputs.items():
         if not isinstance(v, torch.Tensor):
             raise FrontendError(f"input {k!r} must be a torch tensor, got {type(v).__name__}")

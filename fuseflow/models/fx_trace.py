@@ -21,7 +21,7 @@ from torch import fx, nn
 
 from fuseflow.compiler import ProgramError, parse_format
 
-from .ir import FrontendError, MKind, MNode, ModelIR
+from .ir import FrontendError, MKind, MNode, ModelIR, check_format_names
 
 __all__ = ["trace_module"]
 
@@ -172,12 +172,7 @@ def trace_module(module, inputs: Mapping[str, Any], formats: Mapping[str, str] |
         raise FrontendError(f"torch.fx cannot trace {type(module).__name__}: {exc}") from None
     gm = fx.GraphModule(tracer.root, graph)
     b = _Builder(fmts)
-    known = {n.replace(".", "_") for n, _ in module.named_parameters()} | \
-        {n.replace(".", "_") for n, _ in module.named_buffers()} | set(inputs)
-    for k in fmts:
-        if k not in known:
-            raise FrontendError(f"formats annotation names {k!r}, which is not an input, parameter or "
-                                f"buffer of {type(module).__name__}; known: {sorted(known)}")
+    check_format_names(module, inputs, fmts)
     interp = _Interp(gm, b)
     placeholders = [n.target for n in graph.nodes if n.op == "placeholder"]
     missing = [p for p in placeholders if p not in inputs]

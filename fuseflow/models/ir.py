@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FrontendError", "MKind", "MNode", "ModelIR"]
+__all__ = ["FrontendError", "MKind", "MNode", "ModelIR", "check_format_names"]
 
 
 class FrontendError(ValueError):
@@ -77,3 +77,14 @@ class ModelIR:
 
     def text(self) -> str:
         return "\n".join(str(n) for n in self.nodes) + f"\noutputs: {', '.join(self.outputs)}"
+
+
+def check_format_names(module, inputs, fmts) -> None:
+    """Every name of a formats annotation (dots written as ``_``) is an input, parameter or
+    buffer of ``module``; otherwise a :class:`FrontendError` naming it and the known names."""
+    known = {n.replace(".", "_") for n, _ in module.named_parameters()} | \
+        {n.replace(".", "_") for n, _ in module.named_buffers()} | set(inputs)
+    for k in fmts:
+        if k not in known:
+            raise FrontendError(f"formats annotation names {k!r}, which is not an input, parameter or "
+                                f"buffer of {type(module).__name__}; known: {sorted(known)}")
