@@ -3,11 +3,15 @@
 For each model (GCN, GraphSAGE, SAE on KarateClub-sized data, GPT with BigBird attention) x
 {unfused, partial, full} x memory {ideal, hbm2}: sw_sim cycles, speedup over unfused, FLOPs,
 bytes read + written, bytes moved off chip, and the heuristic's (``fuseflow.estimate``) FLOPs,
-bytes and cycle estimate with its % error and time.  Then the heuristic's error over several
-densities (GCN / GraphSAGE on uniform random graphs).  Writes docs/fusion_memory.json.
+bytes and cycle estimate with its % error and time.  Then, under hbm2, the zoo's other
+datasets (GCN / GraphSAGE on every graph shipped with networkx and the Cora-sized synthetic
+graph with 32 features, the SAE on scikit-learn's digits): which granularity sw_sim finds
+fastest and which the heuristic picks.  Then the heuristic's error over several densities
+(GCN / GraphSAGE on uniform random graphs).  Writes docs/fusion_memory.json.
 
     python bench/fusion_memory.py            # all models (GPT takes ~10 minutes)
     python bench/fusion_memory.py --no-gpt   # the graph models and SAE only
+    python bench/fusion_memory.py --no-zoo   # KarateClub, SAE, GPT and the density sweep only
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ def measure(label: str, case, memories: list[str]) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-gpt", action="store_true")
+    ap.add_argument("--no-zoo", action="store_true")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     memories = ["ideal", "hbm2"]
@@ -84,20 +89,29 @@ def main() -> int:
     rows = []
     for label, case in cases:
         rows += measure(label, case, memories)
+    zoo = []
+    if not args.no_zoo:
+        for ds_name in ("les_miserables", "florentine_families", "davis_southern_women", "cora_small"):
+            ds = load_dataset(ds_name)
+            for m in ("gcn", "graphsage"):
+                zoo += measure(f"{m}@{ds_name}", make_case(m, ds), ["hbm2"])
+        zoo += measure("sae@digits", make_case("sae", "digits"), ["hbm2"])
     sweep = []
     for density in (0.01, 0.03, 0.1):
         ds = load_dataset("uniform", nodes=128, density=density)
         for m in ("gcn", "graphsage"):
             sweep += measure(f"{m}@{density}", make_case(m, ds), ["hbm2"])
     winners = {}
-    for r in rows:
+    for r in rows + zoo:
         if r["memory"] == "hbm2":
             key = r["model"]
-            sim_best = min((x for x in rows if x["model"] == key and x["memory"] == "hbm2"), key=lambda x: x["cycles"])
-            est_best = min((x for x in rows if x["model"] == key and x["memory"] == "hbm2"), key=lambda x: x["est_cycles"])
-            winners[key] = {"simulated": sim_best["fusion"], "estimated": est_best["fusion"]}
+            group = [x for x in rows + zoo if x["model"] == key and x["memory"] == "hbm2"]
+            sim_best = min(group, key=lambda x: x["cycles"])
+            est_best = min(group, key=lambda x: x["est_cycles"])
+            winners[key] = {"simulated": sim_best["fusion"], "estimated": est_best["fusion"],
+                            "margin": round(sorted(x["cycles"] for x in group)[1] / sim_best["cycles"], 3)}
     errs = {}
-    for r in rows + sweep:
+    for r in rows + zoo + sweep:
         m = r["model"].split("@")[0]
         e = errs.setdefault(m, {"flops": [], "bytes": [], "cycles": []})
         for k in e:
@@ -109,7 +123,8 @@ def main() -> int:
         print(f"  {m:10s} FLOPs {s['flops']['mean']:.1f} / {s['flops']['worst']:.1f}   bytes "
               f"{s['bytes']['mean']:.1f} / {s['bytes']['worst']:.1f}   cycles {s['cycles']['mean']:.1f} / {s['cycles']['worst']:.1f}")
     print("fastest granularity under hbm2 (simulated / estimated):", winners)
-    OUT.write_text(json.dumps({"rows": rows, "density_sweep": sweep, "errors": summary, "winners_hbm2": winners},
+    OUT.write_text(json.dumps({"rows": rows, "zoo": zoo, "density_sweep": sweep, "errors": summary,
+                               "winners_hbm2": winners},
                               indent=1) + "\n")
     print(f"wrote {OUT}")
     return 0

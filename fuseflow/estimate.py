@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.special import gammaln
+from scipy.stats import binom
 
 from .compiler.runner import initial_tensors
 from .masks import mask_keep, mask_params
@@ -58,6 +60,7 @@ class LevelStats:
     parent_of: np.ndarray | None = None  # parent position of each position (compressed)
     crd: np.ndarray | None = None  # coordinate of each position (compressed)
     crd_hist: np.ndarray | None = None  # expected count of each coordinate over all fibres
+    fan: np.ndarray | None = None  # without ``lens``: how many fibres have each length (expected)
 
 
 @dataclass
@@ -98,6 +101,14 @@ class Stat:
     held: Stat | None = None  # crd_hold output: each fibre repeats one coordinate of this stream
     run: float = 1.0  # expected run of consecutive values (positions read one after another)
     seq: bool = False  # values ascend through each outer fibre (a prefetching port streams them)
+    # fan-out per depth, where known: lens[d][k] = how many elements of depth d - 1 have k
+    # elements of depth d below them (lens[0] is None); a merge needs the spread, not the mean
+    lens: tuple[np.ndarray | None, ...] | None = None
+    pop: float | None = None  # distinct fibres the innermost fibres are drawn from (a scanned level's parents)
+    rep: bool = False  # a repeated reference: the elements of each innermost fibre are one value
+    # the innermost fibres of each group are one fibre read again (scanned under repeated
+    # references), before any join: the presence rate of each coordinate in that fibre
+    same: np.ndarray | None = None
 
     @property
     def data(self) -> float:
@@ -108,12 +119,37 @@ class Stat:
         """Data tokens, one stop per innermost fibre, and D."""
         return self.n[-1] + (self.n[-2] if len(self.n) > 1 else 0.0) + 1.0
 
-    def scaled(self, data: float, n: tuple[float, ...] | None = None) -> Stat:
-        """Same shape with ``data`` tokens (histogram and N thinned alike)."""
+    def scaled(self, data: float, n: tuple[float, ...] | None = None,
+               lens: tuple[np.ndarray | None, ...] | None = None) -> Stat:
+        """Same shape with ``data`` tokens (histogram and N thinned alike); ``n`` (and its
+        ``lens``) replace the outer depths."""
         f = data / self.data if self.data else 0.0
         h = self.h * f if self.h is not None else None
+        if n is None:
+            lens, pop = thinned(self.lens, f), self.pop
+        else:
+            pop = None
         return Stat((n or self.n[:-1]) + (data,), self.dim, h, self.nn * f,
-                    run=max(1.0, self.run * min(f, 1.0)), seq=self.seq)
+                    run=max(1.0, self.run * min(f, 1.0)), seq=self.seq, lens=lens, pop=pop)
+
+
+def thinned(lens: tuple[np.ndarray | None, ...] | None, keep: float | None = None) -> tuple[np.ndarray | None, ...] | None:
+    """The fan-outs of a stream whose innermost elements were kept each with probability
+    ``keep`` (binomial thinning of the last fan-out; unknown without ``keep``)."""
+    if lens is None:
+        return None
+    last = lens[-1]
+    if last is None or keep is None or not 0.0 <= keep <= 1.0 or len(last) * np.count_nonzero(last) > _HIST_MAX:
+        return lens[:-1] + (None,)
+    if keep == 1.0:
+        return lens
+    ks = np.flatnonzero(last)
+    pmf = binom.pmf(np.arange(len(last))[None, :], ks[:, None], keep)
+    return lens[:-1] + (last[ks] @ pmf,)
+
+
+def fanout(lens: tuple[np.ndarray | None, ...] | None, depth: int) -> np.ndarray | None:
+    return lens[depth] if lens is not None and -len(lens) <= depth < len(lens) else None
 
 
 @dataclass
@@ -205,7 +241,7 @@ def rule(kind: str) -> Callable[[Rule], Rule]:
 
 @rule("root")
 def _root(c, node, ins):
-    return {"ref": Stat((1.0,), None, np.ones(1), seq=True)}
+    return {"ref": Stat((1.0,), None, np.ones(1), seq=True, lens=(None,))}
 
 
 @rule("scan")
@@ -229,6 +265,7 @@ def _scan(c, node, ins):
         crd_h = lv.crd_hist * (d / lv.crd_hist.sum()) if lv.crd_hist is not None and lv.crd_hist.sum() else None
         pos_h = None
     mean = d / live if live else 0.0
+    lens = ref.lens + (_level_fanout(lv, ref, live),) if ref.lens is not None else None
     if not lv.dense:
         seg = c.graph.tensors[t].fmt.levels[lvl].has_seg  # a singleton level reads no seg
         if seg:
@@ -240,8 +277,29 @@ def _scan(c, node, ins):
         c.read_port(t, "crd", lvl, d, runs)
     n = ref.n + (d,)
     crd_run = float(lv.dim) if lv.dense else 1.0
-    return {"crd": Stat(n, lv.dim, crd_h, run=max(crd_run, 1.0), seq=True),
-            "ref": Stat(n, None, pos_h, run=max(mean, 1.0), seq=ref.seq)}
+    same = crd_h / live if ref.rep and crd_h is not None and live else None
+    return {"crd": Stat(n, lv.dim, crd_h, run=max(crd_run, 1.0), seq=True, lens=lens, pop=lv.parents, same=same),
+            "ref": Stat(n, None, pos_h, run=max(mean, 1.0), seq=ref.seq, lens=lens, pop=lv.parents)}
+
+
+def _level_fanout(lv: LevelStats, ref: Stat, live: float) -> np.ndarray | None:
+    """How many references open fibres of each length (an N reference opens an empty one)."""
+    if lv.dense:
+        w = np.zeros(lv.dim + 1)
+        w[lv.dim] = live
+    elif lv.lens is None:
+        if lv.fan is None or not lv.fan.sum():
+            return None
+        w = lv.fan * (live / lv.fan.sum())
+    elif not len(lv.lens) or lv.lens.max() >= _HIST_MAX:
+        return None
+    elif ref.h is not None and len(ref.h) == len(lv.lens):
+        w = np.bincount(lv.lens.astype(np.int64), weights=ref.h)
+    else:
+        w = np.bincount(lv.lens.astype(np.int64)) * (live / len(lv.lens))
+    w = np.asarray(w, dtype=np.float64)
+    w[0] += ref.nn
+    return w
 
 
 def _fibres(s: Stat) -> float:
@@ -287,17 +345,21 @@ def _join(c, node, ins, union: bool):
     h = per * f
     d = float(h.sum())
     n = crds[0].n[:-1] + (d,)
-    out = {"crd": Stat(n, dim, h)}
+    lens = thinned(crds[0].lens, d / crds[0].data if crds[0].data and not union else None)
+    same = [s.same for s in crds if s.same is not None and len(s.same) == dim]
+    out = {"crd": Stat(n, dim, h, lens=lens, pop=None if union else crds[0].pop,
+                       same=same[0] if len(same) == 1 and not union else None)}
     for i in range(k):
         r = ins[f"ref{i}"]
         if union:  # every input element comes out (same positions), the rest as N
             present = min(crds[i].data, d)
-            out[f"ref{i}"] = Stat(n, None, r.h, d - present + r.nn, run=r.run, seq=r.seq)
+            out[f"ref{i}"] = Stat(n, None, r.h, d - present + r.nn, run=r.run, seq=r.seq, lens=lens)
         elif r.h is not None and len(r.h) == dim and crds[i].h is not None and np.allclose(r.h, crds[i].h):
             # positions that are the coordinates (a dense outer level): they survive as those do
-            out[f"ref{i}"] = Stat(n, None, h.copy(), r.nn * (d / r.data if r.data else 0.0), seq=r.seq)
+            out[f"ref{i}"] = Stat(n, None, h.copy(), r.nn * (d / r.data if r.data else 0.0), seq=r.seq,
+                                  lens=lens)
         else:
-            out[f"ref{i}"] = r.scaled(d, crds[0].n[:-1])
+            out[f"ref{i}"] = r.scaled(d, crds[0].n[:-1], lens)
     return out
 
 
@@ -325,13 +387,14 @@ def _union(c, node, ins):
 @rule("repsig")
 def _repsig(c, node, ins):
     s = ins["in"]
-    return {"repsig": Stat(s.n, None, None)}
+    return {"repsig": Stat(s.n, None, None, lens=s.lens)}
 
 
 @rule("repeat")
 def _repeat(c, node, ins):
     ref, sig = ins["ref"], ins["repsig"]
-    out = ref.scaled(sig.data, sig.n[:-1])
+    out = ref.scaled(sig.data, sig.n[:-1], sig.lens)
+    out.rep = True
     per = sig.data / ref.data if ref.data else 1.0  # each reference repeated this often: one line
     out.run = max(1.0, ref.run * per)
     return {"ref": out}
@@ -345,7 +408,7 @@ def _locate(c, node, ins):
     if outer.h is not None and inner.h is not None and len(outer.h) * dim <= _HIST_MAX and outer.h.sum():
         h = np.outer(outer.h / outer.h.sum(), inner.h).ravel()
     dense_inner = inner.dim is not None and inner.run >= inner.dim
-    return {"ref": Stat(inner.n, None, h, inner.nn, run=inner.run, seq=outer.seq and dense_inner)}
+    return {"ref": Stat(inner.n, None, h, inner.nn, run=inner.run, seq=outer.seq and dense_inner, lens=inner.lens)}
 
 
 def _lanes(node) -> int:
@@ -384,18 +447,68 @@ def _lane_reduce(c, node, ins):
     return {"val": Stat(v.n, None, None)}
 
 
-def _merged(inner: Stat, groups: float) -> tuple[float, np.ndarray | None]:
-    """Expected union size of the fibres of ``inner`` merged ``groups`` ways (fibres per group
-    each drawing coordinates at the stream's rates)."""
+def _merged(inner: Stat, groups: float) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+    """Expected union size of the fibres of ``inner`` merged ``groups`` ways: each fibre draws
+    coordinate j at the stream's rate q_j; the fibres of one group are distinct fibres of the
+    population they are read from (drawn without replacement), and groups have as many fibres
+    as the stream's fan-out says (an empty group merges nothing) — or the mean, if unknown.
+    Returns the size, its coordinate histogram and the fan-out of the merged fibres (how many
+    groups get each size; where the groups' fibre counts are known)."""
     fib = _fibres(inner)
-    m = fib / groups if groups else 0.0
-    if inner.h is not None and fib:
-        q = np.minimum(inner.h / fib, 1.0)
-        per = 1 - (1 - q) ** m
-        return float(per.sum() * groups), per * groups
+    if not groups or not fib:
+        return 0.0, (np.zeros(inner.dim) if inner.h is not None and inner.dim else None), None
     dim = inner.dim or 1
-    q = min(inner.data / (fib * dim), 1.0) if fib else 0.0
-    return groups * dim * (1 - (1 - q) ** m), None
+    if inner.h is not None:
+        q = np.minimum(inner.h / fib, 1.0)
+    else:
+        q = np.full(dim, min(inner.data / (fib * dim), 1.0))
+    w = fanout(inner.lens, -2)
+    known = w is not None and w.sum() and len(q) * np.count_nonzero(w) <= _HIST_MAX
+    if known:
+        ks = np.flatnonzero(w).astype(np.float64)
+        wk = w[ks.astype(np.int64)] * (groups / w.sum())
+    else:
+        ks, wk = np.array([fib / groups]), np.array([groups])
+    if inner.same is not None and len(inner.same) == len(q):
+        # one fibre (presence b) thinned per copy by a join (presence q / b): in the union
+        # when it is in the fibre and some copy keeps it
+        b = np.minimum(inner.same, 1.0)
+        r = np.divide(q, b, out=np.zeros_like(q), where=b > 0)
+        hit = b[:, None] * (1.0 - _miss(np.minimum(r, 1.0), ks, None))
+    else:
+        hit = 1.0 - _miss(q, ks, inner.pop)
+    per = hit @ wk
+    scale = dim / len(q)
+    fan = _spread(hit.sum(axis=0) * scale, wk) if known else None
+    if inner.h is not None:
+        return float(per.sum()), per, fan
+    return float(per.sum()) * scale, None, fan
+
+
+def _spread(sizes: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+    """A fan-out histogram from (expected size, groups) pairs: each size split between its two
+    neighbouring integers so that the mean is kept."""
+    top = int(np.ceil(sizes.max())) if len(sizes) else 0
+    if top >= _HIST_MAX:
+        return None
+    lo = np.floor(sizes)
+    frac = sizes - lo
+    out = np.bincount(lo.astype(np.int64), weights=weights * (1 - frac), minlength=top + 2)
+    out += np.bincount(lo.astype(np.int64) + 1, weights=weights * frac, minlength=top + 2)
+    return out
+
+
+def _miss(q: np.ndarray, ks: np.ndarray, pop: float | None) -> np.ndarray:
+    """P(no fibre of a group of k contains j) for each j (rows) and k (columns): drawn without
+    replacement from ``pop`` fibres, q_j * pop of which contain j; independently if unknown."""
+    q, ks = q[:, None], ks[None, :]
+    if pop is None or pop < 1 or ks.max() > pop:
+        return (1.0 - q) ** ks
+    c = q * pop
+    rest = pop - c - ks + 1.0
+    ok = rest > 0
+    logm = gammaln(pop - c + 1.0) + gammaln(pop - ks + 1.0) - gammaln(np.where(ok, rest, 1.0)) - gammaln(pop + 1.0)
+    return np.where(ok, np.exp(np.minimum(logm, 0.0)), 0.0)
 
 
 @rule("spacc1")
@@ -408,10 +521,12 @@ def _spacc1(c, node, ins):
         mu = inner.data / o.data if o.data else 0.0
         d = o.data * (1 - math.exp(-mu)) if mu < 30 else o.data
         h = o.h * (d / o.data) if o.h is not None and o.data else None
+        fan = None
     else:
-        d, h = _merged(inner, groups)
+        d, h, fan = _merged(inner, groups)
     n = inner.n[:-2] + (d,)
-    return {"crd": Stat(n, inner.dim, h), "val": Stat(n)}
+    lens = inner.lens[:-2] + (fan,) if inner.lens is not None and len(inner.lens) > 2 else None
+    return {"crd": Stat(n, inner.dim, h, lens=lens), "val": Stat(n)}
 
 
 @rule("spacc2")
@@ -438,7 +553,7 @@ def _crd_drop(c, node, ins):
 @rule("crd_hold")
 def _crd_hold(c, node, ins):
     outer, inner = ins["outer"], ins["inner"]
-    return {"outer": Stat(inner.n, outer.dim, None, held=outer), "inner": inner}
+    return {"outer": Stat(inner.n, outer.dim, None, held=outer, lens=inner.lens), "inner": inner}
 
 
 @rule("crd_mask")
@@ -457,7 +572,7 @@ def _crd_mask(c, node, ins):
     else:
         frac, h = 1.0, None
     d = inner.data * frac
-    s = Stat(inner.n[:-1] + (d,), inner.dim, h)
+    s = Stat(inner.n[:-1] + (d,), inner.dim, h, lens=thinned(inner.lens, frac), pop=inner.pop)
     return {"crd": s, "ref": ref.scaled(d)}
 
 
@@ -516,8 +631,10 @@ def _written_stats(graph: Graph, tensor: str, crds: dict[int, Stat]) -> TensorSt
         s = crds.get(lvl)
         nnz = s.data if s is not None and fmt is Format.COMPRESSED else parents * dim
         hist = s.h if s is not None and s.h is not None and len(s.h) == dim else None
+        fan = fanout(s.lens, -1) if s is not None and fmt is Format.COMPRESSED else None
         levels.append(LevelStats(dim, fmt is Format.DENSE, parents, nnz, None, None, None,
-                                 hist if fmt is Format.COMPRESSED else np.full(dim, parents)))
+                                 hist if fmt is Format.COMPRESSED else np.full(dim, parents),
+                                 fan=None if fan is None else fan.copy()))
         parents = nnz
     return TensorStats(levels)
 
