@@ -33,11 +33,11 @@ from .boards import Board, get_board
 from .families import FAMILIES, Family
 
 __all__ = [
+    "BuildWatch",
     "DoesNotFit",
     "ResourceUse",
     "SynthError",
     "SynthReport",
-    "BuildWatch",
     "ToolMissing",
     "resolve_tools",
     "synthesize",

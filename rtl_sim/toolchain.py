@@ -102,7 +102,7 @@ def lint(verilog: Path, toplevel: str) -> subprocess.CompletedProcess:
     """``verilator --lint-only`` with the documented waivers (warnings stay fatal)."""
     exe = ensure_verilator()
     return subprocess.run([exe, "--lint-only", "-Wall", *LINT_WAIVERS, "--top-module", toplevel, str(verilog)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)  # the caller reads the status
 
 
 _SOURCE_DIGEST: str | None = None
@@ -181,7 +181,7 @@ def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], topl
             runner.build(sources=[vfile], hdl_toplevel=toplevel, build_dir=d / "sim", always=True,
                          build_args=["-Wno-fatal", *LINT_WAIVERS, "-O2", "--x-assign", "0", "--x-initial", "0"],
                          timescale=("1ns", "1ps"), waves=waves, log_file=log)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever cocotb's runner raises becomes one ToolchainError with the log
             tail = log.read_text()[-3000:] if log.exists() else ""
             shutil.rmtree(d / "sim", ignore_errors=True)
             raise ToolchainError(f"Verilator build of {toplevel} ({key}) failed: {exc}\n{tail}") from None
@@ -216,7 +216,7 @@ def run_cocotb(build_dir: Path, toplevel: str, test_module: str, job: dict[str, 
                         log_file=log)
         except SystemExit:
             pass  # under pytest the runner exits on a failed test: results.xml says which
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever cocotb's runner raises becomes one ToolchainError with the log
             raise ToolchainError(f"cocotb run of {toplevel} failed: {exc}\n{_tail(log)}") from None
         failure = cocotb_failure(xml)
         if failure is not None:

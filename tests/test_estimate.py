@@ -82,7 +82,7 @@ def test_spmm_dense(density):
     """Products exact.  The output: row i of C is full (n entries of crd and vals: 2 + 4 bytes
     each) when row i of A has a nonzero, empty otherwise; the accumulator's union follows the
     fan-out of A's rows, so the bytes are exact too, empty rows of A included."""
-    ops, c, e = run_both("spmm_dense", density)
+    _, c, e = run_both("spmm_dense", density)
     assert e.flops == pytest.approx(c["flops"], rel=1e-9)
     assert e.bytes_read + e.bytes_written == pytest.approx(moved(c), rel=1e-9)
 
