@@ -16,6 +16,7 @@ from hw.elaborate import HwConfig
 from rtl_sim import ToolchainError
 from rtl_sim import run_graph as rtl_run
 from rtl_sim.api import VERILATOR_RUNNERS, graph_build, memory_config
+from rtl_sim.waves import wave_format
 from sw_sim import SimError, run_graph
 
 from .argtypes import int_range
@@ -58,7 +59,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-cycles", type=int_range(1), metavar="N",
                    help="stop with an error when the run is not done after N cycles (default: "
                         "50 M native, 5 M cocotb and amaranth)")
-    p.add_argument("--waves", metavar="FILE", help="write a waveform (VCD) of the RTL run")
+    p.add_argument("--waves", metavar="FILE", help="write a waveform of the RTL run: FILE.vcd (VCD) or FILE.fst "
+                   "(FST), and the GTKWave save file FILE.gtkw beside it (host port and "
+                   "every node's streams grouped)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (README 'Machine-readable output') instead of text")
     add_memory_args(p)  # both simulators (docs/memory.md)
@@ -95,6 +98,10 @@ def run(args) -> int:
     if args.max_cycles is not None and args.max_cycles < 1:
         raise UserError(f"--max-cycles {args.max_cycles}: must be at least 1")
     waves = Path(args.waves) if args.waves else None
+    try:
+        wave_format(waves)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     saturated = saturate_job(args, job, vw)
     try:
         cfg = memory_config(HwConfig(cw=cw, vw=vw), model, placement)
@@ -161,4 +168,4 @@ def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: 
     if sw.overflows or rtl.overflow:
         print(hw_overflow_text(rtl.overflow) + " (the RTL's STATUS / OVERFLOW registers)")
     if args.waves:
-        print(f"waveform: {args.waves}")
+        print(f"waveform: {args.waves} (GTKWave: gtkwave {Path(args.waves).with_suffix('.gtkw')})")

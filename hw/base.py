@@ -18,11 +18,12 @@ from amaranth.lib.wiring import In, Out
 from .fifo import HeadFIFO, RamFIFO
 from .word import check_width
 
-__all__ = ["MemRead", "MemWrite", "StreamPrimitive", "bits_for"]
+__all__ = ["MemRead", "MemWrite", "StreamPrimitive", "addr_bits"]
 
 
-def bits_for(depth: int) -> int:
-    """Address width of a memory of ``depth`` entries (at least 1)."""
+def addr_bits(depth: int) -> int:
+    """Address width of a memory of ``depth`` entries (at least 1): ``ceil_log2(depth)``, not
+    ``amaranth.utils.bits_for`` (the width that holds the value ``depth``)."""
     return max(1, (max(depth, 1) - 1).bit_length())
 
 

@@ -38,7 +38,7 @@ from fuseflow.samml import PRIMITIVES, Graph, NodeKind, TensorSpec
 from fuseflow.tensor import Format
 
 from . import registry
-from .base import bits_for
+from .base import addr_bits
 from .config import DEFAULT_HW, HwConfig
 from .dram import Controller, bus_link
 from .registry import HwBuild, Memories, stream_width
@@ -63,7 +63,7 @@ MAX_LENGTHS = 64  # length registers 2 .. 65
 REG_STATUS = REG_LEN0 + MAX_LENGTHS  # 66
 REG_OVF0 = REG_STATUS + 1  # 67: the OVERFLOW words
 STATUS_OVERFLOW, STATUS_OVERRUN = 1, 2  # STATUS bits
-REG_END = max(16, 1 << bits_for(REG_OVF0))  # 128: the first region address
+REG_END = max(16, 1 << addr_bits(REG_OVF0))  # 128: the first region address
 MAX_OVERFLOW_NODES = HOST_DW * (REG_END - REG_OVF0)  # 61 words of 32 flags
 
 
@@ -155,7 +155,7 @@ class MemoryMap:
                    list(d.get("overflow", [])))
 
     def add(self, name: str, depth: int, width: int, access: str) -> None:
-        size = 1 << bits_for(depth)
+        size = 1 << addr_bits(depth)
         end = max([r.base + r.size for r in self.regions], default=REG_END)
         base = (end + size - 1) // size * size
         self.regions.append(Region(name, base, size, depth, width, access))
@@ -223,7 +223,7 @@ class _HostBus:
 
         for r in self.mmap.regions:
             inside = inside_of(r)
-            off = addr[: bits_for(r.depth)]
+            off = addr[: addr_bits(r.depth)]
             for port in self.writes.get(r.name, []):
                 m.d.comb += [port.addr.eq(off), port.data.eq(wdata), port.en.eq(we & inside)]
             if r.name in self.reads:

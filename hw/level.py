@@ -13,7 +13,7 @@ from fuseflow.primitives.level import SKIP_GALLOP_SHIFT, SKIP_LINEAR
 from fuseflow.tensor import Format
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
-from .base import MemRead, MemWrite, StreamPrimitive, bits_for
+from .base import MemRead, MemWrite, StreamPrimitive, addr_bits
 from .dram import ReadGate, WriteGate, attach, bus_members
 from .registry import HwBuild, plain, rtl
 from .word import (
@@ -85,9 +85,9 @@ class Scan(StreamPrimitive):
         self.mem, self.model = dict(mem or {}), model
         extra = bus_members(self.mem, cw)
         if compressed and not singleton:
-            extra |= {"seg_wr": In(MemWrite(bits_for(seg_depth), cw))}
+            extra |= {"seg_wr": In(MemWrite(addr_bits(seg_depth), cw))}
         if compressed:
-            extra |= {"crd_wr": In(MemWrite(bits_for(crd_depth), cw))}
+            extra |= {"crd_wr": In(MemWrite(addr_bits(crd_depth), cw))}
         ins = {"ref": cw, "skip": cw} if skip else {"ref": cw}
         super().__init__(ins, {"crd": cw, "ref": cw}, depths, extra)
 
@@ -349,8 +349,8 @@ class LevelWrite(StreamPrimitive):
         self.mem, self.model = dict(mem or {}), model
         extra = {"done": Out(1), "seg_len": Out(32), "crd_len": Out(32)} | bus_members(self.mem, cw)
         if compressed:
-            extra |= {"seg_rd": In(MemRead(bits_for(seg_depth), cw)),
-                      "crd_rd": In(MemRead(bits_for(crd_depth), cw))}
+            extra |= {"seg_rd": In(MemRead(addr_bits(seg_depth), cw)),
+                      "crd_rd": In(MemRead(addr_bits(crd_depth), cw))}
         super().__init__({"crd": cw}, {}, None, extra)
 
     def logic(self, m):
@@ -400,7 +400,7 @@ class ValsWrite(StreamPrimitive):
         self.vw, self.depth, self.cw = vw, depth, cw
         self.mem, self.model = dict(mem or {}), model
         super().__init__({"val": vw}, {}, None, {"done": Out(1), "vals_len": Out(32),
-                                                 "vals_rd": In(MemRead(bits_for(depth), vw))}
+                                                 "vals_rd": In(MemRead(addr_bits(depth), vw))}
                          | bus_members(self.mem, cw))
 
     def logic(self, m):
@@ -439,7 +439,7 @@ class VecValsWrite(StreamPrimitive):
         self.vw, self.depth, self.lanes, self.cw = vw, depth, lanes, cw
         self.mem, self.model = dict(mem or {}), model
         super().__init__({"val": vw * lanes}, {}, None, {"done": Out(1), "vals_len": Out(32),
-                                                         "vals_rd": In(MemRead(bits_for(depth), vw))}
+                                                         "vals_rd": In(MemRead(addr_bits(depth), vw))}
                          | bus_members(self.mem, cw))
 
     def logic(self, m):

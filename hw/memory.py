@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In
 
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
 
-from .base import MemWrite, StreamPrimitive, bits_for
+from .base import MemWrite, StreamPrimitive, addr_bits
 from .dram import ReadGate, attach, bus_members
 from .registry import HwBuild, rtl
 from .word import (
@@ -38,7 +38,7 @@ class ArrayLoad(StreamPrimitive):
                  model=None, lanes: int = 1):
         self.cw, self.vw, self.depth, self.lanes = cw, vw, depth, lanes
         self.mem, self.model = dict(mem or {}), model
-        super().__init__({"ref": cw}, {"val": vw * lanes}, depths, {"vals_wr": In(MemWrite(bits_for(depth), vw))}
+        super().__init__({"ref": cw}, {"val": vw * lanes}, depths, {"vals_wr": In(MemWrite(addr_bits(depth), vw))}
                          | bus_members(self.mem, cw))
 
     def _memory(self, m):

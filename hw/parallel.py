@@ -12,7 +12,7 @@ from fuseflow.primitives.base import stream_kind
 from fuseflow.samml import StreamKind
 from fuseflow.tokens import CRD_WIDTH
 
-from .base import StreamPrimitive, bits_for
+from .base import StreamPrimitive, addr_bits
 from .registry import HwBuild, rtl
 from .word import (
     data_word,
@@ -86,7 +86,7 @@ class Serialize(StreamPrimitive):
 
     def _lane(self, word: Value) -> Value:
         """The lane number a ``sel`` data word carries."""
-        return word[:bits_for(self.n)]
+        return word[:addr_bits(self.n)]
 
     def _word(self, idx: Value) -> Value:
         """The head word of lane ``idx``."""

@@ -36,6 +36,7 @@ from sw_sim.run import PrimitiveResult
 from .amaranth_sim import amaranth_top, run_amaranth
 from .native import DEFAULT_MAX_CYCLES, RtlTimeout, native_build, run_native
 from .toolchain import ToolchainError, run_cocotb, verilator_build
+from .waves import vcd_to_fst, wave_format, write_gtkw
 
 __all__ = [
     "COCOTB_MAX_CYCLES",
@@ -236,13 +237,16 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
     compiled harness of ``rtl_sim/native.py``: the same bus protocol, results and cycle counts,
     about a hundred times faster), both on Verilator, or ``"amaranth"`` (amaranth.sim, no
     Verilator: ``rtl_sim/amaranth_sim.py``, the same protocol, results and cycle counts); each
-    writes a VCD to ``wave_file`` with ``waves``.
+    writes a waveform to ``wave_file`` with ``waves`` (VCD, or FST for a ``.fst`` file) and a
+    GTKWave save file beside it (:mod:`rtl_sim.waves`).
     ``max_cycles``: a run not done within that many cycles of its start raises an error
     (default: 5 M for cocotb and amaranth, ``native.DEFAULT_MAX_CYCLES`` for native).
     """
     _check_runner(runner)
     if max_cycles is not None and max_cycles < 1:
         raise ValueError(f"max_cycles = {max_cycles}: must be at least 1")
+    fmt = wave_format(wave_file) if waves else None
+    dump = Path(wave_file).with_suffix(".fst.vcd") if fmt == "fst" else wave_file  # FST: re-encoded from VCD
     cfg = memory_config(cfg, memory, onchip)
     for data in datasets:
         require_valid_inputs(graph, data, cfg.numerics or cfg.vw)
@@ -255,22 +259,27 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
     limit = max_cycles or (DEFAULT_MAX_CYCLES if runner == "native" else COCOTB_MAX_CYCLES)
     try:
         if runner == "amaranth":
-            results = run_amaranth(top, meta, runs, max_cycles=limit, wave_file=wave_file if waves else None,
+            results = run_amaranth(top, meta, runs, max_cycles=limit, wave_file=dump if waves else None,
                                    what=what)
             _check_lengths(results, meta, what)
         elif runner == "native":
             results = run_native(bdir, meta, runs, max_cycles=limit,
-                                 wave_file=wave_file if waves else None, what=what)
+                                 wave_file=dump if waves else None, what=what)
         else:
             job_runs = [{"mem": {name: words.tolist() for name, words in r["mem"].items()},
                          "limit": limit} for r in runs]
             results = run_cocotb(bdir, _GRAPH_TOP, "rtl_sim.tb_graph", {"meta": meta, "runs": job_runs},
-                                 waves=waves, wave_file=wave_file)["results"]
+                                 waves=waves, wave_file=dump)["results"]
             _check_lengths(results, meta, what)
     except ToolchainError as exc:
         if isinstance(exc, RtlTimeout) or "not done after" in str(exc):
             raise RtlTimeout(f"{exc}\n{stall_report(graph, datasets, cfg, limit)}") from None
         raise
+    if fmt == "fst":
+        vcd_to_fst(dump, wave_file)
+        Path(dump).unlink()
+    if fmt is not None:
+        write_gtkw(graph, wave_file, runner, cfg, meta["memory_map"]["addr_width"])
     return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"], _flagged(r, meta, what), r["status"])
             for r in results]
 
