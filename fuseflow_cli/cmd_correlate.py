@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from fuseflow.parallel import ParallelError
 from fuseflow.suites import SUITES, suite, with_par
+from rtl_sim.api import RUNNERS
 from rtl_sim.correlate import MemorySetup, memory_left_out, run_suite, write_report
 from sw_sim import run_graph
 
@@ -35,7 +36,11 @@ def add_parser(sub) -> None:
     add_scheduler_arg(p)
     p.add_argument("--json", action="store_true",
                    help="print the report's summary (correlation.json's fields) as JSON instead of text")
-    p.add_argument("--waves", action="store_true", help="also write a VCD per graph into OUT/waves/")
+    p.add_argument("--waves", action="store_true",
+                   help="also write a VCD and a GTKWave save file per graph into OUT/waves/")
+    p.add_argument("--runner", choices=RUNNERS, default="native",
+                   help="how the RTL runs: %(choices)s (default %(default)s: the compiled Verilator harness; "
+                        "cocotb: the cocotb testbench on Verilator; amaranth: amaranth.sim, nothing to build)")
     p.add_argument("--list", action="store_true", help="list the suite's kernels and exit (no -o needed)")
     add_schedule_args(p)  # par only: every graph of the suite that iterates the index
     add_memory_args(p)  # both simulators; --onchip names apply to the graphs that have them
@@ -101,11 +106,11 @@ def run(args) -> int:
             bar.update(task, completed=done, description=f"done: {names[:60]}")
 
         results = run_suite(entries if sched.par or mem_left else args.suite, waves_dir=waves,
-                            progress=progress, memory=mem, executor=ex)
+                            progress=progress, memory=mem, executor=ex, runner=args.runner)
     summary = write_report(results, args.out)
     bad = [r.name for r in results if not r.values_equal or r.reference_ok is False or not r.overflow_equal]
     if args.json:
-        print(json.dumps({"suite": args.suite, "scheduler": ex.describe(), **summary,
+        print(json.dumps({"suite": args.suite, "scheduler": ex.describe(), "runner": args.runner, **summary,
                           "report": os.path.join(args.out, "report.md"),
                           "plot": os.path.join(args.out, "correlation.png")}, indent=1))
         return 1 if bad else 0

@@ -19,20 +19,24 @@ the load path nor the polling changes them.
 
 from __future__ import annotations
 
+import itertools
+import random
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from amaranth.hdl import MemoryData, Shape
+from amaranth.hdl import Elaboratable, MemoryData, Module, ResetInserter, Shape, Signal
 from amaranth.sim import Simulator
 
 from fuseflow.samml import Graph
-from hw.elaborate import REG_CTRL, REG_CYCLES, REG_LEN0, REG_OVF0, REG_STATUS, GraphTop, HwConfig
+from hw.elaborate import REG_CTRL, REG_CYCLES, REG_LEN0, REG_OVF0, REG_STATUS, GraphTop, HwConfig, PrimitiveHarness
+from hw.word import is_done_word
 
 from .native import RtlTimeout
 
-__all__ = ["POLL", "amaranth_top", "run_amaranth"]
+__all__ = ["POLL", "amaranth_top", "run_amaranth", "run_primitive_amaranth"]
 
 POLL = 64  # cycles between two looks at ``done`` while a run is under way
 _PERIOD = 1e-8  # 100 MHz: only the time axis of a waveform
@@ -196,4 +200,144 @@ def run_amaranth(top: GraphTop, meta: Mapping[str, Any], runs: Sequence[Mapping[
         where = f" (dataset {len(results) + 1} of {len(runs)})" if len(runs) > 1 else ""
         raise RtlTimeout(f"{what} did not finish within {max_cycles} cycles in RTL (amaranth.sim){where}: "
                          "raise the cycle limit (max_cycles, rtl --max-cycles) if it needs more, or it is stuck")
+    return results
+
+
+# ----------------------------------------------------------------------------- one primitive
+class _ResetTop(Elaboratable):
+    """A primitive harness with a synchronous reset the testbench drives (``rst``), as the
+    cocotb testbench drives the Verilog top's ``rst`` port (a ``ResetInserter``: the ``sync``
+    domain itself is never reset, so the testbench's ticks go on through it)."""
+
+    def __init__(self, harness: PrimitiveHarness) -> None:
+        self.harness = harness
+        self.rst = Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.harness = ResetInserter(self.rst)(self.harness)
+        return m
+
+
+def _chance(p: float, seed: int):
+    """The seeded pause generator of ``tb_primitive``: ``True`` on a cycle with probability
+    ``p`` (``None``: never)."""
+    if not p:
+        return None
+    rng = random.Random(seed)
+    return (rng.random() < p for _ in itertools.count())
+
+
+async def _prim_one(ctx, top: _ResetTop, meta: Mapping[str, Any], run: Mapping[str, Any]) -> dict:
+    """One run of ``tb_primitive``'s protocol: reset, memories through the host port, the
+    input streams offered from cycle 0 (with the run's gaps), the outputs taken (with its
+    stalls) up to their done words, or the writer's ``done`` and arrays; the sticky overflow
+    flag after the stream.  Cycle ``k`` is the ``k``-th cycle after the one ``go`` rose in."""
+    h = top.harness
+    ctx.set(top.rst, 1)
+    await ctx.tick().repeat(2)
+    ctx.set(top.rst, 0)
+    host = _Host(ctx, h, {})
+    regions = {r["name"]: r for r in meta["memory_map"]["regions"]}
+    for name, words in run.get("mem", {}).items():
+        await host.write_block(regions[name]["base"], np.asarray(words, dtype=np.int64))
+    seed = run.get("seed", 0)
+    gap, stall = run.get("gap", 0.0), run.get("stall", 0.0)
+    limit = run.get("limit", 200000)
+    ins = [(getattr(h, f"in_{p}"), deque(words), _chance(gap, seed + i))
+           for i, (p, words) in enumerate(run["inputs"].items())]
+    outs = {p: (getattr(h, f"out_{p}"), w, _chance(stall, seed + 100 + i))
+            for i, (p, w) in enumerate(meta["out_ports"].items())}
+    for port, _, _ in ins:
+        ctx.set(port.valid, 0)
+    for port, _, _ in outs.values():
+        ctx.set(port.ready, 0)
+    ctx.set(h.go, 1)
+    await ctx.tick()
+    held = [False] * len(ins)
+    got: dict[str, list[int]] = {p: [] for p in outs}
+    last = -1
+    cycle = 0
+    while True:
+        # this cycle's offers and readiness (each end draws its pause once a cycle, as in cocotb)
+        for k, (port, words, pause) in enumerate(ins):
+            paused = next(pause) if pause is not None else False
+            if not held[k] and words and not paused:
+                ctx.set(port.payload, words[0])
+                held[k] = True
+            ctx.set(port.valid, int(held[k]))
+        ready = {}
+        for p, (port, _, pause) in outs.items():
+            ready[p] = not (next(pause) if pause is not None else False)
+            ctx.set(port.ready, int(ready[p]))
+        # the transfers at the next edge (values settled: cocotb's read-only phase)
+        for k, (port, words, _) in enumerate(ins):
+            if held[k] and ctx.get(port.ready):
+                words.popleft()
+                held[k] = False
+        for p, (port, width, _) in outs.items():
+            if ready[p] and ctx.get(port.valid):
+                got[p].append(ctx.get(port.payload))
+                last = cycle
+        if outs:
+            if all(got[p] and is_done_word(got[p][-1], w) for p, (_, w, _) in outs.items()):
+                break
+        elif ctx.get(h.done):
+            break
+        if cycle > limit:
+            what = "writer not done" if not outs else "no done word on " + ", ".join(
+                f"out_{p}" for p, (_, w, _) in outs.items() if not (got[p] and is_done_word(got[p][-1], w)))
+            raise TimeoutError(f"{what} after {limit} cycles")
+        await ctx.tick()
+        cycle += 1
+    result: dict[str, Any] = {}
+    if outs:
+        result["cycles"] = last + 1
+        result["outputs"] = got
+    else:
+        result["cycles"] = cycle
+    await ctx.tick()
+    for port, _, _ in ins:
+        ctx.set(port.valid, 0)
+    if not outs:
+        arrays = {}
+        for i, name in enumerate(meta["memory_map"]["lengths"]):
+            n = await host.read(2 + i)
+            arrays[name] = (await host.read_block(regions[name]["base"], n)).tolist()
+        result["arrays"] = arrays
+    if meta.get("overflow"):
+        await ctx.tick()
+        result["overflow"] = int(ctx.get(h.overflow))
+    return result
+
+
+def run_primitive_amaranth(harness: PrimitiveHarness, meta: Mapping[str, Any], runs: Sequence[Mapping[str, Any]],
+                           *, wave_file: Path | None = None) -> list[dict]:
+    """Run ``runs`` (the job runs of ``rtl_sim/tb_primitive.py``: ``inputs`` as payload words
+    per port, ``mem``, ``gap``, ``stall``, ``seed``) through ``harness`` under amaranth.sim,
+    reset before each run; per run the testbench's result (``cycles``, ``outputs`` or
+    ``arrays``, ``overflow``).  The same protocol and cycle count as the cocotb testbench
+    on Verilator, with nothing to build."""
+    top = _ResetTop(harness)
+    results: list[dict] = []
+    failure: list[BaseException] = []
+    sim = Simulator(top)
+
+    async def bench(ctx):
+        for run in runs:
+            try:
+                results.append(await _prim_one(ctx, top, meta, run))
+            except TimeoutError as exc:
+                failure.append(exc)
+                return
+
+    sim.add_clock(_PERIOD)
+    sim.add_testbench(bench)
+    if wave_file is not None:
+        with sim.write_vcd(str(wave_file)):
+            sim.run()
+    else:
+        sim.run()
+    if failure:
+        raise failure[0]
     return results

@@ -33,7 +33,7 @@ from sw_sim import SimError
 from sw_sim import run_graph as sw_run_graph
 from sw_sim.run import PrimitiveResult
 
-from .amaranth_sim import amaranth_top, run_amaranth
+from .amaranth_sim import amaranth_top, run_amaranth, run_primitive_amaranth
 from .native import DEFAULT_MAX_CYCLES, RtlTimeout, native_build, run_native
 from .toolchain import ToolchainError, run_cocotb, verilator_build
 from .waves import vcd_to_fst, wave_format, write_gtkw
@@ -57,6 +57,7 @@ _GRAPH_TOP = "fuseflow_top"
 # or with the compiled harness (rtl_sim/native.py), or amaranth.sim (rtl_sim/amaranth_sim.py)
 RUNNERS = ("cocotb", "native", "amaranth")
 VERILATOR_RUNNERS = ("cocotb", "native")
+PRIMITIVE_RUNNERS = ("amaranth", "cocotb")  # one primitive: amaranth.sim, or Verilator with tb_primitive
 COCOTB_MAX_CYCLES = 5_000_000  # tb_graph's default cycle limit of a run
 
 
@@ -89,8 +90,12 @@ def primitive_hw_params(kind: NodeKind, params: Mapping[str, Any], runs: Sequenc
 
 def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]], *, cfg: HwConfig = DEFAULT_HW,
                         depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0,
-                        **params: Any) -> list[dict]:
+                        runner: str = "amaranth", **params: Any) -> list[dict]:
     """Run several input sets through one RTL build of a primitive.
+
+    ``runner``: ``"amaranth"`` (amaranth.sim, nothing to build: the default, as a primitive's
+    runs are short) or ``"cocotb"`` (a Verilator build driven by ``rtl_sim/tb_primitive.py``);
+    both follow the same protocol and give the same results and cycle counts.
 
     Each run is ``{"inputs": {port: stream}, "seg"/"crd"/"vals": [...]}``; structural ``params``
     (``n``, ``op``, ``format``, ``dim`` …) are shared.  Returns, per run, the same mapping as
@@ -102,15 +107,23 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
     spec = PRIMITIVES[kind]
     in_kinds, out_kinds = spec.port_types(spec.view(params))
     hw_params = primitive_hw_params(kind, params, runs)
+    if runner not in PRIMITIVE_RUNNERS:
+        raise ValueError(f"runner {runner!r}: a primitive runs on {' or '.join(PRIMITIVE_RUNNERS)}")
     key = _key("prim", kind.value, {k: v for k, v in hw_params.items() if k not in _MEM_PARAMS}, cfg, depth)
+
+    def harness_meta(h: PrimitiveHarness) -> dict:
+        return {"memory_map": h.mmap.to_json(), "out_ports": h.out_ports, "overflow": hasattr(h, "overflow")}
 
     def make():
         h = PrimitiveHarness(kind, hw_params, cfg, depth)
-        return to_verilog(h, _PRIM_TOP), {"memory_map": h.mmap.to_json(), "out_ports": h.out_ports,
-                                          "overflow": hasattr(h, "overflow")}
+        return to_verilog(h, _PRIM_TOP), harness_meta(h)
 
-    bdir = verilator_build(key, make, _PRIM_TOP)
-    meta = json.loads((bdir / "meta.json").read_text())
+    if runner == "amaranth":
+        harness = PrimitiveHarness(kind, hw_params, cfg, depth)
+        meta = json.loads(json.dumps(harness_meta(harness)))  # as the build's meta.json
+    else:
+        bdir = verilator_build(key, make, _PRIM_TOP)
+        meta = json.loads((bdir / "meta.json").read_text())
     job_runs = []
     for i, r in enumerate(runs):
         unknown = set(r["inputs"]) - set(in_kinds)
@@ -128,9 +141,12 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
                 require_words(r[m], w, signed=m == "vals", where=f"{kind.value} run {i}: {m}")
                 mem[m] = [int(x) & ((1 << w) - 1) for x in r[m]]
         job_runs.append({"inputs": inputs, "mem": mem, "gap": gap, "stall": stall, "seed": seed + 1000 * i})
-    res = run_cocotb(bdir, _PRIM_TOP, "rtl_sim.tb_primitive", {"meta": meta, "runs": job_runs})
+    if runner == "amaranth":
+        results = run_primitive_amaranth(harness, meta, job_runs)
+    else:
+        results = run_cocotb(bdir, _PRIM_TOP, "rtl_sim.tb_primitive", {"meta": meta, "runs": job_runs})["results"]
     out = []
-    for r in res["results"]:
+    for r in results:
         d: dict[str, Any] = {"cycles": r["cycles"]}
         if "overflow" in r:
             d["overflow"] = bool(r["overflow"])
@@ -145,11 +161,13 @@ def run_primitive_batch(kind: NodeKind | str, runs: Sequence[Mapping[str, Any]],
 
 
 def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Token]], *, cfg: HwConfig = DEFAULT_HW,
-                       depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0, **params: Any):
-    """Same signature and result as :func:`sw_sim.simulate_primitive`, run in RTL."""
+                       depth: int = 2, gap: float = 0.0, stall: float = 0.0, seed: int = 0, runner: str = "amaranth",
+                       **params: Any):
+    """Same signature and result as :func:`sw_sim.simulate_primitive`, run in RTL (``runner``
+    as in :func:`run_primitive_batch`)."""
     mem = {m: params.pop(m) for m in _MEM_PARAMS if m in params}
     [r] = run_primitive_batch(kind, [{"inputs": inputs, **mem}], cfg=cfg, depth=depth, gap=gap, stall=stall,
-                              seed=seed, **params)
+                              seed=seed, runner=runner, **params)
     result = PrimitiveResult({k: v for k, v in r.items() if k not in ("cycles", "overflow")})
     result.cycles = r["cycles"]
     result.overflows = int(r.get("overflow", False))  # the flag: 1 when the RTL flagged any

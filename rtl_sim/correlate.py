@@ -78,17 +78,19 @@ class KernelResult:
     overflow_equal: bool = True  # the RTL's overflow flags name the nodes sw_sim counts
 
 
-def _run_named(suite_name: str, names: list[str], waves_dir: str | None, mem: MemorySetup) -> list[KernelResult]:
+def _run_named(suite_name: str, names: list[str], waves_dir: str | None, mem: MemorySetup,
+               runner: str = "native") -> list[KernelResult]:
     by_name = {e.name: e for e in suite(suite_name)}
-    return _run_group([by_name[n] for n in names], waves_dir, mem)
+    return _run_group([by_name[n] for n in names], waves_dir, mem, runner)
 
 
-def _run_group(entries: list[SuiteEntry], waves_dir: str | None, mem: MemorySetup) -> list[KernelResult]:
+def _run_group(entries: list[SuiteEntry], waves_dir: str | None, mem: MemorySetup,
+               runner: str = "native") -> list[KernelResult]:
     made = [e.make(run_graph) for e in entries]
     graph = made[0][0]
     wave_file = Path(waves_dir) / f"{entries[0].name}.vcd" if waves_dir else None
     rtl = run_graph_batch(graph, [d for _, d, _ in made], cfg=mem.config(graph), waves=bool(waves_dir),
-                          wave_file=wave_file)
+                          wave_file=wave_file, runner=runner)
     results = []
     for e, (g, data, expected), r in zip(entries, made, rtl):
         sw = run_graph(g, data, memory=mem.model, onchip=mem.placement())
@@ -109,13 +111,16 @@ def _run_group(entries: list[SuiteEntry], waves_dir: str | None, mem: MemorySetu
 
 def run_suite(entries: Iterable[SuiteEntry] | str, *, jobs: int | None = None, waves_dir: str | None = None,
               progress: Callable[[int, int, str], None] | None = None,
-              memory: MemorySetup | None = None, executor: Executor | None = None) -> list[KernelResult]:
+              memory: MemorySetup | None = None, executor: Executor | None = None,
+              runner: str = "native") -> list[KernelResult]:
     """Run every entry in sw_sim and RTL, grouping entries by graph structure.
 
     ``entries`` is a suite name (workers rebuild the suite and pick entries by name, so entry
     factories may be closures) or a list of entries with picklable ``make`` callables.
     ``memory``: the memory model and on-chip tensors of both simulators (default: ideal).
     ``executor``: where the groups run (default: ``jobs`` local processes).
+    ``runner``: how the RTL runs (``rtl_sim.run_graph_batch``): ``native`` (default: the compiled
+    Verilator harness), ``cocotb`` or ``amaranth``; results and cycles are the same.
     """
     mem = memory or MemorySetup()
     suite_name = entries if isinstance(entries, str) else None
@@ -126,9 +131,9 @@ def run_suite(entries: Iterable[SuiteEntry] | str, *, jobs: int | None = None, w
         groups.setdefault(g.structure_hash(), []).append(e)
     grps = list(groups.values())
     if suite_name:
-        fn, jobs_args = _run_named, [(suite_name, [e.name for e in grp], waves_dir, mem) for grp in grps]
+        fn, jobs_args = _run_named, [(suite_name, [e.name for e in grp], waves_dir, mem, runner) for grp in grps]
     else:
-        fn, jobs_args = _run_group, [(grp, waves_dir, mem) for grp in grps]
+        fn, jobs_args = _run_group, [(grp, waves_dir, mem, runner) for grp in grps]
     results: list[KernelResult] = []
     done = 0
     # an executor the caller passes stays open for its next use

@@ -1,5 +1,7 @@
 """The spine kernels in RTL: bit-exact with sw_sim (and numpy) and the same cycle count.
-One Verilator build per kernel; all datasets run through it in one simulator process."""
+The spine kernels: one Verilator build each (the native harness); all datasets run through it
+in one simulator process.  The variants (double-buffered accumulators, parallel lanes, vector
+streams) under amaranth.sim: the same RTL, nothing to build."""
 
 import numpy as np
 import pytest
@@ -19,7 +21,7 @@ def test_kernel_rtl_equals_sw_sim(kernel):
     n = 64
     sets = [dataset(kernel, n, case, seed=5) for case in CASES]
     g = sets[0][0]
-    results = run_graph_batch(g, [d for _, d, _ in sets])
+    results = run_graph_batch(g, [d for _, d, _ in sets], runner="native")
     for case, (_, data, ref), rtl in zip(CASES, sets, results):
         sw = run_graph(g, data)
         [name] = sw.outputs
@@ -38,7 +40,7 @@ def test_spmm_with_double_buffered_spacc_rtl_equals_sw_sim():
     cycles) = numpy, in fewer cycles than buffers=1."""
     g, data, _, expected = example("spmm_csr", 32, seed=3, density=0.2)
     g2 = with_spacc_buffers(g, 2)
-    [rtl] = run_graph_batch(g2, [data])
+    [rtl] = run_graph_batch(g2, [data], runner="amaranth")
     sw = run_graph(g2, data)
     assert np.array_equal(rtl.outputs["C"].to_dense(), expected)
     assert np.array_equal(rtl.outputs["C"].vals, sw.outputs["C"].vals)
@@ -53,7 +55,7 @@ def test_parallel_lanes_rtl_equals_sw_sim(kernel, par):
     sets = [example(kernel, 16, seed, density) for seed, density in ((1, 0.1), (2, 0.3))]
     g = sets[0][0]
     parallelize(g, par)
-    results = run_graph_batch(g, [data for _, data, _, _ in sets])
+    results = run_graph_batch(g, [data for _, data, _, _ in sets], runner="amaranth")
     for (_, data, _, expected), rtl in zip(sets, results):
         sw = run_graph(g, data)
         [name] = sw.outputs
@@ -68,7 +70,7 @@ def test_bspmm_rtl_equals_sw_sim(block, lanes):
     reduction): RTL = sw_sim in values and cycles = numpy, on three block-sparse operands."""
     sets = [example("bspmm", 32, seed=s, density=d, block=block, lanes=lanes) for s, d in ((1, 0.1), (2, 0.3), (3, 0.6))]
     g = sets[0][0]
-    results = run_graph_batch(g, [data for _, data, _, _ in sets])
+    results = run_graph_batch(g, [data for _, data, _, _ in sets], runner="amaranth")
     for (_, data, _, expected), rtl in zip(sets, results):
         sw = run_graph(g, data)
         assert np.array_equal(rtl.outputs["Y"].to_dense(), expected)

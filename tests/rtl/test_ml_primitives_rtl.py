@@ -238,7 +238,7 @@ def test_softmax_graph_rtl_matches_sw_and_numpy():
     g = softmax_graph(6, 10)
     data = {"A": TensorData.from_dense(Q.quantize(a), CSR)}
     sw = run_graph(g, data, numerics=Q)
-    rtl = rtl_run_graph(g, data, cfg=CFG)
+    rtl = rtl_run_graph(g, data, cfg=CFG, runner="amaranth")
     np.testing.assert_array_equal(rtl.outputs["C"].vals, sw.outputs["C"].vals)
     np.testing.assert_array_equal(rtl.outputs["C"].to_dense(), sw.outputs["C"].to_dense())
     assert rtl.cycles == sw.cycles
@@ -270,7 +270,7 @@ def test_layernorm_graph_rtl_matches_sw_and_numpy():
     g = layernorm_graph(4, 8)
     data = {"A": TensorData.from_dense(Q.quantize(x), DENSE2)}
     sw = run_graph(g, data, numerics=Q)
-    rtl = rtl_run_graph(g, data, cfg=CFG)
+    rtl = rtl_run_graph(g, data, cfg=CFG, runner="amaranth")
     np.testing.assert_array_equal(rtl.outputs["C"].vals, sw.outputs["C"].vals)
     assert rtl.cycles == sw.cycles
     got = Q.dequantize(rtl.outputs["C"].to_dense())

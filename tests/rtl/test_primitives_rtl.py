@@ -1,7 +1,12 @@
 """Every primitive in RTL against sw_sim: same vectors, tokens equal; cycles equal without
 back-pressure; tokens still equal with seeded random valid gaps and ready back-pressure; the
 sticky overflow flag set exactly when sw_sim counts a wrapped result (and, on vectors at the
-int32 bounds, when exact Python arithmetic leaves the range)."""
+int32 bounds, when exact Python arithmetic leaves the range).
+
+The harnesses run under amaranth.sim (``run_primitive_batch``'s default: nothing to build);
+:func:`test_cocotb_testbench_equals_amaranth` runs a sample through the Verilator build and the
+cocotb testbench as well, plain and under back-pressure, and requires the same outputs, arrays,
+flags and cycle counts from both."""
 
 import itertools
 
@@ -84,3 +89,21 @@ def test_parallel_regions_under_heavy_back_pressure(key):
     runs = [{"inputs": v.inputs} for v in vecs]
     for v, r in zip(vecs, run_primitive_batch(kind, runs, gap=0.5, stall=0.6, seed=23, **params)):
         assert {p: r[p] for p in v.expected} == v.expected, f"{kind} {params} {v.inputs}"
+
+
+# one configuration per path of the cocotb testbench: a scanner reading memories, a join, an
+# ALU with its overflow flag, a reduction, an accumulator, a values writer (arrays read back)
+COCOTB_SAMPLE = [k for k in sorted(GROUPS, key=str)
+                 if (k[0], tuple(str(v) for _, v in k[1])) in {("scan", ("compressed",)), ("intersect", ("2",)),
+                                                               ("alu", ("mul",)), ("reduce", ("add",)),
+                                                               ("spacc1", ("8",)), ("vals_write", ())}]
+
+
+@pytest.mark.parametrize("key", COCOTB_SAMPLE, ids=lambda k: "-".join(str(x) for x in (k[0], *[v for _, v in k[1]])))
+def test_cocotb_testbench_equals_amaranth(key):
+    vecs = GROUPS[key]
+    kind, params = vecs[0].kind, vecs[0].params
+    runs = [{"inputs": v.inputs, **v.memory} for v in vecs]
+    for stress in ({}, {"gap": 0.3, "stall": 0.3, "seed": 11}):
+        got = {r: run_primitive_batch(kind, runs, runner=r, **stress, **params) for r in ("amaranth", "cocotb")}
+        assert got["cocotb"] == got["amaranth"], f"{kind} {stress}"
