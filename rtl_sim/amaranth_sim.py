@@ -31,7 +31,16 @@ from amaranth.hdl import Elaboratable, MemoryData, Module, ResetInserter, Shape,
 from amaranth.sim import Simulator
 
 from fuseflow.samml import Graph
-from hw.elaborate import REG_CTRL, REG_CYCLES, REG_LEN0, REG_OVF0, REG_STATUS, GraphTop, HwConfig, PrimitiveHarness
+from hw.elaborate import (
+    REG_CTRL,
+    REG_CYCLES,
+    REG_LEN0,
+    REG_OVF0,
+    REG_STATUS,
+    GraphTop,
+    HwConfig,
+    PrimitiveHarness,
+)
 from hw.word import is_done_word
 
 from .native import RtlTimeout
@@ -228,6 +237,59 @@ def _chance(p: float, seed: int):
     return (rng.random() < p for _ in itertools.count())
 
 
+class _Ends:
+    """The input sources and output sinks of one run, stepped once a cycle as the cocotb
+    ``StreamSource`` / ``StreamSink`` step: each draws its pause once a cycle, a source holds a
+    word until it is taken, a sink takes a word whenever it is ready and ``valid`` is high."""
+
+    def __init__(self, h: PrimitiveHarness, meta: Mapping[str, Any], run: Mapping[str, Any]) -> None:
+        seed, gap, stall = run.get("seed", 0), run.get("gap", 0.0), run.get("stall", 0.0)
+        self.ins = [(getattr(h, f"in_{p}"), deque(words), _chance(gap, seed + i))
+                    for i, (p, words) in enumerate(run["inputs"].items())]
+        self.outs = {p: (getattr(h, f"out_{p}"), w, _chance(stall, seed + 100 + i))
+                     for i, (p, w) in enumerate(meta["out_ports"].items())}
+        self.held = [False] * len(self.ins)
+        self.got: dict[str, list[int]] = {p: [] for p in self.outs}
+        self.last = -1  # the cycle of the last word taken
+
+    def quiet(self, ctx) -> None:
+        for port, _, _ in self.ins:
+            ctx.set(port.valid, 0)
+        for port, _, _ in self.outs.values():
+            ctx.set(port.ready, 0)
+
+    def step(self, ctx, cycle: int) -> None:
+        """Drive this cycle's offers and readiness, then note the transfers at the next edge
+        (values read after every input is set: cocotb's read-only phase)."""
+        for k, (port, words, pause) in enumerate(self.ins):
+            paused = _paused(pause)  # drawn every cycle, held word or not
+            if not self.held[k] and words and not paused:
+                ctx.set(port.payload, words[0])
+                self.held[k] = True
+            ctx.set(port.valid, int(self.held[k]))
+        ready = {}
+        for p, (port, _, pause) in self.outs.items():
+            ready[p] = not _paused(pause)
+            ctx.set(port.ready, int(ready[p]))
+        for k, (port, words, _) in enumerate(self.ins):
+            if self.held[k] and ctx.get(port.ready):
+                words.popleft()
+                self.held[k] = False
+        for p, (port, _, _) in self.outs.items():
+            if ready[p] and ctx.get(port.valid):
+                self.got[p].append(ctx.get(port.payload))
+                self.last = cycle
+
+    def open_ports(self) -> list[str]:
+        """The output ports whose done word has not come yet."""
+        return [f"out_{p}" for p, (_, w, _) in self.outs.items()
+                if not (self.got[p] and is_done_word(self.got[p][-1], w))]
+
+
+def _paused(pause) -> bool:
+    return next(pause) if pause is not None else False
+
+
 async def _prim_one(ctx, top: _ResetTop, meta: Mapping[str, Any], run: Mapping[str, Any]) -> dict:
     """One run of ``tb_primitive``'s protocol: reset, memories through the host port, the
     input streams offered from cycle 0 (with the run's gaps), the outputs taken (with its
@@ -241,70 +303,28 @@ async def _prim_one(ctx, top: _ResetTop, meta: Mapping[str, Any], run: Mapping[s
     regions = {r["name"]: r for r in meta["memory_map"]["regions"]}
     for name, words in run.get("mem", {}).items():
         await host.write_block(regions[name]["base"], np.asarray(words, dtype=np.int64))
-    seed = run.get("seed", 0)
-    gap, stall = run.get("gap", 0.0), run.get("stall", 0.0)
     limit = run.get("limit", 200000)
-    ins = [(getattr(h, f"in_{p}"), deque(words), _chance(gap, seed + i))
-           for i, (p, words) in enumerate(run["inputs"].items())]
-    outs = {p: (getattr(h, f"out_{p}"), w, _chance(stall, seed + 100 + i))
-            for i, (p, w) in enumerate(meta["out_ports"].items())}
-    for port, _, _ in ins:
-        ctx.set(port.valid, 0)
-    for port, _, _ in outs.values():
-        ctx.set(port.ready, 0)
+    ends = _Ends(h, meta, run)
+    ends.quiet(ctx)
     ctx.set(h.go, 1)
     await ctx.tick()
-    held = [False] * len(ins)
-    got: dict[str, list[int]] = {p: [] for p in outs}
-    last = -1
     cycle = 0
     while True:
-        # this cycle's offers and readiness (each end draws its pause once a cycle, as in cocotb)
-        for k, (port, words, pause) in enumerate(ins):
-            paused = next(pause) if pause is not None else False
-            if not held[k] and words and not paused:
-                ctx.set(port.payload, words[0])
-                held[k] = True
-            ctx.set(port.valid, int(held[k]))
-        ready = {}
-        for p, (port, _, pause) in outs.items():
-            ready[p] = not (next(pause) if pause is not None else False)
-            ctx.set(port.ready, int(ready[p]))
-        # the transfers at the next edge (values settled: cocotb's read-only phase)
-        for k, (port, words, _) in enumerate(ins):
-            if held[k] and ctx.get(port.ready):
-                words.popleft()
-                held[k] = False
-        for p, (port, width, _) in outs.items():
-            if ready[p] and ctx.get(port.valid):
-                got[p].append(ctx.get(port.payload))
-                last = cycle
-        if outs:
-            if all(got[p] and is_done_word(got[p][-1], w) for p, (_, w, _) in outs.items()):
-                break
-        elif ctx.get(h.done):
+        ends.step(ctx, cycle)
+        if (not ends.open_ports()) if ends.outs else ctx.get(h.done):
             break
         if cycle > limit:
-            what = "writer not done" if not outs else "no done word on " + ", ".join(
-                f"out_{p}" for p, (_, w, _) in outs.items() if not (got[p] and is_done_word(got[p][-1], w)))
+            what = "no done word on " + ", ".join(ends.open_ports()) if ends.outs else "writer not done"
             raise TimeoutError(f"{what} after {limit} cycles")
         await ctx.tick()
         cycle += 1
-    result: dict[str, Any] = {}
-    if outs:
-        result["cycles"] = last + 1
-        result["outputs"] = got
-    else:
-        result["cycles"] = cycle
+    result: dict[str, Any] = {"cycles": ends.last + 1, "outputs": ends.got} if ends.outs else {"cycles": cycle}
     await ctx.tick()
-    for port, _, _ in ins:
+    for port, _, _ in ends.ins:
         ctx.set(port.valid, 0)
-    if not outs:
-        arrays = {}
-        for i, name in enumerate(meta["memory_map"]["lengths"]):
-            n = await host.read(2 + i)
-            arrays[name] = (await host.read_block(regions[name]["base"], n)).tolist()
-        result["arrays"] = arrays
+    if not ends.outs:
+        result["arrays"] = {name: (await host.read_block(regions[name]["base"], await host.read(2 + i))).tolist()
+                            for i, name in enumerate(meta["memory_map"]["lengths"])}
     if meta.get("overflow"):
         await ctx.tick()
         result["overflow"] = int(ctx.get(h.overflow))
