@@ -172,6 +172,17 @@ async def _one(host: _Host, mmap: Mapping[str, Any], run: Mapping[str, Any], lim
     return {"cycles": cycles, "status": status, "overflow_words": words, "arrays": arrays}
 
 
+def _simulate(sim: Simulator, bench, wave_file: Path | None) -> None:
+    """Run ``bench`` on ``sim``'s clock to its end, with a VCD of everything when asked."""
+    sim.add_clock(_PERIOD)
+    sim.add_testbench(bench)
+    if wave_file is not None:
+        with sim.write_vcd(str(wave_file)):
+            sim.run()
+    else:
+        sim.run()
+
+
 def run_amaranth(top: GraphTop, meta: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], *,
                  max_cycles: int, wave_file: Path | None = None, what: str = "graph",
                  direct: bool = True) -> list[dict]:
@@ -198,13 +209,7 @@ def run_amaranth(top: GraphTop, meta: Mapping[str, Any], runs: Sequence[Mapping[
                 failure.append(str(exc))
                 return
 
-    sim.add_clock(_PERIOD)
-    sim.add_testbench(bench)
-    if wave_file is not None:
-        with sim.write_vcd(str(wave_file)):
-            sim.run()
-    else:
-        sim.run()
+    _simulate(sim, bench, wave_file)
     if failure:
         where = f" (dataset {len(results) + 1} of {len(runs)})" if len(runs) > 1 else ""
         raise RtlTimeout(f"{what} did not finish within {max_cycles} cycles in RTL (amaranth.sim){where}: "
@@ -351,13 +356,7 @@ def run_primitive_amaranth(harness: PrimitiveHarness, meta: Mapping[str, Any], r
                 failure.append(exc)
                 return
 
-    sim.add_clock(_PERIOD)
-    sim.add_testbench(bench)
-    if wave_file is not None:
-        with sim.write_vcd(str(wave_file)):
-            sim.run()
-    else:
-        sim.run()
+    _simulate(sim, bench, wave_file)
     if failure:
         raise failure[0]
     return results
