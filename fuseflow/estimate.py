@@ -101,6 +101,7 @@ class Stat:
     held: Stat | None = None  # crd_hold output: each fibre repeats one coordinate of this stream
     run: float = 1.0  # expected run of consecutive values (positions read one after another)
     seq: bool = False  # values ascend through each outer fibre (a prefetching port streams them)
+    fill: float = 1.0  # of an ascending reference stream: the share of the positions it passes that it reads
     # fan-out per depth, where known: lens[d][k] = how many elements of depth d - 1 have k
     # elements of depth d below them (lens[0] is None); a merge needs the spread, not the mean
     lens: tuple[np.ndarray | None, ...] | None = None
@@ -130,7 +131,7 @@ class Stat:
         else:
             pop = None
         return Stat((n or self.n[:-1]) + (data,), self.dim, h, self.nn * f,
-                    run=max(1.0, self.run * min(f, 1.0)), seq=self.seq, lens=lens, pop=pop)
+                    run=max(1.0, self.run * min(f, 1.0)), seq=self.seq, lens=lens, pop=pop, fill=self.fill)
 
 
 def thinned(lens: tuple[np.ndarray | None, ...] | None, keep: float | None = None) -> tuple[np.ndarray | None, ...] | None:
@@ -271,7 +272,7 @@ def _scan(c, node, ins):
         if seg:
             c.words(t, "seg", lvl, 2 * live, False)
         c.words(t, "crd", lvl, d, False)
-        runs = _passes(ref) if ref.seq else live / max(ref.run, 1.0)
+        runs = _runs(c, ref, live, c.cw)
         if seg:
             c.read_port(t, "seg", lvl, 2 * live, runs)
         c.read_port(t, "crd", lvl, d, runs)
@@ -279,7 +280,7 @@ def _scan(c, node, ins):
     crd_run = float(lv.dim) if lv.dense else 1.0
     same = crd_h / live if ref.rep and crd_h is not None and live else None
     return {"crd": Stat(n, lv.dim, crd_h, run=max(crd_run, 1.0), seq=True, lens=lens, pop=lv.parents, same=same),
-            "ref": Stat(n, None, pos_h, run=max(mean, 1.0), seq=ref.seq, lens=lens, pop=lv.parents)}
+            "ref": Stat(n, None, pos_h, run=max(mean, 1.0), seq=ref.seq, lens=lens, pop=lv.parents, fill=ref.fill)}
 
 
 def _level_fanout(lv: LevelStats, ref: Stat, live: float) -> np.ndarray | None:
@@ -348,7 +349,7 @@ def _join(c, node, ins, union: bool):
     lens = thinned(crds[0].lens, d / crds[0].data if crds[0].data and not union else None)
     same = [s.same for s in crds if s.same is not None and len(s.same) == dim]
     out = {"crd": Stat(n, dim, h, lens=lens, pop=None if union else crds[0].pop,
-                       same=same[0] if len(same) == 1 and not union else None)}
+                       same=same[0] if len(same) == 1 and not union else None, seq=all(s.seq for s in crds))}
     for i in range(k):
         r = ins[f"ref{i}"]
         if union:  # every input element comes out (same positions), the rest as N
@@ -408,7 +409,11 @@ def _locate(c, node, ins):
     if outer.h is not None and inner.h is not None and len(outer.h) * dim <= _HIST_MAX and outer.h.sum():
         h = np.outer(outer.h / outer.h.sum(), inner.h).ravel()
     dense_inner = inner.dim is not None and inner.run >= inner.dim
-    return {"ref": Stat(inner.n, None, h, inner.nn, run=inner.run, seq=outer.seq and dense_inner, lens=inner.lens)}
+    # ascending coordinates under ascending parents: ascending positions, contiguous when the
+    # coordinates cover their dimension, with gaps (the share ``fill`` read) otherwise
+    fill = 1.0 if dense_inner else min(1.0, inner.data / max(_fibres(inner) * dim, 1.0))
+    return {"ref": Stat(inner.n, None, h, inner.nn, run=inner.run, seq=outer.seq and inner.seq, lens=inner.lens,
+                        fill=fill * outer.fill)}
 
 
 def _lanes(node) -> int:
@@ -421,8 +426,7 @@ def _array_load(c, node, ins):
     ref = ins["ref"]
     c.words(node.params["tensor"], "vals", None, (ref.data - ref.nn) * _lanes(node), False)
     live = ref.data - ref.nn
-    c.read_port(node.params["tensor"], "vals", None, live * _lanes(node),
-                _passes(ref) if ref.seq else live / max(ref.run, 1.0))
+    c.read_port(node.params["tensor"], "vals", None, live * _lanes(node), _runs(c, ref, live, c.vw))
     return {"val": Stat(ref.n, None, None, 0.0)}
 
 
@@ -526,7 +530,7 @@ def _spacc1(c, node, ins):
         d, h, fan = _merged(inner, groups)
     n = inner.n[:-2] + (d,)
     lens = inner.lens[:-2] + (fan,) if inner.lens is not None and len(inner.lens) > 2 else None
-    return {"crd": Stat(n, inner.dim, h, lens=lens), "val": Stat(n)}
+    return {"crd": Stat(n, inner.dim, h, lens=lens, seq=True), "val": Stat(n)}  # flushed in order
 
 
 @rule("spacc2")
@@ -539,7 +543,7 @@ def _spacc2(c, node, ins):
     d = cells * (1 - math.exp(-val.data / cells)) if cells else 0.0
     rows = min(p["dim0"] * groups, d)
     n1 = i1.n[:-3] + (rows,)
-    return {"crd0": Stat(n1, p["dim0"]), "crd1": Stat(n1 + (d,), p["dim1"]), "val": Stat(n1 + (d,))}
+    return {"crd0": Stat(n1, p["dim0"], seq=True), "crd1": Stat(n1 + (d,), p["dim1"], seq=True), "val": Stat(n1 + (d,))}
 
 
 @rule("crd_drop")
@@ -689,6 +693,25 @@ def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData]
     return est, out
 
 
+def _runs(c: _Ctx, ref: Stat, live: float, width: int) -> float:
+    """Runs of a port read at the positions of ``ref`` (a run = words read one after another;
+    each run may miss the port's two lines).  Random positions: ``live / run``.  Ascending
+    positions: blocks of ``run`` consecutive words, one pass over them per outer fibre; a pass
+    is one run (next-line prefetch streams it) when the blocks are adjacent (``fill`` = 1), and
+    otherwise each block whose gap to the last one is more than a line starts a run of its own:
+    the gap is ``run (1 - fill) / fill`` words on average."""
+    if not ref.seq:
+        return live / max(ref.run, 1.0)
+    passes = _passes(ref)
+    if ref.fill >= 1.0 or not live or not passes:
+        return passes
+    per_line = max(1, c.model.burst_bytes // word_bytes(width))
+    run = max(ref.run, 1.0)
+    blocks = live / passes / run
+    near = min(1.0, per_line * ref.fill / (run * (1.0 - ref.fill)))
+    return passes * (1.0 + max(blocks - 1.0, 0.0) * (1.0 - near))
+
+
 def _passes(s: Stat) -> float:
     """How often an ascending stream starts over (once per fibre of its parent level)."""
     return s.n[-3] if len(s.n) > 2 else 1.0
@@ -717,7 +740,8 @@ def _work(node, ins: dict[str, Stat], outs: dict[str, Stat]) -> float:
     t_in = max((s.tokens for s in ins.values()), default=0.0)
     t_out = max((s.tokens for s in outs.values()), default=0.0)
     if node.kind in (NodeKind.INTERSECT, NodeKind.UNION):
-        crds = [s.tokens for p, s in ins.items() if p.startswith("crd")]
+        # copies of one stream (a broadcast to several inputs) always match: walked once
+        crds = [s.tokens for s in {id(s): s for p, s in ins.items() if p.startswith("crd")}.values()]
         return max(sum(crds) - outs["crd"].tokens * (len(crds) - 1), t_out)
     if node.kind in (NodeKind.SPACC1, NodeKind.SPACC2):
         return t_in + t_out
