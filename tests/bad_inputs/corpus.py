@@ -206,6 +206,18 @@ for _name, (_base, _opts) in _NUMERIC.items():
         for _v in _values:
             cli(f"option:{_name}:{_opt}={_v}", [*_base, _opt, _v], _opt)
 
+# ---- wave files: the suffix picks VCD or FST; the directory must exist ---------------------
+for _sim in (["--sim", "amaranth"], []):
+    _tag = "amaranth" if _sim else "native"
+    cli(f"waves:rtl:{_tag}:suffix", ["rtl", "--kernel", "spmv", "--size", "8", *_sim, "--waves", "{d}/w.txt"],
+        "w.txt", "name it .vcd or .fst")
+    cli(f"waves:rtl:{_tag}:no-suffix", ["rtl", "--kernel", "spmv", "--size", "8", *_sim, "--waves", "{d}/w"],
+        "name it .vcd or .fst")
+    cli(f"waves:rtl:{_tag}:directory", ["rtl", "--kernel", "spmv", "--size", "8", *_sim, "--waves",
+                                        "{d}/missing/w.fst"], "missing", "does not exist")
+cli("choice:correlate:--runner", ["correlate", "--suite", "spine", "-o", "{d}/out", "--runner", "verilog"],
+    "--runner", "verilog")
+
 # ---- choices and names ------------------------------------------------------------------
 for _cmd in ("sim", "rtl", "build", "estimate"):
     _extra = ["-o", "{d}/out"] if _cmd == "build" else []
