@@ -23,6 +23,9 @@ from .host import BoardLink, LinkError, run_on_board, tensor_from_arrays
 __all__ = ["UartModel"]
 
 
+# Kept instead of cocotbext-uart's UartSource / UartSink: its sink never looks at the stop bit (a
+# framing error from the board would pass unseen) and both time bits with Timers rather than
+# the DUT's clock cycles; this model counts bad stop bits and steps on the clock.
 class UartModel:
     """8N1 UART at ``divisor`` clock cycles per bit on the DUT's ``uart_rx`` / ``uart_tx``.
 
