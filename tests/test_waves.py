@@ -118,8 +118,11 @@ def test_gtkw_names_the_dumps_signals(spmv_waves):
 def test_gtkw_names_verilators_signals(tmp_path):
     """The native harness wraps the top (``TOP.fuseflow_native.dut``) and names vectors with
     their bit range: the save file follows."""
-    g, data, _, _ = example("spmv", 8, 0, 0.3)
-    run_graph(g, data, runner="native", waves=True, wave_file=tmp_path / "n.vcd")
+    from fuseflow_cli.cli import main
+
+    # the arguments of test_native_rtl.py::test_rtl_cli_text_and_waves: one traced build for both
+    assert main(["rtl", "--kernel", "spmv", "--size", "8", "--seed", "1", "--density", "0.3",
+                 "--waves", str(tmp_path / "n.vcd")]) == 0
     traces = gtkw_traces(tmp_path / "n.gtkw")
     names = set()
     scope: list[str] = []
