@@ -1,7 +1,7 @@
 """The fusion study with a memory system, and the heuristic's error against sw_sim.
 
 For each model (GCN, GraphSAGE, SAE on KarateClub-sized data, GPT with BigBird attention) x
-{unfused, partial, full} x memory {ideal, hbm2}: sw_sim cycles, speedup over unfused, FLOPs,
+{unfused, partial, full} x memory {ideal, hbm2, ddr4}: sw_sim cycles, speedup over unfused, FLOPs,
 bytes read + written, bytes moved off chip, and the heuristic's (``fuseflow.estimate``) FLOPs,
 bytes and cycle estimate with its % error and time.  Then, under hbm2, the zoo's other
 datasets (GCN / GraphSAGE on every graph shipped with networkx and the Cora-sized synthetic
@@ -80,7 +80,7 @@ def main() -> int:
     ap.add_argument("--no-zoo", action="store_true")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
-    memories = ["ideal", "hbm2"]
+    memories = ["ideal", "hbm2", "ddr4"]
     karate = load_dataset("karate")
     cases = [("gcn", make_case("gcn", karate)), ("graphsage", make_case("graphsage", karate)),
              ("sae", make_case("sae"))]
@@ -118,13 +118,21 @@ def main() -> int:
             e[k].append(r[f"err_{k}"])
     summary = {m: {k: {"mean": round(float(np.mean(v)), 2), "worst": round(float(np.max(v)), 2)} for k, v in e.items()}
                for m, e in errs.items()}
+    by_memory: dict[str, dict[str, list[float]]] = {}
+    for r in rows + zoo + sweep:
+        by_memory.setdefault(r["memory"], {}).setdefault(r["model"].split("@")[0], []).append(r["err_cycles"])
+    cycles_by_memory = {mem: {m: {"mean": round(float(np.mean(v)), 2), "worst": round(float(np.max(v)), 2)}
+                              for m, v in ms.items()} for mem, ms in by_memory.items()}
     print("\nheuristic error per model (mean / worst %):")
     for m, s in summary.items():
         print(f"  {m:10s} FLOPs {s['flops']['mean']:.1f} / {s['flops']['worst']:.1f}   bytes "
               f"{s['bytes']['mean']:.1f} / {s['bytes']['worst']:.1f}   cycles {s['cycles']['mean']:.1f} / {s['cycles']['worst']:.1f}")
+    print("cycle error per memory (mean / worst %):")
+    for mem, ms in cycles_by_memory.items():
+        print(f"  {mem:6s} " + "   ".join(f"{m} {v['mean']:.1f} / {v['worst']:.1f}" for m, v in ms.items()))
     print("fastest granularity under hbm2 (simulated / estimated):", winners)
     OUT.write_text(json.dumps({"rows": rows, "zoo": zoo, "density_sweep": sweep, "errors": summary,
-                               "winners_hbm2": winners},
+                               "cycle_errors_by_memory": cycles_by_memory, "winners_hbm2": winners},
                               indent=1) + "\n")
     print(f"wrote {OUT}")
     return 0

@@ -17,8 +17,11 @@ output stats and counts the operations and memory words of the node:
   read (their fibre lengths are then taken as uniform).
 
 ``cycles`` is a bound, not a schedule: the busiest stream's tokens (every node moves one token
-per cycle) or, with an off-chip memory, the bytes moved over the bandwidth, whichever is larger,
-per graph.  The counters have the names of ``sw_sim.counters`` so the two compare directly.
+per cycle), per graph.  With an off-chip memory it is the larger of that plus the slowest read
+port's stalls (runs that miss its two lines wait whole accesses; streamed lines wait what the
+next-line prefetch cannot hide; accesses cost a row conflict at the rate the bank model gives,
+see ``_conflicts``) and the bytes moved over the bandwidth.  The counters have the names of
+``sw_sim.counters`` so the two compare directly.
 """
 
 from __future__ import annotations
@@ -102,6 +105,9 @@ class Stat:
     run: float = 1.0  # expected run of consecutive values (positions read one after another)
     seq: bool = False  # values ascend through each outer fibre (a prefetching port streams them)
     fill: float = 1.0  # of an ascending reference stream: the share of the positions it passes that it reads
+    # of an ascending reference stream: its positions start over with every innermost fibre
+    # (coordinates located under a repeated reference) instead of every fibre above that
+    restarts: bool = False
     # fan-out per depth, where known: lens[d][k] = how many elements of depth d - 1 have k
     # elements of depth d below them (lens[0] is None); a merge needs the spread, not the mean
     lens: tuple[np.ndarray | None, ...] | None = None
@@ -131,7 +137,8 @@ class Stat:
         else:
             pop = None
         return Stat((n or self.n[:-1]) + (data,), self.dim, h, self.nn * f,
-                    run=max(1.0, self.run * min(f, 1.0)), seq=self.seq, lens=lens, pop=pop, fill=self.fill)
+                    run=max(1.0, self.run * min(f, 1.0)), seq=self.seq, lens=lens, pop=pop, fill=self.fill,
+                    restarts=self.restarts)
 
 
 def thinned(lens: tuple[np.ndarray | None, ...] | None, keep: float | None = None) -> tuple[np.ndarray | None, ...] | None:
@@ -196,6 +203,22 @@ class Estimate:
 
 # ----------------------------------------------------------------------------- the rules
 @dataclass
+class _Read:
+    """One off-chip read port of a graph, as the memory terms of the cycle bound see it."""
+
+    array: tuple[str, str, int | None]  # (tensor, seg | crd | vals, level)
+    words: float
+    distinct: float  # words at distinct positions (a repeated reference reads one word per fibre)
+    runs: float  # runs that may miss the port's two lines
+    seq: bool  # ascending positions (the next-line prefetch streams them)
+    passes: float  # of ascending positions: how often they start over
+    fill: float  # of ascending positions: the share of the positions passed that are read
+    run: float  # words read one after another
+    size: float  # the array's words
+    word_bytes: int
+
+
+@dataclass
 class _Ctx:
     graph: Graph
     tensors: Mapping[str, TensorStats]
@@ -206,13 +229,24 @@ class _Ctx:
     rates: Mapping[str, float]
     est: Estimate
     written: dict[str, dict[int, Stat]] = field(default_factory=dict)  # tensor -> level -> crd stat
-    reads: list[tuple[str, str, int | None, float, float]] = field(default_factory=list)  # port reads
+    reads: list[_Read] = field(default_factory=list)  # off-chip read ports
+    writes: dict[tuple[str, str, int | None], float] = field(default_factory=dict)  # off-chip words written
 
-    def read_port(self, tensor: str, array: str, level: int | None, words: float, runs: float) -> None:
-        """An off-chip read port's words and runs (a run = consecutive words; each new run may
-        miss the port's two lines), for the latency term of the cycle bound."""
-        if self.placement.offchip(self.model, tensor):
-            self.reads.append((tensor, array, level, words, runs))
+    def read_port(self, tensor: str, array: str, level: int | None, words: float, runs: float,
+                  ref: Stat, passes: float, run: float) -> None:
+        """An off-chip read port, for the memory terms of the cycle bound: its words, its runs
+        (a run = ``run`` consecutive words; each new run may miss the port's two lines), and of
+        the position stream ``ref`` whether it ascends, its ``passes`` over the array, the share
+        of the positions it reads and whether it repeats each position (one distinct word per
+        fibre)."""
+        if not self.placement.offchip(self.model, tensor):
+            return
+        lv = self.tensors[tensor].levels
+        size = (lv[level].parents + 1 if array == "seg" else lv[level].nnz) if level is not None else lv[-1].nnz
+        wb = word_bytes(self.vw if array == "vals" else self.cw)
+        distinct = words * (ref.n[-2] / ref.data) if ref.rep and ref.data and len(ref.n) > 1 else words
+        self.reads.append(_Read((tensor, array, level), words, distinct, runs, ref.seq, passes, ref.fill,
+                                max(run, 1.0), size, wb))
 
     def words(self, tensor: str, array: str, level: int | None, words: float, write: bool) -> None:
         key = f"{tensor}.{array}" if level is None else f"{tensor}.{array}{level}"
@@ -220,6 +254,8 @@ class _Ctx:
                                              "words_read": 0.0, "words_written": 0.0,
                                              "bytes_read": 0.0, "bytes_written": 0.0})
         wb = word_bytes(self.vw if array == "vals" else self.cw)
+        if write and a["offchip"]:
+            self.writes[(tensor, array, level)] = self.writes.get((tensor, array, level), 0.0) + words
         a["words_written" if write else "words_read"] += words
         a["bytes_written" if write else "bytes_read"] += words * wb
 
@@ -274,8 +310,8 @@ def _scan(c, node, ins):
         c.words(t, "crd", lvl, d, False)
         runs = _runs(c, ref, live, c.cw)
         if seg:
-            c.read_port(t, "seg", lvl, 2 * live, runs)
-        c.read_port(t, "crd", lvl, d, runs)
+            c.read_port(t, "seg", lvl, 2 * live, runs, ref, _passes(ref), 2.0)
+        c.read_port(t, "crd", lvl, d, runs, ref, _passes(ref), mean)
     n = ref.n + (d,)
     crd_run = float(lv.dim) if lv.dense else 1.0
     same = crd_h / live if ref.rep and crd_h is not None and live else None
@@ -412,8 +448,10 @@ def _locate(c, node, ins):
     # ascending coordinates under ascending parents: ascending positions, contiguous when the
     # coordinates cover their dimension, with gaps (the share ``fill`` read) otherwise
     fill = 1.0 if dense_inner else min(1.0, inner.data / max(_fibres(inner) * dim, 1.0))
+    # under a repeated outer reference (one position for a whole fibre of fibres) the located
+    # positions start over with every fibre of coordinates
     return {"ref": Stat(inner.n, None, h, inner.nn, run=inner.run, seq=outer.seq and inner.seq, lens=inner.lens,
-                        fill=fill * outer.fill)}
+                        fill=fill * outer.fill, restarts=outer.rep)}
 
 
 def _lanes(node) -> int:
@@ -426,7 +464,8 @@ def _array_load(c, node, ins):
     ref = ins["ref"]
     c.words(node.params["tensor"], "vals", None, (ref.data - ref.nn) * _lanes(node), False)
     live = ref.data - ref.nn
-    c.read_port(node.params["tensor"], "vals", None, live * _lanes(node), _runs(c, ref, live, c.vw))
+    c.read_port(node.params["tensor"], "vals", None, live * _lanes(node), _runs(c, ref, live, c.vw), ref, _passes(ref),
+                ref.run * _lanes(node))
     return {"val": Stat(ref.n, None, None, 0.0)}
 
 
@@ -685,7 +724,9 @@ def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData]
                 a["lines"] = a.get("lines", 0.0) + lines
                 a["bytes_moved"] = a.get("bytes_moved", 0.0) + lines * memory.burst_bytes
                 moved += lines * memory.burst_bytes
-        cycles = max(busiest + _stalls(ctx), moved / memory.bytes_per_cycle) + memory.t_rcd + memory.t_cl + memory.latency
+        conflict = _conflicts(ctx)
+        stall = max((_port_stall(memory, r, busiest, conflict.get(r.array, 0.0)) for r in ctx.reads), default=0.0)
+        cycles = max(busiest + stall, moved / memory.bytes_per_cycle) + memory.t_rcd + memory.t_cl + memory.latency
     est.cycles += cycles
     est.graphs.append((graph.name, cycles))
     est.seconds += time.perf_counter() - t0
@@ -713,24 +754,108 @@ def _runs(c: _Ctx, ref: Stat, live: float, width: int) -> float:
 
 
 def _passes(s: Stat) -> float:
-    """How often an ascending stream starts over (once per fibre of its parent level)."""
+    """How often an ascending stream starts over: once per fibre of its parent level, or once
+    per fibre when it ``restarts``."""
+    if s.restarts:
+        return s.n[-2] if len(s.n) > 1 else 1.0
     return s.n[-3] if len(s.n) > 2 else 1.0
 
 
-def _stalls(c: _Ctx) -> float:
-    """Latency stalls: each run of an off-chip read port that does not start in one of its two
-    lines waits one access; ports wait side by side, so the longest wait bounds the graph's."""
+def _port_stall(m: MemoryModel, r: _Read, busy: float, conflict: float) -> float:
+    """Cycles an off-chip read port holds its node up.  A port holds one request at a time: a
+    run that starts outside the two lines it holds waits a whole access and transfer; on an
+    ascending read the next-line prefetch is asked for on entering a line and arrives an
+    access, a transfer and a grant cycle later, so when a line's words pass faster than that
+    (at the graph's pace: ``busy`` cycles over the port's words, at least one word a cycle)
+    each streamed line waits the difference.  ``conflict`` is the port's row-conflict rate."""
+    access = _access(m, conflict)
+    misses = _misses(m, r)
+    wait = misses * (access + m.xfer_cycles)
+    if r.seq and r.words > 0:
+        lines = _lines(m, r)
+        if lines > misses:
+            pace = max(1.0, busy / r.words)
+            wait += (lines - misses) * max(0.0, access + m.xfer_cycles + 1 - r.words / lines * pace)
+    return wait
+
+
+def _misses(m: MemoryModel, r: _Read) -> float:
+    """Runs of a read port that start outside the two lines it holds."""
+    return r.runs * (1.0 - min(1.0, 2.0 / max(1.0, r.size * r.word_bytes / m.burst_bytes)))
+
+
+def _access(m: MemoryModel, conflict: float) -> float:
+    """Expected cycles from a request's grant to its data, before the transfer: a row hit, or
+    with probability ``conflict`` a precharge and activation too (the closed policy always
+    activates)."""
+    if m.policy != "open":
+        return m.latency + m.t_rcd + m.t_cl
+    return m.latency + m.t_cl + conflict * (m.t_rp + m.t_rcd)
+
+
+def _lines(m: MemoryModel, r: _Read) -> float:
+    """Lines a read port enters: an array of at most two lines once; ascending positions the
+    lines their distinct words fill (runs shorter than a line share it with the words
+    ``fill`` says lie beside them), at most the array's lines and a prefetch per pass; random
+    positions a line and a prefetch per run that misses the two lines the port holds."""
+    per_line = m.burst_bytes / r.word_bytes
+    array = max(1.0, r.size / per_line)
+    if r.words <= 0:
+        return 0.0
+    if array <= 2.0:
+        return float(math.ceil(array))
+    if r.seq:
+        return min(r.distinct / min(per_line, max(r.run, per_line * r.fill)), max(r.passes, 1.0) * (array + 1.0))
+    return r.runs * (1.0 - 2.0 / array) * (r.run / per_line + 1.0)
+
+
+def _conflicts(c: _Ctx) -> dict[tuple, float]:
+    """Row-conflict rate per off-chip array (open-row policy).  An array's rows go round the
+    banks from the bank its number sets (as ``fuseflow.memory.MemPort.bank_row``), and its
+    lines (its read ports' and its writer's; ports of one array read the same rows) spread
+    evenly over its rows.  An array read in ascending order enters a row and stays in it for
+    its next lines, so a line conflicts only when another array's line reached the bank in
+    between: the others move ``load - own`` of the bank's lines per line of its own, a Poisson
+    count.  An array read at random positions hits when its bank's last line was its own (its
+    share of the bank's lines) and in the same row (one in its rows of that bank)."""
     m = c.model
-    wait = m.latency + m.t_cl + m.xfer_cycles
-    worst = 0.0
-    for tensor, array, level, words, runs in c.reads:
-        lv = c.tensors[tensor].levels
-        size = (lv[level].parents + 1 if array == "seg" else lv[level].nnz) if level is not None else lv[-1].nnz
-        wb = word_bytes(c.vw if array == "vals" else c.cw)
-        lines = max(1.0, size * wb / m.burst_bytes)
-        hit = min(1.0, 2.0 / lines)
-        worst = max(worst, runs * (1 - hit) * wait)
-    return worst
+    if m.policy != "open":
+        return {}
+    per_row = m.lines_per_row
+    arrays: dict[tuple, list] = {}  # array -> [lines, ascending, size in lines]
+    for r in c.reads:
+        a = arrays.setdefault(r.array, [0.0, True, r.size * r.word_bytes / m.burst_bytes])
+        a[0] += _lines(m, r)
+        a[1] = a[1] and r.seq
+    for key, words in c.writes.items():
+        lines = words * word_bytes(c.vw if key[1] == "vals" else c.cw) / m.burst_bytes
+        a = arrays.setdefault(key, [0.0, True, lines])
+        a[0] += lines
+    if len(arrays) < 2:
+        return {}
+    ids = {k: i for i, k in enumerate(sorted(arrays, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2])))}
+    load = np.zeros(m.banks)
+    spreads = {}
+    for k, (lines, _, size) in arrays.items():
+        chunks = min(max(1, math.ceil(size / per_row)), 4 * m.banks)
+        w = np.bincount((np.arange(chunks) + ids[k]) % m.banks, minlength=m.banks) / chunks
+        spreads[k] = w
+        load += lines * w
+    out = {}
+    for k, (lines, seq, size) in arrays.items():
+        w = spreads[k]
+        if not lines:
+            continue
+        if seq:
+            # consecutive lines share a row: a conflict needs another array's line in the bank
+            # between two of its own (the others move ``load - own`` lines per ``lines`` of its)
+            others = (load - lines * w) / lines
+            out[k] = float(np.sum(w * -np.expm1(-others)))
+        else:
+            same = 1.0 / max(1.0, math.ceil(size / per_row) / m.banks)
+            share = np.divide(lines * w, load, out=np.zeros(m.banks), where=load > 0)
+            out[k] = float(np.sum(w * (1.0 - share * same)))
+    return out
 
 
 def _work(node, ins: dict[str, Stat], outs: dict[str, Stat]) -> float:
