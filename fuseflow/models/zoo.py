@@ -16,6 +16,7 @@ and its inputs for a dataset.  This module imports torch; the rest of the toolki
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -54,13 +55,17 @@ MODELS = ("gcn", "graphsage", "sae", "gpt")
 def to_torch_csr(a) -> torch.Tensor:
     """A ``scipy.sparse`` (or dense numpy) matrix as a float64 torch sparse CSR tensor, without
     a dense copy of a sparse one (the frontend reads its layout as the ``csr`` annotation)."""
-    if not sp.issparse(a):
-        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to_sparse_csr()
-    m = sp.csr_array(a, dtype=np.float64)
-    m.sort_indices()
-    return torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
-                                   torch.from_numpy(m.indices.astype(np.int64)),
-                                   torch.from_numpy(m.data.copy()), size=m.shape, dtype=torch.float64)
+    with warnings.catch_warnings():  # torch's notice that its CSR support is in beta, on every call
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+        if not sp.issparse(a):
+            return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to_sparse_csr()
+        m = sp.csr_array(a, dtype=np.float64)
+        m.sort_indices()
+        # built from a canonical scipy CSR (sorted, in range): nothing for torch to check
+        return torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
+                                       torch.from_numpy(m.indices.astype(np.int64)),
+                                       torch.from_numpy(m.data.copy()), size=m.shape, dtype=torch.float64,
+                                       check_invariants=False)
 
 
 class GCNLayer(nn.Module):
