@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     body = []
     for r in rows:
         line = [r["config"], len(r["graphs"]), f"{r['flops_total']:.0f}", f"{r['bytes_read'] + r['bytes_written']:.0f}",
-                f"{r['bytes_offchip']:.0f}", r["intensity"] if r["intensity"] is not None else "-",
+                f"{r['bytes_offchip']:.0f}", f"{r['intensity']:.3f}" if r["intensity"] is not None else "-",
                 r["cycles"], f"{r['seconds'] * 1e3:.1f}"]
         if "simulated" in r:
             s, err = r["simulated"], r["simulated"]["error_pct"]

@@ -268,7 +268,7 @@ def counters_text(c: dict, stats: bool = False) -> str:
     flops = ", ".join(f"{k} {v}" for k, v in c["flops"].items()) or "none"
     lines = [(f"FLOPs {c['flops_total']} ({flops}); bytes read {c['bytes_read']}, written "
               f"{c['bytes_written']}, moved off chip {c['bytes_offchip']}; intensity "
-              f"{c['intensity'] if c['intensity'] is not None else '-'} FLOP/B")]
+              f"{format(c['intensity'], '.3f') if c['intensity'] is not None else '-'} FLOP/B")]
     if stats and c["arrays"]:
         rows = [[k, "off" if a["offchip"] else "on", a["words_read"], a["bytes_read"], a["words_written"],
                  a["bytes_written"], a.get("lines", "-"), a.get("bytes_moved", "-")] for k, a in c["arrays"].items()]
