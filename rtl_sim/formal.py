@@ -93,24 +93,45 @@ def _rom(words: list[int], width: int) -> Array:
     return Array([Const(x, width) for x in [*words, 0]])
 
 
+def _signed_bits(x: int) -> int:
+    """Bits of the narrowest two's-complement word that holds ``x``."""
+    return (x if x >= 0 else -x - 1).bit_length() + 1
+
+
 def _config_for(streams: list[list[Token]], memory: Mapping[str, list[int]]) -> HwConfig:
     """:data:`FORMAL_CFG`, widened to hold every number of the vector (values signed)."""
-    numbers = [abs(int(x)) for s in streams for t in s if isinstance(t, int | Vec)
+    numbers = [int(x) for s in streams for t in s if isinstance(t, int | Vec)
                for x in (t if isinstance(t, Vec) else (t,))]
-    numbers += [abs(int(x)) for xs in memory.values() for x in xs]
-    need = max([*numbers, 0]).bit_length() + 1
+    numbers += [int(x) for xs in memory.values() for x in xs]
+    need = max([_signed_bits(x) for x in numbers] + [1])
     return HwConfig(cw=max(FORMAL_CFG.cw, need), vw=max(FORMAL_CFG.vw, need))
+
+
+def _reference(kind: NodeKind, streams: Mapping[str, list[Token]], params: Mapping[str, Any],
+               memory: Mapping[str, list[int]]) -> tuple[HwConfig, Any]:
+    """sw_sim's output streams for the vector and the datapath they were computed in: the
+    narrowest that holds the inputs and in which nothing overflows (so a reduction's identity,
+    the most negative value of the width, is the RTL's at that width)."""
+    cfg = _config_for(list(streams.values()), memory)
+    vw = cfg.vw
+    while True:
+        ref = simulate_primitive(kind, streams, val_width=vw, **dict(params), **memory)
+        if not ref.overflows or vw >= 64:
+            return HwConfig(cw=cfg.cw, vw=vw), ref
+        vw += 1
 
 
 class _Harness:
     """The primitive, the vector it plays, the reference streams and the properties."""
 
     def __init__(self, kind: NodeKind, params: Mapping[str, Any], inputs: Mapping[str, list[Token]],
-                 memory: Mapping[str, list[int]], expected: Mapping[str, list[Token]]) -> None:
+                 memory: Mapping[str, list[int]], expected: Mapping[str, list[Token]],
+                 cfg: HwConfig | None = None) -> None:
         spec = PRIMITIVES[kind]
         pv = spec.view(params)
         self.in_kinds, self.out_kinds = spec.port_types(pv)
-        self.cfg = _config_for([*inputs.values(), *expected.values()], memory)
+        # the reference's datapath, or one that holds every number of a given reference
+        self.cfg = cfg or _config_for([*inputs.values(), *expected.values()], memory)
         self.prim, self.mems = make_primitive(kind, pv, self.cfg, {p: 2 for p in self.out_kinds})
         self.inputs, self.memory, self.expected = inputs, memory, expected
         self.ports: list[Signal] = []
@@ -243,15 +264,16 @@ def prove_protocol(kind: NodeKind | str, params: Mapping[str, Any], inputs: Mapp
     streams = {p: parse_stream(v) for p, v in inputs.items()}
     spec = PRIMITIVES[kind]
     outs = spec.ports(spec.view(params))[1]
+    cfg = None
     if expected is None:
-        ref = simulate_primitive(kind, streams, **dict(params), **memory)
+        cfg, ref = _reference(kind, streams, params, memory)
         expected = {p: list(ref[p]) for p in outs}
     if set(expected) != set(outs):
         raise ValueError(f"{kind.value}: expected streams for ports {sorted(expected)}, "
                          f"but its output ports are {sorted(outs)}")
     expected = {p: parse_stream(v) for p, v in expected.items()}
     hw_params = primitive_hw_params(kind, params, [{"inputs": streams, **memory}])
-    harness = _Harness(kind, hw_params, streams, memory, expected)
+    harness = _Harness(kind, hw_params, streams, memory, expected, cfg)
     mod = harness.module()
     props = PROPERTIES if outs else ("complete",)
     t0 = time.perf_counter()
