@@ -60,3 +60,13 @@ def test_a_wrong_reference_fails_the_proof() -> None:
     assert dropped.status == "fail", dropped
     right = prove_protocol("alu", {"op": "add"}, inputs, depth=10)
     assert right.passed, right
+
+
+def test_reduction_identity_is_the_datapaths() -> None:
+    """A max reduction of an empty fibre outputs its identity, the most negative value of the
+    datapath: the reference is computed in the harness's width, so the proof holds (it was
+    refuted while sw_sim's reference used 32 bits and the harness 33)."""
+    formal_tools()
+    res = prove_protocol("reduce", {"op": "max", "lanes": 4}, {"val": "S0, (3|-2|5|1), (1|4|-7|0), S1, D"},
+                         depth=12)
+    assert res.passed, res
