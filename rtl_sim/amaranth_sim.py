@@ -19,8 +19,6 @@ the load path nor the polling changes them.
 
 from __future__ import annotations
 
-import itertools
-import random
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +42,7 @@ from hw.elaborate import (
 from hw.word import is_done_word
 
 from .native import RtlTimeout
+from .pauses import run_pauses
 
 __all__ = ["POLL", "amaranth_top", "run_amaranth", "run_primitive_amaranth"]
 
@@ -233,26 +232,15 @@ class _ResetTop(Elaboratable):
         return m
 
 
-def _chance(p: float, seed: int):
-    """The seeded pause generator of ``tb_primitive``: ``True`` on a cycle with probability
-    ``p`` (``None``: never)."""
-    if not p:
-        return None
-    rng = random.Random(seed)
-    return (rng.random() < p for _ in itertools.count())
-
-
 class _Ends:
     """The input sources and output sinks of one run, stepped once a cycle as the cocotb
     ``StreamSource`` / ``StreamSink`` step: each draws its pause once a cycle, a source holds a
     word until it is taken, a sink takes a word whenever it is ready and ``valid`` is high."""
 
     def __init__(self, h: PrimitiveHarness, meta: Mapping[str, Any], run: Mapping[str, Any]) -> None:
-        seed, gap, stall = run.get("seed", 0), run.get("gap", 0.0), run.get("stall", 0.0)
-        self.ins = [(getattr(h, f"in_{p}"), deque(words), _chance(gap, seed + i))
-                    for i, (p, words) in enumerate(run["inputs"].items())]
-        self.outs = {p: (getattr(h, f"out_{p}"), w, _chance(stall, seed + 100 + i))
-                     for i, (p, w) in enumerate(meta["out_ports"].items())}
+        gaps, stalls = run_pauses(run, run["inputs"], meta["out_ports"])
+        self.ins = [(getattr(h, f"in_{p}"), deque(words), gaps[p]) for p, words in run["inputs"].items()]
+        self.outs = {p: (getattr(h, f"out_{p}"), w, stalls[p]) for p, w in meta["out_ports"].items()}
         self.held = [False] * len(self.ins)
         self.got: dict[str, list[int]] = {p: [] for p in self.outs}
         self.last = -1  # the cycle of the last word taken

@@ -8,11 +8,8 @@ with an overflow flag also returns the flag as it stands at the end.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import cocotb
@@ -20,6 +17,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 
 from hw.word import is_done_word
+from rtl_sim.pauses import run_pauses
 from rtl_sim.streams import HostPort, StreamSink, StreamSource, port_signal
 
 CLOCK_NS = 10
@@ -33,8 +31,7 @@ async def _one(dut, meta, run) -> dict:
     regions = {r["name"]: r for r in meta["memory_map"]["regions"]}
     for name, words in run.get("mem", {}).items():
         await host.write_block(regions[name]["base"], words)
-    seed = run.get("seed", 0)
-    gap, stall = run.get("gap", 0.0), run.get("stall", 0.0)
+    gaps, stalls = run_pauses(run, run["inputs"], meta["out_ports"])
     for p in run["inputs"]:  # quiet ports until the sources and sinks start, after the next edge
         port_signal(dut, f"in_{p}", "valid").value = 0
     for p in meta["out_ports"]:
@@ -51,12 +48,10 @@ async def _one(dut, meta, run) -> dict:
     await RisingEdge(dut.clk)
     counter = cocotb.start_soon(count())
     # from here on, cycle 0: the inputs are offered, the outputs are ready unless stalled
-    sources = [StreamSource(dut, f"in_{p}", dut.clk, pause=_chance(gap, seed + i))
-               for i, p in enumerate(run["inputs"])]
+    sources = [StreamSource(dut, f"in_{p}", dut.clk, pause=gaps[p]) for p in run["inputs"]]
     for src, words in zip(sources, run["inputs"].values(), strict=True):
         src.send_all(words)
-    sinks = {p: StreamSink(dut, f"out_{p}", dut.clk, pause=_chance(stall, seed + 100 + i))
-             for i, p in enumerate(meta["out_ports"])}
+    sinks = {p: StreamSink(dut, f"out_{p}", dut.clk, pause=stalls[p]) for p in meta["out_ports"]}
     result: dict = {}
     if sinks:
         outputs = {p: await _until_done(sink, f"out_{p}", meta["out_ports"][p], cycle, limit)
@@ -86,14 +81,6 @@ async def _one(dut, meta, run) -> dict:
         await RisingEdge(dut.clk)
         result["overflow"] = int(dut.overflow.value)
     return result
-
-
-def _chance(p: float, seed: int) -> Iterator[bool] | None:
-    """A seeded pause generator: ``True`` on a cycle with probability ``p``."""
-    if not p:
-        return None
-    rng = random.Random(seed)
-    return (rng.random() < p for _ in itertools.count())
 
 
 async def _until_done(sink: StreamSink, port: str, width: int, cycle: list[int], limit: int) -> list[int]:
