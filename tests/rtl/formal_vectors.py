@@ -15,8 +15,9 @@ LONGEST = 7
 SLACK = 6
 
 
-def _longest(v: Vector) -> int:
-    ref = simulate_primitive(v.kind, v.inputs, **v.params, **v.memory)
+def _longest(v: Vector, ref=None) -> int:
+    """The longest stream of the vector, inputs or sw_sim's outputs (``ref``, if already run)."""
+    ref = ref if ref is not None else simulate_primitive(v.kind, v.inputs, **v.params, **v.memory)
     outs = [len(x) for k, x in ref.items() if k not in ("seg", "crd", "vals")]
     return max([*map(len, v.inputs.values()), *outs, 0])
 
@@ -26,8 +27,8 @@ def depth_of(v: Vector) -> int:
     cycles sw_sim (cycle-exact with the RTL) takes to play the vector unobstructed, and one: a
     primitive whose latency exceeds the slack (a vector accumulator's flush) still completes."""
     preload = max([len(x) for x in v.memory.values()] + [0])
-    run = simulate_primitive(v.kind, v.inputs, **v.params, **v.memory).cycles
-    return max(preload + _longest(v) + SLACK, preload + run + 1)
+    ref = simulate_primitive(v.kind, v.inputs, **v.params, **v.memory)
+    return max(preload + _longest(v, ref) + SLACK, preload + ref.cycles + 1)
 
 
 def formal_vectors() -> list[Vector]:
