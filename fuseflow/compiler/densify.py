@@ -33,7 +33,7 @@ import networkx as nx
 import numpy as np
 
 from ..tensor import Format, TensorData, TensorFormat
-from .program import RESERVED_PREFIX, Access, BinOp, IExpr, Op, Program, Sum, Unary, accesses
+from .program import RESERVED_PREFIX, Access, BinOp, IExpr, Op, Program, Sum, Unary, UnOp, accesses
 
 __all__ = ["densify_statement", "is_iteration_tensor", "iteration_data", "iteration_tensor"]
 
@@ -143,8 +143,11 @@ class _Densifier:
     def walk(self, e: IExpr) -> IExpr:
         if isinstance(e, Unary):
             arg = self.walk(e.arg)
-            # row functions (softmax, layernorm) run over the visited coordinates by definition
-            if not e.op.zero_preserving and not e.op.row and self.sparse(arg):
+            # softmax runs over the visited coordinates by definition (a masked softmax);
+            # layernorm's statistics take every coordinate of the fibre, implicit zeros included
+            if e.op is UnOp.LAYERNORM and self.sparse(arg):
+                arg = self.union_all(arg, [e.index])
+            elif not e.op.zero_preserving and not e.op.row and self.sparse(arg):
                 arg = self.union_all(arg, _free(arg))
             return Unary(e.op, arg, e.scalar, e.index)
         if isinstance(e, BinOp):

@@ -152,6 +152,8 @@ def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
             return env[e.tensor], list(e.indices), seen.get(e.tensor)
         if isinstance(e, Unary):
             a, ia, ma = ev(e.arg)
+            if e.op is UnOp.LAYERNORM:  # over the whole fibre: every coordinate visited
+                return _row_function(e, a.astype(np.float64), ia, None).astype(dtype), ia, None
             if e.op.row:
                 return _row_function(e, a.astype(np.float64), ia, ma).astype(dtype), ia, ma
             if e.op is UnOp.SCALE:
@@ -218,7 +220,8 @@ def _combine(op: Op, ma, ia: list[str], mb, ib: list[str], ids: list[str]) -> np
 
 
 def _row_function(e: Unary, x: np.ndarray, ids: list[str], m: np.ndarray | None) -> np.ndarray:
-    """softmax / layernorm along ``e.index`` of ``x`` (axes ``ids``), over the visited ``m``."""
+    """softmax along ``e.index`` of ``x`` (axes ``ids``) over the visited ``m`` (a masked
+    softmax); layernorm over the whole fibre."""
     ax = ids.index(e.index)
     visited = np.ones(x.shape, dtype=bool) if m is None else np.broadcast_to(m, x.shape)
     if e.op is UnOp.SOFTMAX:
@@ -228,10 +231,10 @@ def _row_function(e: Unary, x: np.ndarray, ids: list[str], m: np.ndarray | None)
         ex = np.where(visited, np.exp(xm - top), 0.0)
         tot = np.sum(ex, axis=ax, keepdims=True)
         return np.where(visited, ex / np.where(tot > 0, tot, 1.0), 0.0)
-    n = x.shape[ax]
+    n = x.shape[ax]  # layernorm: over every coordinate of the fibre, implicit zeros included
     mean = np.sum(x, axis=ax, keepdims=True) / n
     var = np.sum((x - mean) ** 2, axis=ax, keepdims=True) / n
-    return np.where(visited, (x - mean) / np.sqrt(var + float(e.scalar)), 0.0)
+    return (x - mean) / np.sqrt(var + float(e.scalar))
 
 
 def _divide(a: np.ndarray, b: np.ndarray, e: BinOp) -> np.ndarray:
