@@ -53,6 +53,7 @@ from fuseflow.compiler import (
     run_program,
 )
 from fuseflow.compiler import program as program_api
+from fuseflow.compiler.program import UnOp
 from fuseflow.kernels import GraphBuilder
 from fuseflow.lowering import reduce_rows, row_layernorm, row_softmax, unary
 from fuseflow.numerics import Mode, Numerics
@@ -821,16 +822,32 @@ def _chainable(nodes: list[MNode]) -> bool:
     return all(n.kind is not MKind.MAX for n in nodes[:-1])
 
 
+def _keeps_zero_rows(n: MNode) -> bool:
+    """An all-zero row stays all-zero under ML node ``n`` (a row of the dense tensor that a
+    sparse input does not store may be left out)."""
+    if n.kind is MKind.UNARY:
+        return UnOp(n.attrs["op"]).zero_preserving
+    if n.kind is MKind.ADD_SCALAR:
+        return float(n.attrs["c"]) == 0.0
+    return n.kind is not MKind.SOFTMAX
+
+
 def _ml_step(nodes: list[MNode], src: str, in_fmt: TensorFormat, shapes: Mapping[str, tuple[int, ...]],
              masked: set[str]) -> MLStep:
     """scan every level of ``src`` → load → the ops of ``nodes`` → write the last node's tensor."""
     out = nodes[-1].name
     shape = shapes[src]
     nd = len(shape)
-    fmt = TensorFormat(in_fmt.levels, tuple(range(nd)))  # rows innermost (host reorders if needed)
-    row_ops = any(n.kind in (MKind.SOFTMAX, MKind.LAYERNORM, MKind.MAX) for n in nodes)
-    if row_ops and src not in masked and fmt.levels[-1] is Format.COMPRESSED:
-        # an unmasked row op needs every element of the row (stored zeros count): dense rows
+    # rows innermost (the host reorders if needed); a COO input's duplicates are summed by that
+    # conversion too (non-unique and singleton levels become compressed ones)
+    levels = tuple(Format.DENSE if lv is Format.DENSE else Format.COMPRESSED for lv in in_fmt.levels)
+    fmt = TensorFormat(levels, tuple(range(nd)))
+    if src not in masked and any(not _keeps_zero_rows(n) for n in nodes):
+        # softmax of an all-zero row is uniform and f(0) != 0 of a missing entry is f(0): every
+        # element of the dense tensor is visited
+        fmt = TensorFormat((Format.DENSE,) * nd, fmt.mode_order)
+    elif src not in masked and any(n.kind in (MKind.SOFTMAX, MKind.LAYERNORM, MKind.MAX) for n in nodes):
+        # an unmasked row op needs every element of a row (implicit zeros count): dense rows
         fmt = TensorFormat(fmt.levels[:-1] + (Format.DENSE,), fmt.mode_order)
     b = GraphBuilder(f"ml_{out}")
     g = b.g
