@@ -1,0 +1,175 @@
+"""Every failure the fuzzers found, shrunk by hand to a minimal module and named after what it
+exercises; each compares with PyTorch on the dense tensors (the rule: a sparse tensor means the
+dense tensor it stores).  An open bug is ``xfail(strict=True)`` with one line saying what is
+wrong: the lead removes the mark (and the class in ``known.py``) with the fix.
+/work/scratch/fuzz/findings.md has the diagnosis of each."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the frontend needs PyTorch")
+import torch.nn.functional as F
+from harness import check
+from torch import nn
+
+from fuseflow.compiler import Program, einsum, run_program
+from fuseflow.compiler import compile_program as compile_prog
+from fuseflow.models import trace
+from fuseflow.models.plan import compile_model, run_model
+from sw_sim import run_graph
+
+FUSIONS = ("unfused", "partial", "full")
+
+
+def _dense(v):
+    return v.to_dense() if isinstance(v, torch.Tensor) and v.layout != torch.strided else v
+
+
+def assert_matches_pytorch(module: nn.Module, inputs: dict, formats: dict | None, fusion: str, **options) -> None:
+    """``module`` through trace / compile_model / run_model (sw_sim, float) equals PyTorch on
+    the dense tensors (``check``: shape, and 1e-9 of the largest magnitude)."""
+    with torch.no_grad():
+        want = module(**{k: _dense(v) for k, v in inputs.items()}).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ir = trace(module, inputs, formats)
+        res = run_model(compile_model(ir, fusion, **options), simulate=run_graph)
+    why = check(ir.outputs[0], res.outputs[ir.outputs[0]], want)
+    assert why is None, why
+
+
+def _csr_half(rows: int = 6, cols: int = 8, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=g, dtype=torch.float64)
+    x[torch.rand(rows, cols, generator=g) < 0.5] = 0.0
+    return x.to_sparse_csr()
+
+
+# ----------------------------------------------------------------------------- layernorm
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_layernorm_over_csr_rows_counts_implicit_zeros(fusion: str) -> None:
+    """Fixed in 01053d4 (statistics were over the stored entries only, off by up to 0.77)."""
+    torch.manual_seed(0)
+    assert_matches_pytorch(nn.LayerNorm(8).double().eval(), {"input": _csr_half()}, None, fusion)
+
+
+# ----------------------------------------------------------------------------- masked softmax
+class MaskedSoftmax(nn.Module):
+    def forward(self, x, m):
+        return torch.softmax(x.masked_fill(~m, float("-inf")), dim=-1)
+
+
+_SCORES = torch.tensor([[1.0, 0.0, 2.0], [0.0, 0.0, 0.5]], dtype=torch.float64)
+_KEEP = torch.tensor([[True, True, False], [True, False, True]])
+
+
+@pytest.mark.xfail(strict=True, reason="the mask product M ⊙ x intersects with sparse scores: an implicit "
+                                       "zero of x inside the mask is dropped from the softmax instead of "
+                                       "counting as score 0")
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("layout", ["csr", "coo", "annotated_csr"])
+def test_masked_softmax_of_sparse_scores_counts_implicit_zeros_inside_the_mask(layout: str, fusion: str) -> None:
+    x = {"csr": _SCORES.to_sparse_csr(), "coo": _SCORES.to_sparse_coo(), "annotated_csr": _SCORES}[layout]
+    fmts = {"m": "csr", **({"x": "csr"} if layout == "annotated_csr" else {})}
+    assert_matches_pytorch(MaskedSoftmax(), {"x": x, "m": _KEEP}, fmts, fusion)
+
+
+def test_masked_softmax_of_dense_scores_matches() -> None:
+    """The control: the same scores dense (only the mask sparse) are right."""
+    assert_matches_pytorch(MaskedSoftmax(), {"x": _SCORES, "m": _KEEP}, {"m": "csr"}, "partial")
+
+
+# ----------------------------------------------------------------------------- 0-d values
+class Expr(nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x, v):
+        return self.fn(x, v)
+
+
+ZERO_D = {
+    "scale_of_full_sum": lambda x, v: x.sum() * 2,
+    "shift_of_full_sum": lambda x, v: x.sum() + 1,
+    "sigmoid_of_full_sum": lambda x, v: torch.sigmoid(x.sum()),
+    "vector_minus_its_mean": lambda x, v: v - v.mean(),
+    "vector_over_keepdim_sum": lambda x, v: v / (v.sum(-1, keepdim=True) + 1.0),
+    "vector_times_full_sum": lambda x, v: v * v.sum(),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="a statement reading a 0-d computed tensor (a full reduction) crashes "
+                                       "the compiler: emit.py prev_row ValueError / table.py "
+                                       "_place_child_cells IndexError")
+@pytest.mark.parametrize(("expr", "fusion"), [(e, f) for e in sorted(ZERO_D) for f in FUSIONS
+                                               if (e, f) != ("vector_times_full_sum", "unfused")])
+def test_scale_of_a_full_sum_compiles(expr: str, fusion: str) -> None:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    v = torch.randn(3, generator=g, dtype=torch.float64)
+    assert_matches_pytorch(Expr(ZERO_D[expr]), {"x": x, "v": v}, None, fusion)
+
+
+@pytest.mark.xfail(strict=True, reason="compiler: a statement reading a 0-d computed tensor crashes "
+                                       "(IndexError / ValueError from the table and emit passes)")
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_program_scale_of_a_0d_sum(fusion: str) -> None:
+    """The same bug at the program level: ``S = Σ_ij A_ij; Y = 2·S``."""
+    p = Program("zero_d")
+    a = p.tensor("A", (4, 3), "dense")
+    s = p.let("S", einsum("ij->", a))
+    p.output(p.let("Y", s * 2.0))
+    data = {"A": np.arange(12.0).reshape(4, 3)}
+    res = run_program(compile_prog(p, fusion), data, simulate=run_graph, numerics="float")
+    assert float(res.dense("Y")) == 2 * 66.0
+
+
+# ----------------------------------------------------------------------------- regions
+class LinearThenLayerNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return F.layer_norm(self.lin(torch.relu(x)), (3,))
+
+
+@pytest.mark.xfail(strict=True, reason="the getitem of native_layer_norm (a tuple-valued op) in the root "
+                                       "forward gets region 'main' (its operand is a _Multi, not a _T), which "
+                                       "precedes the Linear's region: RegionOrderError")
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_root_layer_norm_after_a_submodule_joins_its_region(fusion: str) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 6, dtype=torch.float64)
+    assert_matches_pytorch(LinearThenLayerNorm().double().eval(), {"x": x}, None, fusion)
+
+
+# ----------------------------------------------------------------------------- COO
+class SelectRowOfReluMatmul(nn.Module):
+    def forward(self, x, w):
+        return torch.relu(x @ w)[1]
+
+
+@pytest.mark.xfail(strict=True, reason="fused: relu(Σ_k x_ik w_kj) with x COO, then Σ_i t_ij·onehot_i (a row "
+                                       "select) sums every row instead of the selected one")
+@pytest.mark.parametrize("fusion", ["partial", "full"])
+@pytest.mark.parametrize("layout", ["coo", "annotated_coo"])
+def test_select_row_of_relu_of_coo_matmul_fused(layout: str, fusion: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, generator=g, dtype=torch.float64)
+    w = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    ins = {"x": x.to_sparse_coo() if layout == "coo" else x, "w": w}
+    assert_matches_pytorch(SelectRowOfReluMatmul(), ins, {"x": "coo"} if layout != "coo" else None, fusion)
+
+
+def test_select_row_of_relu_of_coo_matmul_unfused() -> None:
+    """The control: unfused it is right."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, generator=g, dtype=torch.float64)
+    w = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    assert_matches_pytorch(SelectRowOfReluMatmul(), {"x": x.to_sparse_coo(), "w": w}, None, "unfused")
