@@ -12,7 +12,7 @@ from hypothesis import event, given
 from program_gen import programs, run_program_case
 
 
-@fuzz_settings(reduced=150, full=10_000)
+@fuzz_settings(reduced=200, full=10_000)
 @given(pc=programs())
 def test_random_float_programs_match_the_documented_semantics(pc) -> None:
     recs = run_program_case(pc)
