@@ -870,8 +870,9 @@ def _subst_drivers(tree: str | Join | None, row: str, t: FusionTable) -> str | J
 
 
 def _child_output(group: Group, k: VNamed) -> FusedOutput:
-    """The output a factored intermediate's own table computes."""
-    sizes = {i: n for v in group.views.values() for i, n in zip(v.indices, v.shape)}
+    """The output a factored intermediate's own table computes; its index sizes come from the
+    views it reads (another output of the group may use the same index name for another size)."""
+    sizes = {i: n for v in _views_under(k.body, group.views) for i, n in zip(v.indices, v.shape)}
     local = tuple(i for i in group.order if i in _own(k.body, group.views, frozenset())
                   and i not in k.indices)
     return FusedOutput(k.tensor, k.indices, local, k.body, None, tuple(sizes[i] for i in k.indices))
@@ -909,6 +910,17 @@ def _unary_nodes(e: VExpr) -> list[VUn]:
 
 def _prev(order: Sequence[str], row: str) -> str:
     return order[order.index(row) - 1]
+
+
+def _views_under(e: VExpr, views: dict[str, View]) -> list[View]:
+    """The views an expression reads, through inlined intermediates."""
+    if isinstance(e, VAccess):
+        return [views[e.view]]
+    if isinstance(e, VUn):
+        return _views_under(e.arg, views)
+    if isinstance(e, VNamed):
+        return _views_under(e.body, views)
+    return _views_under(e.lhs, views) + _views_under(e.rhs, views)
 
 
 def _own(e: VExpr, views: dict[str, View], fac: frozenset[str]) -> set[str]:

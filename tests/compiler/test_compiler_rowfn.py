@@ -231,3 +231,28 @@ def test_row_function_nodes_use_the_shared_lowering() -> None:
     cp = compile_program(attention(), Fusion.FULL)
     ops = [n.param("op") for n in cp.graphs[0].nodes.values() if n.kind is NodeKind.ALU]
     assert AluOp.EXP in ops and AluOp.DIV in ops and AluOp.SUB in ops
+
+
+@pytest.mark.parametrize("fn", [softmax, layernorm])
+def test_a_row_function_keeps_its_row_length_beside_an_output_with_another(fn) -> None:
+    """Found by the numerics checker: in one fused region, ``L = 1.5·layernorm(A·X)`` (rows of
+    12) beside ``P = 2·A`` (rows of 8) share the index name ``j``; the row function's own table
+    took its row length from the other output (layernorm: mean and variance over 8 entries, off
+    by about 1; softmax: bypass FIFOs of one 8-entry row, too short for its rows of 12)."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(6, 8)) * (rng.random((6, 8)) < 0.5)
+    x = rng.normal(size=(8, 12))
+    p = Program("two_rows")
+    A = p.tensor("A", a.shape, "csr")
+    X = p.tensor("X", x.shape, "dense")
+    S = p.let("S", einsum("ik,kj->ij", A, X))
+    p.output(p.let("L", fn(S) * 1.5))
+    p.output(p.let("P", A * 2.0))
+    res = run_program(compile_program(p, Fusion.FULL), {"A": a, "X": x}, simulate=run_graph, numerics="float")
+    s = a @ x
+    if fn is softmax:
+        want = np_softmax(s) * 1.5
+    else:
+        want = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-5) * 1.5
+    np.testing.assert_allclose(res.dense("L"), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(res.dense("P"), 2 * a, rtol=0, atol=0)
