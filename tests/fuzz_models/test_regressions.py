@@ -18,6 +18,7 @@ from torch import nn
 
 from fuseflow.compiler import Program, einsum, run_program
 from fuseflow.compiler import compile_program as compile_prog
+from fuseflow.compiler import minimum as fc_minimum
 from fuseflow.models import trace
 from fuseflow.models.plan import compile_model, run_model
 from sw_sim import run_graph
@@ -173,3 +174,51 @@ def test_select_row_of_relu_of_coo_matmul_unfused() -> None:
     x = torch.randn(2, 4, generator=g, dtype=torch.float64)
     w = torch.randn(4, 3, generator=g, dtype=torch.float64)
     assert_matches_pytorch(SelectRowOfReluMatmul(), {"x": x.to_sparse_coo(), "w": w}, None, "unfused")
+
+
+# ----------------------------------------------------------------------------- par
+def _sddmm_then_total() -> Program:
+    """``T = M ⊙ (B·Cᵀ)`` (M CSR), ``Y = Σ_ij T``, one region."""
+    p = Program("sddmm_total")
+    m = p.tensor("M", (3, 4), "csr")
+    b = p.tensor("B", (3, 2), "dense")
+    c = p.tensor("C", (4, 2), "dense")
+    t = p.let("T", einsum("ij,ik,jk->ij", m, b, c))
+    y = p.let("Y", einsum("ij->", t))
+    p.region(t, y)
+    p.output(y)
+    return p
+
+
+@pytest.mark.xfail(strict=True, reason="par on the reduced j of a fused full reduction: the parallel graph has "
+                                       "a dangling comb_spacc crd and spacc crd ports both discarded and "
+                                       "connected (FusionError 'the parallel graph is not valid')")
+def test_par_over_the_reduced_index_of_a_fused_total_sum() -> None:
+    rng = np.random.default_rng(0)
+    data = {"M": (rng.random((3, 4)) < 0.6) * 1.0, "B": rng.standard_normal((3, 2)),
+            "C": rng.standard_normal((4, 2))}
+    res = run_program(compile_prog(_sddmm_then_total(), "full", par={"j": 2}), data, simulate=run_graph,
+                      numerics="float")
+    want = np.einsum("ij,ik,jk->", data["M"], data["B"], data["C"])
+    assert abs(float(res.dense("Y")) - want) <= 1e-9 * max(1.0, abs(want))
+
+
+def _transpose_colsum_min() -> Program:
+    p = Program("colsum_min")
+    a = p.tensor("A", (4, 1), "dcsr")
+    b = p.tensor("B", (4,), "compressed")
+    t0 = p.let("T0", einsum("ji->ij", a))
+    t1 = p.let("T1", einsum("ij->j", t0))
+    t2 = p.let("T2", fc_minimum(t1, b))
+    p.output(t1, t2)
+    return p
+
+
+@pytest.mark.xfail(strict=True, reason="par j=2 together with block j=2: par's combining union / adder tree "
+                                       "takes 1 lane where the blocked spacc1 lanes carry 2 (lanes differ)")
+def test_par_and_block_on_the_same_index() -> None:
+    rng = np.random.default_rng(0)
+    data = {"A": np.zeros((4, 1)), "B": rng.standard_normal(4)}
+    res = run_program(compile_prog(_transpose_colsum_min(), "unfused", par={"j": 2}, block={"j": 2}), data,
+                      simulate=run_graph, numerics="float")
+    np.testing.assert_allclose(res.dense("T2"), np.minimum(0.0, data["B"]), atol=1e-12)
