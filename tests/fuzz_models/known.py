@@ -55,3 +55,23 @@ KNOWN = [
 def known(case, record) -> Known | None:
     """The known failure class ``record`` of ``case`` belongs to, if any."""
     return next((k for k in KNOWN if k.matches(case, record)), None)
+
+
+# program-fuzzer classes (the record's schedule and detail; test in test_regressions.py)
+KNOWN_PROGRAM = [
+    Known("block of a dimension an spacc2 writes: 'lanes' on spacc2", "test_block_of_an_outer_product_spmm",
+          lambda c, r: "unknown parameter 'lanes'" in r.detail),
+    Known("par pass builds an invalid graph", "test_par_over_the_reduced_index_of_a_fused_total_sum",
+          lambda c, r: "the parallel graph is not valid" in r.detail),
+    Known("par: Serialize protocol error on empty product rows", "test_par_of_a_shifted_spmm_with_an_empty_product",
+          lambda c, r: "Serialize" in r.detail),
+    Known("softmax with a blocked row index", "test_softmax_of_csr_rows_with_the_row_index_blocked",
+          lambda c, r: r.verdict == "mismatch" and "block=" in r.schedule),
+    Known("full fusion of attention with a COO mask", "test_fused_attention_with_a_coo_mask_and_a_sparse_output_factor",
+          lambda c, r: r.verdict == "mismatch" and r.schedule.startswith("fusion=full")
+          and any(i[2] == "coo" for i in c.inputs)),
+]
+
+
+def known_program(case, record) -> Known | None:
+    return next((k for k in KNOWN_PROGRAM if k.matches(case, record)), None)

@@ -67,9 +67,15 @@ def _model(seed: int) -> dict:
 
 
 def _program(seed: int) -> dict:
-    from program_gen import run_program_seed
+    from known import known_program
+    from program_gen import ProgCase, run_program_seed
 
-    return run_program_seed(seed)
+    out = run_program_seed(seed)
+    pc = ProgCase(**out["case"])
+    for d in out["records"]:
+        k = known_program(pc, type("R", (), d)) if d["verdict"] in ("crash", "mismatch") else None
+        d["known"] = k.test if k else ""
+    return out
 
 
 def run_shard(shard: int, shards: int, cases: int, programs: int, out: Path, timeout: int) -> None:

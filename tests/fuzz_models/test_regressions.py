@@ -19,6 +19,7 @@ from torch import nn
 from fuseflow.compiler import Program, einsum, run_program
 from fuseflow.compiler import compile_program as compile_prog
 from fuseflow.compiler import minimum as fc_minimum
+from fuseflow.compiler import softmax as fc_softmax
 from fuseflow.models import trace
 from fuseflow.models.plan import compile_model, run_model
 from sw_sim import run_graph
@@ -222,3 +223,84 @@ def test_par_and_block_on_the_same_index() -> None:
     res = run_program(compile_prog(_transpose_colsum_min(), "unfused", par={"j": 2}, block={"j": 2}), data,
                       simulate=run_graph, numerics="float")
     np.testing.assert_allclose(res.dense("T2"), np.minimum(0.0, data["B"]), atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- block
+def _run_prog(p: Program, data: dict, **options):
+    return run_program(compile_prog(p, **options), data, simulate=run_graph, numerics="float")
+
+
+@pytest.mark.xfail(strict=True, reason="block j=2 of an outer-product SpMM (A CSC: SPACC2 reduces k): the "
+                                       "emitter gives spacc2 a 'lanes' parameter it does not take (GraphError)")
+@pytest.mark.parametrize("fusion", ["unfused", "full"])
+def test_block_of_an_outer_product_spmm(fusion: str) -> None:
+    p = Program("outer_spmm")
+    a = p.tensor("A", (2, 1), "csc")
+    b = p.tensor("B", (1, 4), "dense")
+    p.output(p.let("T", einsum("ik,kj->ij", a, b)))
+    data = {"A": np.array([[1.0], [2.0]]), "B": np.array([[1.0, 0.0, 3.0, 0.0]])}
+    np.testing.assert_allclose(_run_prog(p, data, fusion=fusion, block={"j": 2}).dense("T"),
+                               data["A"] @ data["B"], atol=1e-12)
+
+
+def _np_softmax_stored(a: np.ndarray) -> np.ndarray:
+    """Softmax along rows over the stored (nonzero) entries; a row with none is 0 (docs)."""
+    z = np.where(a != 0, a, -np.inf)
+    m = np.max(z, 1, keepdims=True)
+    e = np.where(a != 0, np.exp(z - np.where(np.isfinite(m), m, 0.0)), 0.0)
+    s = e.sum(1, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+@pytest.mark.xfail(strict=True, reason="softmax of a CSR matrix with its row index i blocked (block i=2): "
+                                       "values wrong by up to 0.53 (unblocked and par i=2 are right)")
+def test_softmax_of_csr_rows_with_the_row_index_blocked() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 3))
+    a[rng.random((4, 3)) > 0.3] = 0.0
+    a[3] = 0.0
+    p = Program("softmax_blocked_rows")
+    p.output(p.let("T", fc_softmax(p.tensor("A", (4, 3), "csr"))))
+    np.testing.assert_allclose(_run_prog(p, {"A": a}, fusion="partial", block={"i": 2}).dense("T"),
+                               _np_softmax_stored(a), atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- fused masked attention
+_C3 = pytest.mark.xfail(strict=True, reason="full fusion of S = M ⊙ (B·Cᵀ) (M COO), P = softmax(S), O = (P·D) ⊙ E "
+                                           "(E CSR): off by 0.2 (unfused / partial right; M CSR right; without E "
+                                           "right)")
+
+
+@pytest.mark.parametrize("fusion", ["unfused", "partial", pytest.param("full", marks=_C3)])
+def test_fused_attention_with_a_coo_mask_and_a_sparse_output_factor(fusion: str) -> None:
+    rng = np.random.default_rng(1)
+    m = (rng.random((3, 4)) < 0.7) * 1.0
+    m[0, 0] = 1.0
+    data = {"M": m, "B": rng.standard_normal((3, 1)), "C": np.zeros((4, 1)), "D": rng.standard_normal((4, 1)),
+            "E": rng.standard_normal((3, 1))}
+    p = Program("coo_attention")
+    mt = p.tensor("M", (3, 4), "coo")
+    b, c, d = (p.tensor(n, s, "dense") for n, s in (("B", (3, 1)), ("C", (4, 1)), ("D", (4, 1))))
+    e = p.tensor("E", (3, 1), "csr")
+    s = p.let("S", einsum("ij,ik,jk->ij", mt, b, c))
+    pr = p.let("P", fc_softmax(s))
+    o = p.let("O", einsum("ij,jk->ik", pr, d))
+    p.output(p.let("Y", o * e))
+    probs = _np_softmax_stored(np.where(m != 0, 1e-300 + np.einsum("ik,jk->ij", data["B"], data["C"]), 0.0))
+    want = (probs @ data["D"]) * data["E"]
+    np.testing.assert_allclose(_run_prog(p, data, fusion=fusion).dense("Y"), want, atol=1e-9)
+
+
+# ----------------------------------------------------------------------------- par: empty product rows
+@pytest.mark.xfail(strict=True, reason="par i=2 of (A·B) + 2 with A DCSR and B CSC all zero: sw_sim "
+                                       "ProtocolError in the Serialize node (lane 0 has S0 where sel expects a "
+                                       "coordinate)")
+def test_par_of_a_shifted_spmm_with_an_empty_product() -> None:
+    p = Program("shifted_spmm")
+    a = p.tensor("A", (4, 2), "dcsr")
+    b = p.tensor("B", (2, 2), "csc")
+    t0 = p.let("T0", einsum("ik,kj->ij", a, b))
+    p.output(p.let("T1", t0 + 2.0))
+    data = {"A": np.array([[0.0, 1.0], [0.0, 0.0], [2.0, 0.0], [0.0, 0.0]]), "B": np.zeros((2, 2))}
+    np.testing.assert_allclose(_run_prog(p, data, fusion="partial", par={"i": 2}).dense("T1"),
+                               np.full((4, 2), 2.0), atol=1e-12)
