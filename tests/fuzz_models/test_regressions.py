@@ -80,6 +80,21 @@ def test_masked_softmax_of_sparse_scores_counts_implicit_zeros_inside_the_mask(l
     assert_matches_pytorch(MaskedSoftmax(), {"x": x, "m": _KEEP}, fmts, fusion)
 
 
+class MaskedSoftmaxOfScaledTranspose(nn.Module):
+    def forward(self, x, m):
+        return torch.softmax((x * 2).T.masked_fill(~m, float("-inf")), dim=-1)
+
+
+@pytest.mark.xfail(strict=True, reason="dense x, no sparse input: (x * 2).T is stored compressed (the host "
+                                       "transpose keeps the compiler's format), so its zeros inside the mask are "
+                                       "dropped from the masked softmax like implicit zeros")
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_masked_softmax_of_a_computed_transposed_score_counts_its_zeros(fusion: str) -> None:
+    x = torch.tensor([[1.0, 0.0, 2.0], [0.0, 0.0, 0.5], [0.3, 0.0, 0.0]], dtype=torch.float64)
+    m = torch.tensor([[True, True, False], [True, False, True], [True, True, True]])
+    assert_matches_pytorch(MaskedSoftmaxOfScaledTranspose(), {"x": x, "m": m}, {"m": "csr"}, fusion)
+
+
 def test_masked_softmax_of_dense_scores_matches() -> None:
     """The control: the same scores dense (only the mask sparse) are right."""
     assert_matches_pytorch(MaskedSoftmax(), {"x": _SCORES, "m": _KEEP}, {"m": "csr"}, "partial")
