@@ -19,6 +19,7 @@ from torch import nn
 from fuseflow.compiler import Program, einsum, run_program
 from fuseflow.compiler import compile_program as compile_prog
 from fuseflow.compiler import minimum as fc_minimum
+from fuseflow.compiler import relu as fc_relu
 from fuseflow.compiler import softmax as fc_softmax
 from fuseflow.models import trace
 from fuseflow.models.plan import compile_model, run_model
@@ -319,3 +320,20 @@ def test_par_of_a_shifted_spmm_with_an_empty_product() -> None:
     data = {"A": np.array([[0.0, 1.0], [0.0, 0.0], [2.0, 0.0], [0.0, 0.0]]), "B": np.zeros((2, 2))}
     np.testing.assert_allclose(_run_prog(p, data, fusion="partial", par={"i": 2}).dense("T1"),
                                np.full((4, 2), 2.0), atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- softmax of nothing
+@pytest.mark.xfail(strict=True, reason="full fusion: the softmax of a row no coordinate of which is visited "
+                                       "(T1 = Σ_j T0_ij·C_j with C empty) is 1 instead of 0 (docs: softmax over "
+                                       "the visited coordinates)")
+def test_fused_softmax_of_an_empty_reduction_is_zero() -> None:
+    p = Program("softmax_of_nothing")
+    a = p.tensor("A", (1, 1), "csc")
+    b = p.tensor("B", (1, 1), "csr")
+    c = p.tensor("C", (1,), "compressed")
+    t0 = p.let("T0", einsum("ij,ij->ij", a, b))
+    t1 = p.let("T1", einsum("ij,j->i", t0, c))
+    t2 = p.let("T2", fc_softmax(t1))
+    p.output(t2, p.let("T3", fc_relu(t2)))
+    data = {"A": np.array([[0.7]]), "B": np.array([[1.2]]), "C": np.zeros(1)}
+    assert _run_prog(p, data, fusion="full").dense("T2").tolist() == [0.0]
