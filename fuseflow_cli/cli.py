@@ -115,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"fuseflow-hw {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"fuseflow-hw {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # the command has stopped what it started (fuseflow.executor)
+        detail = f" ({exc})" if str(exc) else ""  # what was kept, if the command says (sweep)
+        print(f"fuseflow-hw {args.command}: interrupted{detail}", file=sys.stderr)
         return 130
     except OSError as exc:  # a file that cannot be read or written: name it
         if args.debug:

@@ -287,42 +287,63 @@ class SweepRun:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """``path`` holds ``text`` or what it held before, never a part of it (a sweep stopped by
+    Ctrl-C or a kill in the middle of the write): written beside it, then renamed over it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:  # an interrupt or a full disk: no stray temporary file either
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _cached_row(path: Path) -> dict[str, Any] | None:
+    """The row cached in ``path``; None when there is none or it is damaged (not a JSON row):
+    the configuration runs again instead of the sweep stopping on it."""
+    try:
+        row = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    return row if isinstance(row, dict) and "status" in row else None
 
 
 def run_sweep(sweep: Sweep, cache_dir: Path, executor: Executor, *,
               progress: Callable[[int, int, dict[str, Any]], None] | None = None,
               rerun_errors: bool = False) -> SweepRun:
     """Run every configuration of ``sweep`` not already in ``cache_dir``; results are written to
-    the cache as they arrive (and each run is appended to ``cache_dir/runs.log``)."""
+    the cache as they arrive (and each run is appended to ``cache_dir/runs.log``).  On Ctrl-C
+    the KeyboardInterrupt's message says how many configurations the cache holds."""
     t0 = time.perf_counter()
     cache_dir.mkdir(parents=True, exist_ok=True)
     keys = [config_key(c) for c in sweep.configs]
     rows: list[dict[str, Any] | None] = [None] * len(keys)
     for i, k in enumerate(keys):
-        f = cache_dir / f"{k}.json"
-        if f.is_file():
-            row = json.loads(f.read_text())
-            if row.get("status") == "ok" or not rerun_errors:
-                rows[i] = {**row, "cached": True}
+        row = _cached_row(cache_dir / f"{k}.json")
+        if row is not None and (row.get("status") == "ok" or not rerun_errors):
+            rows[i] = {**row, "cached": True}
     todo = [i for i, r in enumerate(rows) if r is None]
     cached = len(keys) - len(todo)
     done = cached
     if progress:
         progress(done, len(keys), {})
     with open(cache_dir / "runs.log", "a") as log:
-        for j, row in executor.map_unordered(run_config, [(sweep.configs[i].argv,) for i in todo]):
-            i = todo[j]
-            row = {"key": keys[i], **row}
-            _write_atomic(cache_dir / f"{keys[i]}.json", json.dumps(row) + "\n")
-            log.write(json.dumps({"key": keys[i], "worker": row["worker"], "finished": row["finished"]}) + "\n")
-            log.flush()
-            rows[i] = {**row, "cached": False}
-            done += 1
-            if progress:
-                progress(done, len(keys), rows[i])
+        try:
+            for j, row in executor.map_unordered(run_config, [(sweep.configs[i].argv,) for i in todo]):
+                i = todo[j]
+                row = {"key": keys[i], **row}
+                _write_atomic(cache_dir / f"{keys[i]}.json", json.dumps(row) + "\n")
+                log.write(json.dumps({"key": keys[i], "worker": row["worker"], "finished": row["finished"]}) + "\n")
+                log.flush()
+                rows[i] = {**row, "cached": False}
+                done += 1
+                if progress:
+                    progress(done, len(keys), rows[i])
+        except KeyboardInterrupt:
+            # Ctrl-C: what finished is in the cache (each entry written whole); say so
+            saved = sum((cache_dir / f"{k}.json").is_file() for k in keys)
+            raise KeyboardInterrupt(f"{saved} of {len(keys)} configurations are in the cache {cache_dir}; "
+                                    f"the same command runs the rest") from None
     out = [{"config": i, **_axes(sweep, cfg), **row} for i, (cfg, row) in enumerate(zip(sweep.configs, rows))]
     return SweepRun(out, len(todo), cached, time.perf_counter() - t0, executor.describe())
 
