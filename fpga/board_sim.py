@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from fuseflow.overflow import Overflow, check_policy, enforce
 from fuseflow.samml import Graph
 from fuseflow.tensor import TensorData
 from hw.build import to_verilog
@@ -44,8 +45,12 @@ def simulate_board(
     *,
     cfg: HwConfig | None = None,
     divisor: int = SIM_DIVISOR,
+    on_overflow: str = "raise",
 ) -> list[BoardResult]:
-    """Run each dataset through the simulated board top, one after another, in one simulation."""
+    """Run each dataset through the simulated board top, one after another, in one simulation.
+    A flagged node raises :class:`~fuseflow.overflow.NumericOverflowError` unless
+    ``on_overflow`` is ``"report"`` (a warning) or ``"ignore"``."""
+    check_policy(on_overflow)
     cfg = cfg or HwConfig()
     for data in datasets:
         graph.verify(data)
@@ -74,4 +79,6 @@ def simulate_board(
             for t, arrays in r["outputs"].items()
         }
         out.append(BoardResult(outputs, r["cycles"], r["polls"], r["overflow"], r["status"]))
+        enforce([Overflow(n, 1, None, str(cfg.num)) for n in r["overflow"]], on_overflow,
+                f"graph {graph.name!r} (simulated board)")
     return out

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
+from fuseflow.overflow import Overflow, enforce
 from fuseflow.samml import Graph, Role
 from fuseflow.tensor import TensorData, TensorFormat
 from fuseflow.validate import require_words
@@ -218,9 +219,15 @@ async def run_on_board(
     ident: int | None = None,
     *,
     max_polls: int = 100_000,
+    on_overflow: str = "raise",
+    numerics: str = "the datapath's",
 ) -> BoardResult:
     """Load the inputs, start, poll until done, read the cycle counter, the STATUS register and
     OVERFLOW words (the nodes the hardware flagged) and the outputs.
+
+    A flagged node (a result wrapped or saturated) raises
+    :class:`~fuseflow.overflow.NumericOverflowError` naming it in the ``numerics`` format;
+    ``on_overflow="report"`` returns the result with a warning, ``"ignore"`` without.
 
     ``ident`` (see :func:`fpga.board_top.design_ident`) is checked first when given, so a board
     flashed with another design is refused instead of producing garbage.
@@ -267,4 +274,5 @@ async def run_on_board(
             f"STATUS reads {status:#x} (a writer overrun) but no length register exceeds its "
             "region depth: the board disagrees with itself"
         )
+    enforce([Overflow(n, 1, None, numerics) for n in flagged], on_overflow, f"graph {graph.name!r} (board)")
     return BoardResult(decode_outputs(graph, arrays, mmap), cycles, polls, flagged, status)

@@ -13,10 +13,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .overflow import Overflow
 from .samml import Graph
 from .tensor import TensorData
 
-__all__ = ["Case", "SimRun", "Simulator", "SuiteEntry", "graph_overflows"]
+__all__ = ["Case", "SimRun", "Simulator", "SuiteEntry", "graph_overflow_records", "graph_overflows"]
 
 
 class SimRun(Protocol):
@@ -57,3 +58,14 @@ class SuiteEntry:
 def graph_overflows(graph: str, res: SimRun) -> dict[str, int]:
     """A simulator result's overflow counts keyed ``graph/node`` (none if it reports none)."""
     return {f"{graph}/{n}": k for n, k in (getattr(res, "overflows", None) or {}).items()}
+
+
+def graph_overflow_records(graph: str, res: SimRun) -> list[Overflow]:
+    """A simulator result's overflows as :class:`~fuseflow.overflow.Overflow` records named
+    ``graph/node``: sw_sim's (``overflow_records``: counts and magnitudes), else the flags a
+    result reports (``overflows``: count only)."""
+    records = getattr(res, "overflow_records", None)
+    if records is not None:
+        return [Overflow(f"{graph}/{o.node}", o.count, o.peak, o.numerics) for o in records]
+    fmt = str(getattr(res, "numerics", "") or "unknown format")
+    return [Overflow(f"{graph}/{n}", k, None, fmt) for n, k in (getattr(res, "overflows", None) or {}).items()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from fuseflow.memory import PRESETS as MEMORY_PRESETS
 from fuseflow.memory import MemoryError, MemoryModel, Placement, parse_memory
 from fuseflow.models.datasets import read_matrix
 from fuseflow.numerics import Mode, Numerics
+from fuseflow.overflow import OVERFLOW_POLICIES, NumericOverflowError, Overflow
 from fuseflow.parallel import ParallelError, parallelize
 from fuseflow.samml import Graph, GraphError
 from fuseflow.schedule import Schedule, ScheduleError, load_schedule, parse_par
@@ -35,12 +37,15 @@ from hw.elaborate import HwConfig, crd_width_needed
 from .argtypes import MAX_SIZE, fraction, int_range
 from .errors import UserError
 
+OVERFLOW_CHOICES = OVERFLOW_POLICIES[:2]  # raise, report ("ignore" is for code that reports flags itself)
+
 __all__ = [
     "GraphJob",
     "add_graph_args",
     "add_kernel_options",
     "add_memory_args",
     "add_numerics_arg",
+    "add_overflow_arg",
     "add_saturate_arg",
     "add_schedule_args",
     "add_scheduler_arg",
@@ -51,9 +56,8 @@ __all__ = [
     "kernel_options",
     "load_graph_job",
     "open_executor",
-    "overflow_failed",
     "overflow_mismatches",
-    "overflow_text",
+    "overflow_verdict",
     "parse_max_nnz",
     "resolve_memory",
     "resolve_schedule",
@@ -194,15 +198,31 @@ def saturated_text(counts: dict[str, int], word: Numerics | int | str) -> str:
             + f" clamped to the {what} range") if counts else "saturated: none"
 
 
-def overflow_text(overflows: dict[str, int], num: Numerics | str) -> str:
-    """The line that reports results the arithmetic brought into range (sw_sim's per-node
-    counts): wrapped (integer numerics: not the exact results) or saturated (fixed point)."""
-    num = Numerics.parse(num)
-    nodes = ", ".join(f"{n} in node {k!r}" for k, n in overflows.items())
-    if num.mode is Mode.INT:
-        return (f"overflow: results wrapped to {num} ({nodes}): these values are not the exact "
-                "results; use smaller inputs or a wider value width")
-    return f"overflow: results saturated to the {num} range ({nodes})"
+def overflow_verdict(args: argparse.Namespace, records: Sequence[Overflow], where: str, *,
+                     err: bool = False) -> bool:
+    """``--on-overflow`` applied to a run's overflows (results the arithmetic wrapped or
+    saturated): ``raise`` (default) prints one error line naming every node, its count, the
+    largest magnitude and the format, and fails the run; ``report`` prints a warning line and
+    does not.  ``err``: print on stderr (``--json`` keeps stdout for the record).  Whether the
+    run may still pass."""
+    if not records:
+        return True
+    out = sys.stderr if err else sys.stdout
+    if getattr(args, "on_overflow", "raise") == "report":
+        print(f"warning: overflow in {where} (--on-overflow report): "
+              + "; ".join(o.describe() for o in records), file=out)
+        return True
+    print(f"fuseflow-hw {args.command}: error: {NumericOverflowError(where, list(records))}", file=sys.stderr)
+    return False
+
+
+def add_overflow_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--on-overflow", choices=OVERFLOW_CHOICES, default="raise",
+                   help="a result the arithmetic wrapped (integer numerics) or saturated (fixed "
+                        "point): 'raise' (default) fails the run (exit 1) with an error naming "
+                        "each node, how many results, the largest magnitude and the format; "
+                        "'report' prints the results with a warning (--saturate is different: "
+                        "it clamps input values before the run)")
 
 
 def overflow_mismatches(sw: Mapping[str, int], hw: Sequence[str], who: str = "the RTL") -> list[str]:
@@ -218,12 +238,6 @@ def overflow_mismatches(sw: Mapping[str, int], hw: Sequence[str], who: str = "th
 def hw_overflow_text(hw: Sequence[str], who: str = "RTL") -> str:
     """The line that reports the nodes the hardware's status registers flagged."""
     return f"{who} overflow flags: " + (", ".join(f"node {n!r}" for n in hw) if hw else "none")
-
-
-def overflow_failed(overflows: dict[str, int], num: Numerics | str) -> bool:
-    """A wrapped integer result is a wrong answer (exit status 1); a saturated fixed-point
-    result is the documented rule, reported but not a failure."""
-    return bool(overflows) and Numerics.parse(num).mode is Mode.INT
 
 
 def load_graph_job(args: argparse.Namespace) -> GraphJob:

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 
 import sw_sim
+from fuseflow.check import Check
 from fuseflow.memory import MemoryError, Placement
+from fuseflow.models.bounds import check_model
 from fuseflow.models.datasets import DATASETS, load_dataset
 from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.plan import compile_model
@@ -23,7 +25,7 @@ from sw_sim.counters import merge_counters
 
 from .argtypes import MAX_SIZE, int_range
 from .cmd_common import (
-    overflow_text,
+    overflow_verdict,
     resolve_memory,
     resolve_schedule,
     saturated_text,
@@ -33,8 +35,6 @@ from .errors import UserError
 from .ui import print_table, table_text
 
 __all__ = [
-    "FIXED_ATOL",
-    "RTOL",
     "add_model_args",
     "add_user_model_args",
     "build_model",
@@ -46,9 +46,6 @@ __all__ = [
     "run_model",
     "simulate_model_args",
 ]
-
-RTOL = 1e-6  # float-mode check: max |sim - torch| <= RTOL * max |torch|
-FIXED_ATOL = 1e-3  # fixed-point check: max |sim - torch| <= FIXED_ATOL * max(1, max |torch|)
 
 
 ZOO = ("gcn", "graphsage", "sae", "gpt")
@@ -203,22 +200,17 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
         placement.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
         res = simulate_model(cm, numerics=str(num), simulate=run_graph, memory=model,
                              onchip=Placement(placement.onchip, strict=False),
-                             saturate=getattr(args, "saturate", False))
+                             saturate=getattr(args, "saturate", False), on_overflow="ignore")
     except (MemoryError, ValueError) as exc:
         raise UserError(str(exc)) from None
     counters = merge_counters([c for _, c in res.counters])
-    ref = _reference(case)
-    out = res.outputs[ir.outputs[0]]
-    scale = float(np.max(np.abs(ref))) or 1.0
-    abs_err = float(np.max(np.abs(out - ref)))
-    if num.mode is Mode.FLOAT:
-        err, tol, what = abs_err / scale, RTOL, "max rel error"
-    else:
-        err, tol, what = abs_err / max(1.0, scale), FIXED_ATOL, f"{num}, max abs error / max(1, |ref|)"
-    ok = bool(np.isfinite(err) and err <= tol)
+    checks = check_model(cm, res, _reference(case), num)
+    ok = all(c.ok for c in checks)
+    out = checks[0]
     record = {"source": case.description, "model": args.model, "fusion": args.fusion,
               "schedule": resolve_schedule(args).to_json(), "cycles": res.total_cycles,
-              "ok": ok, "error": err, "tolerance": tol, "numerics": str(num),
+              "ok": ok, "error": out.max_error, "tolerance": out.bound, "numerics": str(num),
+              "checks": [c.to_json() for c in checks],
               "graphs": [{"name": n, "cycles": c} for n, c in res.cycles],
               "memory": model.to_json(), "onchip": sorted(placement.onchip),
               "counters": summary_counters(counters),
@@ -227,8 +219,22 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
               "overflows": res.overflows, "capture": ir.capture,
               "host_steps": [{k: h[k] for k in ("step", "kind", "bytes_read", "bytes_written")} for h in res.host],
               "graph_breaks": len(cm.breaks), "materialised_bytes": res.materialised_bytes}
-    return record, {"case": case, "compiled": cm, "memory": model, "counters": counters, "what": what,
+    return record, {"case": case, "compiled": cm, "memory": model, "counters": counters, "checks": checks,
                     "run": res}
+
+
+def checks_text(checks: list[Check]) -> list[str]:
+    """The check lines: each output against PyTorch, then the stage checks in one line (all of
+    them when one fails)."""
+    lines = [f"check against PyTorch: {c.text()}" for c in checks if not c.name.startswith("stage ")]
+    stages = [c for c in checks if c.name.startswith("stage ")]
+    if stages:
+        worst = max(stages, key=lambda c: c.worst)
+        ok = all(c.ok for c in stages)
+        lines.append(f"stage checks ({len(stages)} materialised tensors, each within the bound derived "
+                     f"from the values it read): {'PASS' if ok else 'FAIL'}; worst {worst.text()}")
+        lines += [f"  {c.text()}" for c in stages if not c.ok]
+    return lines
 
 
 def run_model(args: argparse.Namespace) -> int:
@@ -237,6 +243,7 @@ def run_model(args: argparse.Namespace) -> int:
     ok = record["ok"]
     if getattr(args, "json", False):
         print(json.dumps(record, indent=1))
+        ok &= overflow_verdict(args, more["run"].overflow_records, f"model {args.model}", err=True)
         return 0 if ok else 1
     cm = more["compiled"]
     print(more["case"].description)
@@ -250,11 +257,9 @@ def run_model(args: argparse.Namespace) -> int:
     print(host_text(cm, more["run"]))
     if getattr(args, "saturate", False):
         print(saturated_text(record["saturated"], record["numerics"]))
-    if record["overflows"]:
-        print(overflow_text(record["overflows"], record["numerics"]))
+    ok &= overflow_verdict(args, more["run"].overflow_records, f"model {args.model}")
     print(counters_text(more["counters"], stats=getattr(args, "stats", False)))
-    print(f"check against PyTorch (float64; {more['what']} {record['error']:.2e}, tolerance {record['tolerance']:.0e}): "
-          f"{'PASS' if ok else 'FAIL'}")
+    print("\n".join(checks_text(more["checks"])))
     return 0 if ok else 1
 
 
@@ -317,17 +322,13 @@ def compile_model_cmd(args: argparse.Namespace) -> int:
     if not args.run:
         return 0
     try:
-        res = simulate_model(cm, simulate=run_graph)
+        res = simulate_model(cm, simulate=run_graph, on_overflow="ignore")  # float: nothing overflows
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    ref = _reference(case)
-    got = res.outputs[ir.outputs[0]]
-    err = float(np.max(np.abs(got - ref))) / (float(np.max(np.abs(ref))) or 1.0) if ref.size else 0.0
-    ok = bool(np.isfinite(err) and err <= RTOL)
+    checks = check_model(cm, res, _reference(case), "float")
     print(f"{res.total_cycles} cycles in sw_sim; {host_text(cm, res)}")
-    print(f"check against PyTorch (float64; max rel error {err:.2e}, tolerance {RTOL:.0e}): "
-          f"{'PASS' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    print("\n".join(checks_text(checks)))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 def rtl_model_cmd(args: argparse.Namespace) -> int:
@@ -338,31 +339,31 @@ def rtl_model_cmd(args: argparse.Namespace) -> int:
     from rtl_sim import ToolchainError
     from rtl_sim import run_graph as rtl_run
 
-    case, ir, cm = load_compiled(args)
+    case, _, cm = load_compiled(args)
     num = Numerics.parse("q16.16")
     cfg = HwConfig.for_numerics(num)
     rows: list[tuple[str, int, int, bool]] = []
 
     def both(graph, data, **kw):
         sw = run_graph(graph, data, **kw)
-        rtl = rtl_run(graph, data, cfg=cfg, runner=args.runner)
+        rtl = rtl_run(graph, data, cfg=cfg, runner=args.runner, on_overflow="ignore")  # flags compared
         same = all(np.array_equal(rtl.outputs[t].vals, o.vals) and
                    np.array_equal(rtl.outputs[t].to_dense(), o.to_dense()) for t, o in sw.outputs.items())
-        rows.append((graph.name, sw.cycles, rtl.cycles, same))
+        rows.append((graph.name, sw.cycles, rtl.cycles, same and sorted(rtl.overflow) == sorted(sw.overflows)))
         return sw
 
     try:
-        res = simulate_model(cm, numerics=str(num), simulate=both)
+        res = simulate_model(cm, numerics=str(num), simulate=both, on_overflow="ignore")
     except (ToolchainError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    ref = _reference(case)
-    got = res.outputs[ir.outputs[0]]
-    err = float(np.max(np.abs(got - ref))) / max(1.0, float(np.max(np.abs(ref))))
+    checks = check_model(cm, res, _reference(case), num)
     print(case.description)
     print_table([[n, s, r, "yes" if same and s == r else "NO"] for n, s, r, same in rows],
                 ["graph", "sw_sim cycles", "RTL cycles", "identical"])
     print(host_text(cm, res))
-    ok = all(same and s == r for _, s, r, same in rows) and err <= FIXED_ATOL
-    print(f"RTL = sw_sim in values and cycles for {len(rows)} graphs; check against PyTorch ({num}, max abs "
-          f"error / max(1, |ref|) {err:.2e}, tolerance {FIXED_ATOL:.0e}): {'PASS' if ok else 'FAIL'}")
+    ok = all(same and s == r for _, s, r, same in rows)
+    print(f"RTL = sw_sim in values, overflow flags and cycles for {len(rows)} graphs: {'yes' if ok else 'NO'}")
+    ok &= overflow_verdict(args, res.overflow_records, f"model {args.model}")
+    print("\n".join(checks_text(checks)))
+    ok &= all(c.ok for c in checks)
     return 0 if ok else 1

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from fuseflow.memory import MemoryModel, Placement, parse_memory
+from fuseflow.overflow import Overflow, check_policy, enforce
 from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind
 from fuseflow.tensor import TensorData
 from fuseflow.tokens import Token, decode, encode, parse_stream
@@ -186,6 +187,12 @@ class RtlResult:
     # sw_sim counts in SimResult.overflows), in the memory map's order; read from the host port
     overflow: list[str] = field(default_factory=list)
     status: int = 0  # the STATUS register (hw.elaborate: bit 0 overflow, bit 1 writer overrun)
+    numerics: str = ""  # the value format the flags refer to (``int32``, ``q16.16``)
+
+    @property
+    def overflows(self) -> dict[str, int]:
+        """The flagged nodes as sw_sim's per-node counts read them (a flag counts 1)."""
+        return dict.fromkeys(self.overflow, 1)
 
 
 def memory_config(cfg: HwConfig, memory: MemoryModel | str | None = None,
@@ -247,7 +254,7 @@ def _memory_runs(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], met
 def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *, cfg: HwConfig = DEFAULT_HW,
                     waves: bool = False, wave_file: Path | None = None, memory: MemoryModel | str | None = None,
                     onchip: Placement | Iterable[str] | None = None, runner: str = "cocotb",
-                    max_cycles: int | None = None) -> list[RtlResult]:
+                    max_cycles: int | None = None, on_overflow: str = "raise") -> list[RtlResult]:
     """Run ``graph`` in RTL on each dataset (one Verilator build, one simulator process).
     ``memory`` / ``onchip`` (as in ``sw_sim.run_graph``) override ``cfg.memory`` / ``cfg.onchip``.
 
@@ -259,8 +266,12 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
     GTKWave save file beside it (:mod:`rtl_sim.waves`).
     ``max_cycles``: a run not done within that many cycles of its start raises an error
     (default: 5 M for cocotb and amaranth, ``native.DEFAULT_MAX_CYCLES`` for native).
+    A node whose sticky overflow flag is set (a result wrapped or saturated) raises
+    :class:`~fuseflow.overflow.NumericOverflowError`; ``on_overflow="report"`` returns the
+    results with the flags (:attr:`RtlResult.overflow`) and a warning instead.
     """
     _check_runner(runner)
+    check_policy(on_overflow)
     if max_cycles is not None and max_cycles < 1:
         raise ValueError(f"max_cycles = {max_cycles}: must be at least 1")
     fmt = wave_format(wave_file) if waves else None
@@ -298,8 +309,12 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
         Path(dump).unlink()
     if fmt is not None:
         write_gtkw(graph, wave_file, runner, cfg, meta["memory_map"]["addr_width"])
-    return [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"], _flagged(r, meta, what), r["status"])
-            for r in results]
+    out = [RtlResult(_outputs(graph, r["arrays"], cfg), r["cycles"], _flagged(r, meta, what), r["status"],
+                     str(cfg.num)) for r in results]
+    for i, r in enumerate(out):
+        where = f" (dataset {i + 1} of {len(out)})" if len(out) > 1 else ""
+        enforce([Overflow(n, 1, None, str(cfg.num)) for n in r.overflow], on_overflow, f"{what} (RTL){where}")
+    return out
 
 
 def _flagged(res: dict, meta: dict, what: str) -> list[str]:
@@ -336,6 +351,7 @@ def stall_report(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], cfg
     for i, data in enumerate(datasets):
         try:
             res = sw_run_graph(graph, data, numerics=cfg.num if cfg.vw >= 11 else None, memory=cfg.memory,
+                               on_overflow="ignore",
                                onchip=cfg.onchip, max_cycles=limit, fifo_depth=cfg.fifo_depth)
         except SimError as exc:
             return f"sw_sim on dataset {i + 1}: {exc}"
@@ -348,10 +364,10 @@ def stall_report(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], cfg
 def run_graph(graph: Graph, data: Mapping[str, TensorData], *, cfg: HwConfig = DEFAULT_HW, waves: bool = False,
               wave_file: Path | None = None, memory: MemoryModel | str | None = None,
               onchip: Placement | Iterable[str] | None = None, runner: str = "cocotb",
-              max_cycles: int | None = None) -> RtlResult:
+              max_cycles: int | None = None, on_overflow: str = "raise") -> RtlResult:
     """One dataset of :func:`run_graph_batch`."""
     return run_graph_batch(graph, [data], cfg=cfg, waves=waves, wave_file=wave_file, memory=memory,
-                           onchip=onchip, runner=runner, max_cycles=max_cycles)[0]
+                           onchip=onchip, runner=runner, max_cycles=max_cycles, on_overflow=on_overflow)[0]
 
 
 def _outputs(graph: Graph, arrays: Mapping[str, list[int]], cfg: HwConfig) -> dict[str, TensorData]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from fuseflow.memory import MemoryModel, Placement, parse_memory, plan_ports
 from fuseflow.numerics import FLOAT, Numerics
+from fuseflow.overflow import Overflow, check_policy, enforce
 from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, TensorUse
 from fuseflow.tensor import Format, TensorData
 from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH, Token, parse_stream
@@ -20,7 +21,7 @@ from . import registry
 from .counters import collect_counters
 from .dram import Controller
 from .engine import Channel, Engine, NodeStats, NullChannel, Primitive
-from .overflow import counting, overflow_counts
+from .overflow import counting, overflow_counts, overflow_records
 from .registry import Build
 from .stream import Sink, Source
 
@@ -38,6 +39,8 @@ class SimResult:
     counters: dict[str, Any] = field(default_factory=dict)  # sw_sim.counters
     # node -> results it wrapped (integer numerics) or saturated (fixed point); nodes with none left out
     overflows: dict[str, int] = field(default_factory=dict)
+    # the same nodes with the largest magnitude and the format (fuseflow.overflow.Overflow)
+    overflow_records: list[Overflow] = field(default_factory=list)
 
 
 class PrimitiveResult(dict):
@@ -96,15 +99,22 @@ def resolve_params(graph: Graph, node, data: Mapping[str, TensorData]) -> dict[s
 def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int | None = None,
               val_width: int | None = VAL_WIDTH, verify: bool = True,
               max_cycles: int = 50_000_000, numerics: Numerics | str | None = None,
-              memory: MemoryModel | str | None = None, onchip=None, crd_width: int = CRD_WIDTH) -> SimResult:
+              memory: MemoryModel | str | None = None, onchip=None, crd_width: int = CRD_WIDTH,
+              on_overflow: str = "raise") -> SimResult:
     """Simulate ``graph`` on the input tensors in ``data``; return outputs, cycles, stats and
     counters.
+
+    A result the arithmetic wrapped or saturated raises
+    :class:`~fuseflow.overflow.NumericOverflowError` naming the nodes, unless ``on_overflow``
+    is ``"report"``: then the run returns with the counts (``SimResult.overflows``) and a
+    warning (``fuseflow/overflow.py``).
 
     ``numerics`` (``Numerics`` or text such as ``"q16.16"``) sets the value arithmetic of every
     node; tensor values are then the raw token values (``Numerics.quantize``).  ``memory`` (a
     :class:`fuseflow.memory.MemoryModel` or preset name; default ideal) puts the arrays of
     every tensor not named in ``onchip`` behind an off-chip memory (``docs/memory.md``)."""
     num = resolve_numerics(numerics, val_width)
+    check_policy(on_overflow)
     model = parse_memory(memory)
     placement = onchip if isinstance(onchip, Placement) else Placement.of(onchip)
     vw = num.width if num.width else 32
@@ -149,8 +159,11 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
     wall = time.perf_counter() - t0
     named = {str(e): chan_out[e.src] for e in graph.edges}
     counters = collect_counters(graph, by_name, named, model, placement, ctrl, cw=crd_width, vw=vw)
+    records = overflow_records(arith)
+    enforce(records, on_overflow, f"graph {graph.name!r} (sw_sim)")
     return SimResult(outputs, cycles, {p.name: p.stats for p in prims}, wall,
-                     node_cycles=cycles * len(prims), counters=counters, overflows=overflow_counts(arith))
+                     node_cycles=cycles * len(prims), counters=counters, overflows=overflow_counts(arith),
+                     overflow_records=records)
 
 
 

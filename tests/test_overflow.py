@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from fuseflow.compiler import Program, compile_program, einsum, run_program
 from fuseflow.kernels import example
 from fuseflow.numerics import Numerics
+from fuseflow.overflow import NumericOverflowError, NumericOverflowWarning
 from fuseflow.primitives import AluOp
 from fuseflow.tensor import TensorData
 from fuseflow_cli.cli import main
@@ -60,7 +61,7 @@ def test_spmv_overflow_counts_match_exact_arithmetic() -> None:
     """Products that leave int32 counted in the multiplier; partial sums of the (wrapped)
     products that leave it counted in the reduction, in the order the rows are summed."""
     g, data, dense = _spmv_big(3 << 28)
-    res = run_graph(g, data, numerics="int32")
+    res = run_graph(g, data, numerics="int32", on_overflow="ignore")
     num = Numerics.integer(32)
     a, x = dense["B"], dense["c"]
     muls = sums = 0
@@ -80,6 +81,22 @@ def test_spmv_overflow_counts_match_exact_arithmetic() -> None:
         kind = g.nodes[node].kind.value
         by_kind[kind] = by_kind.get(kind, 0) + k
     assert by_kind == {k: v for k, v in {"alu": muls, "reduce": sums}.items() if v}
+    peak = max(abs(int(a[i, j]) * int(x[j])) for i, j in zip(*np.nonzero(a)))
+    assert max(o.peak for o in res.overflow_records) == peak  # the largest exact product
+
+
+def test_overflow_raises_by_default_naming_node_count_magnitude_and_format() -> None:
+    g, data, _ = _spmv_big(3 << 28)
+    with pytest.raises(NumericOverflowError) as exc:
+        run_graph(g, data, numerics="int32")
+    text = str(exc.value)
+    assert "node 'mul' wrapped" in text and "into the int32 range" in text and "largest magnitude" in text
+    assert {o.node for o in exc.value.overflows} >= {"mul"}
+    with pytest.warns(NumericOverflowWarning, match="node 'mul' wrapped"):
+        res = run_graph(g, data, numerics="int32", on_overflow="report")
+    assert res.overflows["mul"] > 0
+    with pytest.raises(ValueError, match="on_overflow='warn'"):
+        run_graph(g, data, numerics="int32", on_overflow="warn")
 
 
 def test_no_overflow_reports_none() -> None:
@@ -96,21 +113,30 @@ def test_fixed_point_saturation_counted_through_a_program() -> None:
     cp = compile_program(p)
     num = Numerics.parse("q8.8")
     big = np.full((4, 4), 100.0)
-    res = run_program(cp, {"A": num.quantize(big), "B": num.quantize(big)}, simulate=run_graph, numerics="q8.8")
+    data = {"A": num.quantize(big), "B": num.quantize(big)}
+    with pytest.raises(NumericOverflowError, match=r"saturated .* into the q8\.8 range \(largest magnitude 10000\)"):
+        run_program(cp, data, simulate=run_graph, numerics="q8.8")
+    with pytest.warns(NumericOverflowWarning):
+        res = run_program(cp, data, simulate=run_graph, numerics="q8.8", on_overflow="report")
     assert res.overflows and all("/" in k for k in res.overflows)
     assert sum(res.overflows.values()) >= 16  # every product 100 * 100 leaves Q8.8 (max 127.99)
+    assert {o.node for o in res.overflow_records} == set(res.overflows)
 
 
-def test_sim_cli_reports_wrapped_results_and_fails(tmp_path, capsys) -> None:
+def test_sim_cli_fails_on_wrapped_results_unless_reported(tmp_path, capsys) -> None:
     m = sp.random(8, 8, density=0.5, random_state=1, format="csr")
     m.data[:] = 2**30
     path = tmp_path / "big.mtx"
     scipy.io.mmwrite(str(path), m)
     assert main(["sim", "--kernel", "spmv", "--size", "8", "--data", str(path)]) == 1
-    out = capsys.readouterr().out
-    assert "overflow: results wrapped to int32" in out and "node 'mul'" in out
+    err = capsys.readouterr().err
+    assert "error: overflow in graph" in err and "node 'mul' wrapped" in err and "largest magnitude" in err
     assert main(["sim", "--kernel", "spmv", "--size", "8", "--data", str(path), "--json"]) == 1
-    rec = json.loads(capsys.readouterr().out)
-    assert rec["overflows"].get("mul", 0) > 0
+    captured = capsys.readouterr()
+    rec = json.loads(captured.out)
+    assert rec["overflows"].get("mul", 0) > 0 and "error: overflow" in captured.err
+    # --on-overflow report: the run passes with a warning; the wrapped sums still fail numpy's check
+    main(["sim", "--kernel", "spmv", "--size", "8", "--data", str(path), "--on-overflow", "report"])
+    assert "warning: overflow in graph" in capsys.readouterr().out
     assert main(["sim", "--kernel", "spmv", "--size", "8", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["overflows"] == {}

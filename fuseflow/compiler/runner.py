@@ -9,14 +9,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
+from ..overflow import Overflow, check_policy
 from ..samml import Graph
-from ..simulation import SimRun, Simulator, graph_overflows
+from ..simulation import SimRun, Simulator, graph_overflow_records, graph_overflows
 from ..tensor import TensorData, TensorFormat
 from .codegen import CompiledProgram
 from .densify import is_iteration_tensor, iteration_data
-from .program import Access, BinOp, Op, Program, ProgramError, Sum, Unary, UnOp, VectorLayout
+from .evaluate import dense_of, evaluate, expand_axes
+from .program import BinOp, Op, Program, ProgramError, Unary, UnOp, VectorLayout
 from .semantics import check_denominators
 
 __all__ = ["ProgramResult", "graph_runs", "reference", "reference_all", "run_program"]
@@ -29,6 +30,8 @@ class ProgramResult:
     counters: list[dict] = field(default_factory=list)  # per graph (sw_sim.counters), if reported
     # "graph/node" -> results wrapped or saturated (sw_sim's SimResult.overflows), nodes with none left out
     overflows: dict[str, int] = field(default_factory=dict)
+    overflow_records: list[Overflow] = field(default_factory=list)  # the same, with magnitudes and format
+    written: dict[str, TensorData] = field(default_factory=dict)  # every tensor a graph wrote (results too)
 
     @property
     def total_cycles(self) -> int:
@@ -94,22 +97,28 @@ def graph_runs(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tensor
 
 
 def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData], *,
-                simulate: Simulator, **sim_args) -> ProgramResult:
+                simulate: Simulator, on_overflow: str = "raise", **sim_args) -> ProgramResult:
     """Simulate every graph with ``simulate`` (e.g. ``sw_sim.run_graph``); ``data`` maps input
     names to dense arrays (or TensorData); ``sim_args`` go to ``simulate`` (e.g.
-    ``numerics="float"``)."""
+    ``numerics="float"``).  A result wrapped or saturated by the arithmetic raises
+    :class:`~fuseflow.overflow.NumericOverflowError` (the simulator raises it, naming the graph
+    and nodes); ``on_overflow="report"`` returns the results with the counts
+    (:attr:`ProgramResult.overflows`) and a warning instead."""
+    check_policy(on_overflow)
     cycles: list[int] = []
     counters: list[dict] = []
     written: dict[str, TensorData] = {}
     overflows: dict[str, int] = {}
-    for g, _, res in graph_runs(compiled, data, simulate=simulate, **sim_args):
+    records: list[Overflow] = []
+    for g, _, res in graph_runs(compiled, data, simulate=simulate, on_overflow=on_overflow, **sim_args):
         cycles.append(res.cycles)
         if getattr(res, "counters", None):
             counters.append(res.counters)
         overflows.update(graph_overflows(g.name, res))
+        records += graph_overflow_records(g.name, res)
         written.update(res.outputs)
     outs = {n: written[n] for n in compiled.program.result_names()}
-    return ProgramResult(outs, cycles, counters, overflows)
+    return ProgramResult(outs, cycles, counters, overflows, records, written)
 
 
 
@@ -135,96 +144,62 @@ _NUMPY_UNARY = {
 
 def reference_all(program, data: Mapping[str, np.ndarray | TensorData],
                   dtype: type = np.int64) -> dict[str, np.ndarray]:
-    """numpy evaluation of every statement: inputs and every computed tensor by name.
-
-    Alongside the values it tracks which coordinates the iteration visits (the stored entries
-    of sparse inputs; products visit the intersection, sums the union, a reduction every
-    coordinate some term reaches), which only row functions read: softmax normalises over the
-    visited coordinates of each fibre (entries outside count as ``-inf``)."""
+    """numpy evaluation of every statement: inputs and every computed tensor by name
+    (:func:`~fuseflow.compiler.evaluate.evaluate` with numpy arithmetic in ``dtype``): softmax
+    normalises over the visited coordinates of each fibre (entries outside count as ``-inf``),
+    layernorm over the whole fibre."""
     assert isinstance(program, Program)
-    env = {n: np.asarray(v.to_dense() if isinstance(v, TensorData)
-                         else v.toarray() if sp.issparse(v) else v, dtype=dtype)  # scipy sums duplicates
-           for n, v in data.items()}
-    seen: dict[str, np.ndarray | None] = {n: _visited(program, n, v) for n, v in data.items()}
+    return evaluate(program, data, _NumpyArithmetic(dtype))
 
-    def ev(e) -> tuple[np.ndarray, list[str], np.ndarray | None]:
-        if isinstance(e, Access):
-            return env[e.tensor], list(e.indices), seen.get(e.tensor)
-        if isinstance(e, Unary):
-            a, ia, ma = ev(e.arg)
-            if e.op is UnOp.LAYERNORM:  # over the whole fibre: every coordinate visited
-                return _row_function(e, a.astype(np.float64), ia, None).astype(dtype), ia, None
-            if e.op.row:
-                return _row_function(e, a.astype(np.float64), ia, ma).astype(dtype), ia, ma
-            if e.op is UnOp.SCALE:
-                return a * np.asarray(e.scalar, dtype=dtype), ia, ma
-            if e.op is UnOp.SHIFT:
-                return a + np.asarray(e.scalar, dtype=dtype), ia, ma
-            return _NUMPY_UNARY[e.op.value](a).astype(dtype), ia, ma
-        if isinstance(e, Sum):
-            arr, ids, m = ev(e.body)
-            keep = [i for i in ids if i not in e.indices]
-            axes = tuple(k for k, i in enumerate(ids) if i in e.indices)
-            if e.op is not Op.ADD:  # over every coordinate, implicit zeros included
-                out = (np.max if e.op is Op.MAX else np.min)(arr, axis=axes)
-            else:
-                out = np.einsum(arr, [_sym(i) for i in ids], [_sym(i) for i in keep])
-            if m is not None:
-                m = np.any(np.broadcast_to(m, arr.shape), axis=axes)
-            return out, keep, m
-        assert isinstance(e, BinOp)
-        a, ia, ma = ev(e.lhs)
-        b, ib, mb = ev(e.rhs)
-        ids = list(dict.fromkeys(ia + ib))
-        a2 = _expand(a, ia, ids)
-        b2 = _expand(b, ib, ids)
-        seen_ab = _combine(e.op, ma, ia, mb, ib, ids)
+
+class _NumpyArithmetic:
+    """The reference's arithmetic: numpy arrays of ``dtype``."""
+
+    def __init__(self, dtype: type) -> None:
+        self.dtype = dtype
+
+    def leaf(self, name: str, value) -> np.ndarray:
+        return np.asarray(dense_of(value), dtype=self.dtype)  # scipy sums a COO's duplicates
+
+    def pattern(self, value):
+        return value
+
+    def unary(self, e: Unary, a: np.ndarray) -> np.ndarray:
+        if e.op is UnOp.SCALE:
+            return a * np.asarray(e.scalar, dtype=self.dtype)
+        if e.op is UnOp.SHIFT:
+            return a + np.asarray(e.scalar, dtype=self.dtype)
+        return _NUMPY_UNARY[e.op.value](a).astype(self.dtype)
+
+    def row(self, e: Unary, a: np.ndarray, axis: int, visited: np.ndarray | None) -> np.ndarray:
+        return _row_function(e, a.astype(np.float64), axis, visited).astype(self.dtype)
+
+    def reduce(self, op: Op, a: np.ndarray, ids: list[str], keep: list[str]) -> np.ndarray:
+        if op is not Op.ADD:  # over every coordinate, implicit zeros included
+            axes = tuple(k for k, i in enumerate(ids) if i not in keep)
+            return (np.max if op is Op.MAX else np.min)(a, axis=axes)
+        return np.einsum(a, [_sym(i) for i in ids], [_sym(i) for i in keep])
+
+    def contract(self, a: np.ndarray, ia: list[str], b: np.ndarray, ib: list[str], keep: list[str]) -> np.ndarray:
+        return np.einsum(a, [_sym(i) for i in ia], b, [_sym(i) for i in ib], [_sym(i) for i in keep])
+
+    def binop(self, e: BinOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if e.op is Op.DIV:
-            return _divide(a2, b2, e), ids, seen_ab
-        fn = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.MAX: np.maximum,
-              Op.MIN: np.minimum}[e.op]
-        return fn(a2, b2), ids, seen_ab
+            return _divide(a, b, e)
+        return {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.MAX: np.maximum,
+                Op.MIN: np.minimum}[e.op](a, b)
 
-    for s in program.statements:
-        arr, ids, m = ev(s.rhs)
-        shape = program.decls[s.out].shape
-        full = _expand(arr, ids, list(s.indices))
-        env[s.out] = np.broadcast_to(full, shape).copy()
-        seen[s.out] = None if m is None else np.broadcast_to(_expand(m, ids, list(s.indices)), shape)
-    return env
+    expand = staticmethod(expand_axes)
+
+    def store(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        return np.broadcast_to(a, shape).copy()
 
 
-def _visited(program: Program, name: str, value) -> np.ndarray | None:
-    """The coordinates an input's iteration visits (None: all of them, a dense tensor)."""
-    decl = program.decls.get(name)
-    td = value if isinstance(value, TensorData) else None
-    if td is None:
-        if decl is None or decl.fmt is None or all(f.value == "dense" for f in decl.fmt.levels):
-            return None
-        td = TensorData.from_array(value if sp.issparse(value) else np.asarray(value), decl.fmt)
-    prefix, _ = td._stored_coords()
-    stored = np.zeros(tuple(td.shape[m] for m in td.fmt.mode_order), dtype=bool)
-    stored[tuple(prefix.T)] = True
-    return np.transpose(stored, np.argsort(td.fmt.mode_order))
-
-
-def _combine(op: Op, ma, ia: list[str], mb, ib: list[str], ids: list[str]) -> np.ndarray | None:
-    if op in (Op.MUL, Op.DIV):  # an intersection: what both visit
-        if ma is None or mb is None:
-            return None if ma is None and mb is None else _expand(ma if mb is None else mb,
-                                                                   ia if mb is None else ib, ids)
-        return _expand(ma, ia, ids) & _expand(mb, ib, ids)
-    if ma is None or mb is None:  # a union: what either visits
-        return None
-    return _expand(ma, ia, ids) | _expand(mb, ib, ids)
-
-
-def _row_function(e: Unary, x: np.ndarray, ids: list[str], m: np.ndarray | None) -> np.ndarray:
-    """softmax along ``e.index`` of ``x`` (axes ``ids``) over the visited ``m`` (a masked
-    softmax); layernorm over the whole fibre."""
-    ax = ids.index(e.index)
-    visited = np.ones(x.shape, dtype=bool) if m is None else np.broadcast_to(m, x.shape)
+def _row_function(e: Unary, x: np.ndarray, ax: int, m: np.ndarray | None) -> np.ndarray:
+    """softmax along axis ``ax`` of ``x`` over the visited ``m`` (a masked softmax); layernorm
+    over the whole fibre."""
     if e.op is UnOp.SOFTMAX:
+        visited = np.ones(x.shape, dtype=bool) if m is None else np.broadcast_to(m, x.shape)
         xm = np.where(visited, x, -np.inf)
         top = np.max(xm, axis=ax, keepdims=True)
         top = np.where(np.isfinite(top), top, 0.0)
@@ -252,19 +227,3 @@ _SYMS: dict[str, int] = {}
 
 def _sym(i: str) -> int:
     return _SYMS.setdefault(i, len(_SYMS) % 52)
-
-
-def _expand(a: np.ndarray, ids: list[str], target: list[str]) -> np.ndarray:
-    """Transpose ``a`` (axes named ``ids``) to ``target`` order, with size-1 axes for missing."""
-    perm = [ids.index(i) for i in target if i in ids]
-    a = np.transpose(a, perm) if perm else a
-    shape = []
-    k = 0
-    present = [i for i in target if i in ids]
-    for i in target:
-        if i in ids:
-            shape.append(a.shape[present.index(i)])
-            k += 1
-        else:
-            shape.append(1)
-    return a.reshape(shape)

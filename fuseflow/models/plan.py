@@ -57,8 +57,9 @@ from fuseflow.compiler.program import UnOp
 from fuseflow.kernels import GraphBuilder
 from fuseflow.lowering import reduce_rows, row_layernorm, row_softmax, unary
 from fuseflow.numerics import Mode, Numerics
+from fuseflow.overflow import Overflow, check_policy
 from fuseflow.samml import AluOp, Graph, ReduceOp, Role
-from fuseflow.simulation import Simulator, graph_overflows
+from fuseflow.simulation import Simulator, graph_overflow_records, graph_overflows
 from fuseflow.tensor import Format, TensorData, TensorFormat
 
 from .ir import MKind, MNode, ModelIR
@@ -323,6 +324,7 @@ class ModelRun:
     counters: list[tuple[str, dict]] = field(default_factory=list)  # (graph, sw_sim counters)
     saturated: dict[str, int] = field(default_factory=dict)  # values clamped per input (saturate=True)
     overflows: dict[str, int] = field(default_factory=dict)  # "graph/node" -> results saturated in sw_sim
+    overflow_records: list[Overflow] = field(default_factory=list)  # the same, with magnitudes and format
     # host steps (graph breaks, conversions, data movement) as materialisations: kind, bytes read / written
     host: list[dict] = field(default_factory=list)
 
@@ -933,9 +935,15 @@ def quantized_input(name: str, value, shape: tuple[int, ...], num: Numerics, fmt
 
 def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
               numerics: str = "float", max_cycles: int | None = None, *,
-              simulate: Simulator, saturate: bool = False, **sim_args) -> ModelRun:
+              simulate: Simulator, saturate: bool = False, on_overflow: str = "raise",
+              **sim_args) -> ModelRun:
     """Run every step with ``simulate`` (``sw_sim.run_graph``); ``data`` overrides the traced
     input values; ``max_cycles`` raises the simulator's per-graph cycle limit (default: its own).
+
+    A result the arithmetic saturated (fixed point) or wrapped raises
+    :class:`~fuseflow.overflow.NumericOverflowError` naming the graph, nodes, count, largest
+    magnitude and format; ``on_overflow="report"`` returns the run with
+    :attr:`ModelRun.overflows` and a warning instead.
 
     ``numerics``: ``"float"`` (default), or a fixed-point format such as ``"q16.16"`` — inputs
     are quantised (``Numerics.quantize``), host steps move raw values, and the outputs are
@@ -945,6 +953,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     num = Numerics.parse(numerics)
     limit = {} if max_cycles is None else {"max_cycles": max_cycles}
     limit.update(sim_args)  # e.g. memory=, onchip= (sw_sim.run_graph)
+    limit["on_overflow"] = check_policy(on_overflow)
     counters: list[tuple[str, dict]] = []
     ir = cm.ir
     tensors: dict[str, TensorData] = {}
@@ -959,6 +968,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
                                         saturate=saturate, saturated=saturated)
     cycles: list[tuple[str, int]] = []
     overflows: dict[str, int] = {}
+    records: list[Overflow] = []
     host: list[dict] = []
     for s in cm.steps:
         if isinstance(s, CompilerStep):
@@ -969,7 +979,8 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
                 cycles.append((g.name, c))
             counters += [(g.name, c) for g, c in zip(s.graphs, res.counters)]
             overflows.update(res.overflows)
-            tensors.update(res.outputs)
+            records += res.overflow_records
+            tensors.update(res.written)  # the results, and the intermediates graphs materialised
         elif isinstance(s, MLStep):
             r = simulate(s.graph, {s.input: _to_fmt(tensors[s.input], s.in_fmt)}, numerics=numerics,
                          **limit)
@@ -977,6 +988,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             if getattr(r, "counters", None):
                 counters.append((s.graph.name, r.counters))
             overflows.update(graph_overflows(s.graph.name, r))
+            records += graph_overflow_records(s.graph.name, r)
             tensors.update(r.outputs)
         else:
             out = s.run(tensors, num)
@@ -984,7 +996,8 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
             tensors[name] = out
             host.append(_host_record(s, name, [tensors[a] for a in s.reads], out))
     outs = {o: np.asarray(num.dequantize(tensors[o].to_dense()), dtype=np.float64) for o in ir.outputs}
-    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated, overflows, host)
+    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated, overflows, records,
+                    host)
 
 
 def stored_words(td: TensorData) -> int:

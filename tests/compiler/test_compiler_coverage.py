@@ -24,6 +24,7 @@ from fuseflow.compiler import (
     relu,
     run_program,
 )
+from fuseflow.overflow import NumericOverflowError
 from fuseflow.samml import NodeKind
 from fuseflow.tensor import Format, TensorFormat
 from sw_sim import run_graph
@@ -181,7 +182,10 @@ def test_a_computed_denominator_of_zero_is_counted() -> None:
     E = p.tensor("E", (3, 4), "dense")
     p.output(p.let("Y", A / (D - E)))
     ones = np.ones((3, 4), dtype=np.int64)
-    res = run_program(compile_program(p), {"A": ones, "D": ones, "E": ones}, simulate=run_graph)
+    with pytest.raises(NumericOverflowError, match="12 result.*division by zero"):
+        run_program(compile_program(p), {"A": ones, "D": ones, "E": ones}, simulate=run_graph)
+    res = run_program(compile_program(p), {"A": ones, "D": ones, "E": ones}, simulate=run_graph,
+                      on_overflow="ignore")
     assert sum(res.overflows.values()) == 12
     with pytest.raises(ProgramError, match="division by zero in"):
         reference(p, {"A": ones, "D": ones, "E": ones})

@@ -10,7 +10,6 @@ import pytest
 
 from fuseflow.compiler import (
     Fusion,
-    LoweringError,
     Program,
     ProgramError,
     compile_program,

@@ -11,6 +11,7 @@ from fpga.board_sim import simulate_board
 from fpga.board_top import host_view
 from fpga.host import load_words
 from fuseflow.kernels import KERNELS
+from fuseflow.overflow import NumericOverflowError
 from fuseflow.tensor import CSR, TensorData, TensorFormat
 from fuseflow_cli.cli import main
 from hw.elaborate import HwConfig
@@ -102,15 +103,19 @@ def test_board_reports_the_overflow_flags(tmp_path, capsys):
     refs = [_spmv_reference(b, c) for b, c in cases]
     assert "mul" in refs[0] and refs[1] == [] and refs[2] == ["reduce"]
     datasets = [{"B": TensorData.from_dense(b, CSR), "c": TensorData.from_dense(c, DENSE1)} for b, c in cases]
-    for data, ref, hw in zip(datasets, refs, simulate_board(g, datasets, cfg=cfg)):
-        sw = run_graph(g, data)
+    with pytest.raises(NumericOverflowError, match="simulated board"):  # the flags raise by default
+        simulate_board(g, datasets, cfg=cfg)
+    for data, ref, hw in zip(datasets, refs, simulate_board(g, datasets, cfg=cfg, on_overflow="ignore")):
+        sw = run_graph(g, data, on_overflow="ignore")
         assert hw.overflow == ref == sorted(sw.overflows) and bool(hw.status & 1) == bool(ref)
         assert np.array_equal(hw.outputs["y"].vals, sw.outputs["y"].vals)
     path = tmp_path / "big.npz"
     np.savez(path, B=cases[0][0], c=cases[0][1])
     code = main(["run", "--board", "icebreaker", "--sim", "--kernel", "spmv", "--size", str(n),
                  "--max-nnz", "B=192", "--data", str(path)])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 1, out
     assert "y: equal to sw_sim" in out and "hardware overflow flags: node 'mul'" in out
-    assert "results wrapped to int32" in out and "MISMATCH" not in out
+    assert "error: overflow in graph" in captured.err and "node 'mul' wrapped" in captured.err
+    assert "MISMATCH" not in out

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from fuseflow.kernels import GraphBuilder, example
 from fuseflow.numerics import Numerics
+from fuseflow.overflow import NumericOverflowError
 from fuseflow.samml import NodeKind, Role
 from fuseflow.tensor import CSR, TensorData
 from fuseflow_cli import cmd_rtl
@@ -89,9 +90,9 @@ def test_rtl_flags_exactly_the_nodes_that_wrap(runner) -> None:
     refs = [_spmv_reference(b, x) for b, x in cases]
     assert refs[0] and "mul" in refs[0] and refs[1] == ["reduce"] and refs[2] == []
     datasets = [_spmv_data(g, b, x) for b, x in cases]
-    results = rtl_run_batch(g, datasets, runner=runner)
+    results = rtl_run_batch(g, datasets, runner=runner, on_overflow="ignore")
     for (b, x), data, ref, hw in zip(cases, datasets, refs, results):
-        sw = run_graph(g, data, numerics="int32")
+        sw = run_graph(g, data, numerics="int32", on_overflow="ignore")
         assert hw.overflow == ref == sorted(sw.overflows), (b, x)
         assert bool(hw.status & 1) == bool(ref) and not hw.status & 2
         assert np.array_equal(hw.outputs["y"].to_dense(), sw.outputs["y"].to_dense())
@@ -128,8 +129,8 @@ def test_accumulator_wrap_in_a_16_bit_build() -> None:
     assert refs[0] == ["spacc"] and "mul" in refs[1] and refs[2] == []
     datasets = [{"A": TensorData.from_dense(a, g.tensors["A"].fmt), "B": TensorData.from_dense(b, g.tensors["B"].fmt)}
                 for a, b in cases]
-    for data, ref, hw in zip(datasets, refs, rtl_run_batch(g, datasets, cfg=cfg, runner="native")):
-        sw = run_graph(g, data, numerics="int16")
+    for data, ref, hw in zip(datasets, refs, rtl_run_batch(g, datasets, cfg=cfg, runner="native", on_overflow="ignore")):
+        sw = run_graph(g, data, numerics="int16", on_overflow="ignore")
         assert hw.overflow == ref == sorted(sw.overflows)
         assert np.array_equal(hw.outputs["C"].to_dense(), sw.outputs["C"].to_dense())
 
@@ -169,9 +170,9 @@ def test_fixed_point_saturation_in_unary_ops(runner) -> None:
     refs = [reference(a) for a in cases]
     assert refs == [[], ["expo"], ["scale"], ["scale", "expo"], []]
     datasets = [{"A": TensorData.from_dense(num.quantize(a), CSR)} for a in cases]
-    results = rtl_run_batch(g, datasets, cfg=HwConfig.for_numerics(num), runner=runner)
+    results = rtl_run_batch(g, datasets, cfg=HwConfig.for_numerics(num), runner=runner, on_overflow="ignore")
     for data, ref, hw in zip(datasets, refs, results):
-        sw = run_graph(g, data, numerics=num)
+        sw = run_graph(g, data, numerics=num, on_overflow="ignore")
         assert hw.overflow == ref == list(sw.overflows)
         assert np.array_equal(hw.outputs["C"].vals, sw.outputs["C"].vals)
 
@@ -197,8 +198,13 @@ def test_rtl_cli_reports_the_flagged_nodes(tmp_path, capsys) -> None:
     assert rec["rtl_overflow"] == ["add"] and set(rec["overflows"]) == {"add"}
     assert rec["outputs_identical"] is True  # the RTL wraps as sw_sim does
     assert main([*argv, "--data", big]) == 1
-    out = capsys.readouterr().out
-    assert "RTL overflow flags: node 'add'" in out and "results wrapped to int32" in out
+    captured = capsys.readouterr()
+    assert "RTL overflow flags: node 'add'" in captured.out
+    assert "error: overflow in graph" in captured.err and "node 'add' wrapped" in captured.err
+    with pytest.raises(NumericOverflowError, match="node 'add'.*RTL"):  # the API raises on the flags
+        g, data, _, _ = example("add", 8)
+        rtl_run(g, {t: TensorData.from_array(sp.load_npz(big).toarray(), d.fmt) for t, d in data.items()},
+                runner="native")
     assert main([*argv, "--data", small, "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["rtl_overflow"] == [] and rec["overflows"] == {}
