@@ -5,12 +5,13 @@ two-layer GCN in Q16.16 on Verilator (the native harness)."""
 import numpy as np
 import pytest
 
+from fuseflow.check import compare
 from fuseflow.compiler import graph_runs
+from fuseflow.models.bounds import model_enclosures
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import CompilerStep, _input_format, compile_model, quantized_input
 from fuseflow.models.suite import correlation_suite
 from fuseflow.numerics import Numerics
-from fuseflow_cli.models import FIXED_ATOL
 from hw import HwConfig
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
@@ -62,5 +63,6 @@ def test_gcn_two_layers_fixed_point_rtl_equals_sw_sim_and_pytorch():
         last = rtl.outputs
     [out] = ir.outputs
     got = np.asarray(num.dequantize(last[out].to_dense()), dtype=np.float64)
-    ref = case.reference()
-    assert np.max(np.abs(got - ref)) <= FIXED_ATOL * max(1.0, np.max(np.abs(ref)))
+    enc, _ = model_enclosures(cm, num)
+    check = compare(out, got, case.reference(), enc[out].lo, enc[out].hi, str(num))
+    assert check.ok, check.text()

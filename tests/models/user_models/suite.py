@@ -13,6 +13,7 @@ PyTorch in sw_sim; the CLI test loads modules from this file with ``--model suit
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -646,12 +647,12 @@ CASES: dict[str, Case] = {
 
 
 def reference(module: nn.Module, inputs: dict) -> np.ndarray:
-    """PyTorch's result with every sparse input made dense (torch has no sparse kernels for
-    several of these ops; the model's meaning does not depend on the layout)."""
-    dense = {k: v.to_dense() if isinstance(v, torch.Tensor) and v.layout != torch.strided else v
+    """PyTorch's result in float64 with every sparse input made dense (torch has no sparse
+    kernels for several of these ops; the model's meaning does not depend on the layout)."""
+    dense = {k: v.to_dense().double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
              for k, v in inputs.items()}
-    with torch.no_grad():
-        return module(**dense).detach().to(torch.float64).numpy()
+    with torch.no_grad():  # in float64: the check measures the toolkit's error, not float32's
+        return copy.deepcopy(module).double()(**dense).detach().to(torch.float64).numpy()
 
 INPUT_MAKERS = {"adjacency": adjacency, "feats": feats, "mask": _mask}
 __all__ = ["CASES", "Case", "np"]

@@ -15,12 +15,12 @@ import pytest
 torch = pytest.importorskip("torch", reason="the frontend needs PyTorch (pip install -e '.[torch]')")
 
 sys.path.insert(0, str(Path(__file__).parent))
+from model_checks import assert_model_matches
 from suite import CASES, reference
 
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import compile_model, run_model
 from fuseflow.numerics import Numerics
-from fuseflow_cli.models import FIXED_ATOL
 from hw import HwConfig
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
@@ -51,9 +51,7 @@ def _rtl_equals_sw_sim(name: str) -> None:
 
     res = run_model(cm, numerics=str(num), simulate=both)
     assert runs == [g.name for g in cm.graphs]
-    ref = reference(m, ins)
-    out = res.outputs[ir.outputs[0]]
-    assert np.max(np.abs(out - ref)) <= FIXED_ATOL * max(1.0, float(np.max(np.abs(ref))))
+    assert_model_matches(cm, res, reference(m, ins), str(num))
 
 
 def test_mlp_in_rtl() -> None:

@@ -10,12 +10,12 @@ import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the frontend needs PyTorch (pip install -e '.[torch]')")
 
 sys.path.insert(0, str(Path(__file__).parent))
+from model_checks import assert_model_matches
 from suite import CASES, reference
 
 from fuseflow.compiler import LoweringError
@@ -51,10 +51,6 @@ def traced():
     return get
 
 
-def _tol(name: str) -> float:
-    return 1e-4 if CASES[name].dtype == torch.float32 else 1e-9
-
-
 def silent_densifications(cm) -> list[str]:
     """Where a tensor declared sparse (a model input with a sparse format) is read with dense
     levels only without a step that says so (a host graph break lists it in ``sparse_reads``)."""
@@ -87,10 +83,7 @@ def test_user_module_matches_pytorch(traced, name: str) -> None:
     assert not silent_densifications(cm), cm.explain()
     res = run_model(cm, simulate=run_graph)
     ref = reference(m, ins)
-    [out] = [res.outputs[o] for o in ir.outputs]
-    assert out.shape == ref.shape
-    scale = max(1.0, float(np.max(np.abs(ref))))
-    assert np.max(np.abs(out - ref)) <= _tol(name) * scale, cm.explain()
+    assert_model_matches(cm, res, ref)
     # every computed node maps back to a line of the user's file
     for n in ir.nodes:
         if n.kind is not MKind.INPUT:
@@ -102,10 +95,8 @@ def test_user_module_matches_pytorch(traced, name: str) -> None:
 @pytest.mark.parametrize("name", FULL)
 def test_user_module_full_fusion(traced, name: str) -> None:
     m, ins, ir = traced(name)
-    res = run_model(compile_model(ir, "full"), simulate=run_graph)
-    ref = reference(m, ins)
-    out = res.outputs[ir.outputs[0]]
-    assert np.max(np.abs(out - ref)) <= _tol(name) * max(1.0, float(np.max(np.abs(ref))))
+    cm = compile_model(ir, "full")
+    assert_model_matches(cm, run_model(cm, simulate=run_graph), reference(m, ins))
 
 
 @pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c.breaks))
