@@ -234,7 +234,8 @@ class ProcessExecutor(Executor):
             # concurrent.futures has no way to stop a running job: end the worker processes (and
             # what their jobs started); a second Ctrl-C does not cut this short
             with _sigint_held():
-                _end_process_trees(self._workers())
+                # only the living: the pid of one that ended may belong to another process by now
+                _end_process_trees(pid for pid, proc in self._workers().items() if proc.is_alive())
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def map_unordered(self, fn: Callable[..., Any], jobs: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
@@ -347,7 +348,7 @@ class DaskExecutor(Executor):
         super().__init__(n or workers)
 
     def _local_workers(self) -> list[int]:
-        """The process ids of the local cluster's workers (none for a remote scheduler)."""
+        """The process ids of the local cluster's living workers (none for a remote scheduler)."""
         nannies = getattr(self._cluster, "workers", None) or {}
         return [pid for n in list(nannies.values()) if (pid := getattr(n, "pid", None))]
 
