@@ -12,7 +12,6 @@ arrays stay boolean) or a ``.pt`` dict of tensors (torch sparse tensors allowed)
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import inspect
 import sys
@@ -25,7 +24,7 @@ import torch
 from .ir import FrontendError
 from .zoo import ModelCase
 
-__all__ = ["UserCase", "load_user_model", "parse_formats"]
+__all__ = ["UserCase", "load_user_model", "parse_formats", "reference_float64"]
 
 
 @dataclass
@@ -34,25 +33,34 @@ class UserCase(ModelCase):
     sparse kernels for many ops; the model's meaning does not depend on the layout)."""
 
     def reference(self) -> np.ndarray:
-        """PyTorch's result in float64 (a copy of the module and the inputs in double precision,
-        so the check measures the toolkit's error, not float32's); a module whose forward only
-        runs in its own precision runs in that."""
-        dense = {k: v.to_dense() if isinstance(v, torch.Tensor) and v.layout != torch.strided else v
-                 for k, v in self.inputs.items()}
-        double = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                  for k, v in dense.items()}
+        """PyTorch's result in float64 (:func:`reference_float64`)."""
         try:
-            with torch.no_grad():
-                out = copy.deepcopy(self.module).double()(**double)
-        except Exception:  # noqa: BLE001 - a forward written for one dtype: run it as written
-            try:
-                with torch.no_grad():
-                    out = self.module(**dense)
-            except Exception as exc:  # noqa: BLE001 - the user's forward may raise anything
-                raise FrontendError(f"{self.name}: PyTorch itself fails on these inputs: {type(exc).__name__}: "
-                                    f"{str(exc).splitlines()[0]}") from None
-        out = out[0] if isinstance(out, (tuple, list)) else out
-        return out.detach().to(torch.float64).numpy()
+            return reference_float64(self.module, self.inputs)
+        except Exception as exc:  # noqa: BLE001 - the user's forward may raise anything
+            raise FrontendError(f"{self.name}: PyTorch itself fails on these inputs: {type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0]}") from None
+
+
+def _double(t):
+    return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+
+
+def reference_float64(module: torch.nn.Module, inputs: dict) -> np.ndarray:
+    """``module(**inputs)`` with every sparse input made dense, in float64: the parameters,
+    buffers and floating inputs converted to double precision (sparse layouts kept), so a check
+    measures the toolkit's error and not float32's.  A forward that only runs in its own
+    precision (a constant made with an explicit dtype) runs as written."""
+    dense = {k: v.to_dense() if isinstance(v, torch.Tensor) and v.layout != torch.strided else v
+             for k, v in inputs.items()}
+    state = {k: _double(v) for k, v in (*module.named_parameters(), *module.named_buffers())}
+    try:
+        with torch.no_grad():
+            out = torch.func.functional_call(module, state, (), {k: _double(v) for k, v in dense.items()})
+    except Exception:  # noqa: BLE001 - a forward written for one dtype: run it as written
+        with torch.no_grad():
+            out = module(**dense)
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    return out.detach().to(torch.float64).numpy()
 
 
 def parse_formats(text: str | None) -> dict[str, str]:

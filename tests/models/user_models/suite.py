@@ -13,7 +13,6 @@ PyTorch in sw_sim; the CLI test loads modules from this file with ``--model suit
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from fuseflow.models.user import reference_float64
 
 N, FIN, HID, OUT = 12, 6, 8, 4  # graph nodes, features, hidden, classes
 
@@ -649,10 +650,7 @@ CASES: dict[str, Case] = {
 def reference(module: nn.Module, inputs: dict) -> np.ndarray:
     """PyTorch's result in float64 with every sparse input made dense (torch has no sparse
     kernels for several of these ops; the model's meaning does not depend on the layout)."""
-    dense = {k: v.to_dense().double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-             for k, v in inputs.items()}
-    with torch.no_grad():  # in float64: the check measures the toolkit's error, not float32's
-        return copy.deepcopy(module).double()(**dense).detach().to(torch.float64).numpy()
+    return reference_float64(module, inputs)
 
 INPUT_MAKERS = {"adjacency": adjacency, "feats": feats, "mask": _mask}
 __all__ = ["CASES", "Case", "np"]
