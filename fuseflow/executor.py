@@ -121,13 +121,14 @@ def _sigint_held() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _sigint_recorded() -> Iterator[Callable[[], bool]]:
+def _sigint_recorded(*, defer: bool = False) -> Iterator[Callable[[], bool]]:
     """While jobs run: yields ``interrupted()``, true once a SIGINT came.  The handler (in
-    the main thread, in place of Python's default one, which it then calls) notes the
-    interrupt before raising KeyboardInterrupt, so an interrupt stays known even where the
-    KeyboardInterrupt is lost (raised inside a finalizer, which Python prints and drops) or
-    not raised yet (a SIGINT that another thread took is handled only when the main thread
-    next runs)."""
+    the main thread, in place of Python's default one) notes the interrupt, so it stays known
+    even where the KeyboardInterrupt is lost (raised inside a finalizer, which Python prints
+    and drops) or not raised yet (a SIGINT that another thread took is handled only when the
+    main thread next runs).  Then it raises KeyboardInterrupt; with ``defer`` only a second
+    SIGINT does, and the caller raises it where it checks ``interrupted()`` (Dask: a
+    KeyboardInterrupt inside one of its blocking calls makes it log a traceback)."""
     seen: list[bool] = []
     previous = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or previous is not signal.default_int_handler:
@@ -136,7 +137,8 @@ def _sigint_recorded() -> Iterator[Callable[[], bool]]:
 
     def handler(signum: int, frame: Any) -> None:
         seen.append(True)
-        signal.default_int_handler(signum, frame)
+        if not defer or len(seen) > 1:
+            signal.default_int_handler(signum, frame)
 
     signal.signal(signal.SIGINT, handler)
     try:
@@ -269,6 +271,8 @@ class ProcessExecutor(Executor):
                         raise KeyboardInterrupt from None
                     raise
                 yield pending.pop(fut), result
+            if interrupted():  # a KeyboardInterrupt lost while the caller took the last result
+                raise KeyboardInterrupt
 
     def _ended_by_sigint(self) -> bool:
         """Whether a worker process was ended by a SIGINT."""
@@ -318,27 +322,30 @@ class DaskExecutor(Executor):
         self.address = address
         # Dask's threads (the first of them started by the import) and the workers start with
         # SIGINT held back; a Ctrl-C meanwhile takes effect once they are up (the ``with`` block
-        # is not entered yet then: this closes what it started)
+        # is not entered yet then: this closes what it started), a second one at once
         try:
-            with _sigint_held():
-                try:
-                    from dask.distributed import (  # optional at import time: only this scheduler needs it
-                        Client,
-                        LocalCluster,
-                    )
-                except ImportError:
-                    raise ExecutorError("the dask scheduler needs dask.distributed: "
-                                        "pip install 'dask[distributed]'") from None
-                if address is None:
-                    # silence_logs: the workers' shutdown warnings are not the user's business
-                    self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                 dashboard_address=None, silence_logs=logging.ERROR)
-                    self._client = Client(self._cluster)
-                    # each worker process: Ctrl-C is this process's business, see _quiet_sigint
-                    self._client.register_plugin(_quiet_sigint_plugin())
-                else:
-                    self._client = Client(address, timeout="5s")
-                n = len(self._client.scheduler_info().get("workers", {}))
+            with _sigint_recorded(defer=True) as interrupted:
+                with _sigint_held():
+                    try:
+                        from dask.distributed import (  # optional at import time: only this scheduler needs it
+                            Client,
+                            LocalCluster,
+                        )
+                    except ImportError:
+                        raise ExecutorError("the dask scheduler needs dask.distributed: "
+                                            "pip install 'dask[distributed]'") from None
+                    if address is None:
+                        # silence_logs: the workers' shutdown warnings are not the user's business
+                        self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                     dashboard_address=None, silence_logs=logging.ERROR)
+                        self._client = Client(self._cluster)
+                        # each worker process: Ctrl-C is this process's business, see _quiet_sigint
+                        self._client.register_plugin(_quiet_sigint_plugin())
+                    else:
+                        self._client = Client(address, timeout="5s")
+                    n = len(self._client.scheduler_info().get("workers", {}))
+                if interrupted():  # (one held back by _sigint_held arrives as it ends)
+                    raise KeyboardInterrupt
         except (OSError, TimeoutError) as exc:
             self.close(abort=True)
             raise ExecutorError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
@@ -384,17 +391,22 @@ class DaskExecutor(Executor):
         self._futures = futs
         index = {f.key: i for i, f in enumerate(futs)}
         pending = set(futs)
-        with _sigint_recorded() as interrupted:
+        # Ctrl-C takes effect here, between Dask's calls (within a second), not inside them
+        with _sigint_recorded(defer=True) as interrupted:
             while pending:
                 if interrupted():
                     raise KeyboardInterrupt
                 try:
-                    # the timeout: as in ProcessExecutor.map_unordered
                     done, pending = wait(pending, timeout=1.0, return_when="FIRST_COMPLETED")
                 except TimeoutError:
                     continue
                 for fut in done:
-                    yield index[fut.key], fut.result()
+                    result = fut.result()
+                    if interrupted():
+                        raise KeyboardInterrupt
+                    yield index[fut.key], result
+            if interrupted():  # while the caller took the last result
+                raise KeyboardInterrupt
 
     def describe(self) -> str:
         where = f"scheduler {self.address}" if self.address else "a local cluster"
