@@ -1,6 +1,7 @@
 """The large differential fuzz run, sharded, seeded and resumable.
 
     python tests/fuzz_models/run_large.py --shard K --shards N --cases M [--programs P] --out DIR
+    python tests/fuzz_models/run_large.py --rtl amaranth|native --shard K --shards N --cases M --out DIR
     python tests/fuzz_models/run_large.py --summary DIR
 
 Shard K of N runs the module seeds ``s < M`` with ``s % N == K`` (each module under every
@@ -11,6 +12,13 @@ the program), its records (schedule, verdict ok / mismatch / refused / crash / i
 timeout, detail, max error) and the seconds it took.  Seeds already in the file are skipped, so
 a killed shard resumes where it stopped.  ``--summary DIR`` prints totals by verdict, the
 refusal reasons and the failure classes over all shards.
+
+With ``--rtl RUNNER`` the module seeds run in RTL instead (:func:`test_fuzz_models_rtl.rtl_seed`: the
+same module of each seed, a fusion drawn from the seed, every graph in sw_sim and in RTL at
+Q16.16 on amaranth.sim or the native Verilator runner, bit-exact, then the derived-bound check
+against PyTorch), kind ``rtl-RUNNER``, one record per case with verdict ok / mismatch-rtl (the
+graph and what differs) / bound-fail (the failed check's text) / refused (reason) / overflow /
+crash / invalid / large (a graph too long for RTL here) / timeout.
 """
 
 from __future__ import annotations
@@ -27,7 +35,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 warnings.filterwarnings("ignore")
 
-RANK = {"crash": 5, "timeout": 4, "mismatch": 3, "refused": 2, "invalid": 1, "ok": 0}
+RANK = {"crash": 5, "timeout": 4, "mismatch-rtl": 3, "bound-fail": 3, "mismatch": 3, "overflow": 2, "large": 2,
+        "refused": 2, "invalid": 1, "ok": 0}
+FAILURES = ("crash", "mismatch", "mismatch-rtl", "bound-fail", "timeout")
+REFUSALS = ("refused", "overflow", "large", "invalid")
 
 
 class Timeout(BaseException):  # not an Exception: the harness's handlers let it through
@@ -78,12 +89,32 @@ def _program(seed: int) -> dict:
     return out
 
 
-def run_shard(shard: int, shards: int, cases: int, programs: int, out: Path, timeout: int) -> None:
+def _rtl(seed: int, runner: str) -> dict:
+    from test_fuzz_models_rtl import rtl_seed
+
+    d = rtl_seed(seed, runner)
+    rec = d.pop("record")
+    rec["schedule"] = rec["fusion"]
+    d["records"] = [rec]
+    return d
+
+
+def _one(kind: str, seed: int) -> dict:
+    if kind == "model":
+        return _model(seed)
+    if kind.startswith("rtl-"):
+        return _rtl(seed, kind[4:])
+    return _program(seed)
+
+
+def run_shard(shard: int, shards: int, cases: int, programs: int, out: Path, timeout: int,
+              rtl: str | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"shard-{shard}.jsonl"
     done = _done(path)
     signal.signal(signal.SIGALRM, _alarm)
-    todo = [("model", s) for s in range(cases) if s % shards == shard] + \
+    kind = f"rtl-{rtl}" if rtl else "model"
+    todo = [(kind, s) for s in range(cases) if s % shards == shard] + \
            [("program", s) for s in range(programs) if s % shards == shard]
     with path.open("a") as f:
         for kind, seed in todo:
@@ -92,7 +123,7 @@ def run_shard(shard: int, shards: int, cases: int, programs: int, out: Path, tim
             t0 = time.perf_counter()
             signal.alarm(timeout)
             try:
-                rec = _model(seed) if kind == "model" else _program(seed)
+                rec = _one(kind, seed)
             except Timeout:
                 rec = {"case": None, "records": [{"schedule": "-", "verdict": "timeout", "detail": "",
                                                   "err": 0.0}]}
@@ -109,6 +140,7 @@ def summary(out: Path) -> str:
     reasons: Counter = Counter()
     failures: Counter = Counter()
     seconds = 0.0
+    times: dict[str, list[float]] = {}
     for path in sorted(out.glob("shard-*.jsonl")):
         for line in path.read_text().splitlines():
             try:
@@ -117,14 +149,15 @@ def summary(out: Path) -> str:
                 continue
             kind = d["kind"]
             seconds += d.get("seconds", 0.0)
+            times.setdefault(kind, []).append(d.get("seconds", 0.0))
             recs = d["records"]
             per_rec.setdefault(kind, Counter()).update(r["verdict"] for r in recs)
             worst = max((r["verdict"] for r in recs), key=RANK.get)
             per_case.setdefault(kind, Counter())[worst] += 1
             for r in recs:
-                if r["verdict"] == "refused":
-                    reasons[(kind, r["detail"])] += 1
-                elif r["verdict"] in ("crash", "mismatch", "timeout"):
+                if r["verdict"] in REFUSALS:
+                    reasons[(kind, _refusal_class(r))] += 1
+                elif r["verdict"] in FAILURES:
                     tag = f" [known: {r['known']}]" if r.get("known") else ""
                     failures[(kind, r["verdict"], _failure_class(r["detail"]) + tag)] += 1
     lines = [f"CPU seconds in cases: {seconds:.0f}"]
@@ -136,6 +169,8 @@ def summary(out: Path) -> str:
         refused = per_case[kind].get("refused", 0)
         lines.append(f"  cases refused (worst verdict refused) / valid: {refused}/{valid} = "
                      f"{100.0 * refused / max(1, valid):.1f} %")
+        t = sorted(times[kind])
+        lines.append(f"  seconds per case: mean {sum(t) / len(t):.1f}, median {t[len(t) // 2]:.1f}, max {t[-1]:.1f}")
     lines.append("refusal reasons (schedules):")
     lines += [f"  {c:6d}  {k}: {r}" for (k, r), c in reasons.most_common()]
     lines.append("failures (schedules):")
@@ -143,11 +178,23 @@ def summary(out: Path) -> str:
     return "\n".join(lines)
 
 
+def _refusal_class(r: dict) -> str:
+    """A refusal's reason; an overflow, invalid or large case by its kind, without numbers."""
+    import re
+
+    if r["verdict"] == "refused":
+        return r["detail"]
+    return r["verdict"] + ": " + re.sub(r"-?\d[\d.e+-]*|'[^']*'", "N", r["detail"])[:70]
+
+
 def _failure_class(detail: str) -> str:
     import re
 
-    d = re.sub(r"^\S+: max \|got - want\| = .*", "value mismatch", detail)
+    d = re.sub(r"^graph '[^']*': ", "", detail)  # RTL mismatches: the class, not the graph
+    d = re.sub(r"^\S+: max \|got - want\| = .*", "value mismatch", d)
+    d = re.sub(r"^\S+: max error .*: FAIL.*", "bound fail", d)
     d = re.sub(r"^\S+: shape .*", "shape mismatch", d)
+    d = re.sub(r"\d+", "N", d) if detail.startswith("graph '") else d
     return d[:90]
 
 
@@ -160,13 +207,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--timeout", type=int, default=300, help="seconds per case (then verdict timeout)")
     ap.add_argument("--summary", type=Path, metavar="DIR")
+    ap.add_argument("--rtl", choices=["amaranth", "native"],
+                    help="run the module seeds in RTL at Q16.16 next to sw_sim (test_fuzz_models_rtl.py) instead")
     a = ap.parse_args(argv)
     if a.summary:
         print(summary(a.summary))
         return 0
     if a.out is None or not 0 <= a.shard < a.shards:
         ap.error("--out DIR and 0 <= --shard < --shards are needed")
-    run_shard(a.shard, a.shards, a.cases, a.programs, a.out, a.timeout)
+    run_shard(a.shard, a.shards, a.cases, a.programs, a.out, a.timeout, a.rtl)
     return 0
 
 
