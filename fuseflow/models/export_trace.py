@@ -412,8 +412,7 @@ class _Lower:
             if not path or name.rsplit(".", 1)[-1] in ("ModuleList", "Sequential", "ModuleDict"):
                 continue
             return path
-        regions = [self.s.region_of.get(v.name) for v in _flat_values(node.args, self.env)
-                   if isinstance(v, _T)]
+        regions = [self.s.region_of.get(v.name) for v in _operand_tensors(node.args, self.env)]
         regions = [r for r in regions if r]
         if not regions:
             return "main"
@@ -613,6 +612,16 @@ def _flat_values(a, env):
             yield from _flat_values(x, env)
     else:
         yield a
+
+
+def _operand_tensors(a, env):
+    """The tensors ``a`` reads, through tuple-valued ops: the ``getitem`` of a ``_Multi``
+    (``native_layer_norm``, ``max.dim``, ...) reads its op's tensor operands."""
+    for v in _flat_values(a, env):
+        if isinstance(v, _T):
+            yield v
+        elif isinstance(v, _Multi):
+            yield from _operand_tensors((v.args, v.kwargs, v.parts or ()), {})
 
 
 def _opname(node) -> str:

@@ -40,9 +40,6 @@ KNOWN = [
           "test_scale_of_a_full_sum_compiles",
           lambda c, r: r.verdict in ("crash", "refused") and any(
               s in r.detail for s in ("emit.py:193", "table.py:554", "table.py:1052", "format [c] has N levels"))),
-    Known("a root op reading a tuple-valued op (layer_norm, max.dim, ...) after a submodule gets region 'main'",
-          "test_root_layer_norm_after_a_submodule_joins_its_region",
-          lambda c, r: r.verdict == "crash" and "RegionOrderError" in r.detail),
     Known("masked softmax of sparse scores drops the implicit zeros inside the mask",
           "test_masked_softmax_of_sparse_scores_counts_implicit_zeros_inside_the_mask",
           lambda c, r: r.verdict == "mismatch" and _has(c, "masked_softmax")),

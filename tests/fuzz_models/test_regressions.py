@@ -157,14 +157,29 @@ class LinearThenLayerNorm(nn.Module):
         return F.layer_norm(self.lin(torch.relu(x)), (3,))
 
 
-@pytest.mark.xfail(strict=True, reason="the getitem of native_layer_norm (a tuple-valued op) in the root "
-                                       "forward gets region 'main' (its operand is a _Multi, not a _T), which "
-                                       "precedes the Linear's region: RegionOrderError")
 @pytest.mark.parametrize("fusion", FUSIONS)
 def test_root_layer_norm_after_a_submodule_joins_its_region(fusion: str) -> None:
     torch.manual_seed(0)
     x = torch.randn(4, 6, dtype=torch.float64)
     assert_matches_pytorch(LinearThenLayerNorm().double().eval(), {"x": x}, None, fusion)
+
+
+class LinearThenMaxMinDim(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = self.lin(torch.relu(x))
+        return h - h.max(dim=-1, keepdim=True).values + h.min(dim=-1, keepdim=True)[0]
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_root_max_min_dim_after_a_submodule_join_its_region(fusion: str) -> None:
+    """B4 with the other tuple-valued ops: the getitem of max.dim / min.dim in the root forward."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 6, dtype=torch.float64)
+    assert_matches_pytorch(LinearThenMaxMinDim().double().eval(), {"x": x}, None, fusion)
 
 
 # ----------------------------------------------------------------------------- COO
