@@ -69,8 +69,9 @@ def compare(name: str, got, want, lo, hi, numerics: str) -> Check:
         return Check(name, False, np.inf, 0.0, np.inf, at, numerics, problem=f"a non-finite value at {at}")
     exact = numerics.startswith("int")  # integers: exact, no float64 rounding to allow for
     slack = 0.0 if exact else REFERENCE_ULPS * np.finfo(np.float64).eps * np.abs(want)
-    lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), want.shape) + slack
-    hi = np.broadcast_to(np.asarray(hi, dtype=np.float64), want.shape) + slack
+    # a NaN end (a bound no rule could give) is no bound at all: unbounded, never a NaN verdict
+    lo = np.nan_to_num(np.broadcast_to(np.asarray(lo, dtype=np.float64), want.shape), nan=np.inf) + slack
+    hi = np.nan_to_num(np.broadcast_to(np.asarray(hi, dtype=np.float64), want.shape), nan=np.inf) + slack
     diff = got - want
     allowed = np.where(diff < 0, lo, hi)
     unbounded = int(np.count_nonzero(~np.isfinite(lo) | ~np.isfinite(hi)))

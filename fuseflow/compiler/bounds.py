@@ -12,7 +12,7 @@ given) and how far below (``lo``) and above (``hi``) it the value the hardware c
   products widen their operands' errors (``|a|·eb + |b|·ea + ea·eb``), monotone functions map
   the ends of the interval, a quotient divides the intervals;
 * float: every operation rounds relatively (``2**-52`` of the result, a sum ``K·2**-52`` of its
-  terms' magnitudes);
+  terms' magnitudes); fixed point adds the same for the float64 evaluation of the exact values;
 * integers: exact.
 
 Where an op amplifies error without limit (``rsqrt`` of a value within its error of 0, a
@@ -115,7 +115,9 @@ class EnclosureArithmetic:
         self.num = Numerics.parse(numerics)
         fixed = self.num.mode is Mode.FIXED
         self.half = 0.5 * 2.0 ** -self.num.frac if fixed else 0.0  # one rounding, fixed point
-        self.ulp = ULP if self.num.mode is Mode.FLOAT else 0.0
+        # float numerics: the run's own rounding; fixed point: the float64 rounding of the exact
+        # values x themselves (a chain x + 1 - 1 drifts by an ulp of 1); integers are exact
+        self.ulp = 0.0 if self.num.mode is Mode.INT else ULP
         self.top = self.num.from_raw(self.num.hi) if self.num.mode is not Mode.FLOAT else np.inf
 
     # ------------------------------------------------------------------ rounding

@@ -112,8 +112,11 @@ def _host_op(arith: EnclosureArithmetic, s: HostOpStep, enc: Mapping[str, Enclos
     dev = np.zeros_like(x)
     for _ in range(PROBES):
         probe = [a.x + np.where(rng.random(a.x.shape) < 0.5, -a.lo, a.hi) for a in args]
-        y = np.asarray(n.attrs["fn"](*probe), dtype=np.float64).reshape(n.shape)
-        dev = np.maximum(dev, np.abs(y - x))
+        with np.errstate(all="ignore"):
+            y = np.asarray(n.attrs["fn"](*probe), dtype=np.float64).reshape(n.shape)
+        # a probe outside the function's domain (sqrt of a variance whose enclosure reaches below
+        # 0) bounds nothing there: that element is unbounded, never NaN
+        dev = np.maximum(dev, np.where(np.isfinite(y), np.abs(y - x), np.inf))
     r = 2 * dev + arith.rounding(x)
     return Enclosure(x, r, r.copy())
 
