@@ -2,6 +2,7 @@
 
     python tests/fuzz_models/run_large.py --shard K --shards N --cases M [--programs P] --out DIR
     python tests/fuzz_models/run_large.py --rtl amaranth|native --shard K --shards N --cases M --out DIR
+    python tests/fuzz_models/run_large.py --rtl native --seeds S,S,... --out DIR
     python tests/fuzz_models/run_large.py --summary DIR
 
 Shard K of N runs the module seeds ``s < M`` with ``s % N == K`` (each module under every
@@ -13,12 +14,14 @@ timeout, detail, max error) and the seconds it took.  Seeds already in the file 
 a killed shard resumes where it stopped.  ``--summary DIR`` prints totals by verdict, the
 refusal reasons and the failure classes over all shards.
 
-With ``--rtl RUNNER`` the module seeds run in RTL instead (:func:`test_fuzz_models_rtl.rtl_seed`: the
-same module of each seed, a fusion drawn from the seed, every graph in sw_sim and in RTL at
-Q16.16 on amaranth.sim or the native Verilator runner, bit-exact, then the derived-bound check
-against PyTorch), kind ``rtl-RUNNER``, one record per case with verdict ok / mismatch-rtl (the
+With ``--rtl RUNNER`` the module seeds run in RTL instead
+(:func:`test_fuzz_models_rtl.rtl_seed`: the same module of each seed, a fusion drawn from the
+seed, every graph in sw_sim and in RTL at Q16.16 on amaranth.sim or the native Verilator runner,
+bit-exact, then the derived-bound check against PyTorch), kind ``rtl-RUNNER``, one record per case with verdict ok / mismatch-rtl (the
 graph and what differs) / bound-fail (the failed check's text) / refused (reason) / overflow /
-crash / invalid / large (a graph too long for RTL here) / timeout.
+crash / invalid / large (a graph too long for RTL here) / timeout.  ``--seeds`` runs the module
+seeds listed instead of ``0 .. M-1`` (a Verilator sample of small models: every graph is a
+build, minutes each when cold).
 """
 
 from __future__ import annotations
@@ -108,13 +111,13 @@ def _one(kind: str, seed: int) -> dict:
 
 
 def run_shard(shard: int, shards: int, cases: int, programs: int, out: Path, timeout: int,
-              rtl: str | None = None) -> None:
+              rtl: str | None = None, seeds: list[int] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"shard-{shard}.jsonl"
     done = _done(path)
     signal.signal(signal.SIGALRM, _alarm)
     kind = f"rtl-{rtl}" if rtl else "model"
-    todo = [(kind, s) for s in range(cases) if s % shards == shard] + \
+    todo = [(kind, s) for s in (seeds if seeds is not None else range(cases)) if s % shards == shard] + \
            [("program", s) for s in range(programs) if s % shards == shard]
     with path.open("a") as f:
         for kind, seed in todo:
@@ -207,6 +210,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--timeout", type=int, default=300, help="seconds per case (then verdict timeout)")
     ap.add_argument("--summary", type=Path, metavar="DIR")
+    ap.add_argument("--seeds", type=lambda t: [int(v) for v in t.split(",")], metavar="S,S,...",
+                    help="these module seeds instead of 0 .. M-1 (e.g. a Verilator sample of small models)")
     ap.add_argument("--rtl", choices=["amaranth", "native"],
                     help="run the module seeds in RTL at Q16.16 next to sw_sim (test_fuzz_models_rtl.py) instead")
     a = ap.parse_args(argv)
@@ -215,7 +220,7 @@ def main(argv=None) -> int:
         return 0
     if a.out is None or not 0 <= a.shard < a.shards:
         ap.error("--out DIR and 0 <= --shard < --shards are needed")
-    run_shard(a.shard, a.shards, a.cases, a.programs, a.out, a.timeout, a.rtl)
+    run_shard(a.shard, a.shards, a.cases, a.programs, a.out, a.timeout, a.rtl, a.seeds)
     return 0
 
 
