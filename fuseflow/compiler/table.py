@@ -827,6 +827,25 @@ def _check_row_functions(c: _Construction) -> Rejected | None:
                         f"the {fn.index} coordinates of {_describe(fn.arg, c.views)} come from "
                         "compressed levels (store its operands dense along "
                         f"{fn.index})")
+    return _blocked_mask_problem(c, fn)
+
+
+def _blocked_mask_problem(c: _Construction, fn: VUn) -> Rejected | None:
+    """A masked softmax normalises over the coordinates the iteration visits, but a blocked
+    tensor stored with compressed levels stores a block wherever any of its lanes has an entry
+    (the other lanes hold explicit zeros there), so its lanes do not have their own coordinates:
+    the softmax would count those zeros.  Refused unless every row visits the whole dimension
+    (then the mask is full anyway)."""
+    if fn.op is not UnOp.SOFTMAX or all(c.t.full.get(r, False) for r in c.order):
+        return None
+    for v in _views_under(fn.arg, c.group.views):
+        if v.vector is not None and any(f is not Format.DENSE for f in v.fmt.levels):
+            return c.reject(
+                f"softmax along {fn.index} of {_describe(fn.arg, c.views)} runs over the coordinates "
+                f"the iteration visits, but {v.tensor} is blocked (mode {v.vector.mode} in blocks of "
+                f"{v.vector.block}) and stored {v.fmt}: a block is stored wherever one of its lanes "
+                "has an entry, so the other lanes would visit explicit zeros; store "
+                f"{v.tensor} dense, or do not block it")
     return None
 
 
