@@ -161,8 +161,9 @@ class HostStep:
 class HostOpStep:
     """A graph break: a node without a dataflow form (an ATen op the frontend made a host node,
     or a node the compiler rejected) computed on the host between accelerated regions; its
-    operands are materialised dense and its result is dense.  ``why`` says why it is not on
-    dataflow, ``sparse_reads`` which operands are stored sparse (densified here, said so)."""
+    operands are materialised dense and its result is dense (masked scores: stored at the
+    keep-mask's entries, so that the softmax after them stays masked).  ``why`` says why it is
+    not on dataflow, ``sparse_reads`` which operands are stored sparse (densified here)."""
 
     node: MNode
     why: str
@@ -197,8 +198,16 @@ class HostOpStep:
         else:
             out = n.attrs["fn"](*arrays)
         out = np.asarray(out, dtype=np.float64).reshape(n.shape)
-        fmt = TensorFormat((Format.DENSE,) * len(n.shape))
-        return TensorData.from_dense(num.quantize(out) if num.mode is not Mode.FLOAT else out, fmt)
+        out = num.quantize(out) if num.mode is not Mode.FLOAT else out
+        if n.kind is MKind.MASK:  # the masked scores store the mask's coordinates, zeros included
+            keep = np.broadcast_to(arrays[0] != 0, out.shape)
+            return TensorData._from_present(out, keep, _masked_format(len(n.shape)), out.shape)
+        return TensorData.from_dense(out, TensorFormat((Format.DENSE,) * len(n.shape)))
+
+
+def _masked_format(order: int) -> TensorFormat:
+    """The format of masked scores computed on the host: rows of the keep-mask's entries."""
+    return TensorFormat((Format.DENSE,) * (order - 1) + (Format.COMPRESSED,))
 
 
 @dataclass
@@ -620,7 +629,8 @@ def _host_op(n: MNode, why: str, formats: dict[str, TensorFormat], program: Prog
     """A graph break for node ``n``; its result is stored dense."""
     sparse_reads = [a for a in dict.fromkeys(n.args)
                     if a in formats and any(f is not Format.DENSE for f in formats[a].levels)]
-    formats[n.name] = TensorFormat((Format.DENSE,) * len(n.shape))
+    formats[n.name] = (_masked_format(len(n.shape)) if n.kind is MKind.MASK
+                       else TensorFormat((Format.DENSE,) * len(n.shape)))
     return HostOpStep(n, why, sparse_reads, program)
 
 
@@ -774,7 +784,10 @@ def _run_program(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
     regions: dict[str, list] = {}
     outputs: list[str] = []
     for n in run:
-        expr = _EXPRESSIONS[n.kind]([handles[a] for a in n.args], n, shapes)
+        ops = [handles[a] for a in n.args]
+        if n.kind is MKind.MASK and _may_leave_out(n.args[1], run, formats):
+            ops[1] = ops[1] + ops[0] * 0.0  # the union visits every coordinate of the mask
+        expr = _EXPRESSIONS[n.kind](ops, n, shapes)
         handles[n.name] = p.let(n.name, expr, fmt="d" * (len(n.shape) - 1) + "c" if row_major else None)
         regions.setdefault(n.region, []).append(handles[n.name])
         if needed_later(n.name):
@@ -808,6 +821,30 @@ def _check_regions_follow_data(ir: ModelIR, run: list[MNode]) -> None:
             raise RegionOrderError(f"model {ir.name}: node {n.name!r} ({n.source or n.kind.value}) in region "
                                 f"{n.region!r} reads {late[0]!r}, which region {made_in[late[0]]!r} computes "
                                 "later; put the op in that region (or a later one)")
+
+
+def _may_leave_out(name: str, run: list[MNode], formats: Mapping[str, TensorFormat]) -> bool:
+    """Whether tensor ``name`` may store fewer coordinates than its shape has: an operand of
+    ``run`` with a compressed level, or computed in ``run`` from one (or from a mask).  The
+    mask product ``M ⊙ x`` intersects coordinates, so such an ``x`` is read as ``x + 0·M``:
+    inside the mask an implicit zero of ``x`` is the score 0, not a masked-out entry."""
+    made = {n.name: n for n in run}
+    todo, seen = [name], set()
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        p = made.get(t)
+        if p is None:
+            f = formats.get(t)
+            if f is None or any(lv is not Format.DENSE for lv in f.levels):
+                return True
+        elif p.kind is MKind.MASK:
+            return True
+        else:
+            todo.extend(p.args)
+    return False
 
 
 def _broadcast_mask(mask, x, shapes):

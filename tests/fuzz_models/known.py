@@ -40,9 +40,6 @@ KNOWN = [
           "test_scale_of_a_full_sum_compiles",
           lambda c, r: r.verdict in ("crash", "refused") and any(
               s in r.detail for s in ("emit.py:193", "table.py:554", "table.py:1052", "format [c] has N levels"))),
-    Known("masked softmax of sparse scores drops the implicit zeros inside the mask",
-          "test_masked_softmax_of_sparse_scores_counts_implicit_zeros_inside_the_mask",
-          lambda c, r: r.verdict == "mismatch" and _has(c, "masked_softmax")),
     Known("a fused row selection after a reduced COO intermediate sums every row",
           "test_select_row_of_relu_of_coo_matmul_fused",
           lambda c, r: r.verdict == "mismatch" and _coo_input(c) and not r.schedule.startswith("unfused")),

@@ -70,9 +70,6 @@ _SCORES = torch.tensor([[1.0, 0.0, 2.0], [0.0, 0.0, 0.5]], dtype=torch.float64)
 _KEEP = torch.tensor([[True, True, False], [True, False, True]])
 
 
-@pytest.mark.xfail(strict=True, reason="the mask product M ⊙ x intersects with sparse scores: an implicit "
-                                       "zero of x inside the mask is dropped from the softmax instead of "
-                                       "counting as score 0")
 @pytest.mark.parametrize("fusion", FUSIONS)
 @pytest.mark.parametrize("layout", ["csr", "coo", "annotated_csr"])
 def test_masked_softmax_of_sparse_scores_counts_implicit_zeros_inside_the_mask(layout: str, fusion: str) -> None:
@@ -86,9 +83,6 @@ class MaskedSoftmaxOfScaledTranspose(nn.Module):
         return torch.softmax((x * 2).T.masked_fill(~m, float("-inf")), dim=-1)
 
 
-@pytest.mark.xfail(strict=True, reason="dense x, no sparse input: (x * 2).T is stored compressed (the host "
-                                       "transpose keeps the compiler's format), so its zeros inside the mask are "
-                                       "dropped from the masked softmax like implicit zeros")
 @pytest.mark.parametrize("fusion", FUSIONS)
 def test_masked_softmax_of_a_computed_transposed_score_counts_its_zeros(fusion: str) -> None:
     x = torch.tensor([[1.0, 0.0, 2.0], [0.0, 0.0, 0.5], [0.3, 0.0, 0.0]], dtype=torch.float64)
