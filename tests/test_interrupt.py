@@ -15,6 +15,10 @@ The interrupt comes at a known point, never after a guessed delay:
 * ``correlate`` builds its Verilator models in an empty build cache, and the SIGINT goes once a
   worker has started a tool (verilator, make, a compiler) for a job.
 
+With a Dask scheduler of its own (``dask scheduler`` + two ``dask worker`` processes), the
+default run checks the interrupt and that the cluster lives on without the sweep's jobs; ``-m
+slow`` also runs the sweep again on it.
+
 ``FAILSAFE`` only stops a test that would otherwise hang (its expiry fails the test with a
 message); no verdict depends on how long anything took.
 """
@@ -49,7 +53,7 @@ graph = "gate.json"
 [[grid]]
 kernel = "spmspm_inner"
 density = 0.5
-size = [64, 72]
+size = [40, 48]
 """
 CONFIGS = QUICK + 1 + 2
 
@@ -243,7 +247,11 @@ def dask_cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen]]]
                     p.kill()
 
 
-def test_ctrl_c_on_a_sweep_on_a_dask_scheduler(sweep_dir, dask_cluster, capsys, monkeypatch) -> None:
+@pytest.mark.parametrize("rerun_there", [pytest.param(False, id="interrupt"),
+                                         pytest.param(True, id="then-rerun-there", marks=pytest.mark.slow)])
+def test_ctrl_c_on_a_sweep_on_a_dask_scheduler(sweep_dir, dask_cluster, capsys, monkeypatch, rerun_there) -> None:
+    # (the re-run on the same cluster, under -m slow, shows it still takes jobs; the default run
+    # stops after the interrupt's checks)
     from dask.distributed import Client
 
     address, procs = dask_cluster
@@ -257,7 +265,8 @@ def test_ctrl_c_on_a_sweep_on_a_dask_scheduler(sweep_dir, dask_cluster, capsys, 
                       lambda: client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0)
     finally:
         _open_gate(sweep_dir / "gate.json")  # the remote worker reading it is free again
-    _rerun(sweep_dir, address, entries, capsys, monkeypatch)  # on the same cluster
+    if rerun_there:
+        _rerun(sweep_dir, address, entries, capsys, monkeypatch)
 
 
 def test_ctrl_c_on_correlate(tmp_path) -> None:
