@@ -368,9 +368,10 @@ def test_large_rtl_run(tmp_path) -> None:
     assert not bad, bad[:20]
 
 
-# ----------------------------------------------------------------------------- findings (open)
-# Minimal modules of the large run's bound failures.  RTL and sw_sim agreed bit for bit on every
-# one; the failure is the derived bound's, so these run in sw_sim (fast) at Q16.16 (and float).
+# ----------------------------------------------------------------------------- findings
+# Minimal modules of the large run's bound failures (R1, R2 in /work/scratch/fuzz/findings-rtl.md,
+# fixed in 4f544a4).  RTL and sw_sim agreed bit for bit on every one; the failure was the derived
+# bound's, so these run in sw_sim (fast) at Q16.16 (and float).
 def _failed_checks(module, x, fusion: str, numerics: str) -> list[str]:
     with torch.no_grad():
         want = module(x).numpy()
