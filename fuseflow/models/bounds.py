@@ -110,15 +110,26 @@ def _host_op(arith: EnclosureArithmetic, s: HostOpStep, enc: Mapping[str, Enclos
     x = np.asarray(n.attrs["fn"](*[a.x for a in args]), dtype=np.float64).reshape(n.shape)
     rng = np.random.default_rng(0)
     dev = np.zeros_like(x)
+    fn = n.attrs["fn"]
     for _ in range(PROBES):
-        probe = [a.x + np.where(rng.random(a.x.shape) < 0.5, -a.lo, a.hi) for a in args]
-        with np.errstate(all="ignore"):
-            y = np.asarray(n.attrs["fn"](*probe), dtype=np.float64).reshape(n.shape)
-        # a probe outside the function's domain (sqrt of a variance whose enclosure reaches below
-        # 0) bounds nothing there: that element is unbounded, never NaN
+        steps = [np.where(rng.random(a.x.shape) < 0.5, -a.lo, a.hi) for a in args]
+        y = _probe(fn, args, steps, n.shape)
+        if not np.all(np.isfinite(y)):
+            # a probe outside the function's domain (the sqrt of a variance whose enclosure
+            # reaches below 0, where the hardware's variance cannot go): probe that side at the
+            # exact value instead; what is still not finite is unbounded, never NaN
+            bad = ~np.isfinite(y)
+            steps = [np.where(np.broadcast_to(bad, s.shape) if s.shape == bad.shape else False, 0.0, s)
+                     for s in steps]
+            y = _probe(fn, args, steps, n.shape)
         dev = np.maximum(dev, np.where(np.isfinite(y), np.abs(y - x), np.inf))
     r = 2 * dev + arith.rounding(x)
     return Enclosure(x, r, r.copy())
+
+
+def _probe(fn, args: list[Enclosure], steps: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(fn(*[a.x + st for a, st in zip(args, steps)]), dtype=np.float64).reshape(shape)
 
 
 def check_model(cm: CompiledModel, run: ModelRun, reference: Mapping[str, np.ndarray] | np.ndarray,
