@@ -234,7 +234,9 @@ class _TableLowering:
         return out
 
     def parent_ref(self, col: str, row: str) -> PortRef:
-        prev = self.prev_row(row)
+        prev = self.prev_row(row) if row else None
+        if prev is None and col in self.t.children:
+            return self.bundle_of(col)[1]  # a 0-d factored intermediate: its one value
         if prev is None:
             key = ("root", col)
             if key not in self.memo:
@@ -338,7 +340,7 @@ class _TableLowering:
             out = self.em.node(NodeKind.ARRAY_LOAD, f"vals_{_ident(e.view)}", {"ref": ref}, **vec,
                                tensor=v.tensor)["val"]
         elif isinstance(e, VNamed) and e.tensor in self.t.children:
-            out = self.ref(CellRef(e.tensor, self.order[-1]))
+            out = self.ref(CellRef(e.tensor, self.order[-1])) if self.order else self.bundle_of(e.tensor)[1]
         elif isinstance(e, VNamed):
             out = self.value(e.body)
         elif isinstance(e, VUn) and e.op.row:

@@ -35,7 +35,7 @@ from .program import (
 )
 
 __all__ = ["check_denominators", "check_division", "denominator_inputs", "densified",
-           "iteration_only"]
+           "iteration_only", "value_indices"]
 
 
 def iteration_only(e: VExpr, views: Mapping[str, View]) -> bool:
@@ -62,6 +62,18 @@ def views_under(e: VExpr) -> list[str]:
     return views_under(e.body)
 
 
+def value_indices(e: VExpr, views: Mapping[str, View]) -> set[str]:
+    """The indices ``e``'s value varies over (an inlined intermediate's own indices, not the
+    ones it reduces); none: ``e`` is one value (a full reduction), never an implicit zero."""
+    if isinstance(e, VAccess):
+        return set(views[e.view].indices)
+    if isinstance(e, VNamed):
+        return set(e.indices)
+    if isinstance(e, VUn):
+        return value_indices(e.arg, views)
+    return value_indices(e.lhs, views) | value_indices(e.rhs, views)
+
+
 def _divisions(e: VExpr) -> list[VBin]:
     if isinstance(e, VBin):
         own = [e] if e.op is Op.DIV else []
@@ -77,6 +89,8 @@ def check_division(out: FusedOutput, views: Mapping[str, View]) -> Rejected | No
     """A denominator must have a value at every coordinate: every tensor under it stored with
     dense levels only (a compressed level's missing entries would be divisions by 0)."""
     for d in _divisions(out.body):
+        if not value_indices(d.rhs, views):
+            continue  # one value (a full reduction): no implicit zero
         for name in views_under(d.rhs):
             v = views[name]
             if any(f is not Format.DENSE for f in v.fmt.levels):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ..tensor import Format, TensorFormat
 from .fusion import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
 from .program import LoweringError, Op, Rejected, UnOp, binop_text, unary_text
-from .semantics import check_division, densified, iteration_only, views_under
+from .semantics import check_division, densified, iteration_only, value_indices, views_under
 
 __all__ = [
     "Cell",
@@ -551,15 +551,16 @@ def _place_child_cells(c: _Construction) -> None:
     t, order = c.t, c.order
     for k in c.kids:
         ct = t.children[k.tensor]
-        last = [r for r in order if r in k.indices][-1]
+        # a 0-d intermediate (a full reduction) has no rows: its value is repeated over all
+        last = next((r for r in reversed(order) if r in k.indices), None)
         for row in order:
             if row in k.indices:
                 t.cells[(row, k.tensor)] = _child_row_cell(t, ct, k.tensor, row, last)
-            elif order.index(row) > order.index(last):
-                t.cells[(row, k.tensor)] = Cell(CellKind.REPEAT, (CellRef(k.tensor, _prev(order, row)),
-                                                                  CellRef("?", row)))
+            elif last is None or order.index(row) > order.index(last):
+                above = CellRef(k.tensor, _prev(order, row)) if order.index(row) else CellRef(k.tensor, VAL)
+                t.cells[(row, k.tensor)] = Cell(CellKind.REPEAT, (above, CellRef("?", row)))
         val_src = ct.reducers[-1].name + "[val]" if ct.reducers else f"<{k.tensor}_val>"
-        text = val_src if order[-1] == last else str(CellRef(k.tensor, order[-1]))
+        text = val_src if not order or order[-1] == last else str(CellRef(k.tensor, order[-1]))
         t.cells[(VAL, k.tensor)] = Cell(CellKind.CHILD, text=text)
 
 
@@ -903,8 +904,8 @@ def _check_functions_of_zero(out: FusedOutput, views: dict[str, View]) -> Reject
     tensors under it must be stored densely."""
     for e in _unary_nodes(out.body):
         # row functions run over the visited coordinates by definition
-        if e.op.zero_preserving or e.op.row or densified(e.arg, views):
-            continue
+        if e.op.zero_preserving or e.op.row or densified(e.arg, views) or not value_indices(e.arg, views):
+            continue  # (a full reduction is one value: its iteration visits it)
         for name in views_under(e.arg):
             v = views[name]
             if any(f is not Format.DENSE for f in v.fmt.levels):
@@ -1080,6 +1081,8 @@ def _nest_for(body: VExpr, group: Group, fac: frozenset[str], k: VNamed, order: 
     only under rows an enclosing table iterates), i.e. recomputed for each of their
     coordinates."""
     k_rows = [r for r in order if r in k.indices]
+    if not k_rows:
+        return None  # a 0-d intermediate is not nested (its one value is repeated)
     pre = order[:order.index(k_rows[-1])]
     driven = [r for r in pre if r in k.indices]
     new_outer = [r for r in pre if r not in k.indices and r not in ext]

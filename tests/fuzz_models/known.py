@@ -36,10 +36,6 @@ def _coo_input(case) -> bool:
 
 
 KNOWN = [
-    Known("an elementwise op on a 0-d value (a full reduction) crashes the compiler",
-          "test_scale_of_a_full_sum_compiles",
-          lambda c, r: r.verdict in ("crash", "refused") and any(
-              s in r.detail for s in ("emit.py:193", "table.py:554", "table.py:1052", "format [c] has N levels"))),
     Known("a fused row selection after a reduced COO intermediate sums every row",
           "test_select_row_of_relu_of_coo_matmul_fused",
           lambda c, r: r.verdict == "mismatch" and _coo_input(c) and not r.schedule.startswith("unfused")),

@@ -115,23 +115,20 @@ ZERO_D = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="a statement reading a 0-d computed tensor (a full reduction) crashes "
-                                       "the compiler: emit.py prev_row ValueError / table.py "
-                                       "_place_child_cells IndexError")
 @pytest.mark.parametrize(("expr", "fusion"), [(e, f) for e in sorted(ZERO_D) for f in FUSIONS
                                                if (e, f) != ("vector_times_full_sum", "unfused")])
 def test_scale_of_a_full_sum_compiles(expr: str, fusion: str) -> None:
+    """Fixed (B3): a 0-d value read by a later statement (emit.py prev_row ValueError, table.py
+    _place_child_cells IndexError before)."""
     g = torch.Generator().manual_seed(1)
     x = torch.randn(4, 3, generator=g, dtype=torch.float64)
     v = torch.randn(3, generator=g, dtype=torch.float64)
     assert_matches_pytorch(Expr(ZERO_D[expr]), {"x": x, "v": v}, None, fusion)
 
 
-@pytest.mark.xfail(strict=True, reason="compiler: a statement reading a 0-d computed tensor crashes "
-                                       "(IndexError / ValueError from the table and emit passes)")
 @pytest.mark.parametrize("fusion", FUSIONS)
 def test_program_scale_of_a_0d_sum(fusion: str) -> None:
-    """The same bug at the program level: ``S = Σ_ij A_ij; Y = 2·S``."""
+    """The same bug at the program level: ``S = Σ_ij A_ij; Y = 2·S`` (fixed, B3)."""
     p = Program("zero_d")
     a = p.tensor("A", (4, 3), "dense")
     s = p.let("S", einsum("ij->", a))
