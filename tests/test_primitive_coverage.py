@@ -81,10 +81,9 @@ def test_simulators_do_not_dispatch_on_kind_names():
 
 
 def test_docs_primitive_table_is_the_declarations():
-    """docs/architecture.md carries the table generated from the declarations."""
-    text = (ROOT / "docs" / "architecture.md").read_text()
-    assert primitives_table() in text, "regenerate with: python -c 'from fuseflow.primitives import " \
-                                       "primitives_table; print(primitives_table())'"
+    """docs/primitives.md carries the table generated from the declarations."""
+    text = (ROOT / "docs" / "primitives.md").read_text()
+    assert primitives_table() in text, "regenerate with: python tools/gen_docs.py"
 
 
 def test_architecture_doc_code_is_the_code():
