@@ -28,6 +28,7 @@ argparse formatting, no machine-dependent defaults).
 from __future__ import annotations
 
 import argparse
+import ast
 import inspect
 import re
 import sys
@@ -255,12 +256,26 @@ def _op_names(key: str) -> str:
     return "".join(out)
 
 
-def supported_ops() -> str:
-    """docs/models.md's generated block: the ATen ops the frontend lowers, and what each becomes."""
+def _supported() -> dict[str, str]:
+    """``fuseflow.models.aten_ops.SUPPORTED``, read from the source while it is one literal
+    that nothing changes afterwards (no torch import, which costs seconds), else imported."""
+    tree = ast.parse((ROOT / "fuseflow" / "models" / "aten_ops.py").read_text(encoding="utf-8"))
+    uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "SUPPORTED"]
+    assigns = [n for n in tree.body if isinstance(n, ast.Assign) and any(t in uses for t in n.targets)]
+    if len(uses) == 1 and len(assigns) == 1:  # assigned once, never touched again
+        try:
+            return ast.literal_eval(assigns[0].value)
+        except ValueError:
+            pass
     from fuseflow.models.aten_ops import SUPPORTED
 
+    return SUPPORTED
+
+
+def supported_ops() -> str:
+    """docs/models.md's generated block: the ATen ops the frontend lowers, and what each becomes."""
     rows = ["| ATen op | becomes |", "|---|---|"]
-    rows += [f"| {_op_names(k)} | {_escape(v)} |" for k, v in SUPPORTED.items()]
+    rows += [f"| {_op_names(k)} | {_escape(v)} |" for k, v in _supported().items()]
     return "\n".join(rows) + "\n"
 
 
