@@ -37,6 +37,7 @@ from ..numerics import Mode, Numerics
 from ..tensor import TensorData
 from .evaluate import dense_of, evaluate, expand_axes
 from .program import BinOp, Op, Program, Unary, UnOp
+from .runner import reference_all
 
 __all__ = ["TABLE_ERROR", "Enclosure", "EnclosureArithmetic", "check_program", "program_enclosures"]
 
@@ -310,7 +311,5 @@ def check_program(program: Program, data: Mapping[str, np.ndarray | TensorData],
     reference on ``data`` (real values), within the bound ``numerics`` derives for it."""
     num = Numerics.parse(numerics)
     enc = program_enclosures(program, data, num)
-    from .runner import reference_all  # the numpy reference (runner imports the compiled pipeline)
-
     want = reference_all(program, data, np.float64)
     return [compare(n, got[n], want[n], enc[n].lo, enc[n].hi, str(num)) for n in program.result_names()]
