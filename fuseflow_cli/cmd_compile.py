@@ -35,7 +35,7 @@ from sw_sim import run_graph
 from .argtypes import int_range
 from .cmd_common import add_overflow_arg, add_schedule_args, overflow_verdict, resolve_schedule
 from .errors import UserError
-from .models import add_user_model_args, compile_model_cmd
+from .models import add_user_model_args, add_zoo_args, compile_model_cmd, reject_model_options
 
 __all__ = ["add_parser", "load_program_module", "run"]
 
@@ -90,6 +90,7 @@ def add_parser(subparsers) -> None:
     add_overflow_arg(p)
     g = p.add_argument_group("PyTorch models instead of PROGRAM.py (needs torch)")
     add_user_model_args(g)
+    add_zoo_args(g)
 
 
 def load_program_module(path: str) -> ModuleType:
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         return _compile_model(args)
     if args.program is None:
         raise UserError("give a PROGRAM.py, --model MODEL (or --list-passes)")
+    reject_model_options(args, args.program, keep=("fusion", "locate"))
     module = load_program_module(args.program)
     try:
         program = module.program()

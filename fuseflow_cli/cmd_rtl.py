@@ -36,7 +36,7 @@ from .cmd_common import (
     saturated_text,
 )
 from .errors import UserError
-from .models import add_user_model_args, rtl_model_cmd
+from .models import add_user_model_args, add_zoo_args, reject_model_options, rtl_model_cmd
 from .ui import spinner
 
 SIMULATORS = ("verilator", "amaranth")
@@ -69,6 +69,7 @@ def add_parser(sub) -> None:
     add_overflow_arg(p)
     g = p.add_argument_group("PyTorch models instead of a graph (needs torch): every graph in RTL")
     add_user_model_args(g)
+    add_zoo_args(g)
     g.add_argument("--fusion", choices=("unfused", "partial", "full"), default="partial",
                    help="--model: fusion configuration (default partial)")
 
@@ -93,6 +94,7 @@ def run(args) -> int:
         return rtl_model_cmd(args)
     if args.inputs or args.formats or args.strict:
         raise UserError("--inputs / --formats / --strict: options of --model")
+    reject_model_options(args, "--kernel " + args.kernel if args.kernel else "the graph file", keep=("fusion",))
     job = load_graph_job(args)
     model, placement = resolve_memory(args, job.schedule)
     cw, vw = resolve_widths(args, job.graph)

@@ -37,6 +37,7 @@ from .ui import print_table, table_text
 __all__ = [
     "add_model_args",
     "add_user_model_args",
+    "add_zoo_args",
     "build_model",
     "compile_model_cmd",
     "host_text",
@@ -71,12 +72,26 @@ def add_user_model_args(g, *, model: bool = True) -> None:
 def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     g = p.add_argument_group("PyTorch models (needs torch: pip install -e '.[torch]')")
     add_user_model_args(g)
+    add_zoo_args(g)
+    g.add_argument("--fusion", choices=("unfused", "partial", "full"), default="partial", help="fusion configuration (default partial)")
+    g.add_argument("--no-locate", dest="locate", action="store_false",
+                   help="scan and intersect dense levels instead of locating into them (for "
+                        "comparison: work then grows with the dense dimension)")
+    if not build:
+        g.add_argument("--explain", action="store_true", help="print the compiled steps and graphs")
+        g.add_argument("--numerics", default="float",
+                       help="sw_sim value numerics: float (default) or a fixed-point format such as "
+                            "q16.16; the check against PyTorch is within the bound derived from the "
+                            "format and the op chain (docs/semantics.md)")
+
+
+def add_zoo_args(g) -> None:
+    """The model zoo's options: the dataset and the model's sizes."""
     g.add_argument("--dataset",
                    help=f"graph models: {', '.join(DATASETS)} (real graphs shipped with networkx, "
                         "then synthetic graphs of the named datasets' size), a .mtx/.npz file or a "
                         "Planetoid/OGB directory (default karate); sae: random (default) or digits "
                         "(scikit-learn's handwritten digits)")
-    g.add_argument("--fusion", choices=("unfused", "partial", "full"), default="partial", help="fusion configuration (default partial)")
     g.add_argument("--hidden", type=int_range(1, MAX_SIZE), default=16, help="hidden width of GCN / GraphSAGE (default 16)")
     g.add_argument("--features", type=int_range(1, MAX_SIZE), help="feature width of synthetic graphs / cora")
     g.add_argument("--nodes", type=int_range(2, MAX_SIZE), default=256, help="nodes of uniform/powerlaw/blockdiag graphs")
@@ -84,14 +99,6 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     g.add_argument("--dmodel", type=int_range(1, MAX_SIZE), default=64, help="GPT hidden size (default 64)")
     g.add_argument("--heads", type=int_range(1), default=2, help="GPT heads (default 2)")
     g.add_argument("--blocks", type=int_range(1), default=2, help="GPT decoder blocks (default 2)")
-    g.add_argument("--no-locate", dest="locate", action="store_false",
-                   help="scan and intersect dense levels instead of locating into them (for "
-                        "comparison: work then grows with the dense dimension)")
-    if not build:
-        g.add_argument("--explain", action="store_true", help="print the compiled steps and graphs")
-        g.add_argument("--numerics", default="float",
-                       help="sw_sim value numerics: float (default; check within 1e-6 relative) or a "
-                            "fixed-point format such as q16.16 (check within 1e-3 absolute)")
 
 
 # the model options and their defaults (add_model_args); a graph or kernel command rejects them

@@ -16,6 +16,7 @@ from fuseflow_cli.cli import main
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 SUITE = Path(__file__).parent / "user_models" / "suite.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _graph_inputs(tmp_path: Path) -> Path:
@@ -91,3 +92,14 @@ def test_user_model_errors_are_one_line(tmp_path, capsys) -> None:
         assert main(argv) != 0, argv
         err = capsys.readouterr().err.strip()
         assert want in err and len(err.splitlines()) == 1 and "Traceback" not in err, (argv, err)
+
+
+def test_zoo_models_and_their_options_on_compile_and_rtl(capsys) -> None:
+    """compile / rtl take a zoo name with its options (they read args.dataset without having the
+    option: exit 3); the zoo options with a kernel or program are errors, not ignored."""
+    assert main(["compile", "--model", "gcn", "--dataset", "karate", "--hidden", "4"]) == 0
+    assert "gcn on karate" in capsys.readouterr().out
+    assert main(["rtl", "--kernel", "spmv", "--dataset", "karate"]) == 2
+    assert "--dataset: model options, but --kernel spmv is not a model" in capsys.readouterr().err
+    assert main(["compile", str(ROOT / "examples/programs/spmm.py"), "--hidden", "4"]) == 2
+    assert "--hidden: model options" in capsys.readouterr().err
