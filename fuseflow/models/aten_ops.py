@@ -640,7 +640,7 @@ def _unbind_item(low, k, x, dim=0):
 
 
 def _cat(low, tensors, dim=0):
-    vals = [_full(low, t, "cat operand") for t in tensors if not (isinstance(t, _T) and 0 in t.shape)]
+    vals = [_full(low, t, "cat operand") for t in tensors if 0 not in getattr(t, "value", t).shape]  # _T or _C
     if len(vals) == 1:
         return vals[0]
     out = _out_shape(low)
@@ -698,6 +698,7 @@ def _where(low, cond, a, b):
         raise _Unsupported("where with a condition that is not a boolean tensor")
     if low.kind_of(cond.name) is not MKind.INPUT:
         raise _Unsupported("where / masked_fill with a condition computed by the model")
+    a, b = (_const_tensor(low, v) if isinstance(v, _C) and _scalar(v) is None else v for v in (a, b))
     if cond.inverted and _is_neg_inf(a) and isinstance(b, _T):
         return _mask(low, replace(cond, inverted=False), b)
     if not cond.inverted and _is_neg_inf(b) and isinstance(a, _T):

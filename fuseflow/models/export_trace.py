@@ -398,9 +398,21 @@ class _Lower:
 
     def output(self, v) -> str:
         v = self.env[v.name] if hasattr(v, "name") and not isinstance(v, _T) else v
+        if isinstance(v, _C) and v.value.is_floating_point():
+            v = self.constant_output(v)
         if not isinstance(v, _T) or v.dtype == torch.bool:
             raise FrontendError(f"model output {v!r} is not a (float) tensor computed from the inputs")
         return self.materialise(v).name
+
+    def constant_output(self, c: _C) -> _T:
+        """A model output that does not depend on the input values (computed from empty
+        tensors): made on the host."""
+        fn = _HostCall(torch.clone, (c.value,), {}, None)
+        shape = tuple(c.value.shape)
+        name = self.emit("constant", MKind.HOST, (), shape, op="constant",
+                         reason="the output does not depend on the input values (empty dimensions)",
+                         fn=fn, bool_out=False)
+        return _T(name, shape, tuple(range(len(shape))), c.value.dtype)
 
     def region_for(self, node) -> str:
         """The outermost submodule (not the root, a ModuleList / Sequential / ModuleDict) that
@@ -424,6 +436,8 @@ class _Lower:
         kwargs = _load(node.kwargs, self.env)
         if node.target is operator.getitem:
             return self.getitem(args[0], args[1])
+        if _empty_result(node) or (_empty_operand(args, kwargs) is not None and node.target is not aten.cat.default):
+            return self.empty(node, args, kwargs)
         if all(not isinstance(v, _T | _Multi) for v in _flat_values((args, kwargs), {})):
             return self.fold(node, args, kwargs)
         handler = _DIRECT.get(node.target) or _BY_PACKET.get(getattr(node.target, "__name__", "").split(".")[0])
@@ -462,12 +476,46 @@ class _Lower:
 
     def multi_item(self, v: _Multi, k: int) -> Any:
         handler = _MULTI.get(v.node.target.__name__.split(".")[0])
+        shape = _empty_operand(v.args, v.kwargs)
+        if shape is not None:
+            return self.host(v.node, v.args, v.kwargs, _empty_why(shape), index=k)
         if handler is not None:
             try:
                 return handler(self, k, *v.args, **v.kwargs)
             except _Unsupported as why:
                 return self.host(v.node, v.args, v.kwargs, str(why), index=k)
         return self.host(v.node, v.args, v.kwargs, f"no dataflow form for {_opname(v.node)}", index=k)
+
+    # ---- empty dimensions
+    def empty(self, node, args, kwargs) -> Any:
+        """An op with a size-0 dimension in its result or a tensor operand (the compiler's
+        tensors have positive dimensions).  An empty result has no values: a constant.  An op
+        whose tensor operands are all empty (or constants) depends on their shapes only (a sum
+        of nothing is 0): evaluated now, as PyTorch does it, into a constant.  Otherwise (an
+        empty operand beside one with values) it runs on the host.  (``cat`` drops its empty
+        operands itself.)"""
+        val = node.meta.get("val")
+        outs = [o for o in (val if isinstance(val, (tuple, list)) else (val,)) if isinstance(o, torch.Tensor)]
+        if outs and all(0 in o.shape for o in outs):
+            return _constant_like(val)
+        shape = _empty_operand(args, kwargs)
+        if any(isinstance(v, _T | _Multi) and (not isinstance(v, _T) or 0 not in v.shape)
+               for v in _flat_values((args, kwargs), {})):
+            return self.host(node, args, kwargs, _empty_why(shape))
+
+        def zeros(a):
+            if isinstance(a, _T):
+                return torch.zeros(a.shape, dtype=a.dtype)
+            if isinstance(a, _C):
+                return a.value
+            return type(a)(zeros(x) for x in a) if isinstance(a, (list, tuple)) else a
+        try:
+            with torch.no_grad():
+                out = node.target(*zeros(args), **{k: zeros(v) for k, v in kwargs.items()})
+        except Exception as exc:  # noqa: BLE001 - PyTorch refuses the op on empty tensors
+            raise FrontendError(f"{self.src}: {_opname(node)} of a tensor of shape {list(shape or ())} "
+                                f"(an empty dimension): {str(exc).strip().splitlines()[0]}") from None
+        return _constant_like(out)
 
     # ---- graph breaks
     def host(self, node, args, kwargs, why: str, index: int | None = None) -> Any:
@@ -612,6 +660,36 @@ def _flat_values(a, env):
             yield from _flat_values(x, env)
     else:
         yield a
+
+
+def _empty_operand(args, kwargs) -> tuple[int, ...] | None:
+    """The shape of a tensor operand (a value or a constant) with a size-0 dimension, or None."""
+    for v in _flat_values((args, kwargs), {}):
+        shape = tuple(v.shape) if isinstance(v, _T) else tuple(v.value.shape) if isinstance(v, _C) else ()
+        if 0 in shape:
+            return shape
+    return None
+
+
+def _empty_result(node) -> bool:
+    val = node.meta.get("val")
+    return any(isinstance(o, torch.Tensor) and 0 in o.shape
+               for o in (val if isinstance(val, (tuple, list)) else (val,)))
+
+
+def _empty_why(shape) -> str:
+    return (f"an operand of shape {list(shape)} has an empty dimension (size 0) and another operand has "
+            "values: computed on the host (the compiler's tensors have positive dimensions)")
+
+
+def _constant_like(val) -> Any:
+    """``val`` (a tensor, or a tuple of them, from the fake run or a real one) as constants;
+    an empty one as zeros of its shape."""
+    if isinstance(val, (tuple, list)):
+        return type(val)(_constant_like(v) for v in val)
+    if isinstance(val, torch.Tensor):
+        return _C(torch.zeros(val.shape, dtype=val.dtype) if 0 in val.shape else val.detach())
+    return val
 
 
 def _operand_tensors(a, env):
