@@ -505,6 +505,21 @@ def _start_table(group: Group, out: FusedOutput, factored: bool, nest: Nest | No
     return _Construction(group, out, factored, fac, plan, memo, t, order, ext, named, kids)
 
 
+def _check_nested_order(c: _Construction) -> Rejected | None:
+    """A nested table iterates the enclosing rows first (``ext``), then its own in the group's
+    order: an index of its own that the POG puts before one of those rows (a COO tensor's
+    duplicate-summing index above its non-unique level, a mode order, a dataflow order) would
+    be iterated below it, so the table cannot be nested there."""
+    if not c.ext:
+        return None
+    pos = {r: k for k, r in enumerate(c.order)}
+    for a, b, d in c.group.pog.edges(data=True):
+        if a in pos and b in pos and pos[a] > pos[b]:
+            return c.reject(f"cannot be nested under {' -> '.join(c.ext)}: {a} must come before {b} "
+                            f"({'; '.join(d['reasons'])})" + c.group.where([a, b]))
+    return None
+
+
 def _build_children(c: _Construction) -> Rejected | None:
     """The tables of the factored intermediates (nested ones recorded in ``nested``)."""
     t = c.t
@@ -854,6 +869,7 @@ def _blocked_mask_problem(c: _Construction, fn: VUn) -> Rejected | None:
 # cells and returns None, or the reason the schedule cannot be realised (the steps that always
 # succeed return None).
 _STEPS: tuple[Callable[[_Construction], Rejected | None], ...] = (
+    _check_nested_order,
     _build_children,
     _add_driver_columns,
     _check_outputs_iterated,

@@ -55,9 +55,6 @@ KNOWN_PROGRAM = [
           lambda c, r: "the parallel graph is not valid" in r.detail),
     Known("par: Serialize protocol error on empty product rows", "test_par_of_a_shifted_spmm_with_an_empty_product",
           lambda c, r: "Serialize" in r.detail),
-    Known("full fusion of attention with a COO mask", "test_fused_attention_with_a_coo_mask_and_a_sparse_output_factor",
-          lambda c, r: r.verdict == "mismatch" and r.schedule.startswith("fusion=full")
-          and any(i[2] == "coo" for i in c.inputs)),
 ]
 
 
