@@ -8,12 +8,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-def random_sparse(rng: np.random.Generator, shape, density: float = 0.1, lo: int = -8, hi: int = 8) -> np.ndarray:
-    a = rng.integers(lo, hi + 1, size=shape)
-    a[rng.random(shape) > density] = 0
-    return a
-
-
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

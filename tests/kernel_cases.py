@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from conftest import random_sparse
+from sparse_data import random_sparse
 
 from fuseflow.kernels import KERNELS
 from fuseflow.tensor import TensorData

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from conftest import random_sparse
+from sparse_data import random_sparse
 
 from fuseflow.tensor import CSC, CSR, DCSR, DENSE2, Format, TensorData, TensorFormat
 

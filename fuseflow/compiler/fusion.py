@@ -159,6 +159,9 @@ class Group:
     permuted: list[PermutedCopy] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)  # fresh index -> what the user wrote
+    # outputs and inlined intermediates whose coordinates a softmax reads (it normalises over the
+    # visited ones): each must store exactly the coordinates some term of it reaches
+    exact: frozenset[str] = frozenset()
 
     def where(self, indices: Sequence[str]) -> str:
         """'; u0 is index k of 'T = ...'' for the fresh indices among ``indices``."""
@@ -731,10 +734,66 @@ def fuse(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat])
     g = Group(plan.name, list(dict.fromkeys(s.source for s in plan.part)), fused, views.views,
               nx.DiGraph())
     g.origins = names.origins
+    g.exact = _exact_tensors(program, plan, fused)
     if plan.note:
         g.notes.append(plan.note)
     why = _build_pog(g, names.user_orders) or _choose_order(g)
     return Rejected(why, FusionError) if why else g
+
+
+def _exact_tensors(program: Program, plan: GroupPlan, fused: list[FusedOutput]) -> frozenset[str]:
+    """The group's outputs and inlined intermediates whose visited coordinates a softmax reads
+    (:attr:`Group.exact`): a reduction there must emit only the coordinates some term reaches
+    (docs/compiler.md, softmax over the visited coordinates), not one per empty fibre."""
+    read = _visits_read(program)
+    out = {o.out for o in plan.outs if o.out in read or (
+        o.out != o.source.out and (o.source.out in read or _softmax_in(o.source.rhs)))}
+    for o in fused:
+        _exact_named(o.body, o.tensor in out, out)
+    return frozenset(out)
+
+
+def _visits_read(program: Program) -> set[str]:
+    """Computed tensors whose visited coordinates reach a softmax: read inside its operand, or
+    by a statement computing such a tensor (products, sums and reductions pass visited
+    coordinates on; layernorm visits every coordinate)."""
+    out: set[str] = set()
+
+    def walk(e: IExpr, under: bool) -> None:
+        if isinstance(e, Access):
+            if under and program.producer(e.tensor) is not None:
+                out.add(e.tensor)
+        elif isinstance(e, Unary):
+            walk(e.arg, e.op is UnOp.SOFTMAX or (under and e.op is not UnOp.LAYERNORM))
+        elif isinstance(e, BinOp):
+            walk(e.lhs, under)
+            walk(e.rhs, under)
+        elif isinstance(e, Sum):
+            walk(e.body, under)
+
+    for st in reversed(program.statements):
+        walk(st.rhs, st.out in out)
+    return out
+
+
+def _softmax_in(e: IExpr) -> bool:
+    if isinstance(e, Unary):
+        return e.op is UnOp.SOFTMAX or _softmax_in(e.arg)
+    if isinstance(e, BinOp):
+        return _softmax_in(e.lhs) or _softmax_in(e.rhs)
+    return isinstance(e, Sum) and _softmax_in(e.body)
+
+
+def _exact_named(e: VExpr, under: bool, out: set[str]) -> None:
+    if isinstance(e, VNamed):
+        if under:
+            out.add(e.tensor)
+        _exact_named(e.body, under, out)
+    elif isinstance(e, VUn):
+        _exact_named(e.arg, e.op is UnOp.SOFTMAX or (under and e.op is not UnOp.LAYERNORM), out)
+    elif isinstance(e, VBin):
+        _exact_named(e.lhs, under, out)
+        _exact_named(e.rhs, under, out)
 
 
 def fuse_group(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat]) -> Group:

@@ -726,6 +726,8 @@ def _place_reducers(c: _Construction) -> Rejected | None:
         i in out.indices for i in rorder[rorder.index(r) + 1:])]
     last_out = next((i for i in reversed(rorder) if i in out.indices), None)
     safe = all(t.full[r] for r in c.order[:c.order.index(trailing[-1])]) if trailing else True
+    if safe and last_out is not None and _exact_keys(c, trailing, last_out):
+        safe = False  # Red0 emits a value for every fibre, also where no term reaches one
     if safe or last_out is None:
         return _fold_rows(c, rorder, None)
     t.hold = [last_out, *trailing]
@@ -734,6 +736,19 @@ def _place_reducers(c: _Construction) -> Rejected | None:
         t.reducers.append(Reducer(1, trailing[len(trailing) - 1 - k], last_out, outer=o_row))
     t.crd_source[last_out] = t.reducers[-1].name
     return _fold_rows(c, rorder[:rorder.index(last_out)], last_out)
+
+
+def _exact_keys(c: _Construction, trailing: list[str], last_out: str) -> bool:
+    """Whether the trailing reductions must emit only the ``last_out`` coordinates some term
+    reaches (a softmax reads the output's visited coordinates, :attr:`Group.exact`): some
+    reduced row may be empty, and the output does not declare ``last_out`` dense."""
+    out = c.out
+    if out.tensor not in c.group.exact or all(c.t.full[r] for r in trailing):
+        return False
+    if out.fmt is not None:
+        level = [out.indices[m] for m in out.fmt.mode_order].index(last_out)
+        return out.fmt.levels[level] is not Format.DENSE
+    return True
 
 
 def _fold_rows(c: _Construction, rows: list[str], inner: str | None) -> Rejected | None:

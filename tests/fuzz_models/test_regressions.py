@@ -336,10 +336,9 @@ def test_par_of_a_shifted_spmm_with_an_empty_product() -> None:
 
 
 # ----------------------------------------------------------------------------- softmax of nothing
-@pytest.mark.xfail(strict=True, reason="full fusion: the softmax of a row no coordinate of which is visited "
-                                       "(T1 = Σ_j T0_ij·C_j with C empty) is 1 instead of 0 (docs: softmax over "
-                                       "the visited coordinates)")
 def test_fused_softmax_of_an_empty_reduction_is_zero() -> None:
+    """Fixed (P7): the reduction under the softmax emitted a 0 for its empty fibre (reduce), which
+    the softmax visited (1 instead of 0); it emits only the coordinates some term reaches now."""
     p = Program("softmax_of_nothing")
     a = p.tensor("A", (1, 1), "csc")
     b = p.tensor("B", (1, 1), "csr")
@@ -350,3 +349,25 @@ def test_fused_softmax_of_an_empty_reduction_is_zero() -> None:
     p.output(t2, p.let("T3", fc_relu(t2)))
     data = {"A": np.array([[0.7]]), "B": np.array([[1.2]]), "C": np.zeros(1)}
     assert _run_prog(p, data, fusion="full").dense("T2").tolist() == [0.0]
+
+
+# ----------------------------------------------------------------------------- softmax of a product
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_softmax_of_a_product_skips_the_coordinates_no_k_reaches(fusion: str) -> None:
+    """P8 (program fuzzer seed 757): softmax(A·B), A CSR, B CSC.  The product visits (i, j) where
+    some k has A_ik and B_kj stored (docs/compiler.md); the reduction emitted a 0 for every (i, j)
+    (a reduce per fibre), so the masked softmax normalised over coordinates no k reaches (0.473
+    where 0 is right).  Also through a materialised T0 (unfused) and with an empty row."""
+    a = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0], [0.0, 0.0, 0.0], [0.5, 0.0, 0.0]])
+    b = np.array([[1.0, 0.0], [0.0, 2.0], [-1.0, 0.0]])
+    c = np.array([[2.0, -1.0], [0.5, 3.0], [1.0, 1.0], [4.0, 2.0]])
+    p = Program("softmax_of_spmm")
+    t0 = p.let("T0", einsum("ik,kj->ij", p.tensor("A", (4, 3), "csr"), p.tensor("B", (3, 2), "csc")))
+    t1 = p.let("T1", fc_softmax(t0))
+    p.output(p.let("T2", t1 / p.tensor("C", (4, 2), "dense")))
+    got = _run_prog(p, {"A": a, "B": b, "C": c}, fusion=fusion).dense("T2")
+    reached = (a != 0).astype(float) @ (b != 0).astype(float) > 0
+    t = a @ b
+    probs = _np_softmax_stored(np.where(reached, np.where(t != 0, t, 1e-300), 0.0))
+    assert not reached[1, 0] and probs[1, 0] == 0.0
+    np.testing.assert_allclose(got, probs / c, atol=1e-12)

@@ -4,7 +4,7 @@ hardware cycle counter equals sw_sim's cycle count."""
 
 import numpy as np
 import pytest
-from conftest import random_sparse
+from sparse_data import random_sparse
 from test_overflow_rtl import _spmv_reference
 
 from fpga.board_sim import simulate_board
