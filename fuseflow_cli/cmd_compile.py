@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         return _compile_model(args)
     if args.program is None:
         raise UserError("give a PROGRAM.py, --model MODEL (or --list-passes)")
-    reject_model_options(args, args.program, keep=("fusion", "locate"))
+    reject_model_options(args, args.program, keep=("fusion", "locate", "explain"))
     module = load_program_module(args.program)
     try:
         program = module.program()
