@@ -259,8 +259,9 @@ def lane_port(p: PortRef, lane: int) -> PortRef:
 def _region(g: Graph, split: list[PortRef], levels: dict[PortRef, int],
             k: int) -> tuple[set[str], set[PortRef]]:
     """The nodes copied per lane: downstream of the split through streams at level >= k; not
-    writers, not the serializers of an enclosing region, not nodes with an output below level k
-    other than a reducer of the split index.  Also the *partial* outputs: those of the reducers
+    writers, not the serializers of an enclosing region, not a ``crd_drop`` of the split index's
+    coordinates (it removes items the serializers' ``sel`` deals), not nodes with an output below
+    level k other than a reducer of the split index.  Also the *partial* outputs: those of the reducers
     of the split index in the lanes (a ``reduce`` whose output is above level k, a ``spacc1``
     adding over it), which are combined across the lanes, not followed."""
     cons: dict[PortRef, list[Edge]] = {}
@@ -278,6 +279,8 @@ def _region(g: Graph, split: list[PortRef], levels: dict[PortRef, int],
         outs = [node[p] for p in node.outputs()]
         if node.spec.sink or node.kind is NodeKind.SERIALIZE:
             continue  # writers, and the merge of an enclosing region's lanes
+        if node.kind is NodeKind.CRD_DROP and levels[driver[node["outer"]].src] == k:
+            continue  # drops coordinates of the split index: after the merge (sel deals them all)
         if node.kind in _ACCUMULATORS and levels[driver[node["outer"]].src] <= k:
             if not _lane_local_spacc(node, levels, driver, k):
                 continue  # accumulates over an outer index by max, or in two dimensions
@@ -361,6 +364,7 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, parti
         node = g.nodes[e.src.node]
         vec = _vec(g.edge_type(e).lanes)  # vector partial sums are combined lanewise
         if node.kind is NodeKind.SPACC1:
+            vec = _vec(node.output_types()["val"].lanes)  # (e may be the coordinates' edge)
             if node.name not in merged:
                 merged[node.name] = _merge_sparse(g, f"comb_{node.name}", [
                     (lane_port(node["crd"], lane), lane_port(node["val"], lane)) for lane in range(n)],
@@ -373,12 +377,17 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, parti
         region.merged[e.src] = total
         if e.dst.node in inside:
             b = g.add(NodeKind.BROADCAST, _fresh(g, f"lanes_{e.src.node}"), n=n,
-                      stream=StreamKind.VAL, **vec)
+                      stream=g.edge_kind(e), **_vec(g.edge_type(e).lanes))
             new_edges.append(Edge(total, b["in"], None))
             new_edges += [Edge(b[f"out{lane}"], lane_port(e.dst, lane), e.depth) for lane in range(n)]
         else:
             new_edges.append(Edge(total, e.dst, e.depth))
         region.combined.append(str(e.src))
+    for name, outs in merged.items():  # an output nothing read (a total sum reads no crd)
+        for port, total in outs.items():
+            if g.nodes[name][port] in g.discards:  # the lanes' copies feed the merge: its output is
+                g.discards.discard(g.nodes[name][port])  # discarded instead
+                g.discard(total)
 
 
 LANE_FIFO_MAX = 512

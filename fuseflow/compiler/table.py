@@ -770,6 +770,11 @@ def _fold_rows(c: _Construction, rows: list[str], inner: str | None) -> Rejected
                             f"{', '.join(below)}; it needs a sparse accumulator of order "
                             f"{len(below)} (the primitive set has orders 1 and 2)")
         elif len(below) == 2:
+            if _vector_valued(c.out.body, c.group.views):
+                return c.reject(f"the reduction over {row} is above the output indices {below[0]} and "
+                                f"{inner}: an order-2 sparse accumulator (spacc2), which has no vector "
+                                "form, would add the vectors of the blocked dimension; block another "
+                                "dimension (or none)" + c.group.where([row]))
             red = Reducer(2, row, inner, inner0=below[0])
             t.reducers.append(red)
             t.crd_source[below[0]] = t.crd_source[inner] = red.name
@@ -778,6 +783,17 @@ def _fold_rows(c: _Construction, rows: list[str], inner: str | None) -> Rejected
             t.reducers.append(red)
             t.crd_source[inner] = red.name
     return None
+
+
+def _vector_valued(e: VExpr, views: dict[str, View]) -> bool:
+    """Whether ``e``'s values are vectors: it reads a blocked view outside a lane sum."""
+    if isinstance(e, VAccess):
+        return views[e.view].vector is not None
+    if isinstance(e, VUn):
+        return e.op is not UnOp.LANE_SUM and _vector_valued(e.arg, views)
+    if isinstance(e, VNamed):
+        return _vector_valued(e.body, views)
+    return _vector_valued(e.lhs, views) or _vector_valued(e.rhs, views)
 
 
 def _place_output_cells(c: _Construction) -> Rejected | None:

@@ -179,11 +179,11 @@ class SelectRowOfReluMatmul(nn.Module):
         return torch.relu(x @ w)[1]
 
 
-@pytest.mark.xfail(strict=True, reason="fused: relu(Σ_k x_ik w_kj) with x COO, then Σ_i t_ij·onehot_i (a row "
-                                       "select) sums every row instead of the selected one")
 @pytest.mark.parametrize("fusion", ["partial", "full"])
 @pytest.mark.parametrize("layout", ["coo", "annotated_coo"])
 def test_select_row_of_relu_of_coo_matmul_fused(layout: str, fusion: str) -> None:
+    """Fixed (B5, with P5): relu(Σ_k x_ik w_kj) with x COO, then Σ_i t_ij·onehot_i (a row select)
+    summed every row: the factored intermediate was nested under a row ordered after its index."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 4, generator=g, dtype=torch.float64)
     w = torch.randn(4, 3, generator=g, dtype=torch.float64)
@@ -213,10 +213,10 @@ def _sddmm_then_total() -> Program:
     return p
 
 
-@pytest.mark.xfail(strict=True, reason="par on the reduced j of a fused full reduction: the parallel graph has "
-                                       "a dangling comb_spacc crd and spacc crd ports both discarded and "
-                                       "connected (FusionError 'the parallel graph is not valid')")
 def test_par_over_the_reduced_index_of_a_fused_total_sum() -> None:
+    """Fixed (P1): the lanes' partial spacc1 sums feed the combining union, whose coordinates
+    are discarded like the accumulator's were (a dangling comb crd, lane crds both discarded
+    and connected before)."""
     rng = np.random.default_rng(0)
     data = {"M": (rng.random((3, 4)) < 0.6) * 1.0, "B": rng.standard_normal((3, 2)),
             "C": rng.standard_normal((4, 2))}
@@ -237,9 +237,9 @@ def _transpose_colsum_min() -> Program:
     return p
 
 
-@pytest.mark.xfail(strict=True, reason="par j=2 together with block j=2: par's combining union / adder tree "
-                                       "takes 1 lane where the blocked spacc1 lanes carry 2 (lanes differ)")
 def test_par_and_block_on_the_same_index() -> None:
+    """Fixed (P2): par's combining union / adder tree takes the vector lanes of the partial
+    spacc1 values (it took those of the edge it was built for, the coordinates: 1 lane)."""
     rng = np.random.default_rng(0)
     data = {"A": np.zeros((4, 1)), "B": rng.standard_normal(4)}
     res = run_program(compile_prog(_transpose_colsum_min(), "unfused", par={"j": 2}, block={"j": 2}), data,
@@ -252,16 +252,19 @@ def _run_prog(p: Program, data: dict, **options):
     return run_program(compile_prog(p, **options), data, simulate=run_graph, numerics="float")
 
 
-@pytest.mark.xfail(strict=True, reason="block j=2 of an outer-product SpMM (A CSC: SPACC2 reduces k): the "
-                                       "emitter gives spacc2 a 'lanes' parameter it does not take (GraphError)")
 @pytest.mark.parametrize("fusion", ["unfused", "full"])
 def test_block_of_an_outer_product_spmm(fusion: str) -> None:
+    """Fixed (P3): spacc2 has no vector form, so blocking an output index of the order-2
+    accumulator (A CSC: k -> i -> j) is refused naming the reduction (a GraphError 'unknown
+    parameter lanes' before); blocking k, the reduced index, works."""
     p = Program("outer_spmm")
-    a = p.tensor("A", (2, 1), "csc")
-    b = p.tensor("B", (1, 4), "dense")
+    a = p.tensor("A", (2, 2), "csc")
+    b = p.tensor("B", (2, 4), "dense")
     p.output(p.let("T", einsum("ik,kj->ij", a, b)))
-    data = {"A": np.array([[1.0], [2.0]]), "B": np.array([[1.0, 0.0, 3.0, 0.0]])}
-    np.testing.assert_allclose(_run_prog(p, data, fusion=fusion, block={"j": 2}).dense("T"),
+    data = {"A": np.array([[1.0, 0.0], [2.0, 3.0]]), "B": np.array([[1.0, 0.0, 3.0, 0.0], [0.0, 1.0, 2.0, 0.0]])}
+    with pytest.raises(LoweringError, match=r"reduction over u0 .*spacc2.*no vector form"):
+        compile_prog(p, fusion, block={"j": 2})
+    np.testing.assert_allclose(_run_prog(p, data, fusion=fusion, block={"k": 2}).dense("T"),
                                data["A"] @ data["B"], atol=1e-12)
 
 
@@ -321,10 +324,9 @@ def test_fused_attention_with_a_coo_mask_and_a_sparse_output_factor(fusion: str)
 
 
 # ----------------------------------------------------------------------------- par: empty product rows
-@pytest.mark.xfail(strict=True, reason="par i=2 of (A·B) + 2 with A DCSR and B CSC all zero: sw_sim "
-                                       "ProtocolError in the Serialize node (lane 0 has S0 where sel expects a "
-                                       "coordinate)")
 def test_par_of_a_shifted_spmm_with_an_empty_product() -> None:
+    """Fixed (P6): the crd_drop of T0's empty rows ran in the lanes, so a lane gave the
+    serializer fewer i coordinates than sel dealt (ProtocolError); it runs after the merge."""
     p = Program("shifted_spmm")
     a = p.tensor("A", (4, 2), "dcsr")
     b = p.tensor("B", (2, 2), "csc")
