@@ -31,16 +31,17 @@ def line_width(cw: int) -> int:
 def MemBus(lw: int) -> wiring.Signature:
     """A port gate's link to the controller (seen from the gate): ``waiting`` (a request raised
     in an earlier cycle, for ``line``); ``grant`` (this cycle) with the cycle ``done`` its data
-    is there; ``cycle``, the controller's counter."""
+    is there; ``cycle``, the controller's counter; ``ack``: the data of the granted request is
+    there now (a controller that does not know ``done`` in advance: ``hw.litedram``)."""
     return wiring.Signature({"waiting": Out(1), "line": Out(lw), "grant": In(1),
-                             "done": In(CYCLE_WIDTH), "cycle": In(CYCLE_WIDTH)})
+                             "done": In(CYCLE_WIDTH), "cycle": In(CYCLE_WIDTH), "ack": In(1)})
 
 
 def bus_link(ctrl_side, gate_side) -> list:
     """Statements joining a controller port and a gate's (or node's) ``MemBus``."""
     return [ctrl_side.waiting.eq(gate_side.waiting), ctrl_side.line.eq(gate_side.line),
             gate_side.grant.eq(ctrl_side.grant), gate_side.done.eq(ctrl_side.done),
-            gate_side.cycle.eq(ctrl_side.cycle)]
+            gate_side.cycle.eq(ctrl_side.cycle), gate_side.ack.eq(ctrl_side.ack)]
 
 
 def bus_members(mem: dict[str, MemPort] | None, cw: int) -> dict:
@@ -86,7 +87,7 @@ class _Gate(wiring.Component):
         fill = Signal()
         self.idle, self.e0, self.e1 = Signal(), Signal(lw), Signal(lw)
         self.req, self.req_line = Signal(), Signal(lw)  # raise a request (only when idle)
-        m.d.comb += [fill.eq(granted & (bus.cycle == done)),
+        m.d.comb += [fill.eq(granted & ((bus.cycle == done) | bus.ack)),
                      self.idle.eq(~(waiting | granted) | fill),
                      self.e0.eq(Mux(fill, line, t0)), self.e1.eq(Mux(fill, t0, t1)),
                      bus.waiting.eq(waiting), bus.line.eq(line)]

@@ -1,0 +1,697 @@
+"""Off-chip DRAM through a LiteDRAM controller (issue 34, first slice; ``docs/dram.md``).
+
+The controller is generated at build time from LiteDRAM's Python API (``litedram``, ``litex``
+and ``migen``: the ``fpga`` extra): a module definition per board (:data:`DRAM_BOARDS`), the
+board's PHY (``GENSDRPHY`` for the ULX3S SDR SDRAM) or, for simulation, LiteDRAM's
+``SDRAMPHYModel`` given the real PHY's settings, ``LiteDRAMCore`` with one native user port,
+and a hardware init sequencer (:class:`_InitSequencer`): a ROM of the mode-register sequence
+LiteDRAM computes, played on the DFI injector's external port from reset, so no CPU is needed.
+The user port is gated by ``init_done``.  LiteX's Verilog backend converts it to one Verilog
+module, which :class:`LiteDRAMCore` instantiates (``amaranth.hdl.Instance``).
+
+The graph's memory ports (``hw.dram``'s read and write gates, two line tags each with
+next-line prefetch) are served by :class:`LineEngine`: the project's own arbiter (round robin,
+one line at a time) behind the single native port.  A read line is fetched from DRAM and
+written into the node's memory before the gate sees it resident; a written line is read from
+the writer's memory and written back to DRAM.  The host loads input arrays into DRAM through
+the same port (:class:`DramGraphTop`); the DRAM memory map (:func:`dram_layout`) gives each
+off-chip array its base address.
+
+In this slice a node's memory behind its gate is still array-sized (it is filled only from
+DRAM, line by line, and is the gate's line storage); shrinking it to the two line buffers is
+left for later (``docs/dram.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+from typing import Any
+
+from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from fuseflow.memory import MemoryModel, MemPort
+
+from .base import MemRead, MemWrite, addr_bits
+from .dram import CYCLE_WIDTH, MemBus, bus_link, line_width
+from .elaborate import GraphTop
+
+__all__ = ["DRAM_BOARDS", "DramBoard", "DramGraphTop", "LineEngine", "LiteDRAMCore", "dram_layout",
+           "dram_memory_model", "dram_onchip", "generate_core", "placement_report"]
+
+
+# --------------------------------------------------------------------------- boards
+@dataclass(frozen=True)
+class DramBoard:
+    """A board's DRAM: the LiteDRAM module class, the PHY, the controller clock and rate, and
+    the line (burst) size the project's arbiter moves."""
+
+    name: str
+    module: str  # class name in litedram.modules
+    phy: str  # "GENSDRPHY" (SDR)
+    sys_clk_hz: float
+    rate: str  # "1:1": controller clock = DRAM clock
+    line_bytes: int = 32
+    boards: tuple[str, ...] = ()  # fpga/boards.py names that carry it
+
+
+DRAM_BOARDS: dict[str, DramBoard] = {
+    # ULX3S: 256 Mbit x16 SDR SDRAM (4 banks x 8192 rows x 512 columns = 32 MB), controller at
+    # 50 MHz, SDRAM clock = controller clock
+    "ulx3s": DramBoard("ulx3s", "MT48LC16M16", "GENSDRPHY", 50e6, "1:1", 32,
+                       ("ulx3s-12f", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f")),
+}
+
+
+def dram_board(name: str) -> DramBoard:
+    """The DRAM of board or DRAM name ``name`` (``ulx3s``, ``ulx3s-85f``)."""
+    if name in DRAM_BOARDS:
+        return DRAM_BOARDS[name]
+    for b in DRAM_BOARDS.values():
+        if name in b.boards:
+            return b
+    raise ValueError(f"no LiteDRAM DRAM for {name!r}; DRAM boards: "
+                     f"{', '.join(sorted({*DRAM_BOARDS, *(n for b in DRAM_BOARDS.values() for n in b.boards)}))}")
+
+
+def _module(board: DramBoard):
+    from litedram import modules as ld_modules
+    return getattr(ld_modules, board.module)(board.sys_clk_hz, board.rate)
+
+
+def _sdr_pads(module):
+    from migen.genlib.record import Record
+    g = module.geom_settings
+    return Record([("a", g.addressbits), ("ba", g.bankbits), ("cs_n", 1), ("cke", 1), ("ras_n", 1),
+                   ("cas_n", 1), ("we_n", 1), ("dm", 2), ("dq", 16)], name="sdram")
+
+
+def _phy_settings(board: DramBoard, module):
+    """The real PHY's settings (the PHY built on throwaway pads): the simulation model must get
+    these, not LiteDRAM's generic model settings (their SDR read latency differs)."""
+    if board.phy != "GENSDRPHY":
+        raise ValueError(f"{board.name}: PHY {board.phy!r} is not supported yet (SDR GENSDRPHY only)")
+    from litedram.phy.gensdrphy import GENSDRPHY
+    return GENSDRPHY(_sdr_pads(module), board.sys_clk_hz).settings
+
+
+# --------------------------------------------------------------------------- timings
+@functools.lru_cache(maxsize=None)
+def dram_timings(name: str) -> dict[str, Any]:
+    """The board's DRAM parameters in controller cycles, from LiteDRAM's module definition and
+    PHY settings: geometry, tRCD, tRP, tWR, tWTR, tREFI, tRFC, tCCD, CL, read/write latency."""
+    board = dram_board(name)
+    module = _module(board)
+    ps = _phy_settings(board, module)
+    ts, gs = module.timing_settings, module.geom_settings
+    word_bytes = ps.nphases * ps.dfi_databits // 8
+    return {"board": board.name, "module": board.module, "memtype": module.memtype,
+            "sys_clk_mhz": board.sys_clk_hz / 1e6, "banks": module.nbanks, "rows": module.nrows,
+            "cols": module.ncols, "bus_bits": ps.databits, "word_bytes": word_bytes,
+            "row_bytes": module.ncols * ps.databits // 8,
+            "size_bytes": module.nbanks * module.nrows * module.ncols * ps.databits // 8,
+            "cl": ps.cl, "read_latency": ps.read_latency, "write_latency": ps.write_latency,
+            "tRCD": ts.tRCD, "tRP": ts.tRP, "tWR": ts.tWR, "tWTR": ts.tWTR, "tREFI": ts.tREFI,
+            "tRFC": ts.tRFC, "tCCD": ts.tCCD or 1, "addressbits": gs.addressbits,
+            "colbits": gs.colbits, "bankbits": gs.bankbits, "rowbits": gs.rowbits,
+            "line_bytes": board.line_bytes}
+
+
+def dram_memory_model(name: str, *, fit: dict[str, int] | None = None) -> MemoryModel:
+    """The cycle model's memory preset for board ``name``'s LiteDRAM controller behind
+    :class:`LineEngine` (``docs/dram.md``).  Every figure comes from :func:`dram_timings`:
+
+    * ``bytes_per_cycle``: one native word per cycle (``tCCD`` 1 on SDR);
+    * ``burst_bytes``: the engine's line; ``banks`` and ``row_bytes`` the module's;
+    * ``t_cl`` = CL, ``t_rcd`` = tRCD + 1, ``t_rp`` = tRP (the controller's activate and
+      precharge as the user port sees them);
+    * ``latency``: the controller pipeline (read latency of the PHY + 3: lookahead, command
+      buffer, CAS issue) less CL, plus the engine's own cycles (grant, last fill write to the
+      gate's resident flag: 3), plus the refresh share: a line meets a refresh (tRFC + tRP + 6
+      cycles lost) once in tREFI / line cycles.
+
+    ``fit`` overrides fields by name (e.g. a ``latency`` fitted on some kernels)."""
+    t = dram_timings(name)
+    wb = t["word_bytes"]
+    line = t["line_bytes"]
+    words = line // wb
+    refresh_stall = t["tRFC"] + t["tRP"] + 6
+    per_line = words * t["tCCD"] + t["read_latency"] + 3 + 3
+    refresh_share = round(refresh_stall * per_line / t["tREFI"])
+    latency = t["read_latency"] + 3 - t["cl"] + 3 + refresh_share
+    m = MemoryModel(f"{t['board']}-sdram", bytes_per_cycle=float(wb / t["tCCD"]), burst_bytes=line,
+                    latency=latency, t_cl=t["cl"], t_rcd=t["tRCD"] + 1, t_rp=t["tRP"], banks=t["banks"],
+                    row_bytes=t["row_bytes"], policy="open", clock_mhz=t["sys_clk_mhz"])
+    return replace(m, **fit) if fit else m
+
+
+# --------------------------------------------------------------------------- generation
+_CMD_BITS = {"DFII_COMMAND_CS": "cs", "DFII_COMMAND_WE": "we", "DFII_COMMAND_CAS": "cas",
+             "DFII_COMMAND_RAS": "ras"}
+_CTL_BITS = {"DFII_CONTROL_CKE": "cke", "DFII_CONTROL_ODT": "odt", "DFII_CONTROL_RESET_N": "reset_n"}
+
+
+def init_steps(phy_settings, timing_settings, sys_clk_hz: float, *, min_gap: int = 64) -> list[dict]:
+    """LiteDRAM's init sequence as sequencer steps ``{ctl, cmd, address, bank, wait}``: control
+    steps wait at least 200 us (SDR power-up), command steps at least ``min_gap`` cycles (tRP,
+    tRFC and tMRD at these clocks)."""
+    from litedram.init import get_sdram_phy_init_sequence
+    seq, _ = get_sdram_phy_init_sequence(phy_settings, timing_settings)
+    us = lambda t: math.ceil(t * 1e-6 * sys_clk_hz)  # noqa: E731
+    steps = [{"comment": "power-up: CKE low", "ctl": {"cke": 0, "odt": 0, "reset_n": 0}, "cmd": None,
+              "address": 0, "bank": 0, "wait": us(10)}]
+    ctl = dict(steps[0]["ctl"])
+    for comment, a, ba, cmd, delay in seq:
+        names = [n.strip() for n in cmd.split("|")]
+        if names[0].startswith("DFII_CONTROL"):
+            ctl = {k: int(any(_CTL_BITS.get(n) == k for n in names)) for k in ("cke", "odt", "reset_n")}
+            steps.append({"comment": comment, "ctl": dict(ctl), "cmd": None, "address": a, "bank": ba,
+                          "wait": max(delay, us(200))})
+        else:
+            c = {k: int(any(_CMD_BITS.get(n) == k for n in names)) for k in ("cs", "we", "cas", "ras")}
+            steps.append({"comment": comment, "ctl": dict(ctl), "cmd": c, "address": a, "bank": ba,
+                          "wait": max(delay, min_gap)})
+    return steps
+
+
+def _init_sequencer(dfi, steps: list[dict]):
+    """A migen module playing ``steps`` on ``dfi`` (the DFI injector's ``ext_dfi``) from reset;
+    ``sel`` (to ``ext_dfi_sel``) is 1 until the last wait has passed, then ``done`` rises and
+    the controller owns the DFI.  Between commands every phase carries a NOP."""
+    from migen import Case, If, Module, Replicate, Signal as MSignal
+
+    class _InitSequencer(Module):
+        def __init__(self):
+            self.done = MSignal()
+            self.sel = MSignal(reset=1)
+            n = len(steps)
+            idx = MSignal(max=n + 1)
+            cnt = MSignal(max=max(s["wait"] for s in steps) + 2)
+            issue = MSignal()
+            cke, odt, reset_n = MSignal(), MSignal(), MSignal()
+            cs, we, cas, ras = MSignal(), MSignal(), MSignal(), MSignal()
+            addr = MSignal(len(dfi.phases[0].address))
+            bank = MSignal(len(dfi.phases[0].bank))
+            cases = {}
+            for i, s in enumerate(steps):
+                c = s["cmd"] or {"cs": 0, "we": 0, "cas": 0, "ras": 0}
+                cases[i] = [cke.eq(s["ctl"]["cke"]), odt.eq(s["ctl"]["odt"]), reset_n.eq(s["ctl"]["reset_n"]),
+                            cs.eq(c["cs"]), we.eq(c["we"]), cas.eq(c["cas"]), ras.eq(c["ras"]),
+                            addr.eq(s["address"]), bank.eq(s["bank"]), issue.eq(s["cmd"] is not None),
+                            cnt.eq(s["wait"])]
+            self.sync += [
+                issue.eq(0),
+                If(~self.done,
+                   If(cnt == 0,
+                      If(idx == n, self.done.eq(1), self.sel.eq(0)
+                         ).Else(Case(idx, cases), idx.eq(idx + 1))
+                      ).Else(cnt.eq(cnt - 1)))]
+            for p, phase in enumerate(dfi.phases):
+                nr = len(phase.cs_n)
+                on = issue if p == 0 else 0
+                self.comb += [phase.cs_n.eq(Replicate(~(on & cs), nr)), phase.we_n.eq(~(on & we)),
+                              phase.cas_n.eq(~(on & cas)), phase.ras_n.eq(~(on & ras)),
+                              phase.address.eq(addr), phase.bank.eq(bank), phase.cke.eq(Replicate(cke, nr)),
+                              phase.wrdata_en.eq(0), phase.rddata_en.eq(0), phase.wrdata.eq(0),
+                              phase.wrdata_mask.eq(0)]
+                if hasattr(phase, "odt"):
+                    self.comb += phase.odt.eq(Replicate(odt, len(phase.odt)))
+                if hasattr(phase, "reset_n"):
+                    self.comb += phase.reset_n.eq(reset_n)
+
+    return _InitSequencer()
+
+
+CORE_NAME = "litedram_core"
+
+
+@functools.lru_cache(maxsize=8)
+def generate_core(name: str, sim: bool = True) -> tuple[str, dict]:
+    """Verilog of board ``name``'s controller (module :data:`CORE_NAME`) and its info: with
+    ``sim``, LiteDRAM's ``SDRAMPHYModel`` (the whole memory as Verilog arrays) stands behind
+    the DFI instead of the pins.  Ports: ``sys_clk``, ``sys_rst`` (synchronous, active high),
+    ``init_done``, ``dbg_refresh`` and ``user_port0_{cmd,wdata,rdata}_*``.  The LiteX date
+    line is removed, so equal configurations give equal text."""
+    from litedram.core import LiteDRAMCore as _Core
+    from litedram.core.controller import ControllerSettings
+    from litedram.phy.gensdrphy import GENSDRPHY
+    from litedram.phy.model import SDRAMPHYModel
+    from litex.gen.fhdl.verilog import convert
+    from migen import ClockDomain, Module, Signal as MSignal
+
+    board = dram_board(name)
+    module = _module(board)
+
+    class _Top(Module):
+        def __init__(self):
+            self.ios = set()
+            self.clock_domains.cd_sys = ClockDomain("sys")
+            self.ios |= {self.cd_sys.clk, self.cd_sys.rst}
+            if sim:
+                self.submodules.phy = phy = SDRAMPHYModel(module, _phy_settings(board, module),
+                                                          clk_freq=board.sys_clk_hz)
+            else:
+                pads = _sdr_pads(module)
+                self.submodules.phy = phy = GENSDRPHY(pads, board.sys_clk_hz)
+                for fname, _ in pads.layout:
+                    sig = getattr(pads, fname)
+                    sig.name_override = f"sdram_{fname}"
+                    self.ios.add(sig)
+            self.settings = ControllerSettings()  # fresh: LiteDRAM writes into it
+            self.submodules.core = core = _Core(phy=phy, geom_settings=module.geom_settings,
+                                                timing_settings=module.timing_settings,
+                                                clk_freq=board.sys_clk_hz, controller_settings=self.settings)
+            self.steps = init_steps(phy.settings, module.timing_settings, board.sys_clk_hz)
+            self.submodules.init = init = _init_sequencer(core.dfii.ext_dfi, self.steps)
+            self.comb += core.dfii.ext_dfi_sel.eq(init.sel)
+            done, refresh = MSignal(name="init_done"), MSignal(name="dbg_refresh")
+            self.comb += [done.eq(init.done), refresh.eq(core.controller.refresher.cmd.valid)]
+            self.ios |= {done, refresh}
+            port = self.port = core.crossbar.get_port()
+            s = lambda n, w=1: MSignal(w, name=f"user_port0_{n}")  # noqa: E731
+            io = dict(cmd_valid=s("cmd_valid"), cmd_ready=s("cmd_ready"), cmd_we=s("cmd_we"),
+                      cmd_addr=s("cmd_addr", port.address_width), wdata_ready=s("wdata_ready"),
+                      wdata_we=s("wdata_we", port.data_width // 8), wdata_data=s("wdata_data", port.data_width),
+                      rdata_valid=s("rdata_valid"), rdata_data=s("rdata_data", port.data_width))
+            en = init.done  # the port is closed until the DRAM is initialised
+            self.comb += [port.cmd.valid.eq(io["cmd_valid"] & en), io["cmd_ready"].eq(port.cmd.ready & en),
+                          port.cmd.we.eq(io["cmd_we"]), port.cmd.addr.eq(io["cmd_addr"]),
+                          port.wdata.valid.eq(en), io["wdata_ready"].eq(port.wdata.ready & en),
+                          port.wdata.we.eq(io["wdata_we"]), port.wdata.data.eq(io["wdata_data"]),
+                          io["rdata_valid"].eq(port.rdata.valid & en), port.rdata.ready.eq(1),
+                          io["rdata_data"].eq(port.rdata.data)]
+            self.ios |= set(io.values())
+
+    top = _Top()
+    text = str(convert(top, ios=top.ios, name=CORE_NAME))
+    text = re.sub(r"//\s*Date\s*:[^\n]*\n", "", text)
+    info = {"board": board.name, "sim": sim, "timings": dram_timings(name),
+            "address_width": top.port.address_width, "data_width": top.port.data_width,
+            "init_steps": top.steps, "init_cycles": sum(s["wait"] + 1 for s in top.steps) + 1,
+            "verilog_lines": text.count("\n"),
+            "digest": hashlib.sha256(text.encode()).hexdigest()[:12]}
+    return text, info
+
+
+def NativePort(aw: int, dw: int) -> wiring.Signature:
+    """LiteDRAM's native user port as the generated core exposes it (seen from the user).  The
+    controller ignores ``rdata.ready`` (read data comes when it comes) and takes a write's data
+    in the cycle ``wdata_ready`` pulses, in command order."""
+    return wiring.Signature({"cmd_valid": Out(1), "cmd_ready": In(1), "cmd_we": Out(1), "cmd_addr": Out(aw),
+                             "wdata_ready": In(1), "wdata_we": Out(dw // 8), "wdata_data": Out(dw),
+                             "rdata_valid": In(1), "rdata_data": In(dw)})
+
+
+class LiteDRAMCore(wiring.Component):
+    """The generated controller (:func:`generate_core`) as an ``Instance`` in the ``sync``
+    domain; its reset is the domain's (it restarts the init sequence)."""
+
+    def __init__(self, info: dict) -> None:
+        self.info = info
+        super().__init__({"init_done": Out(1), "dbg_refresh": Out(1),
+                          "port": In(NativePort(info["address_width"], info["data_width"]))})
+
+    def elaborate(self, platform):
+        m = Module()
+        kw: dict[str, Any] = {"i_sys_clk": ClockSignal("sync"), "i_sys_rst": ResetSignal("sync"),
+                              "o_init_done": self.init_done, "o_dbg_refresh": self.dbg_refresh}
+        for name, member in self.port.signature.members.items():
+            kw[("o_" if member.flow == Out else "i_") + f"user_port0_{name}"] = getattr(self.port, name)
+        m.submodules.ctrl = Instance(CORE_NAME, **kw)
+        return m
+
+
+# --------------------------------------------------------------------------- placement, layout
+def tensor_bytes(graph, caps: dict[str, dict[str, int]], cw: int, vw: int) -> dict[str, int]:
+    """Bytes of every tensor's arrays at their capacities."""
+    from fuseflow.memory import word_bytes
+    return {t: sum(n * word_bytes(vw if a == "vals" else cw) for a, n in c.items())
+            for t, c in caps.items() if t in graph.tensors}
+
+
+def dram_onchip(graph, onchip=(), *, min_bytes: int = 0, cw: int = 16, vw: int = 32,
+                max_nnz: tuple = ()) -> tuple[str, ...]:
+    """The placement rule on DRAM boards: every tensor lives in DRAM except those named in
+    ``onchip``, those whose arrays hold fewer than ``min_bytes`` bytes, and those a node scans
+    with coordinate skipping (skipping searches its crd array on chip).  Returns the tensors
+    kept on chip."""
+    from .elaborate import tensor_capacities
+    caps = {t: tensor_capacities(s, dict(max_nnz).get(t)) for t, s in graph.tensors.items()}
+    size = tensor_bytes(graph, caps, cw, vw)
+    keep = set(onchip) | {t for t, b in size.items() if b < min_bytes}
+    for node in graph.nodes.values():
+        if node.spec.tensor is not None and node.spec.tensor.level and node.params.get("skip"):
+            keep.add(node.params["tensor"])
+    return tuple(sorted(keep))
+
+
+@dataclass(frozen=True)
+class ArraySlot:
+    region: str  # memory-map region ("A.1.crd", "A.vals")
+    base: int  # byte address in DRAM
+    nbytes: int  # bytes reserved (whole lines)
+    word_bytes: int
+
+
+def dram_layout(mmap, ports: list[MemPort], line_bytes: int, row_bytes: int) -> dict[str, ArraySlot]:
+    """The DRAM memory map: every off-chip array (a region of ``mmap`` some port uses) gets a
+    base address aligned to a DRAM row, in region order, reserving its capacity rounded up to
+    whole lines plus one line (the prefetch past its end reads there)."""
+    used = {_region_of(p): p.word_bytes for p in ports}
+    out: dict[str, ArraySlot] = {}
+    addr = 0
+    for r in mmap.regions:
+        if r.name not in used:
+            continue
+        wb = used[r.name]
+        nbytes = (-(-r.depth * wb // line_bytes) + 1) * line_bytes
+        out[r.name] = ArraySlot(r.name, addr, nbytes, wb)
+        addr = -(-(addr + nbytes) // row_bytes) * row_bytes
+    return out
+
+
+def _region_of(p: MemPort) -> str:
+    return f"{p.tensor}.vals" if p.array == "vals" else f"{p.tensor}.{p.level}.{p.array}"
+
+
+def placement_report(graph, onchip: tuple[str, ...], layout: dict[str, ArraySlot] | None = None) -> list[dict]:
+    """Where each tensor went: ``{"tensor", "place": "dram" | "onchip", "arrays": {region:
+    base}}`` in tensor order."""
+    out = []
+    for t in sorted(graph.tensors):
+        arrays = {k: v.base for k, v in (layout or {}).items() if k.split(".")[0] == t}
+        out.append({"tensor": t, "place": "onchip" if t in onchip or not arrays else "dram", "arrays": arrays})
+    return out
+
+
+# --------------------------------------------------------------------------- the line engine
+IDLE, READ, FETCH, LATCH, ISSUE, DRAIN, ACK1, ACK2 = range(8)
+
+
+class LineEngine(wiring.Component):
+    """The project's arbiter and line mover in front of LiteDRAM's native port.
+
+    Port ``p<i>`` is the controller side of gate ``i``'s :func:`hw.dram.MemBus`.  When idle,
+    the engine grants the first waiting gate at or after its round-robin pointer and moves the
+    line: a read line is ``L`` native reads (issued back to back; the data returns in order)
+    whose words are assembled into array words and written into the node's memory through
+    ``fill<i>``; two cycles after the last write it acknowledges the fill (the gate's tags
+    change; a read of the memory then sees the new words).  A written line is read from the
+    writer's memory through ``drain<i>`` and written to DRAM word by word; it is acknowledged
+    when the controller has taken the last data.  Words past an array's capacity are neither
+    written into its memory nor read from it."""
+
+    def __init__(self, specs: list[MemPort], slots: list[Any], depths: list[int], widths: list[int],
+                 cw: int, line_bytes: int, aw: int, dw: int) -> None:
+        self.specs, self.slots, self.depths, self.widths = specs, slots, depths, widths
+        self.lw, self.line_bytes, self.aw, self.dw = line_width(cw), line_bytes, aw, dw
+        members: dict[str, Any] = {f"p{i}": In(MemBus(self.lw)) for i in range(len(specs))}
+        for i, s in enumerate(specs):
+            members[f"{'drain' if s.write else 'fill'}{i}"] = Out(
+                (MemRead if s.write else MemWrite)(addr_bits(depths[i]), widths[i]))
+        members["native"] = Out(NativePort(aw, dw))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        n, nb = len(self.specs), self.dw // 8
+        ports = [getattr(self, f"p{i}") for i in range(n)]
+        nat = self.native
+        cycle = Signal(CYCLE_WIDTH)
+        m.d.sync += cycle.eq(cycle + 1)
+        for p in ports:
+            m.d.comb += [p.cycle.eq(cycle), p.done.eq(cycle - 1)]  # done by acknowledgement only
+        state = Signal(range(8), init=IDLE)
+        rr, sel, any_w = Signal(range(max(n, 2))), Signal(range(max(n, 2))), Signal()
+        for first_pass in (True, False):
+            for i in reversed(range(n)):
+                cond = ports[i].waiting if first_pass else ports[i].waiting & (rr <= i)
+                with m.If(cond):
+                    m.d.comb += sel.eq(i)
+                    if first_pass:
+                        m.d.comb += any_w.eq(1)
+        cur = Signal(range(max(n, 2)))  # the port being served
+        line = Signal(self.lw)
+        grant = Signal()
+        m.d.comb += grant.eq((state == IDLE) & any_w)
+        for i, p in enumerate(ports):
+            m.d.comb += p.grant.eq(grant & (sel == i))
+        # per port constants, selected by cur
+        words_per_line = [self.line_bytes // s.word_bytes for s in self.specs]
+        pieces = [max(1, s.word_bytes // nb) for s in self.specs]
+        nat_words = self.line_bytes // nb
+        base = Signal(self.aw)  # the line's first native word
+        with m.If(grant):
+            m.d.sync += [cur.eq(sel), line.eq(Const(0, self.lw)), rr.eq(Mux(sel == n - 1, 0, sel + 1))]
+            with m.Switch(sel):
+                for i, s in enumerate(self.specs):
+                    with m.Case(i):
+                        m.d.sync += [line.eq(ports[i].line),
+                                     base.eq((self.slots[i].base // nb) + ports[i].line * nat_words),
+                                     state.eq(FETCH if s.write else READ)]
+        issued = Signal(range(nat_words + 1))  # native commands issued for this line
+        got = Signal(range(nat_words + 1))  # read data received
+        piece = Signal(range(max(max(pieces), 1) + 1))
+        asm = Signal(max(self.widths) + self.dw)
+        widx = Signal(self.lw + 8)  # array word of the line (within the line)
+        m.d.comb += [nat.cmd_addr.eq(base + issued), nat.wdata_we.eq((1 << nb) - 1)]
+        # write data: taken in command order when the controller pulses wdata_ready
+        m.submodules.wfifo = wf = fifo.SyncFIFO(width=self.dw, depth=8)
+        m.d.comb += [nat.wdata_data.eq(wf.r_data), wf.r_en.eq(nat.wdata_ready)]
+        with m.If(grant):
+            m.d.sync += [issued.eq(0), got.eq(0), piece.eq(0), widx.eq(0)]
+        # ---- read lines
+        with m.If(state == READ):
+            m.d.comb += [nat.cmd_valid.eq(issued < nat_words), nat.cmd_we.eq(0)]
+            with m.If(nat.cmd_valid & nat.cmd_ready):
+                m.d.sync += issued.eq(issued + 1)
+            with m.If(nat.rdata_valid):
+                m.d.sync += got.eq(got + 1)
+                with m.If(got == nat_words - 1):
+                    m.d.sync += state.eq(ACK1)
+        # assembling array words from native words (little-endian: the first native word is
+        # the low part) and writing them into the node's memory
+        wd = self.dw
+        for i, s in enumerate(self.specs):
+            if s.write:
+                continue
+            fp = getattr(self, f"fill{i}")
+            k = pieces[i]
+            word = Signal(self.widths[i], name=f"fill_word{i}")
+            if k > 1:  # the k - 1 earlier pieces are the top of asm
+                m.d.comb += word.eq((nat.rdata_data << (wd * (k - 1))) | (asm >> (len(asm) - wd * (k - 1))))
+                last_piece = piece == k - 1
+            else:
+                m.d.comb += word.eq(nat.rdata_data)
+                last_piece = Const(1)
+            index = line * words_per_line[i] + widx
+            m.d.comb += [fp.addr.eq(index), fp.data.eq(word),
+                         fp.en.eq((state == READ) & (cur == i) & nat.rdata_valid & last_piece
+                                  & (index < self.depths[i]))]
+        with m.If((state == READ) & nat.rdata_valid):
+            m.d.sync += asm.eq((nat.rdata_data << (len(asm) - wd)) | (asm >> wd))
+            with m.Switch(cur):
+                for i, s in enumerate(self.specs):
+                    if s.write:
+                        continue
+                    with m.Case(i):
+                        if pieces[i] > 1:
+                            with m.If(piece == pieces[i] - 1):
+                                m.d.sync += [piece.eq(0), widx.eq(widx + 1)]
+                            with m.Else():
+                                m.d.sync += piece.eq(piece + 1)
+                        else:
+                            m.d.sync += widx.eq(widx + 1)
+        # ---- written lines: FETCH (memory address) -> LATCH (data) -> ISSUE (its pieces)
+        wreg = Signal(max(self.widths))
+        with m.Switch(cur):
+            for i, s in enumerate(self.specs):
+                if not s.write:
+                    continue
+                with m.Case(i):
+                    dp = getattr(self, f"drain{i}")
+                    m.d.comb += dp.addr.eq(line * words_per_line[i] + widx)
+                    with m.If(state == LATCH):
+                        m.d.sync += [wreg.eq(dp.data), state.eq(ISSUE)]
+                    with m.If(state == ISSUE):
+                        m.d.comb += [nat.cmd_valid.eq(wf.w_rdy), nat.cmd_we.eq(1),
+                                     wf.w_data.eq(wreg >> (wd * piece)),
+                                     wf.w_en.eq(nat.cmd_ready & wf.w_rdy)]
+                        with m.If(nat.cmd_ready & wf.w_rdy):
+                            m.d.sync += issued.eq(issued + 1)
+                            with m.If(piece == pieces[i] - 1):
+                                m.d.sync += [piece.eq(0), widx.eq(widx + 1),
+                                             state.eq(Mux(issued == nat_words - 1, DRAIN, FETCH))]
+                            with m.Else():
+                                m.d.sync += piece.eq(piece + 1)
+        with m.If(state == FETCH):
+            m.d.sync += state.eq(LATCH)
+        with m.If((state == DRAIN) & ~wf.r_rdy):
+            m.d.sync += state.eq(ACK2)
+        # ---- acknowledgement
+        with m.If(state == ACK1):
+            m.d.sync += state.eq(ACK2)
+        with m.If(state == ACK2):
+            m.d.sync += state.eq(IDLE)
+            for i, p in enumerate(ports):
+                m.d.comb += p.ack.eq(cur == i)
+        return m
+
+
+# --------------------------------------------------------------------------- the graph top
+class _Loader(wiring.Component):
+    """Host writes into DRAM (outside the datapath's reset): one array word at a time, split
+    into native words; ``busy`` until the controller has taken all of its data."""
+
+    def __init__(self, aw: int, dw: int, width: int) -> None:
+        self.aw, self.dw, self.width = aw, dw, width
+        super().__init__({"we": In(1), "addr": In(aw), "data": In(width), "pieces": In(4),
+                          "busy": Out(1), "native": Out(NativePort(aw, dw))})
+
+    def elaborate(self, platform):
+        m = Module()
+        nat = self.native
+        left = Signal(4)
+        addr, data = Signal(self.aw), Signal(self.width)
+        m.submodules.wfifo = wf = fifo.SyncFIFO(width=self.dw, depth=8)
+        m.d.comb += [nat.wdata_data.eq(wf.r_data), wf.r_en.eq(nat.wdata_ready), nat.wdata_we.eq(-1),
+                     nat.cmd_we.eq(1), nat.cmd_addr.eq(addr), nat.cmd_valid.eq((left != 0) & wf.w_rdy),
+                     wf.w_data.eq(data), wf.w_en.eq(nat.cmd_valid & nat.cmd_ready),
+                     self.busy.eq((left != 0) | wf.r_rdy)]
+        with m.If(self.we):
+            m.d.sync += [left.eq(self.pieces), addr.eq(self.addr), data.eq(self.data)]
+        with m.Elif(nat.cmd_valid & nat.cmd_ready):
+            m.d.sync += [left.eq(left - 1), addr.eq(addr + 1), data.eq(data >> self.dw)]
+        return m
+
+
+class DramGraphTop(GraphTop):
+    """A :class:`hw.elaborate.GraphTop` whose off-chip arrays live in the board's DRAM behind a
+    generated LiteDRAM controller (``docs/dram.md``); ``cfg.memory`` must be the board's
+    :func:`dram_memory_model` (its line size is the gates' line).
+
+    Host port as ``GraphTop``'s plus ``host_wait``: while it is high the host must not write
+    (DRAM is initialising, or a word written into DRAM is still on its way).  A write into an
+    off-chip input array goes to DRAM (at the array's base in :attr:`layout`) instead of the
+    nodes' memories; output arrays are written back to DRAM by their writers and stay readable
+    from the writers' memories."""
+
+    def __init__(self, graph, cfg, board: str = "ulx3s", sim: bool = True) -> None:
+        b = dram_board(board)
+        text, info = generate_core(b.name, sim)
+        self.dram_info, self.dram_verilog, self.dram_board = info, text, b
+        if cfg.memory.ideal or cfg.memory.burst_bytes != b.line_bytes:
+            raise ValueError(f"DramGraphTop: memory model {cfg.memory.name!r} is not board {b.name!r}'s "
+                             f"(use hw.litedram.dram_memory_model({b.name!r}))")
+        super().__init__(graph, cfg)
+        self.host_wait = Signal(name="host_wait")
+
+    @property
+    def signature(self):
+        sig = super().signature
+        if not hasattr(self, "host_wait"):
+            return sig
+        return wiring.Signature({**dict(sig.members), "host_wait": Out(1)})
+
+    def summary(self) -> dict:
+        out = super().summary()
+        out["dram"] = {"board": self.dram_board.name, "controller": f"LiteDRAM {self.dram_board.module} "
+                       f"{self.dram_board.phy}", "verilog_lines": self.dram_info["verilog_lines"],
+                       "layout": {k: {"base": v.base, "bytes": v.nbytes} for k, v in self.layout.items()},
+                       "placement": placement_report(self.graph, self.cfg.onchip, self.layout)}
+        return out
+
+    def _wire(self, graph, cfg) -> None:
+        _wire(self, graph, cfg)
+
+    def elaborate(self, platform):
+        return _elaborate(self, platform)
+
+
+def _wire(self, graph, cfg) -> None:
+    ports = self.mem_ports
+    mem_ports, self.mem_ports = self.mem_ports, []
+    GraphTop._wire(self, graph, cfg)  # streams only: the memory ports are joined here
+    self.mem_ports = mem_ports
+    info, b = self.dram_info, self.dram_board
+    t = info["timings"]
+    self.layout = dram_layout(self.mmap, ports, b.line_bytes, t["row_bytes"])
+    aw, dw = info["address_width"], info["data_width"]
+    self.engine_native = NativePort(aw, dw).create(path=("engine",))
+    if not ports:
+        return
+    slots, depths, widths = [], [], []
+    for p in ports:
+        r = self.mmap.region(_region_of(p))
+        slots.append(self.layout[r.name])
+        depths.append(r.depth)
+        widths.append(r.width)
+    eng = self.core.subs["memory"] = LineEngine(ports, slots, depths, widths, cfg.cw, b.line_bytes, aw, dw)
+    self.core.stmts.append(_connect(eng.native, self.engine_native))
+    offchip = {_region_of(p) for p in ports}
+    for p in ports:
+        comp = self.components[p.node]
+        self.core.stmts += bus_link(getattr(eng, f"p{p.index}"), getattr(comp, f"mem_{p.array}"))
+        if p.write:  # the engine reads the writer's memory while running, the host after
+            rd = getattr(comp, f"{p.array}_rd")
+            drain = getattr(eng, f"drain{p.index}")
+            region = _region_of(p)
+            proxy = SimpleNamespace(addr=Signal(len(rd.addr), name=f"host_{p.array}_{p.index}_addr"),
+                                    data=Signal(len(rd.data), name=f"host_{p.array}_{p.index}_data"))
+            self.bus.reads[region] = proxy
+            self._drains = getattr(self, "_drains", []) + [(rd, drain, proxy)]
+        else:
+            fill = getattr(eng, f"fill{p.index}")
+            wr = getattr(comp, f"{p.array}_wr")
+            self.core.stmts += [wr.addr.eq(fill.addr), wr.data.eq(fill.data), wr.en.eq(fill.en)]
+    for region in offchip:  # the host writes these into DRAM, not into the nodes' memories
+        self.bus.writes.pop(region, None)
+
+
+def _connect(src, dst) -> list:
+    """Statements joining two native-port interfaces of the same direction (engine -> top)."""
+    out = []
+    for name, member in src.signature.members.items():
+        a, b = getattr(src, name), getattr(dst, name)
+        out.append(b.eq(a) if member.flow == Out else a.eq(b))
+    return out
+
+
+def _elaborate(self, platform):
+    m = GraphTop.elaborate(self, platform)
+    info = self.dram_info
+    aw, dw = info["address_width"], info["data_width"]
+    m.submodules.dram = ctrl = LiteDRAMCore(info)
+    # host writes into off-chip input arrays -> the loader
+    width = max([r.width for r in self.mmap.regions] + [32])
+    m.submodules.loader = ld = _Loader(aw, dw, width)
+    addr = self.host_addr
+    nb = dw // 8
+    for r in self.mmap.regions:
+        slot = self.layout.get(r.name)
+        if slot is None or r.access != "w":
+            continue
+        k = (r.size - 1).bit_length()
+        with m.If(self.host_we & (addr[k:] == (r.base >> k))):
+            pieces = max(1, slot.word_bytes // nb)
+            m.d.comb += [ld.we.eq(1), ld.pieces.eq(pieces), ld.data.eq(self.host_wdata),
+                         ld.addr.eq(slot.base // nb + addr[:addr_bits(r.depth)] * pieces)]
+    # the native port: the engine while the graph runs, the loader otherwise
+    eng = self.engine_native
+    active = Signal()
+    m.d.comb += active.eq(self.running & ~self.done)
+    with m.If(active):
+        m.d.comb += _connect(eng, ctrl.port)
+    with m.Else():
+        m.d.comb += _connect(ld.native, ctrl.port)
+    m.d.comb += self.host_wait.eq(~ctrl.init_done | ld.busy)
+    for rd, drain, proxy in getattr(self, "_drains", []):
+        m.d.comb += [rd.addr.eq(Mux(active, drain.addr, proxy.addr)), drain.data.eq(rd.data),
+                     proxy.data.eq(rd.data)]
+    return m
