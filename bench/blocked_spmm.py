@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from fuseflow.kernels import bspmm, spmm
-from fuseflow.tensor import CSR, DENSE2, TensorData
+from fuseflow.ir.tensor import CSR, DENSE2, TensorData
 from fuseflow_cli.cmd_common import table
 from sw_sim import run_graph
 

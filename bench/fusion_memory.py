@@ -2,7 +2,7 @@
 
 For each model (GCN, GraphSAGE, SAE on KarateClub-sized data, GPT with BigBird attention) x
 {unfused, partial, full} x memory {ideal, hbm2, ddr4}: sw_sim cycles, speedup over unfused, FLOPs,
-bytes read + written, bytes moved off chip, and the heuristic's (``fuseflow.estimate``) FLOPs,
+bytes read + written, bytes moved off chip, and the heuristic's (``fuseflow.cost``) FLOPs,
 bytes and cycle estimate with its % error and time.  Then, under hbm2, the zoo's other
 datasets (GCN / GraphSAGE on every graph shipped with networkx and the Cora-sized synthetic
 graph with 32 features, the SAE on scikit-learn's digits): which granularity sw_sim finds
@@ -27,9 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fuseflow.memory import parse_memory
+from fuseflow.ir.memory import parse_memory
 from fuseflow.models.datasets import load_dataset
-from fuseflow.models.estimate import estimate_model
+from fuseflow.cost import estimate_model
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import FUSIONS, compile_model, run_model
 from fuseflow.models.zoo import make_case

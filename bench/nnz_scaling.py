@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fuseflow.compiler import Program, compile_program, einsum, run_program
 from fuseflow.compiler import parse_format as _fmt
 from fuseflow.models.datasets import power_law, uniform_random
-from fuseflow.tensor import TensorData
+from fuseflow.ir.tensor import TensorData
 from fuseflow_cli.cmd_common import table
 from sw_sim import run_graph
 

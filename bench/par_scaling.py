@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "examples" / "programs"))
 from fuseflow.compiler import compile_program
 from fuseflow.compiler.runner import reference, run_program
 from fuseflow.kernels import example
-from fuseflow.parallel import parallelize
+from fuseflow.compiler.passes.par import parallelize
 from sw_sim import DeadlockError, run_graph
 
 

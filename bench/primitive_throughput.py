@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fuseflow.tokens import DONE, REPEAT, stop
+from fuseflow.ir.tokens import DONE, REPEAT, stop
 from fuseflow_cli.cmd_common import table
 from rtl_sim import simulate_primitive as rtl_prim
 from sw_sim import simulate_primitive

@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fuseflow.compiler import Program, compile_program, einsum
 from fuseflow.kernels import example
-from fuseflow.samml import Graph
-from fuseflow.tensor import TensorData
+from fuseflow.ir.samml import Graph
+from fuseflow.ir.tensor import TensorData
 from fuseflow_cli.cmd_common import table
 from hw.elaborate import HwConfig, crd_width_needed
 from rtl_sim.api import RUNNERS, graph_build, run_graph

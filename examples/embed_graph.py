@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from fuseflow.kernels import KERNELS
-from fuseflow.tensor import TensorData
+from fuseflow.ir.tensor import TensorData
 from hw.elaborate import REG_CTRL, REG_CYCLES, GraphTop, HwConfig
 
 __all__ = ["SpmvSystem", "simulate"]

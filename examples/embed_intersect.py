@@ -20,7 +20,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from fuseflow.tokens import DONE, Token, stop
+from fuseflow.ir.tokens import DONE, Token, stop
 from hw.primitives import Intersect
 from hw.word import decode_word, encode_word, is_done_word, word_layout, word_view
 

@@ -12,9 +12,9 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fuseflow.overflow import Overflow, check_policy, enforce
-from fuseflow.samml import Graph
-from fuseflow.tensor import TensorData
+from fuseflow.ir.overflow import Overflow, check_policy, enforce
+from fuseflow.ir.samml import Graph
+from fuseflow.ir.tensor import TensorData
 from hw.build import to_verilog
 from hw.elaborate import GraphTop, HwConfig
 from rtl_sim.toolchain import run_cocotb, verilator_build
@@ -48,7 +48,7 @@ def simulate_board(
     on_overflow: str = "raise",
 ) -> list[BoardResult]:
     """Run each dataset through the simulated board top, one after another, in one simulation.
-    A flagged node raises :class:`~fuseflow.overflow.NumericOverflowError` unless
+    A flagged node raises :class:`~fuseflow.ir.overflow.NumericOverflowError` unless
     ``on_overflow`` is ``"report"`` (a warning) or ``"ignore"``."""
     check_policy(on_overflow)
     cfg = cfg or HwConfig()

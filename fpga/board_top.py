@@ -15,8 +15,8 @@ from amaranth.hdl import Cat, Elaboratable, Fragment, Module, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In, Out
 
-from fuseflow.numerics import Numerics
-from fuseflow.samml import Graph
+from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.samml import Graph
 from hw.elaborate import GraphTop, HwConfig, MemoryMap
 
 from .uart import HostBridge, UARTRx, UARTTx

@@ -18,10 +18,10 @@ from typing import Protocol
 
 import numpy as np
 
-from fuseflow.overflow import Overflow, enforce
-from fuseflow.samml import Graph, Role
-from fuseflow.tensor import TensorData, TensorFormat
-from fuseflow.validate import require_words
+from fuseflow.ir.overflow import Overflow, enforce
+from fuseflow.ir.samml import Graph, Role
+from fuseflow.ir.tensor import TensorData, TensorFormat
+from fuseflow.ir.validate import require_words
 from hw.elaborate import (
     REG_CTRL,
     REG_CYCLES,
@@ -226,7 +226,7 @@ async def run_on_board(
     OVERFLOW words (the nodes the hardware flagged) and the outputs.
 
     A flagged node (a result wrapped or saturated) raises
-    :class:`~fuseflow.overflow.NumericOverflowError` naming it in the ``numerics`` format;
+    :class:`~fuseflow.ir.overflow.NumericOverflowError` naming it in the ``numerics`` format;
     ``on_overflow="report"`` returns the result with a warning, ``"ignore"`` without.
 
     ``ident`` (see :func:`fpga.board_top.design_ident`) is checked first when given, so a board

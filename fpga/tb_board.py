@@ -15,7 +15,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge
 
-from fuseflow.samml import Graph
+from fuseflow.ir.samml import Graph
 from hw.elaborate import MemoryMap
 
 from .host import BoardLink, LinkError, run_on_board, tensor_from_arrays

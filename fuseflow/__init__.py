@@ -1,7 +1,7 @@
 """fuseflow: the FuseFlow compiler, the SAMML graph IR and the token type shared by every package."""
 
-from .numerics import Numerics
-from .samml import (
+from .ir.numerics import Numerics
+from .ir.samml import (
     PRIMITIVES,
     AluOp,
     Edge,
@@ -15,8 +15,8 @@ from .samml import (
     StreamKind,
     TensorSpec,
 )
-from .tensor import CSC, CSR, DCSR, DENSE2, Format, TensorData, TensorFormat
-from .tokens import DONE, EMPTY, REPEAT, Stop, format_stream, parse_stream, stop
+from .ir.tensor import CSC, CSR, DCSR, DENSE2, Format, TensorData, TensorFormat
+from .ir.tokens import DONE, EMPTY, REPEAT, Stop, format_stream, parse_stream, stop
 
 __all__ = [
     "CSC",

@@ -1,7 +1,7 @@
 """Hand-built SAMML graphs of the spine kernels, from a small builder.
 
 These are the reference graphs used by tests, benchmarks and ``fuseflow-hw demo``; like the
-compiler's graphs, their reconvergent paths get FIFO depths from :func:`fuseflow.passes.size_fifos`:
+compiler's graphs, their reconvergent paths get FIFO depths from :func:`fuseflow.compiler.passes.fifo.size_fifos`:
 SpMV ``y_i = B_ij c_j``; SpMM ``C_ij = A_ik B_kj`` (Gustavson order i→k→j with a sparse
 accumulator); elementwise ``C = A + B`` (union) and ``C = A * B`` (intersect); block-sparse SpMM
 ``Y = A X`` with ``A`` row-blocked and the blocks streamed as vectors (:func:`bspmm`).
@@ -14,9 +14,10 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .passes import size_fifos
-from .samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
-from .tensor import (
+from .compiler.passes.fifo import size_fifos
+from .ir.builder import GraphBuilder
+from .ir.samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
+from .ir.tensor import (
     CSR,
     DENSE2,
     BlockFormat,
@@ -29,63 +30,6 @@ from .tensor import (
 __all__ = ["KERNELS", "KERNEL_OPTIONS", "GraphBuilder", "bspmm", "bspmm_formats", "elementwise", "example",
            "example_from_matrix", "inner_product", "integer_matrix", "kernel_graph", "random_operands",
            "sparse_inputs", "spmm", "spmv"]
-
-
-class GraphBuilder:
-    """Thin helper over :class:`Graph` with deterministic node names."""
-
-    def __init__(self, name: str) -> None:
-        self.g = Graph(name)
-        self._count: dict[str, int] = {}
-
-    def _name(self, base: str) -> str:
-        n = self._count.get(base, 0)
-        self._count[base] = n + 1
-        return base if n == 0 else f"{base}_{n}"
-
-    def node(self, kind: NodeKind, base: str, inputs: dict[str, PortRef] | None = None, **params):
-        node = self.g.add(kind, self._name(base), **params)
-        for port, src in (inputs or {}).items():
-            self.g.connect(src, node[port])
-        return node
-
-    def link(self, src: PortRef, dst: PortRef, depth: int | None = None) -> None:
-        """Connect ``src`` to ``dst`` with a FIFO of ``depth`` slots (default: the graph's)."""
-        self.g.connect(src, dst, depth)
-
-    def root(self, tensor: str) -> PortRef:
-        return self.node(NodeKind.ROOT, f"root_{tensor}")["ref"]
-
-    def scan(self, tensor: str, level: int, ref: PortRef) -> tuple[PortRef, PortRef]:
-        n = self.node(NodeKind.SCAN, f"scan_{tensor}{level}", {"ref": ref}, tensor=tensor, level=level)
-        return n["crd"], n["ref"]
-
-    def bcast(self, src: PortRef, n: int, kind: StreamKind) -> list[PortRef]:
-        b = self.node(NodeKind.BROADCAST, f"bc_{src.node}_{src.port}", {"in": src}, n=n, stream=kind.value)
-        return [b[f"out{i}"] for i in range(n)]
-
-    def repeat(self, ref: PortRef, by: PortRef, stream: StreamKind = StreamKind.CRD) -> PortRef:
-        rs = self.node(NodeKind.REPSIG, f"repsig_{by.node}", {"in": by}, stream=stream.value)
-        return self.node(NodeKind.REPEAT, f"repeat_{ref.node}", {"ref": ref, "repsig": rs["repsig"]})["ref"]
-
-    def join(self, kind: NodeKind, pairs: list[tuple[PortRef, PortRef]]) -> tuple[PortRef, list[PortRef]]:
-        ins = {}
-        for i, (c, r) in enumerate(pairs):
-            ins[f"crd{i}"], ins[f"ref{i}"] = c, r
-        j = self.node(kind, kind.value, ins, n=len(pairs))
-        return j["crd"], [j[f"ref{i}"] for i in range(len(pairs))]
-
-    def load(self, tensor: str, ref: PortRef) -> PortRef:
-        return self.node(NodeKind.ARRAY_LOAD, f"vals_{tensor}", {"ref": ref}, tensor=tensor)["val"]
-
-    def alu(self, op: AluOp, a: PortRef, b: PortRef) -> PortRef:
-        return self.node(NodeKind.ALU, op.value, {"a": a, "b": b}, op=op.value)["val"]
-
-    def write(self, tensor: str, level: int, crd: PortRef) -> None:
-        self.node(NodeKind.WRITE, f"write_{tensor}{level}", {"crd": crd}, tensor=tensor, level=level)
-
-    def write_vals(self, tensor: str, val: PortRef) -> None:
-        self.node(NodeKind.VALS_WRITE, f"write_{tensor}_vals", {"val": val}, tensor=tensor)
 
 
 def _rows_then_intersect(b: GraphBuilder, a: str, other: str, out: str,
@@ -175,7 +119,7 @@ def elementwise(op: AluOp, n: int = 64, m: int = 64) -> Graph:
 def inner_product(n: int = 64, m: int = 64, k: int = 64) -> Graph:
     """``C (n×m, dense) = A (n×k, CSR) · B (m×k, CSR)ᵀ``, order i→j→k: every (i, j) pair
     intersects two compressed rows (the case coordinate skipping speeds up,
-    :func:`fuseflow.skipping.enable_skipping`)."""
+    :func:`fuseflow.compiler.passes.skip.enable_skipping`)."""
     b = GraphBuilder("spmspm_inner")
     g = b.g
     g.tensor("A", (n, k), CSR)

@@ -3,7 +3,7 @@
 A :class:`Schedule` holds the fusion granularity, the dataflow order of statements, the
 parallelization factors per index (``par``), the compiler switches (locate, skip) and the
 memory system: the off-chip memory model (``memory``, a preset name or a table of fields; see
-:mod:`fuseflow.memory`) and the tensors kept on chip (``onchip``).  It is
+:mod:`fuseflow.ir.memory`) and the tensors kept on chip (``onchip``).  It is
 built in Python, read from a small TOML or JSON file, or named: the presets ``unfused``,
 ``partial`` and ``full`` are the fusion granularities with nothing else set.  Example file::
 
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .memory import MemoryError, MemoryModel, parse_memory
-from .primitives.parallel import MAX_LANES
+from .ir.memory import MemoryError, MemoryModel, parse_memory
+from .ir.primitives.parallel import MAX_LANES
 
 __all__ = ["FUSIONS", "PRESETS", "Schedule", "ScheduleError", "load_schedule", "parse_block", "parse_par"]
 

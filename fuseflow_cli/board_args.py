@@ -11,10 +11,10 @@ import numpy as np
 
 from fpga.board_top import DEFAULT_BAUD
 from fpga.boards import BOARDS, Board, get_board
-from fuseflow.graph_file import load_graph
+from fuseflow.ir.graph_file import load_graph
 from fuseflow.kernels import KERNELS
-from fuseflow.samml import Graph, GraphError
-from fuseflow.tensor import Format, TensorData
+from fuseflow.ir.samml import Graph, GraphError
+from fuseflow.ir.tensor import Format, TensorData
 from hw.elaborate import HwConfig
 
 from .argtypes import MAX_SIZE, int_range

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from fuseflow.executor import Executor, ExecutorError, make_executor
-from fuseflow.graph_file import load_graph
+from fuseflow.ir.graph_file import load_graph
 from fuseflow.kernels import (
     KERNELS,
     example,
@@ -21,17 +21,17 @@ from fuseflow.kernels import (
     random_operands,
     sparse_inputs,
 )
-from fuseflow.memory import PRESETS as MEMORY_PRESETS
-from fuseflow.memory import MemoryError, MemoryModel, Placement, parse_memory
+from fuseflow.ir.memory import PRESETS as MEMORY_PRESETS
+from fuseflow.ir.memory import MemoryError, MemoryModel, Placement, parse_memory
 from fuseflow.models.datasets import read_matrix
-from fuseflow.numerics import Mode, Numerics
-from fuseflow.overflow import OVERFLOW_POLICIES, NumericOverflowError, Overflow
-from fuseflow.parallel import ParallelError, parallelize
-from fuseflow.samml import Graph, GraphError
+from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.ir.overflow import OVERFLOW_POLICIES, NumericOverflowError, Overflow
+from fuseflow.compiler.passes.par import ParallelError, parallelize
+from fuseflow.ir.samml import Graph, GraphError
 from fuseflow.schedule import Schedule, ScheduleError, load_schedule, parse_par
-from fuseflow.skipping import enable_skipping, explain_skipping, skip_sites
-from fuseflow.tensor import TensorData
-from fuseflow.validate import saturate_inputs
+from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, skip_sites
+from fuseflow.ir.tensor import TensorData
+from fuseflow.ir.validate import saturate_inputs
 from hw.elaborate import HwConfig, crd_width_needed
 
 from .argtypes import MAX_SIZE, fraction, int_range

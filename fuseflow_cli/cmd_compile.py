@@ -28,7 +28,7 @@ from fuseflow.compiler import (
 )
 from fuseflow.compiler.bounds import check_program
 from fuseflow.compiler.evaluate import dense_of
-from fuseflow.samml import GraphError
+from fuseflow.ir.samml import GraphError
 from fuseflow.schedule import ScheduleError, parse_block
 from sw_sim import run_graph
 
@@ -224,7 +224,7 @@ def _write(compiled, program: Program, out: Path) -> str:
 def _check_against_numpy(args: argparse.Namespace, module: ModuleType, compiled, program: Program) -> int:
     """``--run``: simulate with the module's ``example_data`` and compare with numpy: integer
     data exactly (integer numerics), real-valued data in float numerics within the derived
-    relative bound (``fuseflow.check``), the error printed next to it."""
+    relative bound (``fuseflow.ir.check``), the error printed next to it."""
     make = getattr(module, "example_data", None)
     if not callable(make):
         raise UserError(f"--run needs {args.program} to define example_data(seed)")

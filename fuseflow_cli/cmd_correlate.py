@@ -9,7 +9,7 @@ import sys
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from fuseflow.parallel import ParallelError
+from fuseflow.compiler.passes.par import ParallelError
 from fuseflow.suites import SUITES, suite, with_par
 from rtl_sim.api import RUNNERS
 from rtl_sim.correlate import MemorySetup, memory_left_out, run_suite, write_report

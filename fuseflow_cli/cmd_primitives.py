@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from fuseflow.primitives import PRIMITIVES, primitives_table
+from fuseflow.ir.primitives import PRIMITIVES, primitives_table
 
 __all__ = ["add_parser", "run"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fuseflow.memory import MemoryError
-from fuseflow.numerics import Numerics
+from fuseflow.ir.memory import MemoryError
+from fuseflow.ir.numerics import Numerics
 from hw.elaborate import HwConfig
 from rtl_sim import ToolchainError
 from rtl_sim import run_graph as rtl_run

@@ -21,9 +21,9 @@ import sw_sim
 from fpga.board_sim import simulate_board
 from fpga.board_top import config_from_json, host_view
 from fpga.host import BoardLink, BoardResult, LinkError, SerialTransport, run_on_board
-from fuseflow.graph_file import load_graph
-from fuseflow.samml import Graph, GraphError
-from fuseflow.tensor import TensorData
+from fuseflow.ir.graph_file import load_graph
+from fuseflow.ir.samml import Graph, GraphError
+from fuseflow.ir.tensor import TensorData
 from hw.elaborate import HwConfig
 
 from .argtypes import fraction, int_range, positive_float

@@ -7,9 +7,9 @@ import json
 import numpy as np
 
 import sw_sim
-from fuseflow.memory import MemoryError, MemoryModel
-from fuseflow.numerics import INT32
-from fuseflow.samml import GraphError
+from fuseflow.ir.memory import MemoryError, MemoryModel
+from fuseflow.ir.numerics import INT32
+from fuseflow.ir.samml import GraphError
 from sw_sim import SimError, SimResult, run_graph
 
 from .cmd_common import (

@@ -16,8 +16,8 @@ from dataclasses import replace
 from fpga.boards import Board
 from fpga.families import FAMILIES
 from fpga.synth import SynthError, synthesize
-from fuseflow.passes import set_accumulator_buffers
-from fuseflow.samml import Graph
+from fuseflow.compiler.passes.fifo import set_accumulator_buffers
+from fuseflow.ir.samml import Graph
 from hw.elaborate import GraphTop, HwConfig
 
 from . import board_args

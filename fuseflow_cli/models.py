@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 
 import sw_sim
-from fuseflow.check import Check
-from fuseflow.memory import MemoryError, Placement
+from fuseflow.ir.check import Check
+from fuseflow.ir.memory import MemoryError, Placement
 from fuseflow.models.bounds import check_model
 from fuseflow.models.datasets import DATASETS, load_dataset
 from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.plan import compile_model
 from fuseflow.models.plan import run_model as simulate_model
-from fuseflow.numerics import Mode, Numerics
+from fuseflow.ir.numerics import Mode, Numerics
 from hw import HwConfig, build_graph
 from sw_sim import run_graph
 from sw_sim.counters import merge_counters

@@ -28,7 +28,7 @@ import numpy as np
 from amaranth.hdl import Elaboratable, MemoryData, Module, ResetInserter, Shape, Signal
 from amaranth.sim import Simulator
 
-from fuseflow.samml import Graph
+from fuseflow.ir.samml import Graph
 from hw.elaborate import (
     REG_CTRL,
     REG_CYCLES,

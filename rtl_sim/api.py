@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from fuseflow.memory import MemoryModel, Placement, parse_memory
-from fuseflow.overflow import Overflow, check_policy, enforce
-from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind
-from fuseflow.tensor import TensorData
-from fuseflow.tokens import Token, decode, encode, parse_stream
-from fuseflow.validate import primitive_run_problems, require_valid_inputs, require_words
+from fuseflow.ir.memory import MemoryModel, Placement, parse_memory
+from fuseflow.ir.overflow import Overflow, check_policy, enforce
+from fuseflow.ir.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind
+from fuseflow.ir.tensor import TensorData
+from fuseflow.ir.tokens import Token, decode, encode, parse_stream
+from fuseflow.ir.validate import primitive_run_problems, require_valid_inputs, require_words
 from hw.build import to_verilog
 from hw.elaborate import (
     DEFAULT_HW,
@@ -267,7 +267,7 @@ def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], 
     ``max_cycles``: a run not done within that many cycles of its start raises an error
     (default: 5 M for cocotb and amaranth, ``native.DEFAULT_MAX_CYCLES`` for native).
     A node whose sticky overflow flag is set (a result wrapped or saturated) raises
-    :class:`~fuseflow.overflow.NumericOverflowError`; ``on_overflow="report"`` returns the
+    :class:`~fuseflow.ir.overflow.NumericOverflowError`; ``on_overflow="report"`` returns the
     results with the flags (:attr:`RtlResult.overflow`) and a warning instead.
     """
     _check_runner(runner)

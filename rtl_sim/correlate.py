@@ -1,6 +1,6 @@
 """sw_sim vs RTL cycle correlation over a suite of kernels: JSON, Markdown and a PNG plot.
 
-A *suite entry* (:class:`fuseflow.simulation.SuiteEntry`, suites named in :mod:`fuseflow.suites`)
+A *suite entry* (:class:`fuseflow.ir.simulator.SuiteEntry`, suites named in :mod:`fuseflow.suites`)
 is a graph plus one dataset.  Entries that share a graph share one Verilator
 build and one simulator process; graphs are spread over the workers of a
 :class:`fuseflow.executor.Executor` (local processes by default, or a Dask cluster).  Both simulators run
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from fuseflow.executor import Executor, make_executor
-from fuseflow.memory import MemoryError, MemoryModel, Placement, parse_memory, plan_ports
-from fuseflow.simulation import SuiteEntry
+from fuseflow.ir.memory import MemoryError, MemoryModel, Placement, parse_memory, plan_ports
+from fuseflow.suites.entry import SuiteEntry
 from fuseflow.suites import suite
 from hw.config import HwConfig
 from sw_sim import run_graph

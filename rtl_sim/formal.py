@@ -38,9 +38,9 @@ from amaranth.back import rtlil
 from amaranth.hdl import Assert, Assume, Cover
 from amaranth.lib.wiring import In
 
-from fuseflow.primitives import NodeKind, StreamKind, StreamType
-from fuseflow.samml import PRIMITIVES
-from fuseflow.tokens import OP_DONE, OP_EMPTY, OP_STOP, Token, Vec, encode, parse_stream
+from fuseflow.ir.primitives import NodeKind, StreamKind, StreamType
+from fuseflow.ir.samml import PRIMITIVES
+from fuseflow.ir.tokens import OP_DONE, OP_EMPTY, OP_STOP, Token, Vec, encode, parse_stream
 from hw.config import HwConfig
 from hw.elaborate import make_primitive
 from hw.registry import stream_width

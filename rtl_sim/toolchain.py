@@ -117,9 +117,9 @@ def source_digest() -> str:
     if _SOURCE_DIGEST is None:
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256()
-        files = [*root.glob("hw/*.py"), *root.glob("fuseflow/primitives/*.py"), *root.glob("rtl_sim/tb_*.py"),
+        files = [*root.glob("hw/*.py"), *root.glob("fuseflow/ir/primitives/*.py"), *root.glob("rtl_sim/tb_*.py"),
                  root / "rtl_sim" / "streams.py",
-                 *(root / "fuseflow" / f for f in ("tokens.py", "samml.py", "tensor.py", "numerics.py", "masks.py"))]
+                 *(root / "fuseflow" / "ir" / f for f in ("tokens.py", "samml.py", "tensor.py", "numerics.py", "masks.py"))]
         for f in sorted(p for p in files if p.exists()):
             h.update(str(f.relative_to(root)).encode())
             h.update(f.read_bytes())

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fuseflow.samml import Graph
+from fuseflow.ir.samml import Graph
 from hw.elaborate import HOST_DW, HwConfig
 from hw.registry import stream_width
 

@@ -6,7 +6,7 @@ import numpy as np
 from sparse_data import random_sparse
 
 from fuseflow.kernels import KERNELS
-from fuseflow.tensor import TensorData
+from fuseflow.ir.tensor import TensorData
 
 REFERENCE = {
     "spmv": lambda d: d["B"] @ d["c"],

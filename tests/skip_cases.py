@@ -3,7 +3,7 @@
 ``C[i,j] = sum_k A[i,k] * B[j,k]`` with A and B both CSR (rows i of A and rows j of B are the
 compressed k fibers) and C dense, in loop order i -> j -> k: the k fibers of row i of A and
 row j of B meet in one intersect, whose inputs come straight from two compressed-level
-scanners (what :func:`fuseflow.skipping.enable_skipping` converts): the built-in kernel
+scanners (what :func:`fuseflow.compiler.passes.skip.enable_skipping` converts): the built-in kernel
 :func:`fuseflow.kernels.inner_product` (``--kernel spmspm_inner``).
 
 Also the stream-level material shared by the sw_sim and RTL skipping tests: worked examples
@@ -20,9 +20,9 @@ from streamref import fibers
 from vectors import fiber_stream
 
 from fuseflow.kernels import inner_product  # noqa: F401  (the tests import it from here)
-from fuseflow.samml import Graph
-from fuseflow.tensor import TensorData
-from fuseflow.tokens import DONE, EMPTY, Control, Stop, stop
+from fuseflow.ir.samml import Graph
+from fuseflow.ir.tensor import TensorData
+from fuseflow.ir.tokens import DONE, EMPTY, Control, Stop, stop
 
 S0 = stop(0)
 

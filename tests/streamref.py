@@ -3,7 +3,7 @@ streams") without the simulator."""
 
 from __future__ import annotations
 
-from fuseflow.tokens import DONE, EMPTY, Stop, Token, parse_stream
+from fuseflow.ir.tokens import DONE, EMPTY, Stop, Token, parse_stream
 
 
 def fibers(stream) -> list[tuple[list, Stop]]:

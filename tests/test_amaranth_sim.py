@@ -80,8 +80,8 @@ def test_memory_model_and_overflow_flags():
     """Behind the hbm2 memory controller the cycles are sw_sim's under the same model; with a
     16-bit datapath that wraps, the STATUS bit and the flagged nodes are the ones sw_sim counts."""
     from fuseflow.kernels import KERNELS
-    from fuseflow.numerics import Numerics
-    from fuseflow.tensor import TensorData
+    from fuseflow.ir.numerics import Numerics
+    from fuseflow.ir.tensor import TensorData
     from hw.elaborate import HwConfig
 
     g, data, _, ref = example("spmv", 16, seed=3, density=0.3)

@@ -1,4 +1,4 @@
-"""Block formats (fuseflow.tensor.BlockFormat): the stored higher-order tensor, the loaders
+"""Block formats (fuseflow.ir.tensor.BlockFormat): the stored higher-order tensor, the loaders
 (dense array, block mask, scipy BSR), the way back to the original array and the errors, checked
 against numpy / scipy written here independently of the layout code."""
 
@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuseflow.tensor import (
+from fuseflow.ir.tensor import (
     CSR,
     DCSR,
     BlockFormat,
@@ -19,7 +19,7 @@ from fuseflow.tensor import (
     block_dcsr,
     row_blocked,
 )
-from fuseflow.validate import tensor_problems
+from fuseflow.ir.validate import tensor_problems
 
 
 def _block_sparse(rng, shape, block, density=0.4):

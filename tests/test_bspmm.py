@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fuseflow.estimate import estimate_graph
+from fuseflow.cost import estimate_graph
 from fuseflow.kernels import bspmm, example, spmm
-from fuseflow.samml import Graph
+from fuseflow.ir.samml import Graph
 from fuseflow.suites import variant_suite
-from fuseflow.tensor import CSR, DENSE2, TensorData
+from fuseflow.ir.tensor import CSR, DENSE2, TensorData
 from fuseflow_cli.cli import main
 from sw_sim import run_graph
 
@@ -115,7 +115,7 @@ def test_graph_file_carries_blocks_and_lanes(tmp_path, capsys):
     shapes and blocks them; a bad block record is a schema / graph error naming it."""
     import json
 
-    from fuseflow.graph_file import load_graph
+    from fuseflow.ir.graph_file import load_graph
 
     g = bspmm(16, 16, 8, 4)
     path = tmp_path / "bspmm.json"

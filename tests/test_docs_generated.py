@@ -169,7 +169,7 @@ def test_cli_doc_names_the_synth_json_fields():
 
 
 def test_cli_doc_names_the_primitives_json_fields():
-    from fuseflow.primitives import PRIMITIVES
+    from fuseflow.ir.primitives import PRIMITIVES
     from fuseflow_cli.cmd_primitives import _record
 
     rec = _record(next(iter(PRIMITIVES.values())))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuseflow.tokens import DONE, stop
+from fuseflow.ir.tokens import DONE, stop
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "embed_intersect.py"
 
@@ -59,7 +59,7 @@ def test_embedded_graph_top_matches_numpy_and_sw_sim():
     """examples/embed_graph.py: the SpMV graph top inside a user component, driven through the
     host port under amaranth.sim: numpy's product, sw_sim's cycle count."""
     from fuseflow.kernels import KERNELS
-    from fuseflow.tensor import TensorData
+    from fuseflow.ir.tensor import TensorData
     from sw_sim import run_graph
 
     spec = importlib.util.spec_from_file_location("embed_graph", EXAMPLE.parent / "embed_graph.py")

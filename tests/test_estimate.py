@@ -1,4 +1,4 @@
-"""The heuristic (fuseflow.estimate, fuseflow.models.estimate, fuseflow.models.rank) against
+"""The heuristic (fuseflow.cost, fuseflow.cost.model, fuseflow.cost.rank) against
 sw_sim, the independent reference: the counters it predicts are the counters a run reports.
 
 Where the heuristic is exact by construction the comparison is exact: scanners of stored
@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from fuseflow.compiler import compile_program, run_program
-from fuseflow.estimate import estimate_graph, estimate_program
+from fuseflow.cost import estimate_graph, estimate_program
 from fuseflow.kernels import example
-from fuseflow.memory import PRESETS, Placement
+from fuseflow.ir.memory import PRESETS, Placement
 from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
@@ -149,7 +149,7 @@ OFFCHIP_KERNELS = (("spmv", 0.3), ("spmv", 1.0), ("add", 1.0), ("spmm_csr", 0.3)
 
 
 def test_offchip_cycle_bound_follows_sw_sim():
-    from fuseflow.memory import parse_memory
+    from fuseflow.ir.memory import parse_memory
 
     errors = []
     for spec in OFFCHIP_MEMORIES:
@@ -246,7 +246,7 @@ def model_runs():
     the traced IRs.  About 3 s."""
     pytest.importorskip("torch", reason="the model zoo needs PyTorch (pip install -e '.[torch]')")
     # imported after the torch check: the model zoo imports torch
-    from fuseflow.models.estimate import estimate_model
+    from fuseflow.cost import estimate_model
     from fuseflow.models.frontend import trace
     from fuseflow.models.plan import compile_model, run_model
 
@@ -283,7 +283,7 @@ def test_models_flops_and_bytes(model_runs):
 
 @pytest.mark.parametrize("model", ["sae", "gcn"])
 def test_rank_puts_first_the_fusion_sw_sim_finds_fastest(model_runs, model):
-    from fuseflow.models.rank import rank_model
+    from fuseflow.cost import rank_model
 
     runs, irs = model_runs
     ranking = rank_model(irs[model], estimate_kw={"memory": PRESETS["hbm2"],
@@ -304,7 +304,7 @@ def test_isolated_nodes_aggregate_nothing():
     mean fan-out (every node one neighbour-ish, so every row full) the FLOPs were 10 % high."""
     pytest.importorskip("torch", reason="the model zoo needs PyTorch (pip install -e '.[torch]')")
     from fuseflow.models.datasets import load_dataset
-    from fuseflow.models.estimate import estimate_model
+    from fuseflow.cost import estimate_model
     from fuseflow.models.frontend import trace
     from fuseflow.models.plan import compile_model, run_model
     from fuseflow.models.zoo import make_case

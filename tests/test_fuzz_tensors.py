@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuseflow.kernels import KERNELS, example_from_matrix
-from fuseflow.tensor import TensorData, TensorFormat
-from fuseflow.validate import tensor_problems
+from fuseflow.ir.tensor import TensorData, TensorFormat
+from fuseflow.ir.validate import tensor_problems
 from sw_sim import run_graph
 
 FORMATS = [TensorFormat((a, b), mo) for a in ("dense", "compressed") for b in ("dense", "compressed")

@@ -19,11 +19,11 @@ import os
 from pathlib import Path
 
 from fuseflow.compiler import compile_program
-from fuseflow.compiler.suite import MODES, PROGRAMS
+from fuseflow.suites.compiler import MODES, PROGRAMS
 from fuseflow.kernels import KERNELS
 from fuseflow.models import FUSIONS, compile_model, trace
 from fuseflow.models.zoo import make_case
-from fuseflow.samml import Graph
+from fuseflow.ir.samml import Graph
 
 GOLDEN = Path(__file__).parent / "golden" / "graph_json.json"
 EXAMPLES = Path(__file__).parent.parent / "examples" / "programs"

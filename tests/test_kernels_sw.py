@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from kernel_cases import CASES, REFERENCE, dataset
 
-from fuseflow.samml import Edge
+from fuseflow.ir.samml import Edge
 from sw_sim import DeadlockError, run_graph
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fuseflow.memory import PRESETS
+from fuseflow.ir.memory import PRESETS
 from fuseflow.schedule import ScheduleError, load_schedule
 from fuseflow_cli.cli import main
 

@@ -12,8 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from fuseflow.kernels import KERNELS, GraphBuilder, example
-from fuseflow.memory import (
+from fuseflow.ir.builder import GraphBuilder
+from fuseflow.kernels import KERNELS, example
+from fuseflow.ir.memory import (
     PRESETS,
     MemoryError,
     MemoryModel,
@@ -22,11 +23,11 @@ from fuseflow.memory import (
     plan_ports,
     word_bytes,
 )
-from fuseflow.memory import MemPort as PortSpec
-from fuseflow.passes import size_fifos
-from fuseflow.samml import Role
-from fuseflow.skipping import enable_skipping
-from fuseflow.tensor import TensorData, TensorFormat
+from fuseflow.ir.memory import MemPort as PortSpec
+from fuseflow.compiler.passes.fifo import size_fifos
+from fuseflow.ir.samml import Role
+from fuseflow.compiler.passes.skip import enable_skipping
+from fuseflow.ir.tensor import TensorData, TensorFormat
 from sw_sim import run_graph
 from sw_sim.dram import Controller
 from sw_sim.engine import Engine, Primitive

@@ -13,12 +13,13 @@ import pytest
 from streamref import fibers
 from vectors import fiber_stream
 
-from fuseflow.kernels import GraphBuilder, example
-from fuseflow.lowering import bias_add, bias_lookup, row_layernorm, row_softmax
-from fuseflow.numerics import DEFAULT_FIXED, FLOAT, Numerics
-from fuseflow.samml import Graph, GraphError, NodeKind, Role, StreamKind
-from fuseflow.tensor import CSR, DENSE2, TensorData, TensorFormat
-from fuseflow.tokens import DONE, EMPTY, Stop, format_stream, parse_stream, stop
+from fuseflow.ir.builder import GraphBuilder
+from fuseflow.kernels import example
+from fuseflow.compiler.lowering import bias_add, bias_lookup, row_layernorm, row_softmax
+from fuseflow.ir.numerics import DEFAULT_FIXED, FLOAT, Numerics
+from fuseflow.ir.samml import Graph, GraphError, NodeKind, Role, StreamKind
+from fuseflow.ir.tensor import CSR, DENSE2, TensorData, TensorFormat
+from fuseflow.ir.tokens import DONE, EMPTY, Stop, format_stream, parse_stream, stop
 from sw_sim import DeadlockError, ProtocolError, run_graph, simulate_primitive
 
 Q = DEFAULT_FIXED

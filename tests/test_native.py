@@ -16,7 +16,7 @@ import numpy as np
 import sw_sim
 from fuseflow.compiler import Program, compile_program, einsum, graph_runs
 from fuseflow.kernels import KERNELS, example
-from fuseflow.skipping import enable_skipping, skip_sites
+from fuseflow.compiler.passes.skip import enable_skipping, skip_sites
 from sw_sim import native, run_graph
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""fuseflow.numerics: rounding / saturation against exact rational arithmetic, and the
+"""fuseflow.ir.numerics: rounding / saturation against exact rational arithmetic, and the
 approximation error of the table-based nonlinear functions against ``math``."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from fuseflow.numerics import DEFAULT_FIXED, FLOAT, INT32, Mode, Numerics, tables
-from fuseflow.samml import AluOp, NodeKind, ReduceOp
+from fuseflow.ir.numerics import DEFAULT_FIXED, FLOAT, INT32, Mode, Numerics, tables
+from fuseflow.ir.samml import AluOp, NodeKind, ReduceOp
 from hw.elaborate import HwConfig, make_primitive
 
 Q = DEFAULT_FIXED

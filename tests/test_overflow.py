@@ -14,10 +14,10 @@ import scipy.sparse as sp
 
 from fuseflow.compiler import Program, compile_program, einsum, run_program
 from fuseflow.kernels import example
-from fuseflow.numerics import Numerics
-from fuseflow.overflow import NumericOverflowError, NumericOverflowWarning
-from fuseflow.primitives import AluOp
-from fuseflow.tensor import TensorData
+from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.overflow import NumericOverflowError, NumericOverflowWarning
+from fuseflow.ir.primitives import AluOp
+from fuseflow.ir.tensor import TensorData
 from fuseflow_cli.cli import main
 from sw_sim import run_graph
 from sw_sim.overflow import CountingNumerics, counting

@@ -13,8 +13,8 @@ import pytest
 from fuseflow.compiler import FusionError, compile_program
 from fuseflow.compiler.runner import reference, run_program
 from fuseflow.kernels import example
-from fuseflow.parallel import ParallelError, parallelize
-from fuseflow.primitives import NodeKind
+from fuseflow.compiler.passes.par import ParallelError, parallelize
+from fuseflow.ir.primitives import NodeKind
 from fuseflow.schedule import ScheduleError, load_schedule, parse_par
 from sw_sim import run_graph
 
@@ -115,7 +115,7 @@ def test_compiler_names_an_index_no_graph_iterates():
 @pytest.mark.parametrize("par", [{"i": 2}, {"k": 2}, {"i": 2, "j": 2}], ids=str)
 def test_skipping_graphs_parallelize(par):
     """Skip requests inside the lanes are copied with them; at the split they stay outside."""
-    from fuseflow.skipping import enable_skipping
+    from fuseflow.compiler.passes.skip import enable_skipping
     g, data, _, expected = example("spmspm_inner", 16, 0, 0.2)
     enable_skipping(g, in_place=True)
     parallelize(g, par)
@@ -127,7 +127,7 @@ def test_parallel_graph_round_trips_through_json(tmp_path):
     parallelize(g, {"i": 4})
     path = tmp_path / "g.json"
     g.save(path)
-    from fuseflow.samml import Graph
+    from fuseflow.ir.samml import Graph
     g2 = Graph.load(path)
     assert g2.indices == g.indices
     assert np.array_equal(next(iter(run_graph(g2, data).outputs.values())).to_dense(), expected)

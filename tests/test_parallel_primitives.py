@@ -25,8 +25,8 @@ from vectors import (
     split_round_robin,
 )
 
-from fuseflow.samml import PRIMITIVES, NodeKind
-from fuseflow.tokens import DONE, EMPTY, REPEAT, Stop, Token, format_stream, stop
+from fuseflow.ir.samml import PRIMITIVES, NodeKind
+from fuseflow.ir.tokens import DONE, EMPTY, REPEAT, Stop, Token, format_stream, stop
 from sw_sim import ProtocolError, simulate_primitive
 from sw_sim.engine import Channel, Engine, Primitive
 from sw_sim.run import build_primitive

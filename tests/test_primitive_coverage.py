@@ -13,7 +13,7 @@ from vectors import all_vectors
 
 import hw.registry
 import sw_sim.registry
-from fuseflow.primitives import FAMILIES, PRIMITIVES, NodeKind, primitives_table
+from fuseflow.ir.primitives import FAMILIES, PRIMITIVES, NodeKind, primitives_table
 from sw_sim import simulate_primitive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +63,7 @@ def test_families_are_mirrored_file_for_file():
     for family in FAMILIES:
         for pkg in ("sw_sim", "hw"):
             assert (ROOT / pkg / f"{family}.py").exists(), f"{pkg}/{family}.py missing"
-        assert (ROOT / "fuseflow" / "primitives" / f"{family}.py").exists()
+        assert (ROOT / "fuseflow" / "ir" / "primitives" / f"{family}.py").exists()
 
 
 def _kind_attributes(path: Path) -> list[str]:

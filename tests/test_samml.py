@@ -3,8 +3,8 @@ import json
 import pytest
 
 from fuseflow.kernels import KERNELS
-from fuseflow.samml import Graph, GraphError, NodeKind, Role
-from fuseflow.tensor import CSR, TensorData
+from fuseflow.ir.samml import Graph, GraphError, NodeKind, Role
+from fuseflow.ir.tensor import CSR, TensorData
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))

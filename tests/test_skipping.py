@@ -1,4 +1,4 @@
-"""Coordinate skipping (fuseflow.skipping, sw_sim SkipScan / SkipIntersect): declarations and
+"""Coordinate skipping (fuseflow.compiler.passes.skip, sw_sim SkipScan / SkipIntersect): declarations and
 graph rules, the rewrite, the primitives against independent references, the scanner /
 intersect loop under random back-pressure, and inner-product SpMSpM with and without skipping
 (values against numpy; cycles: never more on uniform data, at least 2x fewer on power-law
@@ -27,12 +27,12 @@ from vectors import fiber_stream, random_vectors
 
 from fuseflow.compiler import Program, compile_program, einsum
 from fuseflow.kernels import KERNELS, example
-from fuseflow.passes import size_fifos
-from fuseflow.primitives import PRIMITIVES
-from fuseflow.samml import Graph, GraphError, NodeKind, StreamKind
-from fuseflow.skipping import enable_skipping, explain_skipping, skip_sites
-from fuseflow.tensor import CSR
-from fuseflow.tokens import DONE, format_stream, parse_stream, stop
+from fuseflow.compiler.passes.fifo import size_fifos
+from fuseflow.ir.primitives import PRIMITIVES
+from fuseflow.ir.samml import Graph, GraphError, NodeKind, StreamKind
+from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, skip_sites
+from fuseflow.ir.tensor import CSR
+from fuseflow.ir.tokens import DONE, format_stream, parse_stream, stop
 from fuseflow_cli.cli import main
 from sw_sim import run_graph, simulate_primitive
 from sw_sim.engine import Channel, Engine, Primitive

@@ -2,10 +2,10 @@ import pytest
 from streamref import fibers, intersect, reduce_add, union
 from vectors import design_vectors, overflow_vectors, random_vectors
 
-from fuseflow.kernels import GraphBuilder
-from fuseflow.samml import AluOp, NodeKind, Role, StreamKind
-from fuseflow.tensor import CSR, TensorData, TensorFormat
-from fuseflow.tokens import DONE, EMPTY, format_stream, parse_stream, stop
+from fuseflow.ir.builder import GraphBuilder
+from fuseflow.ir.samml import AluOp, NodeKind, Role, StreamKind
+from fuseflow.ir.tensor import CSR, TensorData, TensorFormat
+from fuseflow.ir.tokens import DONE, EMPTY, format_stream, parse_stream, stop
 from sw_sim import DeadlockError, ProtocolError, run_graph, simulate_primitive
 
 

@@ -21,7 +21,7 @@ from dask.distributed import Client
 
 from fuseflow.executor import Executor, ExecutorError, make_executor
 from fuseflow.kernels import example
-from fuseflow.parallel import parallelize
+from fuseflow.compiler.passes.par import parallelize
 from fuseflow_cli.cli import main
 from fuseflow_cli.errors import UserError
 from fuseflow_cli.sweep import load_sweep, run_sweep

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sparse_data import random_sparse
 
-from fuseflow.tensor import CSC, CSR, DCSR, DENSE2, Format, TensorData, TensorFormat
+from fuseflow.ir.tensor import CSC, CSR, DCSR, DENSE2, Format, TensorData, TensorFormat
 
 
 @pytest.mark.parametrize("fmt", [CSR, CSC, DCSR, DENSE2, TensorFormat(("compressed", "dense"))])

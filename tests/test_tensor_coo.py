@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from fuseflow.compiler import Program, compile_program, einsum
 from fuseflow.compiler.densify import iteration_data
-from fuseflow.samml import GraphError
-from fuseflow.tensor import COO, CSR, DCSR, Format, TensorData, TensorFormat, coo_format
-from fuseflow.validate import tensor_problems
+from fuseflow.ir.samml import GraphError
+from fuseflow.ir.tensor import COO, CSR, DCSR, Format, TensorData, TensorFormat, coo_format
+from fuseflow.ir.validate import tensor_problems
 from sw_sim import run_graph
 
 N, S = Format.COMPRESSED_NONUNIQUE, Format.SINGLETON

@@ -1,6 +1,6 @@
 import pytest
 
-from fuseflow.tokens import (
+from fuseflow.ir.tokens import (
     DONE,
     EMPTY,
     REPEAT,
@@ -61,7 +61,7 @@ def test_wrap():
 
 
 def test_vector_tokens_text_and_words():
-    from fuseflow.tokens import Vec, is_data
+    from fuseflow.ir.tokens import Vec, is_data
 
     toks = parse_stream("(1|-2|3|4),S0,N,(0|7|0|0),D")
     assert toks[0] == (1, -2, 3, 4) and isinstance(toks[0], Vec) and is_data(toks[0])

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuseflow.kernels import example
-from fuseflow.samml import GraphError
-from fuseflow.tensor import CSR, DCSR, DENSE2, TensorData, TensorFormat
-from fuseflow.validate import tensor_problems
+from fuseflow.ir.samml import GraphError
+from fuseflow.ir.tensor import CSR, DCSR, DENSE2, TensorData, TensorFormat
+from fuseflow.ir.validate import tensor_problems
 from fuseflow_cli import cmd_sim
 from fuseflow_cli.cli import main
 from sw_sim import run_graph

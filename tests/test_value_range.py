@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from fuseflow.kernels import example
 from fuseflow.models.plan import quantized_input
-from fuseflow.numerics import INT32, Numerics
-from fuseflow.samml import GraphError
-from fuseflow.tensor import DENSE2, TensorData, TensorFormat
-from fuseflow.validate import require_words, saturate_inputs, value_problems
+from fuseflow.ir.numerics import INT32, Numerics
+from fuseflow.ir.samml import GraphError
+from fuseflow.ir.tensor import DENSE2, TensorData, TensorFormat
+from fuseflow.ir.validate import require_words, saturate_inputs, value_problems
 from fuseflow_cli.cli import main
 from sw_sim import run_graph
 

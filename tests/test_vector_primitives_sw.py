@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from streamref import fibers
 from vectors import random_vectors, relu_blocks_graph
 
-from fuseflow.samml import Graph, GraphError, NodeKind, Role
-from fuseflow.tensor import TensorData, TensorFormat, row_blocked
-from fuseflow.tokens import DONE, EMPTY, Control, Stop, Vec, parse_stream, stop
+from fuseflow.ir.samml import Graph, GraphError, NodeKind, Role
+from fuseflow.ir.tensor import TensorData, TensorFormat, row_blocked
+from fuseflow.ir.tokens import DONE, EMPTY, Control, Stop, Vec, parse_stream, stop
 from sw_sim import run_graph, simulate_primitive
 
 VECTORS = [v for v in random_vectors() if v.params.get("lanes", 1) > 1]
@@ -287,7 +287,7 @@ def test_a_vector_wider_than_a_burst_is_refused():
 def test_parallel_lanes_carry_vectors(par):
     """A parallel region whose exit is a vector stream: the serializer (and the splitters) get
     the stream's lanes, the graph verifies and the values are those of the unsplit graph."""
-    from fuseflow.parallel import parallelize
+    from fuseflow.compiler.passes.par import parallelize
 
     g = relu_blocks_graph(8, 32, 4)
     rng = np.random.default_rng(11)

@@ -1,5 +1,5 @@
 """The stream word as an Amaranth data layout (hw/word.py): the words it builds are the words of
-fuseflow.tokens' own encoder for every kind of token, width and lane count; a view over a
+fuseflow.ir.tokens' own encoder for every kind of token, width and lane count; a view over a
 payload reads the same fields as the bit-level helpers the primitives use (in amaranth.sim);
 constructors name a bad width, lane count, depth or input count."""
 
@@ -9,7 +9,7 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from fuseflow.tokens import DONE, EMPTY, REPEAT, Vec, encode, stop
+from fuseflow.ir.tokens import DONE, EMPTY, REPEAT, Vec, encode, stop
 from hw.primitives import Alu, Intersect, Scan
 from hw.word import (
     Opcode,

@@ -12,9 +12,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuseflow.samml import Graph, NodeKind, Role
-from fuseflow.tensor import Blocking, row_blocked
-from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, Token, Vec, stop
+from fuseflow.ir.samml import Graph, NodeKind, Role
+from fuseflow.ir.tensor import Blocking, row_blocked
+from fuseflow.ir.tokens import DONE, EMPTY, REPEAT, Control, Stop, Token, Vec, stop
 
 __all__ = ["Vector", "all_vectors", "design_vectors", "fiber_stream", "lane_numbers", "overflow_vectors",
            "random_vectors", "relu_blocks_graph", "split_round_robin"]

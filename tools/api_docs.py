@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # the public modules; a package brings its submodules along
 MODULES = (
-    "fuseflow.samml",
+    "fuseflow.ir.samml",
     "fuseflow.compiler",
-    "fuseflow.tensor",
+    "fuseflow.ir.tensor",
     "sw_sim",
     "hw.primitives",
     "hw.word",

@@ -16,7 +16,7 @@ and everything between them is replaced; the text around the markers is written 
   linking to its section of ``docs/cli.md``;
 * ``docs/cli.md`` *cli reference*: every command and every option, from the argparse parsers
   (``fuseflow_cli.cli.build_parser()``);
-* ``docs/primitives.md`` *primitive table*: ``fuseflow.primitives.primitives_table()`` (the
+* ``docs/primitives.md`` *primitive table*: ``fuseflow.ir.primitives.primitives_table()`` (the
   output of ``fuseflow-hw primitives --markdown``), from the primitive declarations;
 * ``docs/models.md`` *supported ops*: ``fuseflow.models.aten_ops.SUPPORTED``.
 
@@ -223,7 +223,7 @@ def command_table() -> str:
 
 def primitive_table() -> str:
     """docs/primitives.md's generated block: ``fuseflow-hw primitives --markdown``."""
-    from fuseflow.primitives import primitives_table
+    from fuseflow.ir.primitives import primitives_table
 
     return primitives_table(markdown=True)
 

@@ -23,7 +23,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, with_timeout
 
-from fuseflow.tokens import DONE, Token, stop
+from fuseflow.ir.tokens import DONE, Token, stop
 from hw.word import decode_word, encode_word, is_done_word
 from rtl_sim.streams import StreamSink, StreamSource
 

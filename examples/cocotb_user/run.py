@@ -23,7 +23,7 @@ for _p in (ROOT, HERE):
 
 from cocotb_tools.runner import get_results, get_runner
 
-from fuseflow.samml import NodeKind
+from fuseflow.ir.samml import NodeKind
 from hw import HwConfig, PrimitiveHarness
 from hw.build import to_verilog
 from rtl_sim.toolchain import LINT_WAIVERS, ensure_verilator, pch_makeflags

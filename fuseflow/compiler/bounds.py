@@ -20,7 +20,7 @@ quotient whose divisor's interval holds 0), the enclosure says so: its end is th
 bound (fixed point: what the hardware returns there) or infinite, so the check is made on what
 the op's inputs allow (a one-sided check), and :meth:`Enclosure.unbounded` counts the elements.
 Wrapping and saturation are not enclosed: a run that wrapped or saturated raises
-(:mod:`fuseflow.overflow`) before its values are checked.
+(:mod:`fuseflow.ir.overflow`) before its values are checked.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from ..check import Check, compare
-from ..numerics import Mode, Numerics
-from ..tensor import TensorData
+from ..ir.check import Check, compare
+from ..ir.numerics import Mode, Numerics
+from ..ir.tensor import TensorData
 from .evaluate import dense_of, evaluate, expand_axes
 from .program import BinOp, Op, Program, Unary, UnOp
 from .runner import reference_all
@@ -275,7 +275,7 @@ class EnclosureArithmetic:
                           pick(a.high, axis=axes, keepdims=keepdims))
 
     def softmax(self, a: Enclosure, axis: int, visited: np.ndarray | None) -> Enclosure:
-        """As the row subgraph computes it (``fuseflow.lowering.row_softmax``): the maximum, the
+        """As the row subgraph computes it (``fuseflow.compiler.lowering.row_softmax``): the maximum, the
         shift, exp, the sum, the quotient; over the visited entries (0 elsewhere)."""
         keep = np.ones(a.x.shape, bool) if visited is None else np.broadcast_to(visited, a.x.shape)
         masked = Enclosure(np.where(keep, a.x, -np.inf), np.where(keep, a.lo, 0.0), np.where(keep, a.hi, 0.0))
@@ -287,7 +287,7 @@ class EnclosureArithmetic:
         return y.map(lambda v: np.where(keep, v, 0.0))
 
     def layernorm(self, a: Enclosure, axis: int, eps: float) -> Enclosure:
-        """As ``fuseflow.lowering.row_layernorm`` computes it: mean = Σx·(1/n), the centred
+        """As ``fuseflow.compiler.lowering.row_layernorm`` computes it: mean = Σx·(1/n), the centred
         row, var = Σxc²·(1/n), rsqrt(var + eps), the product."""
         n = a.x.shape[axis]
         mean = self.scale(self.sum(a, (axis,), keepdims=True), 1.0 / n)

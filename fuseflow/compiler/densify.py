@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 import networkx as nx
 import numpy as np
 
-from ..tensor import Format, TensorData, TensorFormat
+from ..ir.tensor import Format, TensorData, TensorFormat
 from .program import RESERVED_PREFIX, Access, BinOp, IExpr, Op, Program, Sum, Unary, UnOp, accesses
 
 __all__ = ["densify_statement", "is_iteration_tensor", "iteration_data", "iteration_tensor"]

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..lowering import row_layernorm, row_softmax
-from ..samml import (
+from .lowering import row_layernorm, row_softmax
+from ..ir.samml import (
     AluOp,
     Graph,
     NodeKind,
@@ -25,8 +25,8 @@ from ..samml import (
     Role,
     StreamKind,
 )
-from ..skipping import explain_skipping
-from ..tensor import Format, TensorFormat
+from .passes.skip import explain_skipping
+from ..ir.tensor import Format, TensorFormat
 from .fusion import (
     Fusion,
     Group,
@@ -37,7 +37,7 @@ from .fusion import (
     VNamed,
     VUn,
 )
-from .locate import located_levels
+from .passes.locate import located_levels
 from .program import Op, Program, UnOp, VectorLayout
 from .semantics import iteration_only
 from .table import (
@@ -137,7 +137,7 @@ class _Emitter:
     def use(self, src: PortRef, dst: PortRef) -> None:
         self.uses.setdefault(src, []).append(dst)
 
-    # the builder interface of fuseflow.lowering (row functions): fan-out is resolved here
+    # the builder interface of fuseflow.compiler.lowering (row functions): fan-out is resolved here
     def link(self, src: PortRef, dst: PortRef, depth: int | None = None) -> None:
         self.use(src, dst)
         if depth is not None:
@@ -366,7 +366,7 @@ class _TableLowering:
 
     def row_function(self, e: VUn) -> PortRef:
         """softmax / layernorm over the fibres of ``e.index``, the innermost row (the table
-        check makes sure): the row subgraphs of :mod:`fuseflow.lowering`, whose bypass FIFOs
+        check makes sure): the row subgraphs of :mod:`fuseflow.compiler.lowering`, whose bypass FIFOs
         hold one fibre (the dimension of the index)."""
         out = self.t.output
         n = out.shape[out.indices.index(e.index)]
@@ -462,7 +462,7 @@ class CompiledGroup:
     output_formats: dict[str, TensorFormat]
     seconds: float = 0.0
     factored_requested: bool = True
-    parallel: list = field(default_factory=list)  # fuseflow.parallel.ParallelRegion per split
+    parallel: list = field(default_factory=list)  # fuseflow.compiler.passes.par.ParallelRegion per split
 
     @property
     def factored(self) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from ..tensor import TensorData
+from ..ir.tensor import TensorData
 from .program import Access, BinOp, Op, Program, Sum, Unary, UnOp
 
 __all__ = ["Arithmetic", "evaluate", "expand_axes", "visited"]

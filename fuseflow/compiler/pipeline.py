@@ -36,15 +36,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..parallel import ParallelError, ParallelRegion, parallelize
-from ..passes import set_accumulator_buffers, size_fifos
-from ..samml import Graph
-from ..skipping import enable_skipping
-from ..tensor import TensorFormat
-from .blocking import block_program
+from .passes.par import ParallelError, ParallelRegion, parallelize
+from .passes.fifo import set_accumulator_buffers, size_fifos
+from ..ir.samml import Graph
+from .passes.skip import enable_skipping
+from ..ir.tensor import TensorFormat
+from .passes.block import block_program
 from .emit import CompiledGroup, CompiledProgram, emit_graph
 from .fusion import Fusion, Group, GroupPlan, PermutedCopy, fuse, order_problem, plan_groups
-from .locate import locate_dense_levels, nonunique_join_problem
+from .passes.locate import locate_dense_levels, nonunique_join_problem
 from .program import FusionError, LoweringError, Program, ProgramError, Rejected
 from .table import FusionTable, table_or_rejection
 
@@ -506,10 +506,10 @@ def compile_program(program: Program, fusion: Fusion | str = Fusion.FULL,
     ``locate`` (default) iterates the sparse operands of an intersection and locates into its
     dense levels (:mod:`.locate`); ``locate=False`` scans and intersects them (for comparison).
     ``skip`` lets every intersection of compressed fibres skip ahead by search
-    (:func:`fuseflow.skipping.enable_skipping`; off by default: it costs scanner logic).
+    (:func:`fuseflow.compiler.passes.skip.enable_skipping`; off by default: it costs scanner logic).
     ``spacc_buffers``: 2 (default) double-buffers the sparse accumulators (a fiber's flush
     overlaps the next fiber's accumulation), 1 keeps one bank (half the sum words).
-    ``par`` maps index variables to parallelization factors (:mod:`fuseflow.parallel`): each
+    ``par`` maps index variables to parallelization factors (:mod:`fuseflow.compiler.passes.par`): each
     graph that iterates an index gets that many lanes below it, outer indices first (nested);
     a reduced index may be named as its statement wrote it.
     ``block`` ({index: size}) cuts the dimension the index iterates into blocks whose entries

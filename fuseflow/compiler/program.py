@@ -16,7 +16,7 @@ import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..tensor import BlockFormat, Blocking, Format, TensorFormat
+from ..ir.tensor import BlockFormat, Blocking, Format, TensorFormat
 
 __all__ = [
     "Access",
@@ -295,7 +295,7 @@ class VectorLayout:
     of the original tensor (of ``shape``) is cut into blocks of ``block`` entries; the
     compiler iterates the block coordinate in that mode and, when ``lanes < block``, a dense
     mode of ``block / lanes`` entries appended last; each value is a vector of ``lanes``
-    entries, stored as the innermost dense level (a :class:`~fuseflow.tensor.BlockFormat`)."""
+    entries, stored as the innermost dense level (a :class:`~fuseflow.ir.tensor.BlockFormat`)."""
 
     mode: int
     block: int

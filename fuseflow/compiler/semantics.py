@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..tensor import Format, TensorData
+from ..ir.tensor import Format, TensorData
 from .densify import is_iteration_tensor
 from .fusion import FusedOutput, VAccess, VBin, VExpr, View, VNamed, VUn, render_vexpr
 from .program import (

@@ -10,11 +10,11 @@ from functools import partial
 
 import numpy as np
 
-from ..check import Check, compare
+from ..ir.check import Check, compare
 from ..compiler.bounds import Enclosure, EnclosureArithmetic
 from ..compiler.evaluate import evaluate
-from ..numerics import Mode, Numerics
-from ..tensor import Format, TensorData
+from ..ir.numerics import Mode, Numerics
+from ..ir.tensor import Format, TensorData
 from .ir import MKind, MNode
 from .plan import CompiledModel, CompilerStep, ConvertStep, HostOpStep, HostStep, MLStep, ModelRun
 

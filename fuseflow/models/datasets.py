@@ -2,7 +2,7 @@
 
 Every adjacency is a ``scipy.sparse.csr_array`` (symmetric 0/1, no self loops): nothing here
 builds a dense N x N matrix, so graphs of OGB size load in seconds and the compiler's level
-arrays are cut from the CSR arrays directly (:meth:`fuseflow.tensor.TensorData.from_scipy`).
+arrays are cut from the CSR arrays directly (:meth:`fuseflow.ir.tensor.TensorData.from_scipy`).
 
 Where the data comes from (nothing is downloaded):
 

@@ -12,7 +12,7 @@ steps, in model order:
   below) or ``full`` (one region for the whole run).  If the compiler cannot lower a region, the
   run falls back to the next finer fusion and :attr:`CompiledModel.notes` says why;
 * **ML steps** — softmax, layernorm and max over the last dimension (and relu / gelu / scalar ops
-  when the Program API lacks them) are SAMML subgraphs built with :mod:`fuseflow.lowering`
+  when the Program API lacks them) are SAMML subgraphs built with :mod:`fuseflow.compiler.lowering`
   (scan → value load → ops → write).  They are fusion barriers.  Consecutive ML ops on one
   tensor form one subgraph unless the fusion is ``unfused``;
 * **host steps** — reshapes, and transposes that read a reshaped / materialised tensor or feed a
@@ -54,13 +54,13 @@ from fuseflow.compiler import (
 )
 from fuseflow.compiler import program as program_api
 from fuseflow.compiler.program import UnOp
-from fuseflow.kernels import GraphBuilder
-from fuseflow.lowering import reduce_rows, row_layernorm, row_softmax, unary
-from fuseflow.numerics import Mode, Numerics
-from fuseflow.overflow import Overflow, check_policy
-from fuseflow.samml import AluOp, Graph, ReduceOp, Role
-from fuseflow.simulation import Simulator, graph_overflow_records, graph_overflows
-from fuseflow.tensor import Format, TensorData, TensorFormat
+from fuseflow.ir.builder import GraphBuilder
+from fuseflow.compiler.lowering import reduce_rows, row_layernorm, row_softmax, unary
+from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.ir.overflow import Overflow, check_policy
+from fuseflow.ir.samml import AluOp, Graph, ReduceOp, Role
+from fuseflow.ir.simulator import Simulator, graph_overflow_records, graph_overflows
+from fuseflow.ir.tensor import Format, TensorData, TensorFormat
 
 from .ir import MKind, MNode, ModelIR
 
@@ -420,8 +420,8 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     """Cut ``ir`` into steps and compile them (see the module docstring).
 
     ``locate`` (default): the compiler locates into dense levels under intersections
-    (:mod:`fuseflow.compiler.locate`); off: it scans and intersects them (for comparison).
-    ``skip``: intersections of compressed fibres skip ahead (:mod:`fuseflow.skipping`).
+    (:mod:`fuseflow.compiler.passes.locate`); off: it scans and intersects them (for comparison).
+    ``skip``: intersections of compressed fibres skip ahead (:mod:`fuseflow.compiler.passes.skip`).
     ``spacc_buffers``: 2 double-buffers the sparse accumulators, 1 keeps one bank of sums.
 
     ``elementwise_in_compiler``: relu / gelu / scalar ops become Program statements (fused by
@@ -978,7 +978,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     input values; ``max_cycles`` raises the simulator's per-graph cycle limit (default: its own).
 
     A result the arithmetic saturated (fixed point) or wrapped raises
-    :class:`~fuseflow.overflow.NumericOverflowError` naming the graph, nodes, count, largest
+    :class:`~fuseflow.ir.overflow.NumericOverflowError` naming the graph, nodes, count, largest
     magnitude and format; ``on_overflow="report"`` returns the run with
     :attr:`ModelRun.overflows` and a warning instead.
 

@@ -600,10 +600,10 @@ cli("program:compile:fused-order", ["compile", "examples/programs/spmm.py", "-o"
 
 # ---- the Python API ------------------------------------------------------------------------
 def _api_cases() -> None:
-    from fuseflow.memory import MemoryModel, parse_memory
-    from fuseflow.numerics import Numerics
-    from fuseflow.samml import Graph, NodeKind
-    from fuseflow.tensor import CSR, TensorData, TensorFormat
+    from fuseflow.ir.memory import MemoryModel, parse_memory
+    from fuseflow.ir.numerics import Numerics
+    from fuseflow.ir.samml import Graph, NodeKind
+    from fuseflow.ir.tensor import CSR, TensorData, TensorFormat
     from hw.config import HwConfig
     from sw_sim import run_graph, simulate_primitive
 
@@ -648,7 +648,7 @@ def _api_cases() -> None:
     api("api:simulate_primitive:kind", lambda d: simulate_primitive("fpu", {"a": "D"}), "fpu")
     api("api:simulate_primitive:token", lambda d: simulate_primitive("reduce", {"val": "1, S9x, D"}, op="add"), "S9x")
     api("api:load_graph:missing", lambda d: _load_graph(d / "none.json"), "does not exist")
-    from fuseflow.tensor import BlockFormat, bcsr
+    from fuseflow.ir.tensor import BlockFormat, bcsr
     api("api:BlockFormat:size", lambda d: BlockFormat(CSR, (4, 6)), "block size 6 of mode 1")
     api("api:BlockFormat:lanes", lambda d: bcsr(4, lanes=8), "lanes=8")
     api("api:from_blocks:shape", lambda d: TensorData.from_blocks(np.ones((6, 8)), bcsr(4), name="W"),
@@ -662,12 +662,12 @@ def _api_cases() -> None:
 
 
 def _load_graph(path: Path):
-    from fuseflow.graph_file import load_graph
+    from fuseflow.ir.graph_file import load_graph
     return load_graph(path)
 
 
 def _broken_spmv(mutate):
-    from fuseflow.tensor import TensorData
+    from fuseflow.ir.tensor import TensorData
     g, data, _, _ = example("spmv", 8, seed=1, density=0.4)
     b = data["B"]
     seg, crd, vals = mutate(b.seg[1].copy(), b.crd[1].copy(), np.asarray(b.vals).copy())

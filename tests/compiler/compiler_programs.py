@@ -14,7 +14,7 @@ from example_programs import load_example
 
 from fuseflow.compiler import Program, catalog, einsum, maximum, minimum, relu
 from fuseflow.compiler.semantics import denominator_inputs
-from fuseflow.tensor import Format, TensorData
+from fuseflow.ir.tensor import Format, TensorData
 
 
 @dataclass(frozen=True)

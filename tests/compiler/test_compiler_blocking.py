@@ -20,9 +20,9 @@ from fuseflow.compiler import (
     run_program,
     softmax,
 )
-from fuseflow.compiler.blocking import dimension_of
+from fuseflow.compiler.passes.block import dimension_of
 from fuseflow.models.datasets import bigbird_mask
-from fuseflow.samml import NodeKind
+from fuseflow.ir.samml import NodeKind
 from fuseflow.schedule import ScheduleError, parse_block, schedule_from_dict
 from sw_sim import run_graph
 

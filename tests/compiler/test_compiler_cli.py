@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fuseflow.samml import Graph
+from fuseflow.ir.samml import Graph
 from fuseflow_cli.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "programs"

@@ -25,8 +25,8 @@ from fuseflow.compiler import (
     reference,
     run_program,
 )
-from fuseflow.samml import NodeKind
-from fuseflow.tensor import Format, TensorData
+from fuseflow.ir.samml import NodeKind
+from fuseflow.ir.tensor import Format, TensorData
 from sw_sim import run_graph
 
 COO_PROGRAMS = sorted(n for n in SUITE if n.startswith("coo_"))

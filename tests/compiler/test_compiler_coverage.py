@@ -24,9 +24,9 @@ from fuseflow.compiler import (
     relu,
     run_program,
 )
-from fuseflow.overflow import NumericOverflowError
-from fuseflow.samml import NodeKind
-from fuseflow.tensor import Format, TensorFormat
+from fuseflow.ir.overflow import NumericOverflowError
+from fuseflow.ir.samml import NodeKind
+from fuseflow.ir.tensor import Format, TensorFormat
 from sw_sim import run_graph
 
 

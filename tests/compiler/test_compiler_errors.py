@@ -15,7 +15,7 @@ from fuseflow.compiler import (
     relu,
     run_program,
 )
-from fuseflow.tensor import Format
+from fuseflow.ir.tensor import Format
 from sw_sim import run_graph
 
 

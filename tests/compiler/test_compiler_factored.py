@@ -9,7 +9,7 @@ import pytest
 from compiler_programs import SUITE, random_inputs
 
 from fuseflow.compiler import Fusion, Program, compile_program, einsum, reference, run_program
-from fuseflow.samml import Graph, GraphError, NodeKind, StreamKind
+from fuseflow.ir.samml import Graph, GraphError, NodeKind, StreamKind
 from sw_sim import run_graph
 
 JOINERS = (NodeKind.INTERSECT, NodeKind.UNION)

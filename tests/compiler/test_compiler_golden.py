@@ -21,8 +21,8 @@ from compiler_programs import one_statement
 
 from fuseflow.compiler import PIPELINE, Options, Program, catalog, compile_program, dump_ir, einsum
 from fuseflow.kernels import spmm as hand_spmm
-from fuseflow.samml import Graph
-from fuseflow.tensor import DENSE2
+from fuseflow.ir.samml import Graph
+from fuseflow.ir.tensor import DENSE2
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("FUSEFLOW_REGEN_GOLDEN") == "1"

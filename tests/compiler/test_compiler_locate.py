@@ -11,7 +11,7 @@ import pytest
 from compiler_programs import random_inputs
 
 from fuseflow.compiler import Program, compile_program, einsum, reference, run_program
-from fuseflow.samml import NodeKind
+from fuseflow.ir.samml import NodeKind
 from sw_sim import run_graph
 
 

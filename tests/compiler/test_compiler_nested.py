@@ -19,7 +19,7 @@ from fuseflow.compiler import Fusion, Program, catalog, compile_program, einsum,
 from fuseflow.models.datasets import karate
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import compile_model, run_model
-from fuseflow.samml import NodeKind
+from fuseflow.ir.samml import NodeKind
 from sw_sim import run_graph
 
 N, F, H, C = 8, 5, 4, 3

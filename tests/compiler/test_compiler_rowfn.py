@@ -20,8 +20,8 @@ from fuseflow.compiler import (
     run_program,
     softmax,
 )
-from fuseflow.numerics import Numerics
-from fuseflow.samml import AluOp, NodeKind, ReduceOp
+from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.samml import AluOp, NodeKind, ReduceOp
 from sw_sim import run_graph
 
 FUSIONS = [Fusion.UNFUSED, Fusion.PARTIAL, Fusion.FULL]

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuseflow.compiler.suite import SEEDS, compiled, graph_case
-from fuseflow.samml import AluOp, NodeKind, StreamKind
-from fuseflow.tensor import TensorData
+from fuseflow.suites.compiler import SEEDS, compiled, graph_case
+from fuseflow.ir.samml import AluOp, NodeKind, StreamKind
+from fuseflow.ir.tensor import TensorData
 from hw import HwConfig
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
@@ -91,7 +91,7 @@ def _numpy_outputs(program: str, graph: int) -> None:
     """Every output of the graph (sw_sim) equals numpy (the suite's expected value covers
     graphs writing one tensor only)."""
     from fuseflow.compiler.runner import reference_all
-    from fuseflow.compiler.suite import PROGRAMS
+    from fuseflow.suites.compiler import PROGRAMS
     comp = compiled(program, "full")
     for seed in SEEDS:
         g, data, _ = graph_case(program, "full", graph, seed, run_graph)
@@ -160,7 +160,7 @@ def test_row_functions_q16_16_rtl_equals_sw_sim(case: int) -> None:
     linear layer, in Q16.16: the RTL's outputs equal sw_sim's bit for bit, in equal cycles."""
     from fuseflow.compiler import Fusion, compile_program
     from fuseflow.compiler.runner import initial_tensors
-    from fuseflow.numerics import Numerics
+    from fuseflow.ir.numerics import Numerics
 
     program, data = _rowfn_programs()[case]
     num = Numerics.parse("q16.16")
@@ -181,8 +181,8 @@ def test_coo_operand() -> None:
     """SpMM with A in COO, duplicates in the data: the non-unique and singleton scanners (no seg
     memory for the singleton level), x located at the singleton level, the duplicates summed by
     the order-2 accumulator; values and cycles equal sw_sim, values equal numpy."""
-    from fuseflow.compiler.suite import PROGRAMS
-    from fuseflow.tensor import Format
+    from fuseflow.suites.compiler import PROGRAMS
+    from fuseflow.ir.tensor import Format
     from hw.elaborate import GraphTop
 
     g = run_both("coo_spmm")

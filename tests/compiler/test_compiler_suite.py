@@ -8,7 +8,7 @@ import pytest
 from compiler_programs import SUITE, assert_canonical, random_inputs
 
 from fuseflow.compiler import Fusion, all_orders, compile_program, reference, run_program
-from fuseflow.samml import NodeKind
+from fuseflow.ir.samml import NodeKind
 from sw_sim import run_graph
 
 FUSIONS = [Fusion.UNFUSED, Fusion.PARTIAL, Fusion.FULL]

@@ -23,8 +23,8 @@ from fuseflow.compiler import (
     run_program,
     sigmoid,
 )
-from fuseflow.numerics import Numerics
-from fuseflow.samml import AluOp, NodeKind
+from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.samml import AluOp, NodeKind
 from sw_sim import run_graph
 
 

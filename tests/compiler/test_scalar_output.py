@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fuseflow.compiler import Program, compile_program, einsum, run_program
-from fuseflow.tensor import TensorData, TensorFormat
+from fuseflow.ir.tensor import TensorData, TensorFormat
 from fuseflow_cli.cli import main
 from sw_sim import run_graph
 

@@ -214,6 +214,6 @@ def test_loader_errors(tmp_path) -> None:
 
 def test_front_end_imports_without_torch() -> None:
     """datasets / plan / suite / the CLI hooks must not import torch (it is an optional extra)."""
-    code = ("import sys, fuseflow_cli.cli, fuseflow.models, fuseflow.models.plan, fuseflow.models.suite, "
+    code = ("import sys, fuseflow_cli.cli, fuseflow.models, fuseflow.models.plan, fuseflow.suites.models, "
             "fuseflow_cli.models; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -5,13 +5,13 @@ two-layer GCN in Q16.16 on Verilator (the native harness)."""
 import numpy as np
 import pytest
 
-from fuseflow.check import compare
+from fuseflow.ir.check import compare
 from fuseflow.compiler import graph_runs
 from fuseflow.models.bounds import model_enclosures
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import CompilerStep, _input_format, compile_model, quantized_input
-from fuseflow.models.suite import correlation_suite
-from fuseflow.numerics import Numerics
+from fuseflow.suites.models import correlation_suite
+from fuseflow.ir.numerics import Numerics
 from hw import HwConfig
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph

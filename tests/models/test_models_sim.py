@@ -19,7 +19,7 @@ from fuseflow.models.datasets import karate
 from fuseflow.models.frontend import MKind, trace
 from fuseflow.models.plan import CompilerStep, HostStep, MLStep, compile_model, run_model
 from fuseflow.models.zoo import make_case
-from fuseflow.overflow import NumericOverflowError
+from fuseflow.ir.overflow import NumericOverflowError
 from sw_sim import run_graph
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")

@@ -18,7 +18,7 @@ from fuseflow.models.datasets import digits, load_dataset
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import compile_model, run_model
 from fuseflow.models.zoo import make_case
-from fuseflow.tensor import TensorData
+from fuseflow.ir.tensor import TensorData
 from fuseflow_cli.cli import main
 from sw_sim import run_graph
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuseflow.models.suite import correlation_suite
+from fuseflow.suites.models import correlation_suite
 from fuseflow.suites import suite
 from sw_sim import run_graph
 

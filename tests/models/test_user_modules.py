@@ -14,7 +14,7 @@ from fuseflow.compiler import LoweringError
 from fuseflow.models.frontend import trace
 from fuseflow.models.ir import MKind, MNode
 from fuseflow.models.plan import HostStep, compile_model, run_model
-from fuseflow.tensor import Format
+from fuseflow.ir.tensor import Format
 from sw_sim import run_graph
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")

@@ -10,7 +10,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 
-from fuseflow.tokens import DONE, stop
+from fuseflow.ir.tokens import DONE, stop
 from hw.word import decode_word, encode_word, is_done_word
 from rtl_sim.streams import StreamSink, StreamSource
 

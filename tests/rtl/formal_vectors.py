@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from vectors import Vector, all_vectors, random_vectors
 
-from fuseflow.samml import PRIMITIVES, NodeKind
+from fuseflow.ir.samml import PRIMITIVES, NodeKind
 from sw_sim import simulate_primitive
 
 LONGEST = 7

@@ -11,8 +11,8 @@ from fpga.board_sim import simulate_board
 from fpga.board_top import host_view
 from fpga.host import load_words
 from fuseflow.kernels import KERNELS
-from fuseflow.overflow import NumericOverflowError
-from fuseflow.tensor import CSR, TensorData, TensorFormat
+from fuseflow.ir.overflow import NumericOverflowError
+from fuseflow.ir.tensor import CSR, TensorData, TensorFormat
 from fuseflow_cli.cli import main
 from hw.elaborate import HwConfig
 from sw_sim import run_graph

@@ -9,7 +9,7 @@ from kernel_cases import CASES, REFERENCE, dataset
 from test_ml_primitives_sw import with_spacc_buffers
 
 from fuseflow.kernels import example
-from fuseflow.parallel import parallelize
+from fuseflow.compiler.passes.par import parallelize
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fuseflow.kernels import KERNELS, example
-from fuseflow.memory import MemoryError, parse_memory, plan_ports
-from fuseflow.skipping import enable_skipping
+from fuseflow.ir.memory import MemoryError, parse_memory, plan_ports
+from fuseflow.compiler.passes.skip import enable_skipping
 from fuseflow.suites import spine_entry
 from hw.build import build_graph, to_verilog
 from hw.elaborate import GraphTop, HwConfig

@@ -23,9 +23,9 @@ from test_ml_primitives_sw import (
 )
 from vectors import fiber_stream
 
-from fuseflow.numerics import DEFAULT_FIXED, Numerics
-from fuseflow.tensor import CSR, DENSE2, TensorData
-from fuseflow.tokens import DONE, EMPTY, Stop, Token, format_stream
+from fuseflow.ir.numerics import DEFAULT_FIXED, Numerics
+from fuseflow.ir.tensor import CSR, DENSE2, TensorData
+from fuseflow.ir.tokens import DONE, EMPTY, Stop, Token, format_stream
 from hw.elaborate import HwConfig
 from rtl_sim import run_graph as rtl_run_graph
 from rtl_sim.api import run_primitive_batch

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fuseflow.kernels import GraphBuilder, example
-from fuseflow.numerics import Numerics
-from fuseflow.overflow import NumericOverflowError
-from fuseflow.samml import NodeKind, Role
-from fuseflow.tensor import CSR, TensorData
+from fuseflow.ir.builder import GraphBuilder
+from fuseflow.kernels import example
+from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.overflow import NumericOverflowError
+from fuseflow.ir.samml import NodeKind, Role
+from fuseflow.ir.tensor import CSR, TensorData
 from fuseflow_cli import cmd_rtl
 from fuseflow_cli.cli import main
 from hw.elaborate import HwConfig

@@ -17,8 +17,8 @@ from skip_cases import (
 )
 
 from fuseflow.kernels import example
-from fuseflow.skipping import enable_skipping
-from fuseflow.tokens import parse_stream
+from fuseflow.compiler.passes.skip import enable_skipping
+from fuseflow.ir.tokens import parse_stream
 from hw import build_graph
 from rtl_sim import run_graph_batch, run_primitive_batch
 from rtl_sim.toolchain import lint

@@ -14,7 +14,7 @@ import pytest
 from test_ml_primitives_rtl import CFG, Q, _check, _same_tokens_under_stalls
 from vectors import fiber_stream, relu_blocks_graph
 
-from fuseflow.tokens import EMPTY, Vec
+from fuseflow.ir.tokens import EMPTY, Vec
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
 

@@ -21,7 +21,7 @@ from fpga.families import FAMILIES
 from fpga.host import tensor_from_arrays
 from fpga.synth import _yosys_cells
 from fuseflow.kernels import KERNELS
-from fuseflow.numerics import Numerics
+from fuseflow.ir.numerics import Numerics
 from fuseflow_cli.board_args import config_from_args
 from fuseflow_cli.cli import main
 from fuseflow_cli.errors import UserError

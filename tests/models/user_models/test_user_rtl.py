@@ -20,7 +20,7 @@ from suite import CASES, reference
 
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import compile_model, run_model
-from fuseflow.numerics import Numerics
+from fuseflow.ir.numerics import Numerics
 from hw import HwConfig
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph

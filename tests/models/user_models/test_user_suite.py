@@ -31,7 +31,7 @@ from fuseflow.models.plan import (
     converted_name,
     run_model,
 )
-from fuseflow.tensor import Format
+from fuseflow.ir.tensor import Format
 from sw_sim import run_graph
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
@@ -157,6 +157,6 @@ def test_sparse_inputs_keep_their_format_and_conversions_are_said(traced) -> Non
 
 
 def test_converted_name_is_stable() -> None:
-    from fuseflow.tensor import TensorFormat
+    from fuseflow.ir.tensor import TensorFormat
 
     assert converted_name("adj", TensorFormat((Format.DENSE, Format.COMPRESSED))) == "adj__dc01"

@@ -1,4 +1,4 @@
-"""The heuristic (:mod:`fuseflow.estimate`) over a compiled model: every step in order, as
+"""The heuristic (:mod:`fuseflow.cost`) over a compiled model: every step in order, as
 :func:`fuseflow.models.plan.run_model` runs them, without simulating."""
 
 from __future__ import annotations
@@ -8,17 +8,17 @@ from typing import Any
 
 import numpy as np
 
-from ..estimate import Estimate, TensorStats, estimate_graph, stats_of, uniform_stats
-from ..tensor import Format, TensorData, TensorFormat
-from .ir import MKind
-from .plan import CompiledModel, CompilerStep, MLStep, _input_format
+from .graph import Estimate, TensorStats, estimate_graph, stats_of, uniform_stats
+from ..ir.tensor import Format, TensorData, TensorFormat
+from ..models.ir import MKind
+from ..models.plan import CompiledModel, CompilerStep, MLStep, _input_format
 
 __all__ = ["estimate_model"]
 
 
 def estimate_model(cm: CompiledModel, **kw: Any) -> Estimate:
     """FLOPs, bytes and a cycle bound of every graph of ``cm`` (``kw``: memory, placement, cw,
-    vw, rates — see :func:`fuseflow.estimate.estimate_graph`).  Input statistics come from the
+    vw, rates — see :func:`fuseflow.cost.estimate_graph`).  Input statistics come from the
     traced inputs; host steps (reshapes, transposes) produce dense tensors, as they do when run."""
     t0 = time.perf_counter()
     ir = cm.ir

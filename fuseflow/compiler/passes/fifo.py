@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .samml import Edge, Graph, NodeKind, node_latency
+from ...ir.samml import Edge, Graph, NodeKind, node_latency
 
 __all__ = ["set_accumulator_buffers", "size_fifos"]
 

@@ -19,13 +19,14 @@ from functools import cache, partial
 
 import numpy as np
 
-from ..simulation import Case, Simulator, SuiteEntry
-from ..tensor import COO, TensorData
-from .catalog import gcn_layer, gcn_relu, gcn_two_layer, nested_matmul
-from .codegen import CompiledProgram, compile_program
-from .fusion import Fusion
-from .program import Program, einsum, maximum, minimum
-from .runner import graph_runs, reference_all
+from ..ir.simulator import Simulator
+from .entry import Case, SuiteEntry
+from ..ir.tensor import COO, TensorData
+from ..compiler.catalog import gcn_layer, gcn_relu, gcn_two_layer, nested_matmul
+from ..compiler.codegen import CompiledProgram, compile_program
+from ..compiler.fusion import Fusion
+from ..compiler.program import Program, einsum, maximum, minimum
+from ..compiler.runner import graph_runs, reference_all
 
 __all__ = ["MODES", "PROGRAMS", "SuiteProgram", "compiled", "correlation_suite", "graph_case"]
 

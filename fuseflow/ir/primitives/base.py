@@ -6,7 +6,7 @@ without simulating it: its ports and their stream kinds, its parameters (a froze
 whose field types and defaults are the parameter schema), how it uses the tensor it names, its
 latency and initiation interval, and its value rules.  The verifier, JSON load/save, DOT
 labels, the CLI's primitive listing and the docs table are derived from these records
-(:mod:`fuseflow.primitives`, :mod:`fuseflow.samml`).
+(:mod:`fuseflow.ir.primitives`, :mod:`fuseflow.ir.samml`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the core asks of a simulator, and correlation cases as plain data.
+"""What the core asks of a simulator.
 
 The core never imports a simulator: code that runs graphs (:func:`fuseflow.compiler.run_program`,
 :func:`fuseflow.models.plan.run_model`, the suite cases that need intermediates) takes one as an
@@ -7,17 +7,14 @@ argument.  ``sw_sim.run_graph`` is one; the CLI, tests and benchmarks pass it in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Protocol
-
-import numpy as np
 
 from .overflow import Overflow
 from .samml import Graph
 from .tensor import TensorData
 
-__all__ = ["Case", "SimRun", "Simulator", "SuiteEntry", "graph_overflow_records", "graph_overflows"]
+__all__ = ["SimRun", "Simulator", "graph_overflow_records", "graph_overflows"]
 
 
 class SimRun(Protocol):
@@ -37,31 +34,13 @@ class Simulator(Protocol):
     def __call__(self, graph: Graph, data: Mapping[str, TensorData], /, **options: Any) -> SimRun: ...
 
 
-# a graph, its input tensors and the numpy value of its output (None: no independent reference)
-Case = tuple[Graph, dict[str, TensorData], np.ndarray | None]
-
-
-@dataclass
-class SuiteEntry:
-    """One case of a correlation suite (:mod:`fuseflow.suites`).
-
-    ``make(simulate)`` builds the case; ``simulate`` computes the intermediates a case of a
-    multi-graph program reads (cases of one graph ignore it).  Entries whose ``make`` is a
-    module-level function or a :func:`functools.partial` of one can go to worker processes.
-    """
-
-    name: str
-    model: str  # colour group in the correlation plot
-    make: Callable[[Simulator], Case]
-
-
 def graph_overflows(graph: str, res: SimRun) -> dict[str, int]:
     """A simulator result's overflow counts keyed ``graph/node`` (none if it reports none)."""
     return {f"{graph}/{n}": k for n, k in (getattr(res, "overflows", None) or {}).items()}
 
 
 def graph_overflow_records(graph: str, res: SimRun) -> list[Overflow]:
-    """A simulator result's overflows as :class:`~fuseflow.overflow.Overflow` records named
+    """A simulator result's overflows as :class:`~fuseflow.ir.overflow.Overflow` records named
     ``graph/node``: sw_sim's (``overflow_records``: counts and magnitudes), else the flags a
     result reports (``overflows``: count only)."""
     records = getattr(res, "overflow_records", None)

@@ -1,5 +1,5 @@
-"""Graph files: JSON checked against the published schema (``fuseflow/graph.schema.json``,
-format version 1) before it becomes a :class:`~fuseflow.samml.Graph`, then the graph rules and
+"""Graph files: JSON checked against the published schema (``fuseflow/ir/graph.schema.json``,
+format version 1) before it becomes a :class:`~fuseflow.ir.samml.Graph`, then the graph rules and
 the resource caps -- every problem named by file, field and value.
 
 Every command that reads a graph file goes through :func:`load_graph`; :meth:`Graph.from_json`

@@ -3,7 +3,7 @@
 This module is the contract shared by the compiler (which emits graphs), sw_sim and hw (which
 run them from the graph data alone) and the tests.  What a node kind is — its ports, stream
 kinds, typed parameters, tensor use, latency and initiation interval — comes from its
-declaration in :mod:`fuseflow.primitives` (:data:`PRIMITIVES`); the verifier, JSON load/save
+declaration in :mod:`fuseflow.ir.primitives` (:data:`PRIMITIVES`); the verifier, JSON load/save
 and DOT labels here are derived from those declarations.
 """
 

@@ -1,11 +1,11 @@
-"""The named correlation suites: lists of :class:`~fuseflow.simulation.SuiteEntry` (a graph, its
+"""The named correlation suites: lists of :class:`~fuseflow.ir.simulator.SuiteEntry` (a graph, its
 inputs and the expected value), plain data that ``rtl_sim.correlate`` runs in sw_sim and RTL.
 
 * ``spine`` — the built-in kernels (SpMV, SpMM ×2, add, mul) at two sizes and two densities;
 * ``variants`` — built-in kernels with coordinate skipping or double-buffered accumulators, and
   block-sparse SpMM with vector streams (``bspmm``, blocks of 2 to 16, lanes = block or less);
-* ``compiler`` — every graph of a few compiled programs (:mod:`fuseflow.compiler.suite`);
-* ``ml`` — GCN / GraphSAGE layers and BigBird pieces (:mod:`fuseflow.models.suite`);
+* ``compiler`` — every graph of a few compiled programs (:mod:`fuseflow.suites.compiler`);
+* ``ml`` — GCN / GraphSAGE layers and BigBird pieces (:mod:`fuseflow.suites.models`);
 * ``parallel`` — built-in kernels with parallel lanes (factors 2 and 4, nested, lane-local
   sparse accumulators merged by unions);
 * ``all`` — all of them in that order.
@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from .compiler.suite import correlation_suite as compiler_suite
-from .kernels import example
-from .models.suite import correlation_suite as ml_suite
-from .parallel import parallelize
-from .passes import set_accumulator_buffers
-from .simulation import Case, Simulator, SuiteEntry
-from .skipping import enable_skipping
+from .compiler import correlation_suite as compiler_suite
+from ..kernels import example
+from .models import correlation_suite as ml_suite
+from ..compiler.passes.par import parallelize
+from ..compiler.passes.fifo import set_accumulator_buffers
+from ..ir.simulator import Simulator
+from .entry import Case, SuiteEntry
+from ..compiler.passes.skip import enable_skipping
 
 __all__ = ["SUITES", "spine_entry", "spine_suite", "suite", "with_par"]
 

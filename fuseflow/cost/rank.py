@@ -1,5 +1,5 @@
 """Schedule ranking: enumerate fusion granularity x dataflow orders of a model, estimate each
-configuration with the heuristic (:mod:`fuseflow.models.estimate`) and order them by estimated
+configuration with the heuristic (:mod:`fuseflow.cost.model`) and order them by estimated
 cycles.
 
 The dataflow orders come from the compiler: for each fused group, the topological orders of its
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..compiler import run_pipeline
-from ..estimate import Estimate
-from .estimate import estimate_model
-from .ir import ModelIR
-from .plan import CompiledModel, CompilerStep, compile_model
+from .graph import Estimate
+from .model import estimate_model
+from ..models.ir import ModelIR
+from ..models.plan import CompiledModel, CompilerStep, compile_model
 
 __all__ = ["Config", "Ranking", "rank_model"]
 

@@ -5,7 +5,7 @@ subgraph below ``v`` run side by side:
 
 * the **split**: ``v``'s coordinate stream and the streams aligned with it (the other outputs
   of the scanner or join that makes it, ``Graph.indices``) each pass a ``parallelize`` node,
-  which deals their coordinates to the lanes round-robin (:mod:`fuseflow.primitives.parallel`);
+  which deals their coordinates to the lanes round-robin (:mod:`fuseflow.ir.primitives.parallel`);
 * the **region**: every node downstream of the split whose outputs stay at ``v``'s nesting
   level or deeper is copied once per lane (``<node>_l<k>``); a reducer of ``v`` (``reduce``)
   stays in the lanes as a lane-local partial reduction;
@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .passes import size_fifos
-from .primitives import AluOp, NodeKind, ReduceOp, StreamKind
-from .primitives.parallel import MAX_LANES
-from .samml import Edge, Graph, GraphError, PortRef
+from .fifo import size_fifos
+from ...ir.primitives import AluOp, NodeKind, ReduceOp, StreamKind
+from ...ir.primitives.parallel import MAX_LANES
+from ...ir.samml import Edge, Graph, GraphError, PortRef
 
 __all__ = ["ParallelError", "ParallelRegion", "parallelize", "stream_levels"]
 
@@ -91,7 +91,7 @@ def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True) -> lis
     Raises :class:`ParallelError` for an index the graph does not iterate, a factor outside
     1..64 or larger than the index's dimension, or a region whose boundary cannot be split
     (the message names the index and the node).  ``resize``: size the FIFOs afterwards
-    (:func:`~fuseflow.passes.size_fifos`)."""
+    (:func:`~fuseflow.compiler.passes.fifo.size_fifos`)."""
     wanted = {}
     for key, f in sorted(par.items(), key=lambda kv: ":" in kv[0]):  # GRAPH:INDEX overrides
         graph, _, index = key.rpartition(":")

@@ -26,7 +26,7 @@ Protocol (the per-cycle rules are in :class:`sw_sim.level.SkipScan` and
   yet; a request that finds a stop queued (its fiber is finished) or a target at or below the
   scanner's next coordinate is dropped.
 * Cost (one ``crd`` read per cycle): the search first probes the next ``SKIP_LINEAR``
-  positions (:mod:`fuseflow.primitives.level`), which costs what streaming there costs; then,
+  positions (:mod:`fuseflow.ir.primitives.level`), which costs what streaming there costs; then,
   if the coordinates seen predict the target at least ``SKIP_LINEAR << SKIP_GALLOP_SHIFT``
   positions on, it gallops (1, 3, 7, ... positions ahead, then a binary search: about
   ``2 log2(distance)`` cycles), and otherwise it keeps probing position by position.  ``S0``
@@ -50,8 +50,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from .samml import Graph, Node, NodeKind
-from .tensor import Format
+from ...ir.samml import Graph, Node, NodeKind
+from ...ir.tensor import Format
 
 __all__ = ["SKIP_FIFO_DEPTH", "SkipSite", "enable_skipping", "explain_skipping", "skip_sites"]
 

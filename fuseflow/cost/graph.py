@@ -36,12 +36,12 @@ import numpy as np
 from scipy.special import gammaln
 from scipy.stats import binom
 
-from .compiler.runner import initial_tensors
-from .masks import mask_keep, mask_params
-from .memory import IDEAL, MemoryModel, Placement, word_bytes
-from .samml import Graph, NodeKind
-from .tensor import Format, TensorData
-from .tokens import CRD_WIDTH, VAL_WIDTH
+from ..compiler.runner import initial_tensors
+from ..ir.masks import mask_keep, mask_params
+from ..ir.memory import IDEAL, MemoryModel, Placement, word_bytes
+from ..ir.samml import Graph, NodeKind
+from ..ir.tensor import Format, TensorData
+from ..ir.tokens import CRD_WIDTH, VAL_WIDTH
 
 __all__ = ["Estimate", "TensorStats", "estimate_graph", "estimate_program", "stats_of", "uniform_stats"]
 
@@ -811,7 +811,7 @@ def _lines(m: MemoryModel, r: _Read) -> float:
 
 def _conflicts(c: _Ctx) -> dict[tuple, float]:
     """Row-conflict rate per off-chip array (open-row policy).  An array's rows go round the
-    banks from the bank its number sets (as ``fuseflow.memory.MemPort.bank_row``), and its
+    banks from the bank its number sets (as ``fuseflow.ir.memory.MemPort.bank_row``), and its
     lines (its read ports' and its writer's; ports of one array read the same rows) spread
     evenly over its rows.  An array read in ascending order enters a row and stays in it for
     its next lines, so a line conflicts only when another array's line reached the bank in

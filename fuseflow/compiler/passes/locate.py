@@ -22,8 +22,8 @@ located dense levels only (:mod:`.coo`).
 
 from __future__ import annotations
 
-from ..tensor import Format
-from .table import Cell, CellKind, FusionTable, Join, JoinKind
+from ...ir.tensor import Format
+from ..table import Cell, CellKind, FusionTable, Join, JoinKind
 
 __all__ = ["locate_dense_levels", "located_levels", "nonunique_join_problem"]
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ..tensor import Format, TensorFormat
-from .program import (
+from ...ir.tensor import Format, TensorFormat
+from ..program import (
     Access,
     BinOp,
     IExpr,

@@ -43,7 +43,7 @@ def _scan_inputs(p) -> Ports:
 def _scan_in_graph(g, node) -> list[str]:
     """A skipping scanner reads a compressed level, and its skip requests come from the
     intersect that pops its own crd / ref streams (the freshness rule of the requests relies on
-    it: see fuseflow.skipping)."""
+    it: see fuseflow.compiler.passes.skip)."""
     p = node.typed()
     if not p.skip:
         return []

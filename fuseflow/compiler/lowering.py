@@ -1,11 +1,11 @@
 """Composite lowerings: softmax, layernorm and bias add as reusable SAMML subgraph builders.
 
-Each builder adds nodes to a :class:`~fuseflow.kernels.GraphBuilder` and returns the output
+Each builder adds nodes to a :class:`~fuseflow.ir.builder.GraphBuilder` and returns the output
 port(s).  They work on the innermost fibers of a value stream (a "row"): a reducer collapses
 each row to one value, a repeat of that value stream (``repeat`` with ``stream="val"``, driven
 by a repeat signal of the row) replays it over the row, and an ALU combines it with the row.
 
-The builder ``b`` is a :class:`~fuseflow.kernels.GraphBuilder` or anything with its
+The builder ``b`` is a :class:`~fuseflow.ir.builder.GraphBuilder` or anything with its
 ``node``, ``bcast``, ``alu`` and ``link`` methods (the compiler's emitter, which resolves
 fan-out itself).
 
@@ -17,8 +17,8 @@ on longer rows (sw_sim reports which nodes are blocked).
 
 from __future__ import annotations
 
-from .kernels import GraphBuilder
-from .samml import AluOp, NodeKind, PortRef, ReduceOp, StreamKind
+from ..ir.builder import GraphBuilder
+from ..ir.samml import AluOp, NodeKind, PortRef, ReduceOp, StreamKind
 
 __all__ = ["bias_add", "bias_lookup", "reduce_rows", "repeat_over", "row_layernorm", "row_softmax", "unary"]
 

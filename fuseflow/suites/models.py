@@ -24,10 +24,12 @@ from functools import partial
 import numpy as np
 
 from fuseflow.compiler import Program, compile_program, einsum
-from fuseflow.simulation import Case, Simulator, SuiteEntry
-from fuseflow.tensor import TensorData
+from fuseflow.ir.simulator import Simulator
 
-from .datasets import bigbird_mask, karate
+from .entry import Case, SuiteEntry
+from fuseflow.ir.tensor import TensorData
+
+from ..models.datasets import bigbird_mask, karate
 
 __all__ = ["correlation_suite"]
 
