@@ -1,0 +1,5 @@
+"""Moved to :mod:`fuseflow.ir.check` (this path goes away in the next release)."""
+
+from fuseflow._moved import moved
+
+moved(__name__, "fuseflow.ir.check")
