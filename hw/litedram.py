@@ -391,21 +391,26 @@ def placement_report(graph, onchip: tuple[str, ...], layout: dict[str, ArraySlot
 
 
 # --------------------------------------------------------------------------- the line engine
-IDLE, READ, FETCH, LATCH, ISSUE, DRAIN, ACK1, ACK2 = range(8)
+IDLE, READ, FETCH, LATCH, ISSUE, DRAIN = range(6)
 
 
 class LineEngine(wiring.Component):
     """The project's arbiter and line mover in front of LiteDRAM's native port.
 
-    Port ``p<i>`` is the controller side of gate ``i``'s :func:`hw.dram.MemBus`.  When idle,
-    the engine grants the first waiting gate at or after its round-robin pointer and moves the
-    line: a read line is ``L`` native reads (issued back to back; the data returns in order)
-    whose words are assembled into array words and written into the node's memory through
-    ``fill<i>``; two cycles after the last write it acknowledges the fill (the gate's tags
-    change; a read of the memory then sees the new words).  A written line is read from the
-    writer's memory through ``drain<i>`` and written to DRAM word by word; it is acknowledged
-    when the controller has taken the last data.  Words past an array's capacity are neither
-    written into its memory nor read from it."""
+    Port ``p<i>`` is the controller side of gate ``i``'s :func:`hw.dram.MemBus`.  The engine
+    has an issue stage and a receive stage.  When the issue stage is idle it grants the first
+    waiting gate at or after its round-robin pointer:
+
+    * a read line is ``L`` native reads issued back to back; the receive stage (a queue of two
+      lines: the next line's reads are issued while the data of the last one still arrives, so
+      the data bus stays busy) assembles the returning words into array words and writes them
+      into the node's memory through ``fill<i>``; two cycles after the line's last write it
+      acknowledges the fill (the gate's tags change; a read of the memory then sees the words);
+    * a written line (granted only when no read is in flight) is read from the writer's memory
+      through ``drain<i>`` and written to DRAM word by word; it is acknowledged when the
+      controller has taken its last data.
+
+    Words past an array's capacity are neither written into its memory nor read from it."""
 
     def __init__(self, specs: list[MemPort], slots: list[Any], depths: list[int], widths: list[int],
                  cw: int, line_bytes: int, aw: int, dw: int) -> None:
@@ -420,14 +425,19 @@ class LineEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n, nb = len(self.specs), self.dw // 8
+        n, nb, wd = len(self.specs), self.dw // 8, self.dw
         ports = [getattr(self, f"p{i}") for i in range(n)]
         nat = self.native
+        pw = max(1, (n - 1).bit_length())
         cycle = Signal(CYCLE_WIDTH)
         m.d.sync += cycle.eq(cycle + 1)
         for p in ports:
             m.d.comb += [p.cycle.eq(cycle), p.done.eq(cycle - 1)]  # done by acknowledgement only
-        state = Signal(range(8), init=IDLE)
+        words_per_line = [self.line_bytes // s.word_bytes for s in self.specs]
+        pieces = [max(1, s.word_bytes // nb) for s in self.specs]
+        nat_words = self.line_bytes // nb
+        # ---- arbitration: the first waiting port at or after rr
+        state = Signal(range(6), init=IDLE)
         rr, sel, any_w = Signal(range(max(n, 2))), Signal(range(max(n, 2))), Signal()
         for first_pass in (True, False):
             for i in reversed(range(n)):
@@ -436,48 +446,87 @@ class LineEngine(wiring.Component):
                     m.d.comb += sel.eq(i)
                     if first_pass:
                         m.d.comb += any_w.eq(1)
-        cur = Signal(range(max(n, 2)))  # the port being served
-        line = Signal(self.lw)
+        sel_write = Signal()
+        with m.Switch(sel):
+            for i, s in enumerate(self.specs):
+                with m.Case(i):
+                    m.d.comb += sel_write.eq(int(s.write))
+        # in-flight read lines: (port, line), oldest first
+        m.submodules.inflight = q = fifo.SyncFIFO(width=pw + self.lw, depth=2)
+        ack1, ack1_port, ack2, ack2_port = Signal(), Signal(pw), Signal(), Signal(pw)
+        reads_busy = Signal()
+        m.d.comb += reads_busy.eq(q.r_rdy | ack1 | ack2)
         grant = Signal()
-        m.d.comb += grant.eq((state == IDLE) & any_w)
+        m.d.comb += grant.eq((state == IDLE) & any_w & Mux(sel_write, ~reads_busy, q.w_rdy))
         for i, p in enumerate(ports):
             m.d.comb += p.grant.eq(grant & (sel == i))
-        # per port constants, selected by cur
-        words_per_line = [self.line_bytes // s.word_bytes for s in self.specs]
-        pieces = [max(1, s.word_bytes // nb) for s in self.specs]
-        nat_words = self.line_bytes // nb
+        cur, line = Signal(pw), Signal(self.lw)  # the issue stage's port and line
         base = Signal(self.aw)  # the line's first native word
+        issued = Signal(range(nat_words + 1))
+        piece_i = Signal(range(max(pieces) + 1))
+        widx_i = Signal(self.lw + 8)
+        sel_line = Signal(self.lw)
+        with m.Switch(sel):
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += sel_line.eq(ports[i].line)
+        m.d.comb += [q.w_data.eq(sel | (sel_line << pw)), q.w_en.eq(grant & ~sel_write)]
         with m.If(grant):
-            m.d.sync += [cur.eq(sel), line.eq(Const(0, self.lw)), rr.eq(Mux(sel == n - 1, 0, sel + 1))]
+            m.d.sync += [cur.eq(sel), line.eq(sel_line), rr.eq(Mux(sel == n - 1, 0, sel + 1)),
+                         issued.eq(0), piece_i.eq(0), widx_i.eq(0), state.eq(Mux(sel_write, FETCH, READ))]
             with m.Switch(sel):
-                for i, s in enumerate(self.specs):
+                for i in range(n):
                     with m.Case(i):
-                        m.d.sync += [line.eq(ports[i].line),
-                                     base.eq((self.slots[i].base // nb) + ports[i].line * nat_words),
-                                     state.eq(FETCH if s.write else READ)]
-        issued = Signal(range(nat_words + 1))  # native commands issued for this line
-        got = Signal(range(nat_words + 1))  # read data received
-        piece = Signal(range(max(max(pieces), 1) + 1))
-        asm = Signal(max(self.widths) + self.dw)
-        widx = Signal(self.lw + 8)  # array word of the line (within the line)
+                        m.d.sync += base.eq((self.slots[i].base // nb) + ports[i].line * nat_words)
         m.d.comb += [nat.cmd_addr.eq(base + issued), nat.wdata_we.eq((1 << nb) - 1)]
         # write data: taken in command order when the controller pulses wdata_ready
         m.submodules.wfifo = wf = fifo.SyncFIFO(width=self.dw, depth=8)
         m.d.comb += [nat.wdata_data.eq(wf.r_data), wf.r_en.eq(nat.wdata_ready)]
-        with m.If(grant):
-            m.d.sync += [issued.eq(0), got.eq(0), piece.eq(0), widx.eq(0)]
-        # ---- read lines
+        # ---- issue: read lines
         with m.If(state == READ):
-            m.d.comb += [nat.cmd_valid.eq(issued < nat_words), nat.cmd_we.eq(0)]
-            with m.If(nat.cmd_valid & nat.cmd_ready):
+            m.d.comb += [nat.cmd_valid.eq(1), nat.cmd_we.eq(0)]
+            with m.If(nat.cmd_ready):
                 m.d.sync += issued.eq(issued + 1)
-            with m.If(nat.rdata_valid):
-                m.d.sync += got.eq(got + 1)
-                with m.If(got == nat_words - 1):
-                    m.d.sync += state.eq(ACK1)
-        # assembling array words from native words (little-endian: the first native word is
-        # the low part) and writing them into the node's memory
-        wd = self.dw
+                with m.If(issued == nat_words - 1):
+                    m.d.sync += state.eq(IDLE)
+        # ---- issue: written lines, FETCH (memory address) -> LATCH (data) -> ISSUE (pieces)
+        wreg = Signal(max(self.widths))
+        with m.Switch(cur):
+            for i, s in enumerate(self.specs):
+                if not s.write:
+                    continue
+                with m.Case(i):
+                    dp = getattr(self, f"drain{i}")
+                    m.d.comb += dp.addr.eq(line * words_per_line[i] + widx_i)
+                    with m.If(state == LATCH):
+                        m.d.sync += [wreg.eq(dp.data), state.eq(ISSUE)]
+                    with m.If(state == ISSUE):
+                        m.d.comb += [nat.cmd_valid.eq(wf.w_rdy), nat.cmd_we.eq(1),
+                                     wf.w_data.eq(wreg >> (wd * piece_i)),
+                                     wf.w_en.eq(nat.cmd_ready & wf.w_rdy)]
+                        with m.If(nat.cmd_ready & wf.w_rdy):
+                            m.d.sync += issued.eq(issued + 1)
+                            with m.If(piece_i == pieces[i] - 1):
+                                m.d.sync += [piece_i.eq(0), widx_i.eq(widx_i + 1),
+                                             state.eq(Mux(issued == nat_words - 1, DRAIN, FETCH))]
+                            with m.Else():
+                                m.d.sync += piece_i.eq(piece_i + 1)
+        with m.If(state == FETCH):
+            m.d.sync += state.eq(LATCH)
+        write_done = Signal()
+        m.d.comb += write_done.eq((state == DRAIN) & ~wf.r_rdy)
+        with m.If(write_done):
+            m.d.sync += state.eq(IDLE)
+        # ---- receive: the head read line's data, assembled into array words (little-endian:
+        # the first native word is the low part) and written into the node's memory
+        rport, rline = Signal(pw), Signal(self.lw)
+        m.d.comb += [rport.eq(q.r_data[:pw]), rline.eq(q.r_data[pw:])]
+        got = Signal(range(nat_words + 1))
+        piece = Signal(range(max(pieces) + 1))
+        widx = Signal(self.lw + 8)
+        asm = Signal(max(self.widths) + wd)
+        data_in = Signal()
+        m.d.comb += data_in.eq(q.r_rdy & nat.rdata_valid)
         for i, s in enumerate(self.specs):
             if s.write:
                 continue
@@ -490,13 +539,12 @@ class LineEngine(wiring.Component):
             else:
                 m.d.comb += word.eq(nat.rdata_data)
                 last_piece = Const(1)
-            index = line * words_per_line[i] + widx
+            index = rline * words_per_line[i] + widx
             m.d.comb += [fp.addr.eq(index), fp.data.eq(word),
-                         fp.en.eq((state == READ) & (cur == i) & nat.rdata_valid & last_piece
-                                  & (index < self.depths[i]))]
-        with m.If((state == READ) & nat.rdata_valid):
-            m.d.sync += asm.eq((nat.rdata_data << (len(asm) - wd)) | (asm >> wd))
-            with m.Switch(cur):
+                         fp.en.eq(data_in & (rport == i) & last_piece & (index < self.depths[i]))]
+        with m.If(data_in):
+            m.d.sync += [asm.eq((nat.rdata_data << (len(asm) - wd)) | (asm >> wd)), got.eq(got + 1)]
+            with m.Switch(rport):
                 for i, s in enumerate(self.specs):
                     if s.write:
                         continue
@@ -508,39 +556,16 @@ class LineEngine(wiring.Component):
                                 m.d.sync += piece.eq(piece + 1)
                         else:
                             m.d.sync += widx.eq(widx + 1)
-        # ---- written lines: FETCH (memory address) -> LATCH (data) -> ISSUE (its pieces)
-        wreg = Signal(max(self.widths))
-        with m.Switch(cur):
-            for i, s in enumerate(self.specs):
-                if not s.write:
-                    continue
-                with m.Case(i):
-                    dp = getattr(self, f"drain{i}")
-                    m.d.comb += dp.addr.eq(line * words_per_line[i] + widx)
-                    with m.If(state == LATCH):
-                        m.d.sync += [wreg.eq(dp.data), state.eq(ISSUE)]
-                    with m.If(state == ISSUE):
-                        m.d.comb += [nat.cmd_valid.eq(wf.w_rdy), nat.cmd_we.eq(1),
-                                     wf.w_data.eq(wreg >> (wd * piece)),
-                                     wf.w_en.eq(nat.cmd_ready & wf.w_rdy)]
-                        with m.If(nat.cmd_ready & wf.w_rdy):
-                            m.d.sync += issued.eq(issued + 1)
-                            with m.If(piece == pieces[i] - 1):
-                                m.d.sync += [piece.eq(0), widx.eq(widx + 1),
-                                             state.eq(Mux(issued == nat_words - 1, DRAIN, FETCH))]
-                            with m.Else():
-                                m.d.sync += piece.eq(piece + 1)
-        with m.If(state == FETCH):
-            m.d.sync += state.eq(LATCH)
-        with m.If((state == DRAIN) & ~wf.r_rdy):
-            m.d.sync += state.eq(ACK2)
-        # ---- acknowledgement
-        with m.If(state == ACK1):
-            m.d.sync += state.eq(ACK2)
-        with m.If(state == ACK2):
-            m.d.sync += state.eq(IDLE)
-            for i, p in enumerate(ports):
-                m.d.comb += p.ack.eq(cur == i)
+            with m.If(got == nat_words - 1):  # the line's last word: pop it, acknowledge later
+                m.d.comb += q.r_en.eq(1)
+                m.d.sync += [got.eq(0), piece.eq(0), widx.eq(0)]
+        # ---- acknowledgement: read lines two cycles after their last write, written lines
+        # when the controller has taken their last data
+        m.d.sync += [ack1.eq(q.r_en), ack1_port.eq(rport), ack2.eq(ack1), ack2_port.eq(ack1_port)]
+        with m.If(write_done):
+            m.d.sync += [ack2.eq(1), ack2_port.eq(cur)]
+        for i, p in enumerate(ports):
+            m.d.comb += p.ack.eq(ack2 & (ack2_port == i))
         return m
 
 
