@@ -927,6 +927,24 @@ def _first_cycle(pog: nx.DiGraph) -> list[tuple[str, str]]:
     return [(a, b) for a, b, *_ in nx.find_cycle(pog)]
 
 
+def _permutable(v: View) -> bool:
+    """A view that can be read from a permuted copy: a stored tensor of order >= 2 (an input or
+    a tensor an earlier graph writes), not read from a permuted copy already, not COO (the
+    ordering constraints of its duplicate-summing index follow its stored mode order)."""
+    return (len(v.indices) > 1 and v.tensor == v.source and not is_iteration_tensor(v.source)
+            and not v.fmt.coo)
+
+
+def _without(pog: nx.DiGraph, views: Sequence[View]) -> nx.DiGraph:
+    """``pog`` without the mode-order edges of ``views`` (edges with other reasons stay)."""
+    out = pog.copy()
+    for v in views:
+        for a, b in _view_edges(v):
+            if out.has_edge(a, b) and all(r == f"mode order of {v}" for r in out[a][b]["reasons"]):
+                out.remove_edge(a, b)
+    return out
+
+
 def _resolve_cycles(g: Group) -> str | None:
     """Break the POG's cycles with permuted copies of views; None, or why a cycle stays."""
     pog = g.pog
@@ -934,13 +952,21 @@ def _resolve_cycles(g: Group) -> str | None:
         edges = _first_cycle(pog)
         if not edges:
             return None
-        # a view of a tensor that is used through several views can be given a permuted copy
-        # (once: a view read from a permuted copy already is not permuted again)
-        multi = {v.source for v in g.views.values() if v.indices}
-        counts = {s: sum(1 for v in g.views.values() if v.source == s) for s in multi}
-        candidates = [v for v in reversed(list(g.views.values()))
-                      if counts.get(v.source, 0) > 1 and v.tensor == v.source
-                      and any(e in edges for e in _view_edges(v))]
+        # a view on the cycle can be read from a permuted copy (once: a view read from a
+        # permuted copy already is not permuted again): views of a tensor used through several
+        # views first (the copy serves the conflicting use), then any other view of a stored
+        # tensor (e.g. a CSC operand of an elementwise product with a CSR one, read from a
+        # row-major copy); blocked views last (they cannot be permuted: an error below); among
+        # those, the first whose copy leaves no cycle
+        counts = {s: sum(1 for v in g.views.values() if v.source == s)
+                  for s in {v.source for v in g.views.values() if v.indices}}
+        on_cycle = [v for v in reversed(list(g.views.values()))
+                    if _permutable(v) and any(e in edges for e in _view_edges(v))]
+        # a cycle through a dataflow order the user wrote is theirs to resolve: only the views
+        # of tensors used through several views are permuted then (as the error says)
+        user = any(r.startswith("dataflow order of") for a, b in edges for r in pog[a][b]["reasons"])
+        on_cycle = [v for v in on_cycle if counts.get(v.source, 0) > 1 or not user]
+        candidates = sorted(on_cycle, key=lambda v: (v.vector is not None, counts.get(v.source, 0) <= 1))
         if not candidates:
             why = []
             for a, b in edges:
@@ -948,13 +974,19 @@ def _resolve_cycles(g: Group) -> str | None:
             return (f"group {g.name}: the ordering constraints form a cycle: "
                     + ", ".join(why) + g.where([a for a, _ in edges])
                     + "; change the dataflow order or the format")
-        v = candidates[0]
+        multi = counts.get(candidates[0].source, 0) > 1
+        v = candidates[0] if multi else \
+            next((c for c in candidates if nx.is_directed_acyclic_graph(_without(pog, [c]))), candidates[0])
         for a, b in _view_edges(v):
             reasons = pog[a][b]["reasons"]
             reasons.remove(f"mode order of {v}")
             if not reasons:
                 pog.remove_edge(a, b)
-        topo = list(nx.topological_sort(pog)) if nx.is_directed_acyclic_graph(pog) else list(pog.nodes)
+        # the copy's mode order: a topological order of the constraints that stay (without the
+        # views that may still be permuted, when the rest has a cycle yet)
+        rest = pog if nx.is_directed_acyclic_graph(pog) or multi else \
+            _without(pog, [w for w in g.views.values() if _permutable(w) and w.vector is None])
+        topo = list(nx.topological_sort(rest)) if nx.is_directed_acyclic_graph(rest) else list(pog.nodes)
         rank = {i: k for k, i in enumerate(topo)}
         mode_order = tuple(sorted(range(len(v.indices)), key=lambda m: rank[v.indices[m]]))
         fmt = TensorFormat(v.fmt.levels, mode_order)
@@ -965,8 +997,9 @@ def _resolve_cycles(g: Group) -> str | None:
                     "permuted copy: change the dataflow order or the format")
         nv = View(v.name, copy, v.source, v.indices, v.shape, fmt)
         g.views[v.name] = nv
+        what = f"views of {v.source} conflict" if multi else f"the mode order of {v} conflicts"
         g.permuted.append(PermutedCopy(copy, v.source, fmt,
-                                       f"views of {v.source} conflict (POG cycle "
+                                       f"{what} (POG cycle "
                                        f"{' -> '.join(a for a, _ in edges)} -> {edges[0][0]})"))
         for a, b in _view_edges(nv):
             _add_edge(pog, a, b, f"mode order of {nv} (permuted copy {copy})")

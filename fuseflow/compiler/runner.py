@@ -58,6 +58,24 @@ def _as_data(name: str, value, fmt: TensorFormat,
     return TensorData.from_array(value, fmt)
 
 
+def permuted_copy(data: TensorData, fmt: TensorFormat) -> TensorData:
+    """``data`` stored in ``fmt`` (a permuted copy), keeping every stored entry: an explicit
+    zero stays stored, because a softmax normalises over the coordinates the iteration visits
+    (``TensorData.convert`` goes through scipy, which drops explicit zeros)."""
+    if data.blocking is not None or fmt.order != data.fmt.order or fmt.order < 2:
+        return data.convert(fmt)
+    prefix, vals = data._stored_coords()
+    if np.all(vals != 0):  # nothing explicit to keep: the sparse path, never dense
+        return data.convert(fmt)
+    coords = np.empty_like(prefix)
+    coords[:, list(data.fmt.mode_order)] = prefix  # storage order -> mode order
+    present = np.zeros(data.shape, dtype=bool)
+    present[tuple(coords.T)] = True
+    order = list(fmt.mode_order)
+    return TensorData._from_present(np.transpose(data.to_dense(), order), np.transpose(present, order),
+                                    fmt, tuple(data.shape))
+
+
 def initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData]
                      ) -> dict[str, TensorData]:
     program = compiled.program
@@ -70,7 +88,7 @@ def initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | T
         tensors[n] = _as_data(n, data[n], d.fmt, d.shape, d.vector)
     for p in compiled.permuted:  # host-side reformat: the primitive set has no sorter
         if p.source in tensors:
-            tensors[p.name] = tensors[p.source].convert(p.fmt)
+            tensors[p.name] = permuted_copy(tensors[p.source], p.fmt)
     check_denominators(program, tensors)
     for g in compiled.graphs:  # densified iteration (.densify): made on the host, never read
         for t in g.input_tensors():
@@ -93,7 +111,7 @@ def graph_runs(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tensor
         tensors.update(res.outputs)
         for p in compiled.permuted:
             if p.source in res.outputs:
-                tensors[p.name] = res.outputs[p.source].convert(p.fmt)
+                tensors[p.name] = permuted_copy(res.outputs[p.source], p.fmt)
 
 
 def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData], *,
