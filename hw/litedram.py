@@ -391,7 +391,7 @@ def placement_report(graph, onchip: tuple[str, ...], layout: dict[str, ArraySlot
 
 
 # --------------------------------------------------------------------------- the line engine
-IDLE, READ, FETCH, LATCH, ISSUE, DRAIN = range(6)
+IDLE, READ, FETCH, ISSUE, DRAIN = range(5)
 
 
 class LineEngine(wiring.Component):
@@ -437,7 +437,7 @@ class LineEngine(wiring.Component):
         pieces = [max(1, s.word_bytes // nb) for s in self.specs]
         nat_words = self.line_bytes // nb
         # ---- arbitration: the first waiting port at or after rr
-        state = Signal(range(6), init=IDLE)
+        state = Signal(range(5), init=IDLE)
         rr, sel, any_w = Signal(range(max(n, 2))), Signal(range(max(n, 2))), Signal()
         for first_pass in (True, False):
             for i in reversed(range(n)):
@@ -463,7 +463,6 @@ class LineEngine(wiring.Component):
         cur, line = Signal(pw), Signal(self.lw)  # the issue stage's port and line
         base = Signal(self.aw)  # the line's first native word
         issued = Signal(range(nat_words + 1))
-        piece_i = Signal(range(max(pieces) + 1))
         widx_i = Signal(self.lw + 8)
         sel_line = Signal(self.lw)
         with m.Switch(sel):
@@ -473,7 +472,7 @@ class LineEngine(wiring.Component):
         m.d.comb += [q.w_data.eq(sel | (sel_line << pw)), q.w_en.eq(grant & ~sel_write)]
         with m.If(grant):
             m.d.sync += [cur.eq(sel), line.eq(sel_line), rr.eq(Mux(sel == n - 1, 0, sel + 1)),
-                         issued.eq(0), piece_i.eq(0), widx_i.eq(0), state.eq(Mux(sel_write, FETCH, READ))]
+                         issued.eq(0), widx_i.eq(0), state.eq(Mux(sel_write, FETCH, READ))]
             with m.Switch(sel):
                 for i in range(n):
                     with m.Case(i):
@@ -489,30 +488,33 @@ class LineEngine(wiring.Component):
                 m.d.sync += issued.eq(issued + 1)
                 with m.If(issued == nat_words - 1):
                     m.d.sync += state.eq(IDLE)
-        # ---- issue: written lines, FETCH (memory address) -> LATCH (data) -> ISSUE (pieces)
-        wreg = Signal(max(self.widths))
+        # ---- issue: written lines: FETCH reads the line's words from the writer's memory into
+        # a line register (one address per cycle, data a cycle later), ISSUE writes it to DRAM
+        lbits = self.line_bytes * 8
+        lreg = Signal(lbits)
+        lvalid = Signal()
+        m.d.sync += lvalid.eq(0)
         with m.Switch(cur):
             for i, s in enumerate(self.specs):
                 if not s.write:
                     continue
                 with m.Case(i):
                     dp = getattr(self, f"drain{i}")
+                    w = self.widths[i]
                     m.d.comb += dp.addr.eq(line * words_per_line[i] + widx_i)
-                    with m.If(state == LATCH):
-                        m.d.sync += [wreg.eq(dp.data), state.eq(ISSUE)]
-                    with m.If(state == ISSUE):
-                        m.d.comb += [nat.cmd_valid.eq(wf.w_rdy), nat.cmd_we.eq(1),
-                                     wf.w_data.eq(wreg >> (wd * piece_i)),
-                                     wf.w_en.eq(nat.cmd_ready & wf.w_rdy)]
-                        with m.If(nat.cmd_ready & wf.w_rdy):
-                            m.d.sync += issued.eq(issued + 1)
-                            with m.If(piece_i == pieces[i] - 1):
-                                m.d.sync += [piece_i.eq(0), widx_i.eq(widx_i + 1),
-                                             state.eq(Mux(issued == nat_words - 1, DRAIN, FETCH))]
-                            with m.Else():
-                                m.d.sync += piece_i.eq(piece_i + 1)
-        with m.If(state == FETCH):
-            m.d.sync += state.eq(LATCH)
+                    with m.If((state == FETCH) & (widx_i < words_per_line[i])):
+                        m.d.sync += [widx_i.eq(widx_i + 1), lvalid.eq(1)]
+                    with m.If(lvalid):
+                        m.d.sync += lreg.eq((dp.data << (lbits - w)) | (lreg >> w))
+                        with m.If(widx_i == words_per_line[i]):
+                            m.d.sync += state.eq(ISSUE)
+        with m.If(state == ISSUE):
+            m.d.comb += [nat.cmd_valid.eq(wf.w_rdy), nat.cmd_we.eq(1), wf.w_data.eq(lreg[:wd]),
+                         wf.w_en.eq(nat.cmd_ready & wf.w_rdy)]
+            with m.If(nat.cmd_ready & wf.w_rdy):
+                m.d.sync += [issued.eq(issued + 1), lreg.eq(lreg >> wd)]
+                with m.If(issued == nat_words - 1):
+                    m.d.sync += state.eq(DRAIN)
         write_done = Signal()
         m.d.comb += write_done.eq((state == DRAIN) & ~wf.r_rdy)
         with m.If(write_done):
