@@ -35,6 +35,7 @@ from .cmd_common import (
     saturate_job,
     saturated_text,
 )
+from .cmd_rtl_dram import add_dram_args, is_dram_memory, run_dram
 from .errors import UserError
 from .models import add_user_model_args, add_zoo_args, reject_model_options, rtl_model_cmd
 from .ui import spinner
@@ -65,6 +66,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (README 'Machine-readable output') instead of text")
     add_memory_args(p)  # both simulators (docs/memory.md)
+    add_dram_args(p)  # --memory <board>-sdram: the generated LiteDRAM controller (docs/dram.md)
     add_saturate_arg(p)
     add_overflow_arg(p)
     g = p.add_argument_group("PyTorch models instead of a graph (needs torch): every graph in RTL")
@@ -96,6 +98,8 @@ def run(args) -> int:
         raise UserError("--inputs / --formats / --strict: options of --model")
     reject_model_options(args, "--kernel " + args.kernel if args.kernel else "the graph file", keep=("fusion",))
     job = load_graph_job(args)
+    if is_dram_memory(getattr(args, "memory", None)):  # the board's DRAM, real controller (docs/dram.md)
+        return run_dram(args, job)
     model, placement = resolve_memory(args, job.schedule)
     cw, vw = resolve_widths(args, job.graph)
     if args.max_cycles is not None and args.max_cycles < 1:

@@ -36,7 +36,7 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, ResetSignal,
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from fuseflow.memory import MemoryModel, MemPort
+from fuseflow.ir.memory import MemoryModel, MemPort
 
 from .base import MemRead, MemWrite, addr_bits
 from .dram import CYCLE_WIDTH, MemBus, bus_link, line_width
@@ -330,7 +330,7 @@ class LiteDRAMCore(wiring.Component):
 # --------------------------------------------------------------------------- placement, layout
 def tensor_bytes(graph, caps: dict[str, dict[str, int]], cw: int, vw: int) -> dict[str, int]:
     """Bytes of every tensor's arrays at their capacities."""
-    from fuseflow.memory import word_bytes
+    from fuseflow.ir.memory import word_bytes
     return {t: sum(n * word_bytes(vw if a == "vals" else cw) for a, n in c.items())
             for t, c in caps.items() if t in graph.tensors}
 

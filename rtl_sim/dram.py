@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from fuseflow.samml import Graph
-from fuseflow.tensor import TensorData
-from fuseflow.validate import require_valid_inputs
+from fuseflow.ir.samml import Graph
+from fuseflow.ir.tensor import TensorData
+from fuseflow.ir.validate import require_valid_inputs
 from hw.build import to_verilog
 from hw.config import DEFAULT_HW, HwConfig
 from hw.litedram import DramGraphTop, dram_board, dram_memory_model, dram_onchip, generate_core
