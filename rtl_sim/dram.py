@@ -28,7 +28,14 @@ from hw.litedram import DramGraphTop, dram_board, dram_memory_model, dram_onchip
 
 from . import native
 from .api import RtlResult, _flagged, _key, _memory_runs, _outputs
-from .toolchain import LINT_WAIVERS, ToolchainError, cached_build, ensure_verilator, pch_makeflags, write_sources
+from .toolchain import (
+    LINT_WAIVERS,
+    ToolchainError,
+    cached_build,
+    ensure_verilator,
+    pch_makeflags,
+    write_sources,
+)
 
 __all__ = ["DRAM_HARNESS", "dram_config", "dram_graph_build", "run_graph_dram"]
 

@@ -16,7 +16,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -74,7 +73,7 @@ def stats(rtl: list[int], sw: list[int]) -> dict:
             "max_abs_err": round(float(err.max()), 4), "n": len(y)}
 
 
-def fit_latency(rows: list[dict], board: str, fit=FIT, candidates=range(0, 33)) -> int:
+def fit_latency(rows: list[dict], board: str, fit=FIT, candidates=range(33)) -> int:
     """The ``latency`` with the least mean |relative error| on the ``fit`` kernels' rows."""
     train = [r for r in rows if r["kernel"] in fit]
     best, best_err = None, None
