@@ -11,8 +11,11 @@ about the compiler then).
 
 from __future__ import annotations
 
+import contextlib
+import pickle
 import random
 import re
+import sys
 import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -25,7 +28,7 @@ from fuseflow.compiler import FusionError, LoweringError, ProgramError
 from fuseflow.models import trace
 from fuseflow.models.ir import FrontendError
 from fuseflow.models.plan import FUSIONS, CompilerStep, compile_model, run_model
-from fuseflow.parallel import _index_dim
+from fuseflow.compiler.passes.par import _index_dim
 from sw_sim import run_graph
 
 __all__ = ["LIMIT", "TOL", "Record", "check", "classify", "run_case"]
@@ -172,7 +175,119 @@ def _one(ir, want: np.ndarray, sched: Schedule) -> tuple[Record, object]:
     return rec, cm
 
 
+class CompileMemo:
+    """The planner decides each candidate program with ``check_program`` (the analysis passes)
+    and then compiles the accepted one with ``run_pipeline``, and the schedules of one module
+    compile many identical programs (one region: ``partial`` and ``full`` alike): while
+    installed (``with memo:``), ``check_program`` runs the whole pipeline once per (program,
+    options) and keeps the result, which ``run_pipeline`` hands out (or re-raises its
+    exception).  A program the pipeline rejects gets the real ``check_program``'s verdict, so
+    the planner's choices are the same as without the memo.  Patched where the planner looks
+    the two names up (every loaded ``fuseflow.models`` module that imports both)."""
+
+    def __init__(self) -> None:
+        self.results: dict[bytes, tuple[bool, object]] = {}
+        self.hits = self.misses = 0
+        self._saved: list[tuple[object, object, object]] = []
+
+    @staticmethod
+    def _key(program, options) -> bytes | None:
+        try:
+            return pickle.dumps((program, options), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - not picklable: no memo for it
+            return None
+
+    def __enter__(self) -> CompileMemo:
+        import fuseflow.compiler as fc
+
+        check, pipeline = fc.check_program, fc.run_pipeline
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("fuseflow.models") and getattr(mod, "check_program", None) is check \
+                    and getattr(mod, "run_pipeline", None) is pipeline:
+                self._saved.append((mod, check, pipeline))
+                mod.check_program = self._checker(check, pipeline)
+                mod.run_pipeline = self._runner(pipeline)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for mod, check, pipeline in self._saved:
+            mod.check_program, mod.run_pipeline = check, pipeline
+        self._saved.clear()
+        self.results.clear()
+
+    def _checker(self, check, pipeline):
+        def check_program(program, options=None, *args, **kw):
+            key = self._key(program, options) if not args and not kw and options is not None else None
+            if key is None:
+                return check(program, options, *args, **kw) if options is not None else check(program)
+            hit = self.results.get(key)
+            if hit is None:
+                self.misses += 1
+                try:
+                    hit = (True, pipeline(program, options))
+                except Exception as exc:  # noqa: BLE001 - the real check decides (below)
+                    hit = (False, exc)
+                self.results[key] = hit
+            else:
+                self.hits += 1
+            if hit[0]:
+                return None
+            why = check(program, options)
+            return why
+        return check_program
+
+    def _runner(self, pipeline):
+        def run_pipeline(program, options=None, *args, **kw):
+            key = self._key(program, options) if not args and not kw and options is not None else None
+            hit = self.results.get(key) if key is not None else None
+            if hit is None:
+                return pipeline(program, options, *args, **kw) if options is not None else pipeline(program)
+            self.hits += 1
+            if hit[0]:
+                return hit[1]
+            raise hit[1]
+        return run_pipeline
+
+
 def run_case(case: Case, fusions=FUSIONS, extra: int = 1) -> CaseResult:
+    """:func:`_run_case` with the compile memo installed (identical programs compiled once)."""
+    with CompileMemo() if MEMO else contextlib.nullcontext():
+        return _run_case(case, fusions, extra)
+
+
+MEMO = True  # the compile memo of run_case (False: every schedule compiles from scratch)
+
+
+def _cache_cia_ops() -> None:
+    """torch.export's ``run_decompositions`` lists every CompositeImplicitAutograd op of every
+    op namespace on each call (it caches only ``aten``'s): a fixed set once the libraries are
+    loaded, computed once here for the run (about a sixth of a capture)."""
+    try:
+        import torch._export.utils as tu
+        import torch.export.decomp_utils as du
+        import torch.export.exported_program as ep
+    except ImportError:
+        return
+    orig = getattr(tu, "_collect_all_valid_cia_ops", None)
+    if orig is None or getattr(orig, "_fuzz_cached", False):
+        return
+    memo: list = []
+
+    def cached():
+        if not memo:
+            memo.append(frozenset(orig()))
+        return set(memo[0])
+
+    cached._fuzz_cached = True
+    for mod in (tu, du, ep):
+        if getattr(mod, "_collect_all_valid_cia_ops", None) is orig:
+            mod._collect_all_valid_cia_ops = cached
+
+
+_cache_cia_ops()
+
+
+def _run_case(case: Case, fusions=FUSIONS, extra: int = 1) -> CaseResult:
     """The case under every fusion in ``fusions`` and ``extra`` schedules with a random fusion,
     ``par`` on an index its graphs iterate and ``skip`` (drawn from the case's seed)."""
     out = CaseResult(case)

@@ -65,3 +65,22 @@ def test_large_sharded_run(tmp_path: Path) -> None:
         bad += [(d["kind"], d["seed"], r["verdict"], r["detail"][:100]) for r in d["records"]
                 if r["verdict"] in ("crash", "mismatch", "timeout") and not r.get("known")]
     assert not bad, bad[:20]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 103])
+def test_compile_memo_changes_no_verdict(seed: int) -> None:
+    """The harness's compile memo (identical programs compiled once per module) gives the same
+    records, schedule by schedule, as compiling every schedule from scratch."""
+    import harness
+    from draws import RngDraw
+    from model_gen import gen_case
+
+    case = gen_case(RngDraw(seed), seed=seed)
+    try:
+        harness.MEMO = False
+        plain = harness.run_case(case)
+    finally:
+        harness.MEMO = True
+    memo = harness.run_case(case)
+    assert [(r.schedule, r.verdict, r.detail, r.breaks) for r in memo.records] == \
+        [(r.schedule, r.verdict, r.detail, r.breaks) for r in plain.records]
