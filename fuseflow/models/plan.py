@@ -289,8 +289,24 @@ class CompiledModel:
         for k, s in enumerate(self.steps):
             lines.append(f"  {k:2d}. {s.label()}")
             lines += _step_details(s)
+        lines += _mask_lines(self.steps)
         lines += [f"  note: {n}" for n in self.ir.notes + self.notes]
         return "\n".join(lines)
+
+
+def _mask_lines(steps: list[Step]) -> list[str]:
+    """One line per keep-mask taken from the code (``masked_fill(~M, -inf)`` / ``where(M, x,
+    -inf)`` before a softmax, rewritten into ``M ⊙ x``): masking is the semantics there only."""
+    out = []
+    for s in steps:
+        nodes = s.nodes if isinstance(s, CompilerStep | MLStep) else [s.node] if hasattr(s, "node") else []
+        for n in nodes:
+            if n.kind is MKind.MASK:
+                out.append(f"  mask taken from the code: {n.name} keeps the scores {n.args[1]} at the entries "
+                           f"of {n.args[0]} only (a -inf fill outside them: the softmax after it runs over "
+                           f"those entries, implicit zeros of the scores inside the mask count as 0)  "
+                           f"<- {n.source}")
+    return out
 
 
 def _node_line(n: MNode) -> str:
@@ -788,7 +804,8 @@ def _run_program(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
         if n.kind is MKind.MASK and _may_leave_out(n.args[1], run, formats):
             ops[1] = ops[1] + ops[0] * 0.0  # the union visits every coordinate of the mask
         expr = _EXPRESSIONS[n.kind](ops, n, shapes)
-        handles[n.name] = p.let(n.name, expr, fmt="d" * (len(n.shape) - 1) + "c" if row_major else None)
+        row = "d" * (len(n.shape) - 1) + "c" if row_major and n.shape else None  # a 0-d value: no level
+        handles[n.name] = p.let(n.name, expr, fmt=row)
         regions.setdefault(n.region, []).append(handles[n.name])
         if needed_later(n.name):
             outputs.append(n.name)
