@@ -155,7 +155,10 @@ def _blocked_decl(d: TensorDecl, v: VectorLayout) -> TensorDecl:
         if fmt is not None:
             fmt = TensorFormat((*fmt.levels, Format.DENSE), (*fmt.mode_order, len(d.shape)))
     if fmt is not None and any(f in (Format.COMPRESSED_NONUNIQUE, Format.SINGLETON) for f in fmt.levels):
-        raise ProgramError(f"tensor {d.name!r}: a COO tensor cannot be blocked")
+        # a blocked tensor is stored anew in blocks (its duplicates summed): a COO tensor's block
+        # grid gets compressed levels in the same mode order, as DCSR stores a matrix
+        fmt = TensorFormat(tuple(Format.COMPRESSED if f in (Format.COMPRESSED_NONUNIQUE, Format.SINGLETON)
+                                 else f for f in fmt.levels), fmt.mode_order)
     return TensorDecl(d.name, shape, fmt, v)
 
 
