@@ -298,8 +298,26 @@ def _schedules(pc: ProgCase, rnd: random.Random) -> list[dict]:
     used = sorted({c for st_ in pc.stmts for c in st_[1]} | {c for i in pc.inputs for c in i[1]})
     even = [c for c in used if pc.sizes[c] % 2 == 0]
     if rnd.random() < 0.2 and even:
-        extra["block"] = {rnd.choice(even): 2}
+        c = rnd.choice(even)
+        extra["block"] = {_block_key(pc, c): 2}
+        if extra.get("par") == {c: 2} and pc.sizes[c] // 2 < 2:
+            # par 2 over a dimension of one block: no schedule a user writes (refused by par)
+            del extra["par"]
     return out + [extra]
+
+
+def _block_key(pc: ProgCase, c: str) -> str:
+    """``c``, or ``T:c`` (the first statement T with it) when the letter names different
+    dimensions in different statements (the block pass asks for the scoped form then)."""
+    from fuseflow.compiler.passes.block import dimension_of
+
+    try:
+        dimension_of(build(pc), c)
+    except Exception:  # noqa: BLE001 - ambiguous (or unknown): the scoped form
+        first = next((st_[0] for st_ in pc.stmts if c in st_[1] or any(c in i[1] for i in pc.inputs
+                                                                           if i[0] in st_[3])), None)
+        return f"{first}:{c}" if first else c
+    return c
 
 
 def _one(pc: ProgCase, data, want, sched: dict) -> Record:
