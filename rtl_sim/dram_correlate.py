@@ -2,8 +2,10 @@
 
 Each kernel of :data:`KERNELS` is built once (``rtl_sim.dram``: the generated LiteDRAM
 controller with its SDRAM model in Verilator) and run on several seeded datasets; sw_sim runs
-the same datasets with :func:`hw.litedram.dram_memory_model`.  The preset's one free term,
-``latency``, is fitted (least mean relative error) on the kernels of ``fit`` only, and the
+the same datasets with :func:`hw.litedram.dram_memory_model`.  Two terms of the preset are
+fitted (least mean relative error) on the kernels of ``fit`` only: ``latency`` (the fixed cost
+of a line) and ``bytes_per_cycle`` (the data-bus time of a line, which then also carries the
+single port's bank switches, the refresh share and the engine's read/write turnaround), and the
 error is reported on the held-out kernels: R² of predicted against RTL cycles, mean and worst
 relative error, per kernel.
 
@@ -26,7 +28,7 @@ from sw_sim import run_graph as sw_run
 
 from .dram import dram_config, run_graph_dram
 
-__all__ = ["FIT", "KERNELS", "correlate", "fit_latency", "stats"]
+__all__ = ["FIT", "KERNELS", "correlate", "fit_preset", "stats"]
 
 # (kernel, size): one Verilator build each
 KERNELS = (("spmv", 32), ("spmm_csr", 16), ("add", 32), ("spmm_dense", 16), ("mul", 32))
@@ -53,9 +55,9 @@ def measure(board: str = "ulx3s", kernels=KERNELS, densities=DENSITIES, seeds=SE
     return rows
 
 
-def predict(rows: list[dict], board: str, latency: int | None = None) -> list[int]:
-    """sw_sim's cycles for each row under the board's preset (``latency`` replaced if given)."""
-    model = dram_memory_model(board, fit=None if latency is None else {"latency": latency})
+def predict(rows: list[dict], board: str, fit: dict | None = None) -> list[int]:
+    """sw_sim's cycles for each row under the board's preset (fields replaced by ``fit``)."""
+    model = dram_memory_model(board, fit=fit)
     out = []
     for r in rows:
         cfg = dram_config(r["graph"], HwConfig(), board)
@@ -73,15 +75,22 @@ def stats(rtl: list[int], sw: list[int]) -> dict:
             "max_abs_err": round(float(err.max()), 4), "n": len(y)}
 
 
-def fit_latency(rows: list[dict], board: str, fit=FIT, candidates=range(33)) -> int:
-    """The ``latency`` with the least mean |relative error| on the ``fit`` kernels' rows."""
+LATENCIES = range(0, 31, 2)
+BUS_RATES = (2.0, 1.8, 1.6, 1.4, 1.2, 1.0)  # bytes per cycle: 16 .. 32 cycles per 32-byte line
+
+
+def fit_preset(rows: list[dict], board: str, fit=FIT) -> dict:
+    """The ``latency`` and ``bytes_per_cycle`` with the least mean |relative error| on the
+    ``fit`` kernels' rows (a grid)."""
     train = [r for r in rows if r["kernel"] in fit]
     best, best_err = None, None
-    for lat in candidates:
-        p = predict(train, board, lat)
-        e = float(np.mean([abs(a - r["rtl_cycles"]) / r["rtl_cycles"] for a, r in zip(p, train)]))
-        if best_err is None or e < best_err:
-            best, best_err = lat, e
+    for lat in LATENCIES:
+        for bpc in BUS_RATES:
+            cand = {"latency": lat, "bytes_per_cycle": bpc}
+            p = predict(train, board, cand)
+            e = float(np.mean([abs(a - r["rtl_cycles"]) / r["rtl_cycles"] for a, r in zip(p, train)]))
+            if best_err is None or e < best_err:
+                best, best_err = cand, e
     return best
 
 
@@ -90,8 +99,8 @@ def correlate(board: str = "ulx3s", kernels=KERNELS, fit=FIT, densities=DENSITIE
     rows = measure(board, kernels, densities, seeds)
     preset = dram_memory_model(board)
     sw0 = predict(rows, board)
-    lat = fit_latency(rows, board, fit)
-    sw1 = predict(rows, board, lat)
+    fitted = fit_preset(rows, board, fit)
+    sw1 = predict(rows, board, fitted)
     held = [i for i, r in enumerate(rows) if r["kernel"] not in fit]
     train = [i for i, r in enumerate(rows) if r["kernel"] in fit]
     per_kernel = {}
@@ -101,7 +110,7 @@ def correlate(board: str = "ulx3s", kernels=KERNELS, fit=FIT, densities=DENSITIE
                               **stats([rows[i]["rtl_cycles"] for i in idx], [sw1[i] for i in idx])}
     table = [{k: v for k, v in r.items() if k not in ("graph", "data")} | {"sw_preset": a, "sw_fitted": b}
              for r, a, b in zip(rows, sw0, sw1)]
-    return {"board": board, "preset": preset.to_json(), "fitted_latency": lat, "fit_kernels": list(fit),
+    return {"board": board, "preset": preset.to_json(), "fitted": fitted, "fit_kernels": list(fit),
             "preset_all": stats([r["rtl_cycles"] for r in rows], sw0),
             "fitted_train": stats([rows[i]["rtl_cycles"] for i in train], [sw1[i] for i in train]),
             "fitted_held_out": stats([rows[i]["rtl_cycles"] for i in held], [sw1[i] for i in held]),
