@@ -414,8 +414,9 @@ class LineEngine(wiring.Component):
       the data bus stays busy) assembles the returning words into array words and writes them
       into the node's memory through ``fill<i>``; two cycles after the line's last write it
       acknowledges the fill (the gate's tags change; a read of the memory then sees the words);
-    * a written line (granted only when no read is in flight) is read from the writer's memory
-      through ``drain<i>`` and written to DRAM word by word; it is acknowledged when the
+    * a written line is read from the writer's memory through ``drain<i>`` into a line
+      register and written to DRAM back to back (while the data of read lines issued before it
+      still arrives: the port keeps its commands in order); it is acknowledged when the
       controller has taken its last data.
 
     Words past an array's capacity are neither written into its memory nor read from it."""
@@ -462,10 +463,8 @@ class LineEngine(wiring.Component):
         # in-flight read lines: (port, line), oldest first
         m.submodules.inflight = q = fifo.SyncFIFO(width=pw + self.lw, depth=2)
         ack1, ack1_port, ack2, ack2_port = Signal(), Signal(pw), Signal(), Signal(pw)
-        reads_busy = Signal()
-        m.d.comb += reads_busy.eq(q.r_rdy | ack1 | ack2)
         grant = Signal()
-        m.d.comb += grant.eq((state == IDLE) & any_w & Mux(sel_write, ~reads_busy, q.w_rdy))
+        m.d.comb += grant.eq((state == IDLE) & any_w & (sel_write | q.w_rdy))
         for i, p in enumerate(ports):
             m.d.comb += p.grant.eq(grant & (sel == i))
         cur, line = Signal(pw), Signal(self.lw)  # the issue stage's port and line
@@ -572,10 +571,8 @@ class LineEngine(wiring.Component):
         # ---- acknowledgement: read lines two cycles after their last write, written lines
         # when the controller has taken their last data
         m.d.sync += [ack1.eq(q.r_en), ack1_port.eq(rport), ack2.eq(ack1), ack2_port.eq(ack1_port)]
-        with m.If(write_done):
-            m.d.sync += [ack2.eq(1), ack2_port.eq(cur)]
         for i, p in enumerate(ports):
-            m.d.comb += p.ack.eq(ack2 & (ack2_port == i))
+            m.d.comb += p.ack.eq((ack2 & (ack2_port == i)) | (write_done & (cur == i)))
         return m
 
 

@@ -40,7 +40,10 @@ from .toolchain import (
 __all__ = ["DRAM_HARNESS", "dram_config", "dram_graph_build", "run_graph_dram"]
 
 _TOP = "fuseflow_top"
-_WAIT = "        while (top->host_wait) tick();  // DRAM: initialising or a write on its way\n"
+_WAIT = ("        for (uint64_t w = 0; top->host_wait; ++w) {  // DRAM: initialising or a write on its way\n"
+         "            if (w > 100000000ull) fail(\"host_wait stayed high: the DRAM init or a load is stuck\");\n"
+         "            tick();\n"
+         "        }\n")
 
 # the native harness, waiting on host_wait before each write (the data words and the start)
 DRAM_HARNESS = (native.HARNESS
