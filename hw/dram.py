@@ -1,7 +1,8 @@
 """RTL timing model of the off-chip memory (``docs/memory.md``; sw_sim: ``sw_sim.dram``).
 
 The data of every array stays in the nodes' block RAMs; this model only decides in which cycle
-a node may use it.  A node that reads or writes an off-chip array holds a port gate for it
+a node may use it.  (``hw.litedram`` serves the same gates from a board's real DRAM instead:
+it fills the block RAMs line by line and acknowledges each line with ``ack``.)  A node that reads or writes an off-chip array holds a port gate for it
 (:class:`ReadGate`, :class:`WriteGate`): two line tags and one request at a time.  The gates
 of a graph share one :class:`Controller` over a :func:`MemBus` each: one grant per cycle,
 round robin, bank rows and data-bus occupancy.  A free-running cycle counter in the
