@@ -16,7 +16,10 @@ built in Python, read from a small TOML or JSON file, or named: the presets ``un
     S = "ijk"
 
 Every field is optional; a field that is not set leaves the command's default.  Unknown keys,
-wrong types and bad values are errors naming the file and the key.
+wrong types and bad values are errors naming the file and the key.  The keys are ``name``,
+``memory`` and ``onchip`` (:data:`OWN`) and the compiler passes' options that declare
+themselves schedule keys (:func:`fuseflow.compiler.pipeline.pass_options`): a new pass option is
+a schedule key without a change here.
 """
 
 from __future__ import annotations
@@ -28,12 +31,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .compiler.pipeline import pass_options
 from .ir.memory import MemoryError, MemoryModel, parse_memory
-from .ir.primitives.parallel import MAX_LANES
+from .options import Kind, Option, OptionError, Source
 
-__all__ = ["FUSIONS", "PRESETS", "Schedule", "ScheduleError", "load_schedule", "parse_block", "parse_par"]
+__all__ = ["FUSIONS", "OWN", "PRESETS", "SCHEDULE_OPTIONS", "Schedule", "ScheduleError", "load_schedule",
+           "parse_block", "parse_par"]
 
 FUSIONS = ("unfused", "partial", "full")
+
+# the schedule's own keys (not options of a pass)
+OWN = (Option("name", Kind.ANY, "default", "the schedule's name (default: the file's stem)",
+              sources=Source.ALL, cli=False, sweep=False),
+       Option("memory", Kind.ANY, None, "off-chip memory model: a preset name or a table of its "
+              "fields (docs/memory.md)", sources=Source.ALL, cli=False, sweep=False),
+       Option("onchip", Kind.ANY, None, "tensors kept in on-chip block RAM", sources=Source.ALL,
+              cli=False, sweep=False))
+# the pass options a schedule sets: {name: declaration}
+SCHEDULE_OPTIONS: dict[str, Option] = {o.name: o for o in pass_options() if o.schedule}
+_MAPS = (Kind.INDEX_MAP, Kind.TEXT_MAP)
 
 
 class ScheduleError(ValueError):
@@ -42,16 +58,20 @@ class ScheduleError(ValueError):
 
 @dataclass(frozen=True)
 class Schedule:
+    """A schedule: its name, memory system, and the pass options it sets (``passes``; read
+    them as attributes: ``schedule.par``, ``schedule.locate``; unset: ``None``, or ``{}`` for a
+    map)."""
+
     name: str = "default"
-    fusion: str | None = None
-    orders: Mapping[str, str] = field(default_factory=dict)
-    par: Mapping[str, int] = field(default_factory=dict)
-    locate: bool | None = None
-    skip: bool | None = None
     memory: MemoryModel | None = None
     onchip: tuple[str, ...] | None = None
-    block: Mapping[str, int] = field(default_factory=dict)  # {index: block size}: sparsity blocking
-    lanes: int | None = None  # vector lanes of the blocked dimension (default: the block size)
+    passes: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, key: str) -> Any:
+        opt = SCHEDULE_OPTIONS.get(key) if not key.startswith("_") and key != "passes" else None
+        if opt is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {key!r}")
+        return self.passes.get(key, {} if opt.kind in _MAPS else None)
 
     def with_par(self, par: Mapping[str, int]) -> Schedule:
         """This schedule with ``par`` added (its factors replace the schedule's for the same
@@ -59,41 +79,55 @@ class Schedule:
         if not par:
             return self
         name = self.name if self.name != "default" else "custom"
-        return replace(self, name=name, par={**self.par, **par})
+        return replace(self, name=name, passes={**self.passes, "par": {**self.par, **par}})
 
     def to_json(self) -> dict[str, Any]:
-        """Stable field names: name, fusion, orders, par, locate, skip, memory (the model's
-        fields), onchip (null: not set), block, lanes."""
-        return {"name": self.name, "fusion": self.fusion, "orders": dict(self.orders),
-                "par": dict(self.par), "locate": self.locate, "skip": self.skip,
-                "memory": self.memory.to_json() if self.memory else None,
-                "onchip": list(self.onchip) if self.onchip is not None else None,
-                "block": dict(self.block), "lanes": self.lanes}
+        """Stable field names: name, the pass options (in pipeline order), memory (the model's
+        fields), onchip (null: not set)."""
+        out: dict[str, Any] = {"name": self.name}
+        for key, opt in SCHEDULE_OPTIONS.items():
+            value = getattr(self, key)
+            out[key] = getattr(value, "value", dict(value) if opt.kind in _MAPS else value)
+        out["memory"] = self.memory.to_json() if self.memory else None
+        out["onchip"] = list(self.onchip) if self.onchip is not None else None
+        return out
 
     def describe(self) -> str:
         parts = [f"schedule {self.name}"]
-        if self.fusion:
-            parts.append(f"fusion {self.fusion}")
-        if self.orders:
-            parts.append("orders " + ", ".join(f"{t}={o}" for t, o in self.orders.items()))
-        parts.append("par " + (", ".join(f"{i}={f}" for i, f in self.par.items()) or "none"))
-        for key in ("locate", "skip"):
-            if getattr(self, key) is not None:
-                parts.append(f"{key} {'on' if getattr(self, key) else 'off'}")
+        for key, opt in SCHEDULE_OPTIONS.items():
+            text = _describe(key, opt, getattr(self, key), self)
+            if text:
+                parts.append(text)
         if self.memory is not None:
             parts.append(f"memory {self.memory.name}")
         if self.onchip:
             parts.append("on chip " + ", ".join(self.onchip))
-        if self.block:
-            parts.append("block " + ", ".join(f"{i}={b}" for i, b in self.block.items())
-                         + (f" lanes {self.lanes}" if self.lanes else ""))
         return "; ".join(parts)
 
 
-PRESETS = {f: Schedule(f, fusion=f) for f in FUSIONS}
+def _describe(key: str, opt: Option, value: Any, sched: Schedule) -> str:
+    if key == "lanes":  # written with block
+        return ""
+    if key == "par":  # always said
+        return "par " + (", ".join(f"{i}={f}" for i, f in value.items()) or "none")
+    if not value and opt.kind in _MAPS or value is None:
+        return ""
+    if key == "block":
+        return ("block " + ", ".join(f"{i}={b}" for i, b in value.items())
+                + (f" lanes {sched.lanes}" if sched.lanes else ""))
+    if opt.kind in _MAPS:
+        return f"{key} " + ", ".join(f"{t}={o}" for t, o in value.items())
+    if opt.kind is Kind.FLAG:
+        return f"{key} {'on' if value else 'off'}"
+    return f"{key} {value}"
 
-_KEYS = {"name": str, "fusion": str, "orders": dict, "par": dict, "locate": bool, "skip": bool,
-         "memory": (str, dict), "onchip": list, "block": dict, "lanes": int}
+
+PRESETS = {f: Schedule(f, passes={"fusion": f}) for f in FUSIONS}
+
+_TYPES = {Kind.FLAG: bool, Kind.INT: int, Kind.CHOICE: str, Kind.INDEX_MAP: dict, Kind.TEXT_MAP: dict,
+          Kind.ANY: object}
+_KEYS = {"name": str, **{k: _TYPES[o.kind] for k, o in SCHEDULE_OPTIONS.items()},
+         "memory": (str, dict), "onchip": list}
 
 
 def load_schedule(text: str) -> Schedule:
@@ -115,9 +149,7 @@ def load_schedule(text: str) -> Schedule:
     return schedule_from_dict(data, source=f"schedule {text!r}", default_name=path.stem)
 
 
-def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str = "custom") -> Schedule:
-    if not isinstance(data, dict):
-        raise ScheduleError(f"{source}: expected a table of keys ({', '.join(_KEYS)})")
+def _type_problems(data: dict) -> list[str]:
     problems = []
     for key, value in data.items():
         if key not in _KEYS:
@@ -125,16 +157,34 @@ def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str
         elif not isinstance(value, _KEYS[key]):
             kinds = _KEYS[key] if isinstance(_KEYS[key], tuple) else (_KEYS[key],)
             problems.append(f"{key} = {value!r} must be {' or '.join(k.__name__ for k in kinds)}")
+    return problems
+
+
+def _pass_value(key: str, value: Any, source: str) -> Any:
+    """A schedule's value of pass option ``key``, checked by its declaration."""
+    opt = SCHEDULE_OPTIONS[key]
+    if key == "fusion" and value not in FUSIONS:
+        raise ScheduleError(f"{source}: fusion = {value!r} must be one of {', '.join(FUSIONS)}")
+    if key == "orders":
+        for tensor, order in value.items():
+            if not isinstance(order, str) or not order:
+                raise ScheduleError(f"{source}: orders.{tensor} = {order!r} must be index letters")
+    try:
+        if opt.kind is Kind.INDEX_MAP:
+            return {str(i): opt.check_entry(n, f"{source}: {key}.{i}") for i, n in value.items()}
+        opt.check(value, f"{source}: {key}")
+    except OptionError as exc:
+        raise ScheduleError(str(exc)) from None
+    return dict(value) if opt.kind in _MAPS else value
+
+
+def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str = "custom") -> Schedule:
+    if not isinstance(data, dict):
+        raise ScheduleError(f"{source}: expected a table of keys ({', '.join(_KEYS)})")
+    problems = _type_problems(data)
     if problems:
         raise ScheduleError(f"{source}: " + "; ".join(problems))
-    fusion = data.get("fusion")
-    if fusion is not None and fusion not in FUSIONS:
-        raise ScheduleError(f"{source}: fusion = {fusion!r} must be one of {', '.join(FUSIONS)}")
-    orders = data.get("orders", {})
-    for tensor, order in orders.items():
-        if not isinstance(order, str) or not order:
-            raise ScheduleError(f"{source}: orders.{tensor} = {order!r} must be index letters")
-    par = {str(i): _factor(f, f"{source}: par.{i}") for i, f in data.get("par", {}).items()}
+    passes = {k: _pass_value(k, v, source) for k, v in data.items() if k in SCHEDULE_OPTIONS}
     memory = None
     if "memory" in data:
         try:
@@ -147,49 +197,31 @@ def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str
         if bad:
             raise ScheduleError(f"{source}: onchip = {onchip!r} must be a list of tensor names")
         onchip = tuple(onchip)
-    block = {str(i): _block_size(b, f"{source}: block.{i}") for i, b in data.get("block", {}).items()}
-    lanes = data.get("lanes")
-    if lanes is not None:
-        lanes = _block_size(lanes, f"{source}: lanes")
-    return Schedule(data.get("name", default_name), fusion, dict(orders), par,
-                    data.get("locate"), data.get("skip"), memory, onchip, block, lanes)
+    return Schedule(data.get("name", default_name), memory, onchip, passes)
 
 
-def _block_size(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ScheduleError(f"{where} = {value!r} must be a whole number")
-    if value < 1 or value & (value - 1) or value > MAX_LANES:
-        raise ScheduleError(f"{where} = {value} must be a power of two from 1 to {MAX_LANES}")
-    return value
-
-
-def parse_block(items: list[str] | None) -> dict[str, int]:
-    """``--block j=16`` as ``{"j": 16}`` (:class:`ScheduleError` if malformed)."""
-    out: dict[str, int] = {}
-    for item in items or []:
-        index, sep, value = item.partition("=")
-        index = index.strip()
-        if not sep or not index or not value.strip().isdigit():
-            raise ScheduleError(f"--block {item!r}: expected INDEX=SIZE, e.g. j=16")
-        out[index] = _block_size(int(value), f"--block {index}")
-    return out
-
-
-def _factor(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ScheduleError(f"{where} = {value!r} must be a whole number of lanes")
-    if not 1 <= value <= MAX_LANES:
-        raise ScheduleError(f"{where} = {value} must be 1 to {MAX_LANES}")
-    return value
-
-
-def parse_par(items: list[str] | None) -> dict[str, int]:
-    """``--par i=4 --par j=2`` as ``{"i": 4, "j": 2}`` (:class:`ScheduleError` if malformed)."""
+def parse_index_map(opt: Option, items: list[str] | None, example: str,
+                    form: str | None = None) -> dict[str, int]:
+    """``--FLAG INDEX=N`` items of an INDEX_MAP option as ``{INDEX: N}`` (each checked by the
+    declaration; :class:`ScheduleError` if malformed)."""
     out: dict[str, int] = {}
     for item in items or []:
         index, sep, value = item.partition("=")
         index = index.strip()
         if not sep or not index or not value.strip().lstrip("-").isdigit():
-            raise ScheduleError(f"--par {item!r}: expected INDEX=FACTOR, e.g. i=4")
-        out[index] = _factor(int(value), f"--par {index}")
+            raise ScheduleError(f"{opt.cli_flag} {item!r}: expected {form or opt.metavar}, e.g. {example}")
+        try:
+            out[index] = opt.check_entry(int(value), f"{opt.cli_flag} {index}")
+        except OptionError as exc:
+            raise ScheduleError(str(exc)) from None
     return out
+
+
+def parse_block(items: list[str] | None) -> dict[str, int]:
+    """``--block j=16`` as ``{"j": 16}`` (:class:`ScheduleError` if malformed)."""
+    return parse_index_map(SCHEDULE_OPTIONS["block"], items, "j=16")
+
+
+def parse_par(items: list[str] | None) -> dict[str, int]:
+    """``--par i=4 --par j=2`` as ``{"i": 4, "j": 2}`` (:class:`ScheduleError` if malformed)."""
+    return parse_index_map(SCHEDULE_OPTIONS["par"], items, "i=4", "INDEX=FACTOR")

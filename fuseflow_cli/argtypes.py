@@ -5,27 +5,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+
+from fuseflow.options import int_range
 
 __all__ = ["MAX_FIFO_DEPTH", "MAX_SIZE", "fraction", "int_range", "positive_float"]
 
 MAX_SIZE = 1 << 16  # kernel sizes, nodes, widths: above this a dense operand alone is gigabytes
 MAX_FIFO_DEPTH = 1 << 16  # channel FIFO depth: above this one FIFO's registers are megabytes
-
-
-def int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
-    """An integer in ``[lo, hi]`` (``hi`` None: no upper bound)."""
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if v < lo or (hi is not None and v > hi):
-            span = f"at least {lo}" if hi is None else f"from {lo} to {hi}"
-            raise argparse.ArgumentTypeError(f"{v} is out of range: use {span}")
-        return v
-    parse.__name__ = "integer"
-    return parse
 
 
 def _float(text: str) -> float:

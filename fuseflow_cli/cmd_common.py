@@ -28,7 +28,16 @@ from fuseflow.ir.numerics import Mode, Numerics
 from fuseflow.ir.overflow import OVERFLOW_POLICIES, NumericOverflowError, Overflow
 from fuseflow.compiler.passes.par import ParallelError, parallelize
 from fuseflow.ir.samml import Graph, GraphError
-from fuseflow.schedule import Schedule, ScheduleError, load_schedule, parse_par
+from fuseflow.compiler.pipeline import pass_options
+from fuseflow.options import Kind, Option, Source
+from fuseflow.schedule import (
+    Schedule,
+    ScheduleError,
+    load_schedule,
+    parse_block,
+    parse_index_map,
+    parse_par,
+)
 from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, skip_sites
 from fuseflow.ir.tensor import TensorData
 from fuseflow.ir.validate import saturate_inputs
@@ -46,6 +55,7 @@ __all__ = [
     "add_memory_args",
     "add_numerics_arg",
     "add_overflow_arg",
+    "add_pass_args",
     "add_saturate_arg",
     "add_schedule_args",
     "add_scheduler_arg",
@@ -59,6 +69,7 @@ __all__ = [
     "overflow_mismatches",
     "overflow_verdict",
     "parse_max_nnz",
+    "pass_values",
     "resolve_memory",
     "resolve_schedule",
     "resolve_widths",
@@ -83,6 +94,7 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
                    help="coordinate skipping on the graph's intersections of compressed fibres "
                         "(an error if none can skip)")
     add_schedule_args(p)
+    add_pass_args(p, Source.GRAPH)
 
 
 def add_kernel_options(p: argparse.ArgumentParser) -> None:
@@ -115,9 +127,56 @@ def add_schedule_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedule", metavar="FILE|PRESET",
                    help="schedule: a .toml/.json file (fusion, orders, par, locate, skip) or a "
                         "preset: unfused, partial, full (README, 'Parallel lanes and schedules')")
-    p.add_argument("--par", action="append", default=[], metavar="INDEX=N",
-                   help="parallelize index INDEX into N lanes (1-64); repeatable, nested "
-                        "outermost first; added to --schedule's")
+    add_pass_args(p, Source.ALL, only=("par",))
+
+
+def add_pass_args(p, source: Source, *, only: Sequence[str] | None = None,
+                  without: Source | None = None) -> None:
+    """The command-line flags of the compiler passes' options that apply to ``source`` (from
+    their declarations; ``without``: not those that apply to these sources too), except those
+    ``p`` has already (a command's own wording)."""
+    for opt in pass_options(source):
+        if without is not None and opt.sources & without:
+            continue
+        if opt.cli and (only is None or opt.name in only) and not _has_flag(p, opt.cli_flag):
+            opt.add_argument(p)
+
+
+def _has_flag(p, flag: str) -> bool:
+    return flag in p._option_string_actions  # argument groups share their parser's table
+
+
+_PARSE_MAP = {"par": parse_par, "block": parse_block}
+
+
+def _given(opt: Option, value):
+    if opt.kind is not Kind.INDEX_MAP:
+        return value
+    parse = _PARSE_MAP.get(opt.name)
+    return parse(value) if parse else parse_index_map(opt, value, opt.example or "i=2")
+
+
+def pass_values(args: argparse.Namespace, sched: Schedule, source: Source) -> dict:
+    """The compiler pass options of ``source`` as the command line and the schedule set them:
+    an {index: n} map is the schedule's with the command line's added; a flag is the
+    schedule's if it sets it; any other value the command line's if given, else the
+    schedule's, else the declared default."""
+    out = {}
+    for opt in pass_options(source):
+        if not opt.cli:
+            continue
+        try:
+            given = _given(opt, getattr(args, opt.name, [] if opt.kind is Kind.INDEX_MAP else None))
+        except ScheduleError as exc:
+            raise UserError(str(exc)) from None
+        planned = getattr(sched, opt.name) if opt.schedule else None
+        if opt.kind is Kind.INDEX_MAP:
+            out[opt.name] = {**(planned or {}), **given} or None
+        elif opt.kind is Kind.FLAG:
+            out[opt.name] = planned if planned is not None else (opt.default if given is None else given)
+        else:
+            out[opt.name] = next((v for v in (given, planned) if v is not None), opt.default)
+    return out
 
 
 def resolve_schedule(args: argparse.Namespace) -> Schedule:

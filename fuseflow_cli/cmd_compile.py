@@ -29,11 +29,18 @@ from fuseflow.compiler import (
 from fuseflow.compiler.bounds import check_program
 from fuseflow.compiler.evaluate import dense_of
 from fuseflow.ir.samml import GraphError
-from fuseflow.schedule import ScheduleError, parse_block
+from fuseflow.options import Source
 from sw_sim import run_graph
 
 from .argtypes import int_range
-from .cmd_common import add_overflow_arg, add_schedule_args, overflow_verdict, resolve_schedule
+from .cmd_common import (
+    add_overflow_arg,
+    add_pass_args,
+    add_schedule_args,
+    overflow_verdict,
+    pass_values,
+    resolve_schedule,
+)
 from .errors import UserError
 from .models import add_user_model_args, add_zoo_args, compile_model_cmd, reject_model_options
 
@@ -46,7 +53,7 @@ def add_parser(subparsers) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("program", nargs="?", help="Python file defining program() -> Program")
     p.add_argument("--list-passes", action="store_true",
-                   help="print the compiler's pass pipeline (name, input -> output IR) and exit")
+                   help="print the compiler's pass pipeline (name, input -> output IR, options) and exit")
     p.add_argument("--dump-after", choices=pass_names(), metavar="PASS",
                    help="print the IR after pass PASS (one section per graph) and exit; passes: "
                         + ", ".join(pass_names()))
@@ -64,22 +71,8 @@ def add_parser(subparsers) -> None:
     lowering.add_argument("--global-iteration", dest="factored", action="store_false",
                           help="inline every reduced intermediate into one iteration space per "
                                "output (for comparison)")
-    p.add_argument("--no-locate", dest="locate", action="store_false",
-                   help="scan and intersect dense levels instead of locating into them (the "
-                        "locate pass off, for comparison)")
-    p.add_argument("--skip", action="store_true",
-                   help="coordinate skipping: intersections of compressed fibres skip ahead by "
-                        "search (the skip pass; --explain says which intersects skip)")
     add_schedule_args(p)
-    p.add_argument("--spacc-buffers", type=int, choices=(1, 2), default=2,
-                   help="sparse-accumulator banks: 2 (default) overlaps a fiber's flush with the "
-                        "next fiber's accumulation, 1 does not (half the sum words)")
-    p.add_argument("--block", action="append", default=[], metavar="INDEX=SIZE",
-                   help="sparsity blocking: the dimension INDEX iterates in blocks of SIZE (a power of "
-                        "two), each block a vector (docs/compiler.md, Blocking)")
-    p.add_argument("--lanes", type=int_range(1, 64), metavar="W",
-                   help="vector lanes of the blocked dimension (a power of two dividing the block "
-                        "size; default the block size)")
+    add_pass_args(p, Source.PROGRAM)  # --no-locate, --skip, --spacc-buffers, --block, --lanes, ...
     p.add_argument("-o", "--outdir", help="write <graph>.json and <graph>.dot here")
     p.add_argument("--explain", action="store_true",
                    help="print fused einsum, POG, chosen order and fusion table per graph")
@@ -157,19 +150,14 @@ def run(args: argparse.Namespace) -> int:
     sched = resolve_schedule(args)
     fusion = sched.fusion or args.fusion
     orders = {**sched.orders, **orders}
-    locate = args.locate if sched.locate is None else sched.locate
-    skip = args.skip if sched.skip is None else sched.skip
-    par = dict(sched.par) or None
-    block, lanes = _blocking(args, sched)
+    values = _pass_values(args, sched)
     try:
         if args.dump_after:
-            opts = Options(Fusion(fusion), orders or None, fused or None, args.factored,
-                           locate, skip, args.spacc_buffers, par, block, lanes)
+            opts = Options(fusion=Fusion(fusion), orders=orders or None, fused_orders=fused or None,
+                           **values)
             print(dump_ir(program, args.dump_after, opts), end="")
             return 0
-        compiled = compile_program(program, fusion, orders, fused, factored=args.factored,
-                                   locate=locate, skip=skip, spacc_buffers=args.spacc_buffers,
-                                   par=par, block=block, lanes=lanes)
+        compiled = compile_program(program, fusion, orders, fused, **values)
     except (ProgramError, GraphError) as exc:
         raise UserError(str(exc)) from None
     if args.explain:
@@ -191,16 +179,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _blocking(args: argparse.Namespace, sched) -> tuple[dict[str, int] | None, int | None]:
-    """``--block`` / ``--lanes`` over the schedule's ``block`` / ``lanes``."""
-    try:
-        block = {**sched.block, **parse_block(args.block)} or None
-    except ScheduleError as exc:
-        raise UserError(str(exc)) from None
-    lanes = args.lanes or sched.lanes
-    if lanes is not None and not block:
+def _pass_values(args: argparse.Namespace, sched) -> dict:
+    """The pass options of the command line over the schedule's (``--block`` over its
+    ``block``, ...), and ``--factored``."""
+    values = {**pass_values(args, sched, Source.PROGRAM), "factored": args.factored}
+    if values.get("lanes") is not None and not values.get("block"):
         raise UserError("--lanes needs --block (the dimension whose blocks become vectors)")
-    return block, lanes
+    return values
 
 
 def _write(compiled, program: Program, out: Path) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import sw_sim
+from fuseflow.compiler.pipeline import pass_options
 from fuseflow.ir.check import Check
 from fuseflow.ir.memory import MemoryError, Placement
 from fuseflow.models.bounds import check_model
@@ -19,13 +20,16 @@ from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.plan import compile_model
 from fuseflow.models.plan import run_model as simulate_model
 from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.options import Source
 from hw import HwConfig, build_graph
 from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
 from .argtypes import MAX_SIZE, int_range
 from .cmd_common import (
+    add_pass_args,
     overflow_verdict,
+    pass_values,
     resolve_memory,
     resolve_schedule,
     saturated_text,
@@ -74,9 +78,7 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     add_user_model_args(g)
     add_zoo_args(g)
     g.add_argument("--fusion", choices=("unfused", "partial", "full"), default="partial", help="fusion configuration (default partial)")
-    g.add_argument("--no-locate", dest="locate", action="store_false",
-                   help="scan and intersect dense levels instead of locating into them (for "
-                        "comparison: work then grows with the dense dimension)")
+    add_pass_args(g, Source.MODEL, without=Source.GRAPH | Source.KERNEL)  # --no-locate, ...
     if not build:
         g.add_argument("--explain", action="store_true", help="print the compiled steps and graphs")
         g.add_argument("--numerics", default="float",
@@ -102,8 +104,12 @@ def add_zoo_args(g) -> None:
 
 
 # the model options and their defaults (add_model_args); a graph or kernel command rejects them
+# (and the compiler pass options of models only: add_pass_args)
+_MODEL_PASS_OPTIONS = {o.name: o for o in pass_options(Source.MODEL)
+                       if o.cli and not o.sources & (Source.GRAPH | Source.KERNEL)}
 _MODEL_OPTIONS = {"dataset": None, "fusion": "partial", "hidden": 16, "features": None, "nodes": 256,
-                  "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2, "locate": True, "explain": False,
+                  "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2,
+                  **{n: o.default for n, o in _MODEL_PASS_OPTIONS.items()}, "explain": False,
                   "numerics": "float", "inputs": None, "formats": None, "strict": False}
 _ZOO_ONLY = ("dataset", "hidden", "features", "nodes", "seq", "dmodel", "heads", "blocks")
 
@@ -114,7 +120,8 @@ def reject_model_options(args: argparse.Namespace, source: str, *, keep: tuple[s
     given = [k for k, default in _MODEL_OPTIONS.items()
              if k not in keep and hasattr(args, k) and getattr(args, k) != default]
     if given:
-        flags = ", ".join("--no-locate" if k == "locate" else f"--{k}" for k in given)
+        flags = ", ".join(_MODEL_PASS_OPTIONS[k].cli_flag if k in _MODEL_PASS_OPTIONS else f"--{k}"
+                          for k in given)
         raise UserError(f"{flags}: model options, but {source} is not a model (use --model M)")
 
 
@@ -138,10 +145,8 @@ def load_compiled(args: argparse.Namespace):
             raise UserError(f"--schedule {args.schedule}: orders and block are for compile "
                             f"PROGRAM.py; a model's statements are generated")
         args.fusion = sched.fusion or getattr(args, "fusion", "partial")
-        locate = getattr(args, "locate", True) if sched.locate is None else sched.locate
-        skip = getattr(args, "skip", False) if sched.skip is None else sched.skip  # sim/build: --skip
-        cm = compile_model(ir, args.fusion, locate=locate, skip=skip, par=sched.par or None,
-                           strict=getattr(args, "strict", False))
+        cm = compile_model(ir, args.fusion, strict=getattr(args, "strict", False),
+                           **pass_values(args, sched, Source.MODEL))
     except (FrontendError, ValueError) as exc:
         raise UserError(str(exc)) from None
     return case, ir, cm

@@ -37,7 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fuseflow.compiler.pipeline import pass_options
 from fuseflow.executor import Executor
+from fuseflow.options import Kind, Option, Source
 
 from . import cmd_sim
 from .errors import UserError
@@ -46,16 +48,28 @@ from .models import simulate_model_args
 __all__ = ["KEYS", "Config", "Sweep", "SweepRun", "config_key", "load_sweep", "run_config", "run_sweep"]
 
 # sweep key -> (sim option, type); "flag" options take no value (true sets them)
+_SWEPT = Source.KERNEL | Source.GRAPH | Source.MODEL  # what ``sim`` runs
+_PASS_KINDS = {Kind.INT: int, Kind.CHOICE: str, Kind.INDEX_MAP: "par"}
+
+
+def _pass_key(opt: Option) -> tuple[str, type | str]:
+    """The sweep key of a compiler pass option (from its declaration)."""
+    if opt.kind is Kind.FLAG:
+        return opt.cli_flag, "noflag" if opt.default else "flag"
+    return opt.cli_flag, _PASS_KINDS.get(opt.kind, str)
+
+
 KEYS: dict[str, tuple[str, type | str]] = {
     "model": ("--model", str), "dataset": ("--dataset", str), "fusion": ("--fusion", str),
     "hidden": ("--hidden", int), "features": ("--features", int), "nodes": ("--nodes", int),
     "seq": ("--seq", int), "dmodel": ("--dmodel", int), "heads": ("--heads", int),
-    "blocks": ("--blocks", int), "numerics": ("--numerics", str), "locate": ("--no-locate", "noflag"),
+    "blocks": ("--blocks", int), "numerics": ("--numerics", str),
     "kernel": ("--kernel", str), "graph": ("", "path"), "size": ("--size", int),
-    "block": ("--block", int), "lanes": ("--lanes", int),
+    "block": ("--block", int), "lanes": ("--lanes", int),  # the bspmm kernel's (not the block pass's)
     "density": ("--density", float), "seed": ("--seed", int), "data": ("--data", "path"),
-    "skip": ("--skip", "flag"), "schedule": ("--schedule", "schedule"), "par": ("--par", "par"),
+    "schedule": ("--schedule", "schedule"),
     "memory": ("--memory", str), "onchip": ("--onchip", str),
+    **{o.name: _pass_key(o) for o in pass_options() if o.sweep and o.cli and o.sources & _SWEPT},
 }
 _SCHEDULE_PRESETS = ("unfused", "partial", "full")
 

@@ -8,7 +8,7 @@ The compiler is a named, ordered pipeline of passes (:mod:`fuseflow.compiler.pip
 """
 
 from . import catalog
-from .emit import CompiledGroup, CompiledProgram
+from .passes.lower import CompiledGroup, CompiledProgram
 from .fusion import (
                      MAX_ORDERS,
                      Fusion,
@@ -35,6 +35,7 @@ from .pipeline import (
                      graph_text,
                      lower_group,
                      pass_names,
+                     pass_options,
                      run_pipeline,
 )
 from .program import (
@@ -103,6 +104,7 @@ __all__ = [
                      "neg",
                      "parse_format",
                      "pass_names",
+                     "pass_options",
                      "plan_groups",
                      "reference",
                      "reference_all",

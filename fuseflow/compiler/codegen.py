@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from .emit import CompiledGroup, CompiledProgram, emit_graph
+from .passes.lower import CompiledGroup, CompiledProgram, emit_graph
 from .pipeline import compile_program, lower_group
 
 __all__ = ["CompiledGroup", "CompiledProgram", "compile_program", "emit_graph", "lower_group"]

@@ -31,6 +31,7 @@ cycles of all graphs; host steps cost no cycles.
 from __future__ import annotations
 
 import time
+from typing import Any
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -47,6 +48,7 @@ from fuseflow.compiler import (
     check_par_used,
     check_program,
     einsum,
+    pass_options,
     parse_format,
     reference_all,
     run_pipeline,
@@ -427,18 +429,22 @@ def _expand_layernorms(nodes: list[MNode], consts: dict[str, np.ndarray]) -> lis
     return out
 
 
+# the compiler options the planner chooses itself, per step
+_PLANNED = frozenset({"fusion", "orders", "fused_orders", "factored"})
+
+
 def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = None,
                   elementwise_in_compiler: bool | None = None,
-                  layernorm_in_compiler: bool = False, locate: bool = True,
-                  skip: bool = False, spacc_buffers: int = 2,
-                  par: Mapping[str, int] | None = None,
-                  row_functions_in_compiler: bool | None = None, strict: bool = False) -> CompiledModel:
+                  layernorm_in_compiler: bool = False,
+                  row_functions_in_compiler: bool | None = None, strict: bool = False,
+                  **options: Any) -> CompiledModel:
     """Cut ``ir`` into steps and compile them (see the module docstring).
 
-    ``locate`` (default): the compiler locates into dense levels under intersections
-    (:mod:`fuseflow.compiler.passes.locate`); off: it scans and intersects them (for comparison).
-    ``skip``: intersections of compressed fibres skip ahead (:mod:`fuseflow.compiler.passes.skip`).
-    ``spacc_buffers``: 2 double-buffers the sparse accumulators, 1 keeps one bank of sums.
+    ``options``: the compiler's pass options (:func:`fuseflow.compiler.pipeline.pass_options`)
+    for every compiled step, e.g. ``locate`` (default on: the compiler locates into dense levels
+    under intersections; off: it scans and intersects them, for comparison), ``skip``
+    (intersections of compressed fibres skip ahead), ``spacc_buffers`` (2 double-buffers the
+    sparse accumulators, 1 keeps one bank of sums), ``par`` (parallel lanes per index).
 
     ``elementwise_in_compiler``: relu / gelu / scalar ops become Program statements (fused by
     the compiler) instead of ML subgraphs; default: when the Program API has them.
@@ -487,7 +493,10 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     pending: list[MNode] = []
     shapes = {n.name: n.shape for n in nodes}
 
-    extra = {"locate": locate, "skip": skip, "spacc_buffers": spacc_buffers, "par": par}
+    extra = dict(options)
+    unknown = sorted((set(extra) - {o.name for o in pass_options()}) | (set(extra) & _PLANNED))
+    if unknown:
+        raise TypeError(f"compile_model: {', '.join(unknown)}: not a compiler option it takes")
 
     def flush(upto: int) -> None:
         if not pending:
@@ -520,7 +529,7 @@ def compile_model(ir: ModelIR, fusion: str = "partial", factored: bool | None = 
     flush(len(nodes))
     if strict:
         _refuse_breaks(ir, steps)
-    check_par_used(par, [(g.group, g.graph) for s in steps if isinstance(s, CompilerStep)
+    check_par_used(extra.get("par"), [(g.group, g.graph) for s in steps if isinstance(s, CompilerStep)
                          for g in s.compiled.groups])
     return CompiledModel(ir, fusion, steps, time.perf_counter() - t0, notes, consts)
 
@@ -712,7 +721,7 @@ def _compiles_alone(ir: ModelIR, n: MNode, formats: dict[str, TensorFormat],
     for a in n.args:
         trial.setdefault(a, TensorFormat((Format.DENSE,) * len(shapes[a])))
     program, _, _ = _run_program(ir, [n], trial, shapes, "unfused", lambda name: True, False)
-    return check_program(program, Options(Fusion.UNFUSED)) is None
+    return check_program(program, Options(fusion=Fusion.UNFUSED)) is None
 
 
 def _conversions(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]) -> dict[str, TensorFormat]:
@@ -748,7 +757,7 @@ def _compile_run(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFormat]
         for row_major in (False, True):
             program, inputs, outputs = _run_program(ir, run, formats, shapes, mode, needed_later,
                                                     row_major)
-            options = Options(Fusion.PARTIAL if mode != "unfused" else Fusion.UNFUSED,
+            options = Options(fusion=Fusion.PARTIAL if mode != "unfused" else Fusion.UNFUSED,
                               factored=True if factored is None else factored, **extra)
             why = check_program(program, options)
             if why is not None:

@@ -31,6 +31,7 @@ from fuseflow.compiler import (
     run_program,
 )
 from fuseflow.compiler.fusion import fuse_group, plan_groups
+from fuseflow.compiler.passes import fifo, lower
 from fuseflow.models.frontend import MKind, MNode, ModelIR
 from fuseflow.models.plan import HostOpStep, compile_model
 from sw_sim import run_graph
@@ -88,16 +89,16 @@ def test_unknown_pass_is_an_error_listing_the_passes(call) -> None:
 
 def test_fifo_sizing_runs_once_per_graph(monkeypatch) -> None:
     calls: list[str] = []
-    real = pipeline.size_fifos
-    monkeypatch.setattr(pipeline, "size_fifos", lambda g: (calls.append(g.name), real(g)))
+    real = fifo.size_fifos
+    monkeypatch.setattr(fifo, "size_fifos", lambda g: (calls.append(g.name), real(g)))
     compiled = compile_program(split_sum())
     assert calls == [g.name for g in compiled.graphs] == ["split_sum_g0", "split_sum_g1"]
 
 
 def test_region_split_is_decided_up_front_and_nothing_is_generated_twice(monkeypatch) -> None:
     emitted: list[str] = []
-    real = pipeline.emit_graph
-    monkeypatch.setattr(pipeline, "emit_graph", lambda g, t: (emitted.append(g.name), real(g, t))[1])
+    real = lower.emit_graph
+    monkeypatch.setattr(lower, "emit_graph", lambda g, t: (emitted.append(g.name), real(g, t))[1])
     compiled = compile_program(split_sum())
     assert emitted == ["split_sum_g0", "split_sum_g1"]
     assert "region split here" in compiled.groups[1].group.notes[0]

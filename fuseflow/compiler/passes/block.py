@@ -27,13 +27,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from ...ir.primitives.parallel import MAX_LANES
 from ...ir.tensor import Format, TensorFormat
+from ...options import Kind, Option, Source
 from ..program import (
     Access,
     BinOp,
     IExpr,
     Program,
     ProgramError,
+    Rejected,
     Statement,
     Sum,
     TensorDecl,
@@ -42,8 +45,9 @@ from ..program import (
     VectorLayout,
     accesses,
 )
+from .base import GroupIR, Pass, ProgramIR
 
-__all__ = ["MAX_BLOCK_LANES", "block_program", "dimension_of"]
+__all__ = ["BLOCK", "LANES", "MAX_BLOCK_LANES", "PASS", "block_program", "dimension_of"]
 
 MAX_BLOCK_LANES = 64  # the widest vector the primitives take
 
@@ -222,3 +226,46 @@ def _has_vector(e: IExpr, layouts: Mapping[str, VectorLayout]) -> bool:
         return e.op is not UnOp.LANE_SUM and _has_vector(e.arg, layouts)
     assert isinstance(e, Sum)
     return _has_vector(e.body, layouts)
+
+
+# ----------------------------------------------------------------------------- the pass
+BLOCK = Option("block", Kind.INDEX_MAP, None,
+               "sparsity blocking: the dimension INDEX iterates in blocks of SIZE (a power of two), "
+               "each block a vector (docs/compiler.md, Blocking)",
+               sources=Source.PROGRAM, low=1, high=MAX_LANES, power_of_two=True, units="entries",
+               metavar="INDEX=SIZE", sweep=False)
+LANES = Option("lanes", Kind.INT, None,
+               "vector lanes of the blocked dimension (a power of two dividing the block size; "
+               "default the block size)",
+               sources=Source.PROGRAM, low=1, high=MAX_LANES, power_of_two=True, units="lanes",
+               metavar="W", sweep=False)
+
+
+def _run(state: ProgramIR, _: GroupIR) -> Rejected | None:
+    opts = state.options
+    if not opts.block or state.source is not None:
+        return None
+    try:
+        blocked = block_program(state.program, opts.block, opts.lanes)
+    except ProgramError as exc:
+        return Rejected(str(exc), ProgramError)
+    state.source, state.program = state.program, blocked
+    return None
+
+
+def _text(state: ProgramIR, _: GroupIR) -> str:
+    if state.source is None:
+        return f"program {state.program.name}: nothing blocked\n"
+    lines = [(f"program {state.program.name}: blocked {dict(state.options.block or {})}"
+             f" (lanes {state.options.lanes or next(iter((state.options.block or {}).values()))})")]
+    for name, d in state.program.decls.items():
+        if d.vector is not None:
+            lines.append(f"  {name}: mode {d.vector.mode} in blocks of {d.vector.block}, vectors of "
+                         f"{d.vector.lanes}; iterated shape {d.shape}")
+    lines += [f"  {st}" for st in state.program.statements]
+    return "\n".join(lines) + "\n"
+
+
+PASS = Pass("block", "sparsity blocking: one dimension cut into blocks whose entries become vector "
+            "lanes (block={index: size}; nothing otherwise)", "Program", "Program", _run, _text,
+            per_group=False, options=(BLOCK, LANES))

@@ -5,8 +5,10 @@ from __future__ import annotations
 import networkx as nx
 
 from ...ir.samml import Edge, Graph, NodeKind, node_latency
+from ..program import Rejected
+from .base import GroupIR, Pass, ProgramIR, graph_pass_text
 
-__all__ = ["set_accumulator_buffers", "size_fifos"]
+__all__ = ["PASS", "set_accumulator_buffers", "size_fifos"]
 
 
 def set_accumulator_buffers(g: Graph, buffers: int) -> list[str]:
@@ -174,3 +176,14 @@ def _longest_into(g: Graph, siblings: list[int], k: int, m: str,
                 if best is None or cap > best[0]:
                     best = (cap, j)
     return best
+
+
+# ----------------------------------------------------------------------------- the pass
+def _run(_: ProgramIR, g: GroupIR) -> Rejected | None:
+    assert g.graph is not None
+    size_fifos(g.graph)
+    return None
+
+
+PASS = Pass("fifo", "deepen the FIFOs of short paths that reconverge with longer ones",
+            "samml.Graph", "samml.Graph", _run, graph_pass_text, needs=("lower",))

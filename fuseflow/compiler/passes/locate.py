@@ -24,8 +24,12 @@ from __future__ import annotations
 
 from ...ir.tensor import Format
 from ..table import Cell, CellKind, FusionTable, Join, JoinKind
+from ...options import Kind, Option, Source
+from ..program import LoweringError, Rejected
+from .base import GroupIR, Pass, ProgramIR
+from .table import tables_text
 
-__all__ = ["locate_dense_levels", "located_levels", "nonunique_join_problem"]
+__all__ = ["LOCATE", "PASS", "locate_dense_levels", "located_levels", "nonunique_join_problem"]
 
 
 def locate_dense_levels(t: FusionTable) -> list[tuple[str, str]]:
@@ -123,3 +127,26 @@ def _describe(t: FusionTable, view: str, row: str) -> str:
     if v is None or cell is None or cell.level < 0:
         return f"{view}"
     return f"{v} (its {v.fmt.levels[cell.level].value} level {cell.level})"
+
+
+# ----------------------------------------------------------------------------- the pass
+LOCATE = Option("locate", Kind.FLAG, True,
+                "scan and intersect dense levels instead of locating into them (the locate pass "
+                "off, for comparison: work then grows with the dense dimension)",
+                sources=Source.PROGRAM | Source.MODEL)
+
+
+def _run(state: ProgramIR, g: GroupIR) -> Rejected | None:
+    if state.options.locate:
+        for t in g.tables:
+            locate_dense_levels(t)
+    for t in g.tables:  # COO: a non-unique level meets located dense levels only
+        why = nonunique_join_problem(t, state.options.locate)
+        if why:
+            return Rejected(f"graph {g.plan.name}: {why}", LoweringError)
+    return None
+
+
+PASS = Pass("locate", "iterate the sparse operands and locate into dense levels under "
+            "intersections (off with locate=False)", "list[FusionTable]", "list[FusionTable]",
+            _run, tables_text, options=(LOCATE,), needs=("table",))

@@ -33,8 +33,12 @@ from .fifo import size_fifos
 from ...ir.primitives import AluOp, NodeKind, ReduceOp, StreamKind
 from ...ir.primitives.parallel import MAX_LANES
 from ...ir.samml import Edge, Graph, GraphError, PortRef
+from ...options import Kind, Option, Source
+from ..fusion import Group
+from ..program import FusionError, Rejected
+from .base import GroupIR, Pass, ProgramIR, graph_pass_text
 
-__all__ = ["ParallelError", "ParallelRegion", "parallelize", "stream_levels"]
+__all__ = ["PAR", "PASS", "ParallelError", "check_par_used", "ParallelRegion", "parallelize", "stream_levels"]
 
 
 class ParallelError(ValueError):
@@ -455,3 +459,57 @@ def _fresh(g: Graph, base: str) -> str:
         name, k = f"{base}_{k}", k + 1
     return name
 
+
+# ----------------------------------------------------------------------------- the pass
+PAR = Option("par", Kind.INDEX_MAP, None,
+             "parallelize index INDEX into N lanes (1-64); repeatable, nested outermost first; "
+             "added to --schedule's", sources=Source.ALL, low=1, high=MAX_LANES, units="lanes",
+             metavar="INDEX=N")
+
+
+def _run(state: ProgramIR, g: GroupIR) -> Rejected | None:
+    """Parallel lanes for the ``par`` indices this graph iterates (a reduced index may be named
+    as its statement wrote it, when that names one fresh index of the graph).  A key
+    ``GRAPH:INDEX`` applies to that graph only and overrides a plain ``INDEX``."""
+    assert g.graph is not None and g.group is not None
+    par = dict(state.options.par or {})
+    if not par:
+        return None
+    mine = {}
+    for key, factor in sorted(par.items(), key=lambda kv: ":" in kv[0]):
+        graph, _, index = key.rpartition(":")
+        fused = _fused_index(g.group, index)
+        if graph in ("", g.graph.name) and fused in g.graph.indices:
+            mine[fused] = factor
+    try:
+        g.parallel = parallelize(g.graph, mine, resize=False)
+    except ParallelError as exc:
+        return Rejected(f"graph {g.graph.name}: {exc}", FusionError)
+    return None
+
+
+def check_par_used(par: Mapping[str, int] | None, groups: list[tuple[Group, Graph]]) -> None:
+    """:class:`FusionError` if an index of ``par`` is iterated by none of the graphs (for a key
+    ``GRAPH:INDEX``: by graph GRAPH)."""
+    def used(key: str) -> bool:
+        name, _, index = key.rpartition(":")
+        return any(_fused_index(grp, index) in graph.indices for grp, graph in groups
+                   if name in ("", graph.name))
+
+    unused = [i for i in (par or {}) if not used(i)]
+    if unused:
+        have = sorted({i for _, graph in groups for i in graph.indices})
+        raise FusionError(f"par: no graph iterates index {', '.join(map(repr, unused))} (the "
+                          f"graphs iterate {', '.join(have) or 'nothing'}; see --explain)")
+
+
+def _fused_index(group: Group, index: str) -> str:
+    """``index`` as the graph names it: itself, or the one fresh index (``u0``, …) that stands
+    for the reduced index ``index`` of a statement."""
+    fresh = [u for u, origin in group.origins.items() if origin.startswith(f"index {index} of ")]
+    return fresh[0] if len(fresh) == 1 else index
+
+
+PASS = Pass("par", "parallel lanes: split an index's coordinates across lanes, copy the subgraph "
+            "below it, merge the lanes back (par={index: factor})", "samml.Graph", "samml.Graph",
+            _run, graph_pass_text, options=(PAR,), needs=("lower",))

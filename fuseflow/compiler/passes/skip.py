@@ -52,8 +52,11 @@ from dataclasses import dataclass
 
 from ...ir.samml import Graph, Node, NodeKind
 from ...ir.tensor import Format
+from ...options import Kind, Option, Source
+from ..program import Rejected
+from .base import GroupIR, Pass, ProgramIR, graph_pass_text
 
-__all__ = ["SKIP_FIFO_DEPTH", "SkipSite", "enable_skipping", "explain_skipping", "skip_sites"]
+__all__ = ["PASS", "SKIP", "SKIP_FIFO_DEPTH", "SkipSite", "enable_skipping", "explain_skipping", "skip_sites"]
 
 # The FIFO of a skip edge: with two slots the intersect can send a request every cycle (the
 # scanner pops each one the cycle after it is pushed); with one, every other cycle.
@@ -153,3 +156,21 @@ def explain_skipping(graph: Graph) -> list[str]:
         else:
             lines.append(f"intersect {s.intersect!r}: no skipping: {s.reason}")
     return lines
+
+
+# ----------------------------------------------------------------------------- the pass
+SKIP = Option("skip", Kind.FLAG, False,
+              "coordinate skipping: intersections of compressed fibres skip ahead by search (the "
+              "skip pass; --explain says which intersects skip)", sources=Source.ALL)
+
+
+def _run(state: ProgramIR, g: GroupIR) -> Rejected | None:
+    assert g.graph is not None
+    if state.options.skip:
+        enable_skipping(g.graph, in_place=True)
+    return None
+
+
+PASS = Pass("skip", "let intersections of compressed fibres skip ahead by search (opt-in: "
+            "skip=True / --skip)", "samml.Graph", "samml.Graph", _run, graph_pass_text,
+            options=(SKIP,), needs=("lower",))

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .lowering import row_layernorm, row_softmax
-from ..ir.samml import (
+from ..lowering import row_layernorm, row_softmax
+from ...ir.samml import (
     AluOp,
     Graph,
     NodeKind,
@@ -25,9 +25,9 @@ from ..ir.samml import (
     Role,
     StreamKind,
 )
-from .passes.skip import explain_skipping
-from ..ir.tensor import Format, TensorFormat
-from .fusion import (
+from .skip import explain_skipping
+from ...ir.tensor import Format, TensorFormat
+from ..fusion import (
     Fusion,
     Group,
     PermutedCopy,
@@ -37,10 +37,10 @@ from .fusion import (
     VNamed,
     VUn,
 )
-from .passes.locate import located_levels
-from .program import Op, Program, UnOp, VectorLayout
-from .semantics import iteration_only
-from .table import (
+from .locate import located_levels
+from ..program import Op, Program, UnOp, VectorLayout
+from ..semantics import iteration_only
+from ..table import (
     ROOT,
     VAL,
     CellKind,
@@ -51,7 +51,12 @@ from .table import (
     _own,
 )
 
-__all__ = ["CompiledGroup", "CompiledProgram", "emit_graph"]
+from ...options import Kind, Option, Source
+from ..program import Rejected
+from .base import GroupIR, Pass, ProgramIR, graph_pass_text
+from .fifo import set_accumulator_buffers
+
+__all__ = ["PASS", "SPACC_BUFFERS", "CompiledGroup", "CompiledProgram", "emit_graph"]
 
 _ALU = {Op.ADD: AluOp.ADD, Op.SUB: AluOp.SUB, Op.MUL: AluOp.MUL, Op.DIV: AluOp.DIV,
         Op.MAX: AluOp.MAX, Op.MIN: AluOp.MIN}
@@ -613,3 +618,23 @@ def emit_graph(group: Group, tables: list[FusionTable]) -> Graph:
     for em in emitters:
         em.finish()
     return graph
+
+
+# ----------------------------------------------------------------------------- the pass
+SPACC_BUFFERS = Option("spacc_buffers", Kind.CHOICE, 2,
+                       "sparse-accumulator banks: 2 (default) overlaps a fiber's flush with the "
+                       "next fiber's accumulation, 1 does not (half the sum words)",
+                       sources=Source.PROGRAM, choices=(1, 2), units="banks", schedule=False,
+                       sweep=False)
+
+
+def _run(state: ProgramIR, g: GroupIR) -> Rejected | None:
+    assert g.group is not None
+    g.graph = emit_graph(g.group, g.tables)
+    set_accumulator_buffers(g.graph, state.options.spacc_buffers)
+    return None
+
+
+PASS = Pass("lower", "SAMML nodes from the tables' cells, broadcasts for fan-out, level and value "
+            "writers, accumulator buffering", "list[FusionTable]", "samml.Graph", _run,
+            graph_pass_text, options=(SPACC_BUFFERS,), needs=("locate",))
