@@ -1,5 +1,5 @@
-"""Moved to :mod:`fuseflow.cost.graph` (this path goes away in the next release)."""
+"""Moved to :mod:`fuseflow.cost` (this path goes away in the next release)."""
 
 from fuseflow._moved import moved
 
-moved(__name__, "fuseflow.cost.graph")
+moved(__name__, "fuseflow.cost")

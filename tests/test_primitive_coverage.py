@@ -1,6 +1,7 @@
-"""Every declared primitive kind has exactly what the architecture promises: one sw_sim model and
-one RTL model, each registered from the file of its declaration's family name, and vectors in
-the primitive test corpus (which the sw_sim tests and the RTL-vs-sw_sim tests run).  Nothing
+"""Every declared primitive kind has exactly what the architecture promises: one sw_sim model, one
+RTL model and one cost rule, each registered from the file of its declaration's family name, a
+place in the graph schema's kind list, and vectors in the primitive test corpus (which the sw_sim
+tests and the RTL-vs-sw_sim tests run).  Nothing
 outside the registries and the compiler dispatches on kind names."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from vectors import all_vectors
 
 import hw.registry
 import sw_sim.registry
+from fuseflow.cost.rules import RULES
+from fuseflow.ir.graph_file import graph_schema
 from fuseflow.ir.primitives import FAMILIES, PRIMITIVES, NodeKind, primitives_table
 from sw_sim import simulate_primitive
 
@@ -34,6 +37,20 @@ def test_kind_has_one_rtl_model_in_its_family_file(kind):
     assert fn.__module__ == f"hw.{PRIMITIVES[kind].family}"
 
 
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.value)
+def test_kind_has_one_cost_rule_in_its_family_file(kind):
+    fn = RULES.models().get(kind)
+    assert fn is not None, f"no cost rule registered for {kind.value!r} (fuseflow/cost/rules/)"
+    assert fn.__module__ == f"fuseflow.cost.rules.{PRIMITIVES[kind].family}"
+
+
+def test_graph_schema_lists_every_kind():
+    """fuseflow/ir/graph.schema.json names the declared kinds, in declaration order (a graph file
+    with a kind it lacks would not load)."""
+    kinds = graph_schema()["$defs"]["node"]["properties"]["kind"]["enum"]
+    assert kinds == [k.value for k in NodeKind], "edit the kind list of fuseflow/ir/graph.schema.json"
+
+
 def test_every_kind_has_corpus_vectors():
     covered = {v.kind for v in all_vectors()}
     missing = sorted(k.value for k in PRIMITIVES if k.value not in covered)
@@ -53,10 +70,13 @@ def test_corpus_vectors_run_with_declared_ports():
 
 
 def test_registering_a_kind_twice_is_refused():
+    sw_sim.registry.models(), hw.registry.models(), RULES.models()  # every kind registered once
     with pytest.raises(RuntimeError, match="two cycle models for 'scan'"):
         sw_sim.registry.model("scan")(lambda b: None)
     with pytest.raises(RuntimeError, match="two RTL models for 'scan'"):
         hw.registry.rtl("scan")(lambda b: None)
+    with pytest.raises(RuntimeError, match="two cost rules for 'scan'"):
+        RULES.register("scan")(lambda c, node, ins: {})
 
 
 def test_families_are_mirrored_file_for_file():
@@ -64,6 +84,7 @@ def test_families_are_mirrored_file_for_file():
         for pkg in ("sw_sim", "hw"):
             assert (ROOT / pkg / f"{family}.py").exists(), f"{pkg}/{family}.py missing"
         assert (ROOT / "fuseflow" / "ir" / "primitives" / f"{family}.py").exists()
+        assert (ROOT / "fuseflow" / "cost" / "rules" / f"{family}.py").exists()
 
 
 def _kind_attributes(path: Path) -> list[str]:

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .graph import Estimate, TensorStats, estimate_graph, stats_of, uniform_stats
 from ..ir.tensor import Format, TensorData, TensorFormat
 from ..models.ir import MKind
 from ..models.plan import CompiledModel, CompilerStep, MLStep, _input_format
+from .graph import Estimate, TensorStats, estimate_graph, stats_of, uniform_stats
 
 __all__ = ["estimate_model"]
 

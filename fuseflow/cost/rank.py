@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..compiler import run_pipeline
-from .graph import Estimate
-from .model import estimate_model
 from ..models.ir import ModelIR
 from ..models.plan import CompiledModel, CompilerStep, compile_model
+from .graph import Estimate
+from .model import estimate_model
 
 __all__ = ["Config", "Ranking", "rank_model"]
 
