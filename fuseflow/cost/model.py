@@ -10,7 +10,7 @@ import numpy as np
 
 from ..ir.tensor import Format, TensorData, TensorFormat
 from ..models.ir import MKind
-from ..models.plan import CompiledModel, CompilerStep, MLStep, _input_format
+from ..models.steps import CompiledModel, CompilerStep, MLStep, _input_format
 from .graph import Estimate, TensorStats, estimate_graph, stats_of, uniform_stats
 
 __all__ = ["estimate_model"]

@@ -1,0 +1,161 @@
+"""Running a compiled model: every step in order, compiled programs and ML subgraphs in the
+simulator passed in, host steps on the host (:func:`run_model`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import scipy.sparse as sp
+
+from fuseflow.compiler import (
+    run_program,
+)
+from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.ir.overflow import Overflow, check_policy
+from fuseflow.ir.simulator import Simulator, graph_overflow_records, graph_overflows
+from fuseflow.ir.tensor import Format, TensorData, TensorFormat
+
+from .ir import MKind
+from .steps import (
+    WORD_BYTES,
+    CompiledModel,
+    CompilerStep,
+    ConvertStep,
+    MLStep,
+    ModelRun,
+    Step,
+    _input_format,
+    converted_name,
+)
+
+
+# ----------------------------------------------------------------------------- running
+def _to_fmt(td: TensorData, fmt: TensorFormat) -> TensorData:
+    return td.convert(fmt)
+
+
+def _range_checked(name: str, values: np.ndarray, num: Numerics, saturate: bool,
+                   saturated: dict[str, int] | None) -> np.ndarray:
+    """``values`` (real numbers) after checking that they fit ``num``'s range: out-of-range
+    values are an error naming ``name``, or with ``saturate`` are counted into ``saturated``
+    (``Numerics.quantize`` then clamps them)."""
+    if num.mode is Mode.FLOAT or values.size == 0:
+        return values
+    lo, hi = num.from_raw(num.lo), num.from_raw(num.hi)
+    if num.mode is Mode.FIXED:  # round half up: x lands in range iff lo - h <= x < hi + h
+        h = 0.5 / (1 << num.frac)
+        out = (values < lo - h) | (values >= hi + h) | ~np.isfinite(values)
+    else:
+        out = (values < lo) | (values > hi) | ~np.isfinite(values)
+    count = int(out.sum())
+    if count and not saturate:
+        worst = values[out][np.argmax(np.abs(np.nan_to_num(values[out], nan=np.inf)))]
+        raise ValueError(f"input {name!r}: {count} value(s) outside the {num} range [{float(lo)!r}, {float(hi)!r}] "
+                         f"(e.g. {float(worst)!r}); scale the data, choose wider numerics, or saturate "
+                         "explicitly (saturate=True, --saturate) to clamp them and report the count")
+    if count and saturated is not None:
+        saturated[name] = count
+    return np.nan_to_num(values, nan=0.0, posinf=hi, neginf=lo) if count else values
+
+
+def quantized_input(name: str, value, shape: tuple[int, ...], num: Numerics, fmt: TensorFormat, *,
+                    saturate: bool = False, saturated: dict[str, int] | None = None) -> TensorData:
+    """An input array (numpy, or ``scipy.sparse``: kept sparse) quantised into its format;
+    values outside the numerics' range are an error unless ``saturate`` (then counted into
+    ``saturated`` by ``name``)."""
+    if tuple(value.shape) != shape:
+        raise ValueError(f"input {name!r}: data shape {tuple(value.shape)} != traced shape {shape}")
+    if sp.issparse(value):
+        q = sp.csr_array(value, dtype=np.float64)
+        data = _range_checked(name, q.data, num, saturate, saturated)
+        q = sp.csr_array((num.quantize(data), q.indices, q.indptr), shape=q.shape)
+        return TensorData.from_scipy(q, fmt)
+    a = _range_checked(name, np.asarray(value, dtype=np.float64), num, saturate, saturated)
+    return TensorData.from_dense(num.quantize(a), fmt)
+
+
+def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
+              numerics: str = "float", max_cycles: int | None = None, *,
+              simulate: Simulator, saturate: bool = False, on_overflow: str = "raise",
+              **sim_args) -> ModelRun:
+    """Run every step with ``simulate`` (``sw_sim.run_graph``); ``data`` overrides the traced
+    input values; ``max_cycles`` raises the simulator's per-graph cycle limit (default: its own).
+
+    A result the arithmetic saturated (fixed point) or wrapped raises
+    :class:`~fuseflow.ir.overflow.NumericOverflowError` naming the graph, nodes, count, largest
+    magnitude and format; ``on_overflow="report"`` returns the run with
+    :attr:`ModelRun.overflows` and a warning instead.
+
+    ``numerics``: ``"float"`` (default), or a fixed-point format such as ``"q16.16"`` — inputs
+    are quantised (``Numerics.quantize``), host steps move raw values, and the outputs are
+    dequantised back to floats.  An input or weight outside the numerics' range is an error,
+    unless ``saturate``: then it is clamped and counted in :attr:`ModelRun.saturated`."""
+    t0 = time.perf_counter()
+    num = Numerics.parse(numerics)
+    limit = {} if max_cycles is None else {"max_cycles": max_cycles}
+    limit.update(sim_args)  # e.g. memory=, onchip= (sw_sim.run_graph)
+    limit["on_overflow"] = check_policy(on_overflow)
+    counters: list[tuple[str, dict]] = []
+    ir = cm.ir
+    tensors: dict[str, TensorData] = {}
+    saturated: dict[str, int] = {}
+    for n in ir.nodes:
+        if n.kind is MKind.INPUT:
+            value = (data or {}).get(n.name, ir.data[n.name])
+            tensors[n.name] = quantized_input(n.name, value, n.shape, num, _input_format(ir, n),
+                                              saturate=saturate, saturated=saturated)
+    for name, arr in cm.consts.items():
+        tensors[name] = quantized_input(name, arr, arr.shape, num, TensorFormat((Format.DENSE,) * arr.ndim),
+                                        saturate=saturate, saturated=saturated)
+    cycles: list[tuple[str, int]] = []
+    overflows: dict[str, int] = {}
+    records: list[Overflow] = []
+    host: list[dict] = []
+    for s in cm.steps:
+        if isinstance(s, CompilerStep):
+            data_in = {a: tensors[converted_name(a, s.converted[a])] if a in s.converted else tensors[a]
+                       for a in s.inputs}
+            res = run_program(s.compiled, data_in, simulate=simulate, numerics=numerics, **limit)
+            for g, c in zip(s.graphs, res.cycles):
+                cycles.append((g.name, c))
+            counters += [(g.name, c) for g, c in zip(s.graphs, res.counters)]
+            overflows.update(res.overflows)
+            records += res.overflow_records
+            tensors.update(res.written)  # the results, and the intermediates graphs materialised
+        elif isinstance(s, MLStep):
+            r = simulate(s.graph, {s.input: _to_fmt(tensors[s.input], s.in_fmt)}, numerics=numerics,
+                         **limit)
+            cycles.append((s.graph.name, r.cycles))
+            if getattr(r, "counters", None):
+                counters.append((s.graph.name, r.counters))
+            overflows.update(graph_overflows(s.graph.name, r))
+            records += graph_overflow_records(s.graph.name, r)
+            tensors.update(r.outputs)
+        else:
+            out = s.run(tensors, num)
+            name = s.output if isinstance(s, ConvertStep) else s.node.name
+            tensors[name] = out
+            host.append(_host_record(s, name, [tensors[a] for a in s.reads], out))
+    outs = {o: np.asarray(num.dequantize(tensors[o].to_dense()), dtype=np.float64) for o in ir.outputs}
+    return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated, overflows, records,
+                    host)
+
+
+def stored_words(td: TensorData) -> int:
+    """Words a tensor occupies as stored: segment and coordinate arrays and values."""
+    words = len(td.vals)
+    for lvl, f in enumerate(td.fmt.levels):
+        if f.has_seg:
+            words += len(td.seg[lvl])
+        if f.has_crd:
+            words += len(td.crd[lvl])
+    return words
+
+
+def _host_record(s: Step, name: str, reads: list[TensorData], out: TensorData) -> dict:
+    """A host step as a materialisation: what it read and wrote (bytes of stored words)."""
+    return {"step": name, "kind": s.kind, "label": s.label(),
+            "bytes_read": WORD_BYTES * sum(stored_words(t) for t in reads),
+            "bytes_written": WORD_BYTES * stored_words(out)}
