@@ -1,6 +1,6 @@
 """The code generator's entry points: :func:`compile_program` runs the pass pipeline
 (:mod:`fuseflow.compiler.pipeline`), :func:`emit_graph` is its ``lower`` pass
-(:mod:`fuseflow.compiler.emit`), and the records of a compiled program."""
+(:mod:`fuseflow.compiler.passes.lower`), and the records of a compiled program."""
 
 from __future__ import annotations
 

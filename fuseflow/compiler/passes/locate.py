@@ -13,7 +13,7 @@ union member at an earlier row): an intersection drops a coordinate whose dense 
 absent, a locate would not.
 
 The pass rewrites the tables' scan cells into ``Loc`` cells (``--explain`` renders them);
-lowering (:mod:`.emit`) emits one ``locate`` node per such cell.  Values are unchanged; the work
+lowering (:mod:`.lower`) emits one ``locate`` node per such cell.  Values are unchanged; the work
 becomes proportional to the sparse operand's nonzeros instead of the dense dimension.
 
 After it, :func:`nonunique_join_problem` checks that a non-unique level of a COO tensor meets
