@@ -30,6 +30,7 @@ is trivially increasing, so they join like compressed levels.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection
 
 from .densify import iteration_tensor
 from .program import Access, BinOp, IExpr, Op, Program, Sum, Unary
@@ -44,14 +45,15 @@ def _coo(program: Program, tensor: str) -> bool:
     return decl is not None and decl.fmt is not None and decl.fmt.coo
 
 
-def lift_coo(program: Program, rhs: IExpr) -> IExpr:
+def lift_coo(program: Program, rhs: IExpr, copied: Collection[str] = ()) -> IExpr:
     """``rhs`` with every access of a COO tensor ``A[idx]`` replaced by
-    ``Σ_d A[idx] · _iter1[d]`` (``d`` a fresh index named after ``A``)."""
+    ``Σ_d A[idx] · _iter1[d]`` (``d`` a fresh index named after ``A``); a tensor in ``copied``
+    is read from a copy in another format (not lifted)."""
     counter = itertools.count()
 
     def walk(e: IExpr) -> IExpr:
         if isinstance(e, Access):
-            if not _coo(program, e.tensor):
+            if not _coo(program, e.tensor) or e.tensor in copied:
                 return e
             d = f"{COO_PREFIX}{next(counter)}.{e.tensor}"
             return Sum((d,), BinOp(Op.MUL, e, Access(iteration_tensor(1), (d,))))

@@ -38,6 +38,7 @@ from .program import (
     Unary,
     UnOp,
     VectorLayout,
+    accesses,
     binop_text,
     split_order,
     unary_text,
@@ -371,7 +372,8 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
         _index_sizes(s.rhs, shapes, sizes)
         dense_rhs = densify_statement(program, s.rhs, s.indices, program.decls[s.out].fmt, sizes,
                                       orders.get(s.out, s.order))
-        dense_rhs = lift_coo(program, dense_rhs)  # COO operands: duplicates summed (.coo)
+        # COO operands: duplicates summed (.coo), or read from a DCSR copy (coo_copies)
+        dense_rhs = lift_coo(program, dense_rhs, coo_copies(program))
         if dense_rhs != s.rhs:
             shapes.update({n: (int(n[len(RESERVED_PREFIX):]),) for n in _tensors_in(dense_rhs)
                            if is_iteration_tensor(n)})
@@ -634,6 +636,40 @@ def _normal_named(e) -> tuple[tuple[str, ...], object]:
     return (), e
 
 
+def coo_copies(program: Program) -> dict[str, TensorFormat]:
+    """COO inputs read from a DCSR copy (same mode order, duplicates summed; made by the runner
+    on the host, as permuted copies are) instead of through their non-unique level: those read
+    in some statement next to another operand with the index of that level that does not store
+    it in a dense level under dense levels only (a non-unique level may only meet located dense
+    levels: its coordinates repeat, and a merge needs them strictly increasing), including a
+    second read of the same tensor."""
+    out: dict[str, TensorFormat] = {}
+    for st in program.statements:
+        acc = [a for a in accesses(st.rhs) if not is_iteration_tensor(a.tensor)]
+        for k, a in enumerate(acc):
+            decl = program.decls.get(a.tensor)
+            if decl is None or decl.fmt is None or not decl.fmt.coo or decl.vector is not None \
+                    or a.tensor in out or program.producer(a.tensor) is not None:
+                continue
+            nu = a.indices[decl.fmt.mode_order[decl.fmt.levels.index(Format.COMPRESSED_NONUNIQUE)]]
+            if any(nu in b.indices and not _dense_down_to(program, b, nu) for b in acc[:k] + acc[k + 1:]):
+                out[a.tensor] = TensorFormat((Format.COMPRESSED,) * decl.fmt.order, decl.fmt.mode_order)
+    return out
+
+
+def _dense_down_to(program: Program, b: Access, index: str) -> bool:
+    """``b``'s declared levels down to the one of ``index`` are all dense (it can be located)."""
+    d = program.decls.get(b.tensor)
+    if d is None or d.fmt is None:
+        return False
+    level = [b.indices[m] for m in d.fmt.mode_order].index(index)
+    return all(f is Format.DENSE for f in d.fmt.levels[: level + 1])
+
+
+def coo_copy_name(tensor: str) -> str:
+    return f"{tensor}_dcsr"
+
+
 # ----------------------------------------------------------------------------- one group
 class _ViewMaker:
     """The tensor views of one group: one per tensor, indices and addition term."""
@@ -643,6 +679,8 @@ class _ViewMaker:
         self.program, self.group, self.formats, self.shapes = program, group, formats, shapes
         self.views: dict[str, View] = {}
         self.view_of: dict[tuple[str, tuple[str, ...], tuple[int, ...]], str] = {}
+        self.copies = coo_copies(program)
+        self.copied: dict[str, PermutedCopy] = {}
 
     def convert(self, x, term: tuple[int, ...] = ()) -> VExpr:
         """``term``: the path of addition operands leading here.  One access in several
@@ -673,7 +711,14 @@ class _ViewMaker:
             if fmt is None:
                 raise ProgramError(f"group {self.group}: tensor {x.tensor!r} is read before its "
                                    "format is known (it must be produced by an earlier graph)")
-            self.views[vname] = View(vname, x.tensor, x.tensor, x.indices, self.shapes[x.tensor], fmt,
+            scanned = x.tensor
+            if x.tensor in self.copies:  # a COO input read from its DCSR copy (coo_copies)
+                fmt, scanned = self.copies[x.tensor], coo_copy_name(x.tensor)
+                self.copied[x.tensor] = PermutedCopy(
+                    scanned, x.tensor, fmt, f"COO tensor {x.tensor} meets operands that are not dense at "
+                    "its indices (a non-unique level may only meet located dense levels): read from a "
+                    "DCSR copy, duplicates summed")
+            self.views[vname] = View(vname, scanned, x.tensor, x.indices, self.shapes[x.tensor], fmt,
                                      decl.vector if decl is not None else None)
             self.view_of[key] = vname
         return VAccess(self.view_of[key])
@@ -735,6 +780,7 @@ def fuse(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat])
               nx.DiGraph())
     g.origins = names.origins
     g.exact = _exact_tensors(program, plan, fused)
+    g.permuted += list(views.copied.values())
     if plan.note:
         g.notes.append(plan.note)
     why = _build_pog(g, names.user_orders) or _choose_order(g)
