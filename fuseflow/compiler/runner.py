@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..overflow import Overflow, check_policy
-from ..samml import Graph
-from ..simulation import SimRun, Simulator, graph_overflow_records, graph_overflows
-from ..tensor import TensorData, TensorFormat
-from .codegen import CompiledProgram
+from ..ir.overflow import Overflow, check_policy
+from ..ir.samml import Graph
+from ..ir.simulator import SimRun, Simulator, graph_overflow_records, graph_overflows
+from ..ir.tensor import TensorData, TensorFormat
 from .densify import is_iteration_tensor, iteration_data
 from .evaluate import dense_of, evaluate, expand_axes
+from .passes.lower import CompiledProgram
 from .program import BinOp, Op, Program, ProgramError, Unary, UnOp, VectorLayout
 from .semantics import check_denominators
 

@@ -19,14 +19,14 @@ from functools import cache, partial
 
 import numpy as np
 
-from ..ir.simulator import Simulator
-from .entry import Case, SuiteEntry
-from ..ir.tensor import COO, TensorData
+from ..compiler import CompiledProgram, compile_program
 from ..compiler.catalog import gcn_layer, gcn_relu, gcn_two_layer, nested_matmul
-from ..compiler.codegen import CompiledProgram, compile_program
 from ..compiler.fusion import Fusion
 from ..compiler.program import Program, einsum, maximum, minimum
 from ..compiler.runner import graph_runs, reference_all
+from ..ir.simulator import Simulator
+from ..ir.tensor import COO, TensorData
+from .entry import Case, SuiteEntry
 
 __all__ = ["MODES", "PROGRAMS", "SuiteProgram", "compiled", "correlation_suite", "graph_case"]
 
