@@ -36,11 +36,11 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, ResetSignal,
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from fuseflow.ir.memory import MemoryModel, MemPort
+from fuseflow.ir.memory import MemoryModel, MemPort, word_bytes
 
 from .base import MemRead, MemWrite, addr_bits
 from .dram import CYCLE_WIDTH, MemBus, bus_link, line_width
-from .elaborate import GraphTop
+from .elaborate import GraphTop, tensor_capacities
 
 __all__ = ["DRAM_BOARDS", "DramBoard", "DramGraphTop", "LineEngine", "LiteDRAMCore", "dram_layout",
            "dram_memory_model", "dram_onchip", "generate_core", "placement_report"]
@@ -332,7 +332,6 @@ class LiteDRAMCore(wiring.Component):
 # --------------------------------------------------------------------------- placement, layout
 def tensor_bytes(graph, caps: dict[str, dict[str, int]], cw: int, vw: int) -> dict[str, int]:
     """Bytes of every tensor's arrays at their capacities."""
-    from fuseflow.ir.memory import word_bytes
     return {t: sum(n * word_bytes(vw if a == "vals" else cw) for a, n in c.items())
             for t, c in caps.items() if t in graph.tensors}
 
@@ -343,7 +342,6 @@ def dram_onchip(graph, onchip=(), *, min_bytes: int = 0, cw: int = 16, vw: int =
     ``onchip``, those whose arrays hold fewer than ``min_bytes`` bytes, and those a node scans
     with coordinate skipping (skipping searches its crd array on chip).  Returns the tensors
     kept on chip."""
-    from .elaborate import tensor_capacities
     caps = {t: tensor_capacities(s, dict(max_nnz).get(t)) for t, s in graph.tensors.items()}
     size = tensor_bytes(graph, caps, cw, vw)
     keep = set(onchip) | {t for t, b in size.items() if b < min_bytes}
@@ -495,8 +493,25 @@ class LineEngine(wiring.Component):
                 m.d.sync += issued.eq(issued + 1)
                 with m.If(issued == nat_words - 1):
                     m.d.sync += state.eq(IDLE)
-        # ---- issue: written lines: FETCH reads the line's words from the writer's memory into
-        # a line register (one address per cycle, data a cycle later), ISSUE writes it to DRAM
+        st = SimpleNamespace(nat=nat, state=state, cur=cur, line=line, issued=issued, widx_i=widx_i,
+                             nat_words=nat_words, words_per_line=words_per_line, pieces=pieces, wd=wd,
+                             wf=wf, q=q, pw=pw)
+        write_done = self._write_issue(m, st)
+        rport = self._receive(m, st)
+        # ---- acknowledgement: read lines two cycles after their last write, written lines
+        # when the controller has taken their last data
+        m.d.sync += [ack1.eq(q.r_en), ack1_port.eq(rport), ack2.eq(ack1), ack2_port.eq(ack1_port)]
+        for i, p in enumerate(ports):
+            m.d.comb += p.ack.eq((ack2 & (ack2_port == i)) | (write_done & (cur == i)))
+        return m
+
+    def _write_issue(self, m, st):
+        """Written lines: FETCH reads the line's words from the writer's memory into a line
+        register (one address per cycle, data a cycle later), ISSUE writes it to DRAM, DRAIN
+        waits until the controller has taken the data.  Returns the signal that is high in the
+        cycle it has (the line is done)."""
+        nat, state, cur, line, issued, widx_i = st.nat, st.state, st.cur, st.line, st.issued, st.widx_i
+        nat_words, words_per_line, wd, wf = st.nat_words, st.words_per_line, st.wd, st.wf
         lbits = self.line_bytes * 8
         lreg = Signal(lbits)
         lvalid = Signal()
@@ -526,8 +541,14 @@ class LineEngine(wiring.Component):
         m.d.comb += write_done.eq((state == DRAIN) & ~wf.r_rdy)
         with m.If(write_done):
             m.d.sync += state.eq(IDLE)
-        # ---- receive: the head read line's data, assembled into array words (little-endian:
-        # the first native word is the low part) and written into the node's memory
+        return write_done
+
+    def _receive(self, m, st):
+        """The head read line's data, assembled into array words (little-endian: the first
+        native word is the low part) and written into the node's memory; pops the line with its
+        last word.  Returns the head line's port."""
+        nat, q, pw, nat_words, words_per_line, pieces, wd = (st.nat, st.q, st.pw, st.nat_words,
+                                                             st.words_per_line, st.pieces, st.wd)
         rport, rline = Signal(pw), Signal(self.lw)
         m.d.comb += [rport.eq(q.r_data[:pw]), rline.eq(q.r_data[pw:])]
         got = Signal(range(nat_words + 1))
@@ -568,12 +589,7 @@ class LineEngine(wiring.Component):
             with m.If(got == nat_words - 1):  # the line's last word: pop it, acknowledge later
                 m.d.comb += q.r_en.eq(1)
                 m.d.sync += [got.eq(0), piece.eq(0), widx.eq(0)]
-        # ---- acknowledgement: read lines two cycles after their last write, written lines
-        # when the controller has taken their last data
-        m.d.sync += [ack1.eq(q.r_en), ack1_port.eq(rport), ack2.eq(ack1), ack2_port.eq(ack1_port)]
-        for i, p in enumerate(ports):
-            m.d.comb += p.ack.eq((ack2 & (ack2_port == i)) | (write_done & (cur == i)))
-        return m
+        return rport
 
 
 # --------------------------------------------------------------------------- the graph top
