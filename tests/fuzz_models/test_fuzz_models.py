@@ -67,7 +67,7 @@ def test_large_sharded_run(tmp_path: Path) -> None:
     assert not bad, bad[:20]
 
 
-@pytest.mark.parametrize("seed", [1, 7, 103])
+@pytest.mark.parametrize("seed", [7])  # one module: the large runs compare more (findings)
 def test_compile_memo_changes_no_verdict(seed: int) -> None:
     """The harness's compile memo (identical programs compiled once per module) gives the same
     records, schedule by schedule, as compiling every schedule from scratch."""
