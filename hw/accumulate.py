@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import memory
@@ -81,8 +82,23 @@ def _sync(m: Module, *stmts) -> Callable[[], None]:
 
 
 class SpAcc1(StreamPrimitive):
-    """Sparse accumulator, order 1, over an inner dimension ``dim``: accumulator memory plus a
-    valid bit per coordinate; the flush walks the valid bits with a priority encoder.
+    """Sparse accumulator, order 1, over an inner dimension ``dim`` (see
+    sw_sim.accumulate.SpAcc1): accumulator memory plus a valid bit per coordinate; the flush
+    walks the valid bits with a priority encoder.  ``buffers`` banks of sums, 1 or 2.
+
+    One bank: the accumulator (ACC mode, by the input heads) and the flush take turns, both
+    waiting for output room; the end of a fiber (inner ``S(k+1)``, outer ``Sk``) starts the
+    flush, which leaves the stops at the heads and pops them with its own stop.
+
+    Two banks (sw_sim.accumulate.SpAcc1Double; :meth:`_two_banks`): a flush of one fiber
+    overlaps the accumulation of the next.  The accumulator pops by the input heads whatever
+    the outputs (data -> pending read-add-write into bank ``bank``; ``S0``; the last outer
+    coordinate); the end of a fiber hands the bank over if the flusher is idle or emits its
+    stop this cycle: pops the three stops, keeps ``Sk`` for the flush, flips ``bank`` and
+    clears ``valid``.  ``valid`` holds the accumulating bank's bits only: the flusher's state
+    is the registered ``first`` / ``any_valid`` / ``rest`` of the handed-over bits, which the
+    encoder loads in the hand-over cycle (it follows ``valid`` whenever the flusher has no
+    entries left) and walks down while flushing (one entry per cycle with room, then the stop).
 
     ``block_ram``: the small variant, for FPGAs without distributed RAM (the iCE40, where the
     memory and its two read multiplexers would otherwise be the largest part of a GCN layer).
@@ -92,7 +108,7 @@ class SpAcc1(StreamPrimitive):
     same as with asynchronous reads.  It also finds the lowest set bit with one encoder (over
     ``rest`` while flushing, the valid bits otherwise): the least logic.
 
-    Without ``block_ram`` (LUT RAM, the ECP5) the accumulator reads asynchronously and is built
+    Without ``block_ram`` (LUT RAM, the ECP5) the single bank reads asynchronously and is built
     for the clock: the read-add-write starts at a registered read (:meth:`_read_add_write`)
     and the flush index is kept one step ahead (:meth:`_walk_ahead`): the memory read does
     not share a cycle with the adder, nor the carry-chain isolate of the lowest bit with its
@@ -100,94 +116,146 @@ class SpAcc1(StreamPrimitive):
 
     def __init__(self, *, dim: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
                  vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
-                 block_ram: bool = False, lanes: int = 1):
+                 block_ram: bool = False, lanes: int = 1, buffers: int = 1):
+        if buffers not in (1, 2):
+            raise ValueError(f"sparse accumulator: buffers={buffers!r} must be 1 or 2")
         self.dim, self.op, self.cw, self.vw = dim, op, cw, vw
         self.lanes, self.lw = lanes, vw * lanes  # lanes of the values; a sum word is lw bits
-        self.block_ram = block_ram
+        self.block_ram, self.buffers = block_ram, buffers
         self.num = numerics or Numerics.integer(vw)
         super().__init__({"outer": cw, "inner": cw, "val": self.lw}, {"crd": cw, "val": self.lw}, depths,
                          overflow_member(op))
 
     def logic(self, m):
         cw, vw, dim = self.cw, self.lw, self.dim
-        outer, inner, val = self.i_outer, self.i_inner, self.i_val
-        acc = memory.Memory(shape=unsigned(vw), depth=dim, init=[])
-        m.submodules.acc = acc
-        wp = acc.write_port()
-        valid = Signal(dim)
-        flushing = Signal()
+        inner, val = self.i_inner, self.i_val
         # The lowest set valid bit (``first``), whether any is set (``any_valid``) and the set
         # bits above it (``rest``), all registered: outside a flush they describe the valid bits
         # one cycle late (the cycle that starts a flush sets none, so they have caught up when
         # used); a flush that emits ``first`` (``clear``) moves to ``rest``'s lowest bit.
-        #
+        r = SimpleNamespace(first=Signal(range(max(dim, 2)), name="first"), any_valid=Signal(name="any_valid"),
+                            rest=Signal(dim, name="rest"), valid=Signal(dim, name="valid"),
+                            flushing=Signal(name="flushing"), clear=Signal(name="clear"),
+                            room=Signal(name="room"), popped=Signal(name="popped"))
+        m.d.comb += r.room.eq(self.room())
+        r.ci = inner.payload[:cw][:len(r.first)]  # coordinates are below ``dim``: the index bits decode the valid bit
+        # A popped (crd, val) is accumulated the next cycle from registers (the valid bit is set
+        # at once, and whether it was set is registered with it), so the input FIFOs are not on
+        # the read-add-write path.
+        if self.buffers == 1:
+            self._one_bank(m, r)
+        else:
+            self._two_banks(m, r)
+        with m.If(r.flushing & r.room):
+            with m.If(r.any_valid):
+                self.push(m, "crd", data_word(r.first, cw))
+                self.push(m, "val", data_word(r.word, vw))
+                m.d.comb += r.clear.eq(1)
+            with m.Else():
+                self.push(m, "crd", r.stop)
+                self.push(m, "val", recast(r.stop, cw, vw))
+                m.d.sync += r.flushing.eq(0)
+                if self.buffers == 1:  # the stops stayed at the heads through the flush
+                    self._pop_all(m)
+        with m.If(r.accumulates & inner.valid & val.valid):
+            self._accumulate(m, r)
+
+    def _pop_all(self, m):
+        for n in ("outer", "inner", "val"):
+            self.pop(m, n)
+
+    def _accumulate(self, m, r):
+        """ACC mode, by the inner head (``r.accumulates``: when it runs); ``D`` waits for a
+        flush to end and for room, and the end of a fiber calls ``r.end_fiber()``."""
+        cw, vw = self.cw, self.lw
+        outer = self.i_outer
+        tok, oh = self.i_inner.payload, outer.payload
+        with m.If(is_data(tok, cw)):
+            m.d.comb += r.popped.eq(1)
+            m.d.sync += r.valid.bit_select(r.ci, 1).eq(1)
+            self.pop(m, "inner")
+            self.pop(m, "val")
+        with m.Elif(outer.valid):
+            with m.If(is_done(tok, cw)), m.If(~r.flushing & r.room):
+                self._pop_all(m)
+                self.push(m, "crd", done_word(cw))
+                self.push(m, "val", done_word(vw))
+            with m.Elif(level(tok) == 0):
+                self._pop_all(m)
+            with m.Elif(is_data(oh, cw)):
+                self.pop(m, "outer")
+            with m.Else():
+                r.end_fiber()
+
+    def _one_bank(self, m, r):
+        """One bank of sums: the accumulator runs when no flush does and the outputs have room;
+        the end of a fiber starts the flush, which ends with the fiber's outer stop.  A flush
+        starts at least two cycles after the last pop (the stop that starts it pops no data),
+        so it reads up-to-date sums.  Sets ``r.word`` (the sum at ``first``), ``r.stop``,
+        ``r.accumulates`` and ``r.end_fiber``."""
+        acc = memory.Memory(shape=unsigned(self.lw), depth=self.dim, init=[])
+        m.submodules.acc = acc
+        wp = acc.write_port()
         # While flushing, ``valid`` is ``rest`` plus the bit ``first`` (when ``any_valid``), so
         # emitting ``first`` clears it by loading ``rest``: no decoder of ``first``.
-        first = Signal(range(max(dim, 2)))
-        any_valid = Signal()
-        rest = Signal(dim)
-        clear = Signal()  # the flush emits ``first`` this cycle
+        with m.If(r.clear):
+            m.d.sync += r.valid.eq(r.rest)
         first_next = None  # with block RAM: ``first`` as it will be next cycle
         if self.block_ram:
             # One encoder, over ``rest`` while flushing (the candidate for a flush that emits)
             # and over the valid bits otherwise; a flush cycle that emits nothing holds the
             # registers, which already describe the unchanged valid bits.  ``clear`` only
             # selects at the end, so it is not in front of the encoder.
-            src = Signal(dim)
             hold = Signal()
-            first_next = Signal(range(max(dim, 2)))
-            m.d.comb += [src.eq(Mux(flushing, rest, valid)), hold.eq(flushing & ~clear)]
-            src_first, src_rest = lowest_bit_grouped(m, src, dim, "low")
-            m.d.comb += first_next.eq(Mux(hold, first, src_first))
-            with m.If(~hold):
-                m.d.sync += [any_valid.eq(src.any()), rest.eq(src_rest)]
-            m.d.sync += first.eq(first_next)
-        tok, oh = inner.payload, outer.payload
-        ci = tok[:cw][:len(first)]  # coordinates are below ``dim``: the index bits decode the valid bit
-        # A popped (crd, val) is accumulated the next cycle from registers (the valid bit is set
-        # at once, and whether it was set is registered with it), so the input FIFOs are not on
-        # the read-add-write path.  A flush starts at least two cycles after the last pop (the
-        # stop that starts it pops no data), so it reads up-to-date sums.
-        popped = Signal()
-        pending = self._pending(m, valid, ci, popped)
+            m.d.comb += hold.eq(r.flushing & ~r.clear)
+            first_next = self._lowest_valid(m, r, Mux(r.flushing, r.rest, r.valid), hold, lowest_bit_grouped)
+        pending = self._pending(m, r.valid, r.ci, r.popped)
         if not self.block_ram:
-            self._walk_ahead(m, first, any_valid, rest, flushing, clear, pending)
-        flush_word = self._read_add_write(m, acc, wp, ci, pending, first, first_next)
-        with m.If(self.room()):
-            with m.If(flushing):
-                with m.If(any_valid):
-                    self.push(m, "crd", data_word(first, cw))
-                    self.push(m, "val", data_word(flush_word, vw))
-                    m.d.comb += clear.eq(1)
-                    m.d.sync += valid.eq(rest)
-                with m.Else():
-                    self.pop(m, "outer")
-                    self.pop(m, "inner")
-                    self.pop(m, "val")
-                    self.push(m, "crd", oh)
-                    self.push(m, "val", recast(oh, cw, vw))
-                    m.d.sync += flushing.eq(0)
-            with m.Elif(inner.valid & val.valid):
-                with m.If(is_data(tok, cw)):
-                    m.d.comb += popped.eq(1)
-                    m.d.sync += valid.bit_select(ci, 1).eq(1)
-                    self.pop(m, "inner")
-                    self.pop(m, "val")
-                with m.Elif(outer.valid):
-                    with m.If(is_done(tok, cw)):
-                        self.pop(m, "outer")
-                        self.pop(m, "inner")
-                        self.pop(m, "val")
-                        self.push(m, "crd", done_word(cw))
-                        self.push(m, "val", done_word(vw))
-                    with m.Elif(level(tok) == 0):
-                        self.pop(m, "outer")
-                        self.pop(m, "inner")
-                        self.pop(m, "val")
-                    with m.Elif(is_data(oh, cw)):
-                        self.pop(m, "outer")
-                    with m.Else():
-                        m.d.sync += flushing.eq(1)
+            self._walk_ahead(m, r.first, r.any_valid, r.rest, r.flushing, r.clear, pending)
+        r.word = self._read_add_write(m, acc, wp, r.ci, pending, r.first, first_next)
+        r.stop = self.i_outer.payload
+        r.accumulates = r.room & ~r.flushing
+        r.end_fiber = _sync(m, r.flushing.eq(1))
+
+    def _two_banks(self, m, r):
+        """Two banks of sums (:meth:`_banked_sums`): the accumulator runs whatever the outputs,
+        and the end of a fiber hands its bank to the flusher when that is free (idle, or
+        emitting its stop this cycle).  One encoder over ``rest`` while walking and over
+        ``valid`` otherwise (so it has loaded the accumulating bank's bits in the cycle of a
+        hand-over); ``hold`` selects at the end, so the outputs' ready is not in front of it."""
+        bank = Signal()  # the accumulating bank; the flusher reads the other one
+        flush_stop = Signal(self.cw + 1)  # the outer stop that ends the fiber being flushed
+        walking = Signal()  # entries left to flush: the encoder walks ``rest``
+        hold = Signal()  # a flush waits for room: the registers keep their entry
+        free = Signal()  # the flusher is idle or emits its stop this cycle
+        m.d.comb += [walking.eq(r.flushing & r.any_valid), hold.eq(r.flushing & ~r.room),
+                     free.eq(~r.flushing | (r.room & ~r.any_valid))]
+        encoder = lowest_bit_grouped if self.block_ram else lowest_bit
+        first_next = self._lowest_valid(m, r, Mux(walking, r.rest, r.valid), hold, encoder)
+        r.word = self._banked_sums(m, r.valid, r.ci, r.popped, r.first, first_next, bank, walking)
+        r.stop, r.accumulates = flush_stop, 1
+
+        def hand_over():  # after any stop the flusher emits: its ``flushing.eq(0)`` comes first
+            with m.If(free):
+                self._pop_all(m)
+                m.d.sync += [r.flushing.eq(1), flush_stop.eq(self.i_outer.payload), bank.eq(~bank),
+                             r.valid.eq(0)]
+
+        r.end_fiber = hand_over
+
+    def _lowest_valid(self, m, r, src_bits: Value, hold: Value, encoder) -> Signal:
+        """``r.first`` / ``r.any_valid`` / ``r.rest`` registered from one ``encoder`` of
+        ``src_bits``, kept while ``hold``; returns ``first`` as it will be next cycle."""
+        dim = self.dim
+        src = Signal(dim)
+        m.d.comb += src.eq(src_bits)
+        src_first, src_rest = encoder(m, src, dim, "low")
+        first_next = Signal(range(max(dim, 2)))
+        m.d.comb += first_next.eq(Mux(hold, r.first, src_first))
+        m.d.sync += r.first.eq(first_next)
+        with m.If(~hold):
+            m.d.sync += [r.any_valid.eq(src.any()), r.rest.eq(src_rest)]
+        return first_next
 
     def _walk_ahead(self, m, first, any_valid, rest, flushing, clear, pending):
         """``first``, ``any_valid`` and ``rest`` without a priority encoder between two
@@ -284,85 +352,6 @@ class SpAcc1(StreamPrimitive):
         sticky_overflow(m, self, wp.en & pend_hit, flags)  # a first value is stored as it is
 
 
-class SpAcc1Double(SpAcc1):
-    """``buffers=2`` (see sw_sim.accumulate.SpAcc1Double): two banks of sums (see
-    :meth:`_banked_sums`), so a flush of one fiber overlaps the accumulation of the next.
-
-    The accumulator pops by the input heads whatever the outputs (data -> pending
-    read-add-write into bank ``bank``; ``S0``; the last outer coordinate); the end of a fiber
-    (inner ``S(k+1)``, outer ``Sk``) hands the bank over if the flusher is idle or emits its
-    stop this cycle: pops the three stops, keeps ``Sk`` for the flush, flips ``bank`` and
-    clears ``valid``.  ``valid`` holds the accumulating bank's bits only: the flusher's state
-    is the registered ``first`` / ``any_valid`` / ``rest`` of the handed-over bits, which the
-    encoder loads in the hand-over cycle (it follows ``valid`` whenever the flusher has no
-    entries left) and walks down while flushing (one entry per cycle with room, then the stop).
-    """
-
-    def logic(self, m):
-        cw, vw, dim = self.cw, self.lw, self.dim
-        outer, inner, val = self.i_outer, self.i_inner, self.i_val
-        first = Signal(range(max(dim, 2)))
-        bank = Signal()  # the accumulating bank; the flusher reads the other one
-        valid = Signal(dim)
-        flushing = Signal()
-        flush_stop = Signal(cw + 1)  # the outer stop that ends the fiber being flushed
-        any_valid = Signal()
-        rest = Signal(dim)
-        room = Signal()
-        walking = Signal()  # entries left to flush: the encoder walks ``rest``
-        hold = Signal()  # a flush waits for room: the registers keep their entry
-        m.d.comb += [room.eq(self.room()), walking.eq(flushing & any_valid), hold.eq(flushing & ~room)]
-        # One encoder over ``rest`` while walking and over ``valid`` otherwise (so it has loaded
-        # the accumulating bank's bits in the cycle of a hand-over); ``hold`` selects at the
-        # end, so the outputs' ready is not in front of it.
-        src = Signal(dim)
-        m.d.comb += src.eq(Mux(walking, rest, valid))
-        encoder = lowest_bit_grouped if self.block_ram else lowest_bit
-        src_first, src_rest = encoder(m, src, dim, "low")
-        first_next = Signal(range(max(dim, 2)))
-        m.d.comb += first_next.eq(Mux(hold, first, src_first))
-        m.d.sync += first.eq(first_next)
-        with m.If(~hold):
-            m.d.sync += [any_valid.eq(src.any()), rest.eq(src_rest)]
-        tok, oh = inner.payload, outer.payload
-        ci = tok[:cw][:len(first)]
-        popped = Signal()
-        flush_word = self._banked_sums(m, valid, ci, popped, first, first_next, bank, walking)
-        free = Signal()  # the flusher is idle or emits its stop this cycle
-        m.d.comb += free.eq(~flushing | (room & ~any_valid))
-        with m.If(flushing & room):
-            with m.If(any_valid):
-                self.push(m, "crd", data_word(first, cw))
-                self.push(m, "val", data_word(flush_word, vw))
-            with m.Else():
-                self.push(m, "crd", flush_stop)
-                self.push(m, "val", recast(flush_stop, cw, vw))
-                m.d.sync += flushing.eq(0)
-        with m.If(inner.valid & val.valid):
-            with m.If(is_data(tok, cw)):
-                m.d.comb += popped.eq(1)
-                m.d.sync += valid.bit_select(ci, 1).eq(1)
-                self.pop(m, "inner")
-                self.pop(m, "val")
-            with m.Elif(outer.valid):
-                with m.If(is_done(tok, cw)), m.If(~flushing & room):
-                    self.pop(m, "outer")
-                    self.pop(m, "inner")
-                    self.pop(m, "val")
-                    self.push(m, "crd", done_word(cw))
-                    self.push(m, "val", done_word(vw))
-                with m.Elif(level(tok) == 0):
-                    self.pop(m, "outer")
-                    self.pop(m, "inner")
-                    self.pop(m, "val")
-                with m.Elif(is_data(oh, cw)):
-                    self.pop(m, "outer")
-                with m.Elif(free):  # hand the bank over (after any stop the flusher emits)
-                    self.pop(m, "outer")
-                    self.pop(m, "inner")
-                    self.pop(m, "val")
-                    m.d.sync += [flushing.eq(1), flush_stop.eq(oh), bank.eq(~bank), valid.eq(0)]
-
     def _banked_sums(self, m, valid, ci, popped, first, first_next, bank, walking):
         """The two banks of sums, the pending read-add-write into bank ``bank`` and the flush
         read of the other; returns the flushed word (= the sum at ``first``).
@@ -394,6 +383,13 @@ class SpAcc1Double(SpAcc1):
         self._write_back(m, wp, acc_word, pend_hit, pend_v)
         return fp.data
 
+
+
+class SpAcc1Double(SpAcc1):
+    """:class:`SpAcc1` with two banks of sums: the name of ``SpAcc1(buffers=2)``."""
+
+    def __init__(self, **kw):
+        super().__init__(buffers=2, **kw)
 
 
 class SpAcc2(StreamPrimitive):
@@ -590,9 +586,8 @@ def _double(b: HwBuild) -> bool:
 @rtl("spacc1")
 def _spacc1(b: HwBuild):
     p, cfg = b.params, b.cfg
-    cls = SpAcc1Double if _double(b) else SpAcc1
-    return cls(dim=p["dim"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, vw=cfg.vw, numerics=cfg.num,
-               depths=b.depths, block_ram=cfg.spacc_block_ram, lanes=b.lanes), {}
+    return SpAcc1(dim=p["dim"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, vw=cfg.vw, numerics=cfg.num,
+                  depths=b.depths, block_ram=cfg.spacc_block_ram, lanes=b.lanes, buffers=p.get("buffers", 1)), {}
 
 
 @rtl("spacc2")

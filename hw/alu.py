@@ -262,62 +262,14 @@ class VecAlu(Alu):
 
 
 class Reduce(StreamPrimitive):
-    """Reduces each innermost fiber (see sw_sim.alu.Reduce)."""
+    """Reduces each innermost fiber (see sw_sim.alu.Reduce), lane by lane over vectors
+    (``lanes`` W > 1, sw_sim's ``VecReduce``): a W-lane accumulator, one adder per lane."""
 
-    def __init__(self, *, op: ReduceOp, vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None):
-        self.op, self.vw = op, vw
-        self.num = numerics or Numerics.integer(vw)
-        super().__init__({"val": vw}, {"val": vw}, depths, overflow_member(op))
-
-    def logic(self, m):
-        w = self.vw
-        inp = self.i_val
-        init = 0 if self.op is ReduceOp.ADD else 1 << (w - 1)
-        acc = Signal(w, init=init)
-        flushed = Signal()
-        tok = inp.payload
-        v = Mux(is_data(tok, w), tok[:w], 0).as_signed()
-        flags: Flags = []
-        nxt = reduce_op(self.num, self.op, acc.as_signed(), v, flags)
-        takes = is_data(tok, w) | is_empty(tok, w)
-        if self.num.mode is Mode.INT:
-            # a wrapped sum: both operands of one sign and the sum (in ``acc`` the next cycle) of
-            # the other; from registers, so the flag's logic is not behind the adder
-            added, sa, sb = Signal(name="ovf_added"), Signal(name="ovf_sign_a"), Signal(name="ovf_sign_b")
-            m.d.sync += [added.eq(inp.valid & self.room() & takes), sa.eq(acc[w - 1]), sb.eq(v[w - 1])]
-            sticky_overflow(m, self, added, [(sa == sb) & (acc[w - 1] != sa)])
-        else:
-            sticky_overflow(m, self, inp.valid & self.room() & takes, flags)
-        with m.If(inp.valid & self.room()):
-            with m.If(takes):
-                m.d.sync += acc.eq(nxt[:w])
-                self.pop(m, "val")
-            with m.Elif(is_done(tok, w)):
-                self.push(m, "val", done_word(w))
-                self.pop(m, "val")
-            with m.Elif(level(tok) == 0):
-                self.push(m, "val", data_word(acc, w))
-                m.d.sync += acc.eq(init)
-                self.pop(m, "val")
-            with m.Elif(~flushed):
-                self.push(m, "val", data_word(acc, w))
-                m.d.sync += [acc.eq(init), flushed.eq(1)]
-            with m.Else():
-                self.push(m, "val", stop_word(level(tok) - 1, w))
-                m.d.sync += flushed.eq(0)
-                self.pop(m, "val")
-
-
-
-class VecReduce(Reduce):
-    """Lanewise reduction of each innermost fiber of vectors (``lanes`` W > 1; sw_sim's
-    ``VecReduce``): :class:`Reduce` with a W-lane accumulator, one adder per lane."""
-
-    def __init__(self, *, op: ReduceOp, lanes: int, vw: int = VAL_WIDTH, numerics: Numerics | None = None,
-                 depths=None):
+    def __init__(self, *, op: ReduceOp, vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
+                 lanes: int = 1):
         self.op, self.vw, self.lanes = op, vw, lanes
         self.num = numerics or Numerics.integer(vw)
-        StreamPrimitive.__init__(self, {"val": vw * lanes}, {"val": vw * lanes}, depths, overflow_member(op))
+        super().__init__({"val": vw * lanes}, {"val": vw * lanes}, depths, overflow_member(op))
 
     def logic(self, m):
         w, lanes = self.vw, self.lanes
@@ -329,10 +281,11 @@ class VecReduce(Reduce):
         flushed = Signal()
         tok = inp.payload
         flags: Flags = []  # any lane's sum brought into range
-        nxt = Cat(*[reduce_op(self.num, self.op, acc[k * w:(k + 1) * w].as_signed(), lane_value(tok, wo, w, k),
-                              flags)[:w] for k in range(lanes)])
+        v = [lane_value(tok, wo, w, k) for k in range(lanes)]
+        nxt = Cat(*[reduce_op(self.num, self.op, acc[k * w:(k + 1) * w].as_signed(), v[k], flags)[:w]
+                    for k in range(lanes)])
         takes = is_data(tok, wo) | is_empty(tok, wo)
-        sticky_overflow(m, self, inp.valid & self.room() & takes, flags)
+        self._overflow(m, acc, v[0], inp.valid & self.room() & takes, flags)
         with m.If(inp.valid & self.room()):
             with m.If(takes):
                 m.d.sync += acc.eq(nxt)
@@ -351,6 +304,27 @@ class VecReduce(Reduce):
                 self.push(m, "val", stop_word(level(tok) - 1, wo))
                 m.d.sync += flushed.eq(0)
                 self.pop(m, "val")
+
+    def _overflow(self, m, acc, v, takes, flags: Flags) -> None:
+        """The sticky overflow flag: set by ``flags`` (the sums' range checks) when a data token
+        is taken (``takes``); a scalar integer sum instead checks its wrap from registers."""
+        w = self.vw
+        if self.num.mode is not Mode.INT or self.lanes > 1:
+            sticky_overflow(m, self, takes, flags)
+            return
+        # a wrapped sum: both operands of one sign and the sum (in ``acc`` the next cycle) of
+        # the other; from registers, so the flag's logic is not behind the adder
+        added, sa, sb = Signal(name="ovf_added"), Signal(name="ovf_sign_a"), Signal(name="ovf_sign_b")
+        m.d.sync += [added.eq(takes), sa.eq(acc[w - 1]), sb.eq(v[w - 1])]
+        sticky_overflow(m, self, added, [(sa == sb) & (acc[w - 1] != sa)])
+
+
+class VecReduce(Reduce):
+    """:class:`Reduce` over vectors: the name of ``Reduce(lanes=W)``, ``lanes`` required."""
+
+    def __init__(self, *, op: ReduceOp, lanes: int, vw: int = VAL_WIDTH, numerics: Numerics | None = None,
+                 depths=None):
+        super().__init__(op=op, vw=vw, numerics=numerics, depths=depths, lanes=lanes)
 
 
 class LaneReduce(StreamPrimitive):
@@ -422,9 +396,7 @@ def _alu(b: HwBuild):
 
 @rtl("reduce")
 def _reduce(b: HwBuild):
-    if b.lanes > 1:
-        return VecReduce(op=b.params["op"], lanes=b.lanes, vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths), {}
-    return Reduce(op=b.params["op"], vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths), {}
+    return Reduce(op=b.params["op"], vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths, lanes=b.lanes), {}
 
 
 @rtl("lane_reduce")

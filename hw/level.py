@@ -394,48 +394,17 @@ class LevelWrite(StreamPrimitive):
 
 class ValsWrite(StreamPrimitive):
     """Values writer: fills ``vals`` (host reads through ``vals_rd``; ``vals_len`` counts).
-    ``mem``: the off-chip ``vals`` port (``hw.dram``; word indices of ``cw`` bits)."""
+    ``mem``: the off-chip ``vals`` port (``hw.dram``; word indices of ``cw`` bits).
 
-    def __init__(self, *, depth: int, vw: int = VAL_WIDTH, cw: int = CRD_WIDTH, mem=None, model=None):
-        self.vw, self.depth, self.cw = vw, depth, cw
-        self.mem, self.model = dict(mem or {}), model
-        super().__init__({"val": vw}, {}, None, {"done": Out(1), "vals_len": Out(32),
-                                                 "vals_rd": In(MemRead(addr_bits(depth), vw))}
-                         | bus_members(self.mem, cw))
+    Of a vector stream (``lanes`` W > 1, sw_sim's ``VecValsWrite``): each vector (``N``:
+    zeros) fills one row of a W-lane-wide memory, one row per cycle.  The host reads one value
+    per address, as from a scalar stream: value ``a`` is lane ``a mod W`` of row ``a / W`` (the
+    lane registered with the address, so the value arrives the cycle after); ``vals_len``
+    counts values (W per vector).  ``mem``: off chip, a vector is one write of W words (it
+    lies inside one line)."""
 
-    def logic(self, m):
-        w = self.vw
-        inp = self.i_val
-        n = Signal(32)
-        done = Signal()
-        vals = memory.Memory(shape=unsigned(w), depth=self.depth, init=[])
-        m.submodules.vals = vals
-        wp = vals.write_port()
-        rp = vals.read_port(domain="sync")
-        tok = inp.payload
-        pop_ok = _write_gates(m, self, inp.valid, tok, w, {"vals": (n, is_data(tok, w) | is_empty(tok, w))})
-        m.d.comb += [self.done.eq(done), self.vals_len.eq(n), inp.ready.eq(1 if pop_ok is None else pop_ok),
-                     rp.addr.eq(self.vals_rd.addr), self.vals_rd.data.eq(rp.data),
-                     wp.addr.eq(n), wp.data.eq(Mux(is_data(tok, w), tok[:w], 0))]
-        with m.If(inp.valid if pop_ok is None else inp.valid & pop_ok):
-            with m.If(is_data(tok, w) | is_empty(tok, w)):
-                m.d.comb += wp.en.eq(1)
-                m.d.sync += n.eq(n + 1)
-            with m.Elif(is_done(tok, w)):
-                m.d.sync += done.eq(1)
-
-
-
-class VecValsWrite(StreamPrimitive):
-    """Values writer of a vector stream (``lanes`` W > 1, sw_sim's ``VecValsWrite``): each
-    vector (``N``: zeros) fills one row of a W-lane-wide memory, one row per cycle.  The host
-    reads one value per address, as from :class:`ValsWrite`: value ``a`` is lane ``a mod W`` of
-    row ``a / W`` (the lane registered with the address, so the value arrives the cycle after);
-    ``vals_len`` counts values (W per vector).  ``mem``: off chip, a vector is one write of W
-    words (it lies inside one line)."""
-
-    def __init__(self, *, depth: int, lanes: int, vw: int = VAL_WIDTH, cw: int = CRD_WIDTH, mem=None,
-                 model=None):
+    def __init__(self, *, depth: int, vw: int = VAL_WIDTH, cw: int = CRD_WIDTH, mem=None, model=None,
+                 lanes: int = 1):
         self.vw, self.depth, self.lanes, self.cw = vw, depth, lanes, cw
         self.mem, self.model = dict(mem or {}), model
         super().__init__({"val": vw * lanes}, {}, None, {"done": Out(1), "vals_len": Out(32),
@@ -452,20 +421,32 @@ class VecValsWrite(StreamPrimitive):
         m.submodules.vals = vals
         wp = vals.write_port()
         rp = vals.read_port(domain="sync")
-        lane = Signal(shift)  # the lane of the address read last cycle
+        data = rp.data
+        if lanes > 1:
+            lane = Signal(shift)  # the lane of the address read last cycle
+            m.d.sync += lane.eq(self.vals_rd.addr[:shift])
+            data = rp.data.word_select(lane, vw)
         tok = inp.payload
         writes = is_data(tok, w) | is_empty(tok, w)
         pop_ok = _write_gates(m, self, inp.valid, tok, w, {"vals": (rows << shift, writes)}, span=lanes)
-        m.d.sync += lane.eq(self.vals_rd.addr[:shift])
         m.d.comb += [self.done.eq(done), self.vals_len.eq(rows << shift), inp.ready.eq(1 if pop_ok is None else pop_ok),
-                     rp.addr.eq(self.vals_rd.addr[shift:]), self.vals_rd.data.eq(rp.data.word_select(lane, vw)),
+                     rp.addr.eq(self.vals_rd.addr[shift:]), self.vals_rd.data.eq(data),
                      wp.addr.eq(rows), wp.data.eq(Mux(is_data(tok, w), tok[:w], 0))]
         with m.If(inp.valid if pop_ok is None else inp.valid & pop_ok):
-            with m.If(is_data(tok, w) | is_empty(tok, w)):
+            with m.If(writes):
                 m.d.comb += wp.en.eq(1)
                 m.d.sync += rows.eq(rows + 1)
             with m.Elif(is_done(tok, w)):
                 m.d.sync += done.eq(1)
+
+
+class VecValsWrite(ValsWrite):
+    """:class:`ValsWrite` of a vector stream: the name of ``ValsWrite(lanes=W)``, ``lanes``
+    required."""
+
+    def __init__(self, *, depth: int, lanes: int, vw: int = VAL_WIDTH, cw: int = CRD_WIDTH, mem=None,
+                 model=None):
+        super().__init__(depth=depth, vw=vw, cw=cw, mem=mem, model=model, lanes=lanes)
 
 
 @rtl("scan")
@@ -500,12 +481,8 @@ def _write(b: HwBuild):
 
 @rtl("vals_write")
 def _vals_write(b: HwBuild):
-    if b.lanes > 1:
-        c = VecValsWrite(depth=b.params.get("vals_depth", 1), lanes=b.lanes, vw=b.cfg.vw, cw=b.cfg.cw,
-                         mem=b.params.get("mem"), model=b.cfg.memory)
-        return c, {"vals": ("vals_rd", c.depth, b.cfg.vw, "r", "vals_len")}
     c = ValsWrite(depth=b.params.get("vals_depth", 1), vw=b.cfg.vw, cw=b.cfg.cw, mem=b.params.get("mem"),
-                  model=b.cfg.memory)
+                  model=b.cfg.memory, lanes=b.lanes)
     return c, {"vals": ("vals_rd", c.depth, b.cfg.vw, "r", "vals_len")}
 
 

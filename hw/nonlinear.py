@@ -166,73 +166,54 @@ def unop(m: Module, num: Numerics, op: AluOp, x: Value, scalar: float = 0.0, whe
 
 # ----------------------------------------------------------------------------- primitives
 class UnaryAlu(StreamPrimitive):
-    """Unary ALU over one value stream (see sw_sim.nonlinear.UnaryAlu).  Latency 2, II 1:
-    operand register -> function (tables, multipliers, shifter) -> result register."""
+    """Unary ALU over one value stream (see sw_sim.nonlinear.UnaryAlu), lane by lane over
+    vectors (``lanes`` W > 1, sw_sim's ``VecUnaryAlu``).  Latency 2, II 1: operand register ->
+    function (tables, multipliers, shifter; one datapath with its own tables per lane) ->
+    result register."""
 
-    def __init__(self, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32, depths=None):
-        self.op, self.scalar, self.num, self.vw = op, scalar, numerics, numerics.width
-        hw_mode(numerics)
-        numerics.unop(op, scalar, f"ALU {op.value}")
-        super().__init__({"a": self.vw}, {"val": self.vw}, depths, overflow_member(op))
-
-    def logic(self, m):
-        w = self.vw
-        a = self.i_a
-        x, res = Signal(w + 1), Signal(w + 1)
-        opnd_valid, res_valid = Signal(), Signal()
-        emit, res_free, advance, opnd_free = Signal(), Signal(), Signal(), Signal()
-        xv = Mux(is_data(x, w), x[:w], 0).as_signed()
-        fx = Signal(w)
-        flags: Flags = []
-        m.d.comb += [fx.eq(unop(m, self.num, self.op, xv, self.scalar, flags=flags)),
-                     emit.eq(res_valid & self.room()), res_free.eq(~res_valid | emit),
-                     advance.eq(opnd_valid & res_free), opnd_free.eq(~opnd_valid | advance),
-                     a.ready.eq(opnd_free)]
-        with m.If(emit):
-            self.push(m, "val", res)
-        x_ctl = is_ctl(x, w) & ~is_empty(x, w)
-        with m.If(res_free):
-            m.d.sync += [res_valid.eq(opnd_valid), res.eq(Mux(x_ctl, x, data_word(fx, w)))]
-        sticky_overflow(m, self, res_free & opnd_valid & ~x_ctl, flags)
-        with m.If(opnd_free):
-            m.d.sync += [opnd_valid.eq(a.valid), x.eq(a.payload)]
-
-
-class VecUnaryAlu(UnaryAlu):
-    """The unary ALU over a vector stream (``lanes`` W > 1; sw_sim's ``VecUnaryAlu``): the
-    operand and result registers of :class:`UnaryAlu` W lanes wide, one function datapath (with
-    its own tables) per lane between them."""
-
-    def __init__(self, *, op: AluOp, lanes: int, scalar: float = 0.0, numerics: Numerics = INT32, depths=None):
+    def __init__(self, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32, depths=None,
+                 lanes: int = 1):
         self.op, self.scalar, self.num, self.vw, self.lanes = op, scalar, numerics, numerics.width, lanes
         hw_mode(numerics)
         numerics.unop(op, scalar, f"ALU {op.value}")
-        StreamPrimitive.__init__(self, {"a": self.vw * lanes}, {"val": self.vw * lanes}, depths,
-                                 overflow_member(op))
+        super().__init__({"a": self.vw * lanes}, {"val": self.vw * lanes}, depths, overflow_member(op))
 
     def logic(self, m):
         w, lanes = self.vw, self.lanes
         wo = w * lanes
         a = self.i_a
-        x, res = Signal(wo + 1), Signal(wo + 1)
+        x, res = Signal(wo + 1, name="x"), Signal(wo + 1, name="res")
         opnd_valid, res_valid = Signal(), Signal()
         emit, res_free, advance, opnd_free = Signal(), Signal(), Signal(), Signal()
-        fx = []
+        fx = Signal(wo)
         flags: Flags = []  # any lane's result brought into range
-        for k in range(lanes):
-            lane = Module()  # its own tables
-            m.submodules[f"lane{k}"] = lane
-            xv = Mux(is_data(x, wo), x[k * w:(k + 1) * w], 0).as_signed()
-            fx.append(unop(lane, self.num, self.op, xv, self.scalar, flags=flags)[:w])
-        m.d.comb += [emit.eq(res_valid & self.room()), res_free.eq(~res_valid | emit),
+        m.d.comb += [fx.eq(Cat(*[self._lane(m, x, k, flags) for k in range(lanes)])),
+                     emit.eq(res_valid & self.room()), res_free.eq(~res_valid | emit),
                      advance.eq(opnd_valid & res_free), opnd_free.eq(~opnd_valid | advance),
                      a.ready.eq(opnd_free)]
         with m.If(emit):
             self.push(m, "val", res)
         x_ctl = is_ctl(x, wo) & ~is_empty(x, wo)
         with m.If(res_free):
-            m.d.sync += [res_valid.eq(opnd_valid), res.eq(Mux(x_ctl, x, Cat(*fx, Const(0, 1))))]
+            m.d.sync += [res_valid.eq(opnd_valid), res.eq(Mux(x_ctl, x, data_word(fx, wo)))]
         sticky_overflow(m, self, res_free & opnd_valid & ~x_ctl, flags)
         with m.If(opnd_free):
             m.d.sync += [opnd_valid.eq(a.valid), x.eq(a.payload)]
 
+    def _lane(self, m, x, k: int, flags: Flags) -> Value:
+        """The function of lane ``k`` of the operand register ``x`` (``N``: 0); a vector's lanes
+        each in a submodule of their own (their own tables)."""
+        w, wo = self.vw, self.vw * self.lanes
+        if self.lanes > 1:
+            lane = Module()
+            m.submodules[f"lane{k}"] = lane
+            m = lane
+        xv = Mux(is_data(x, wo), x[k * w:(k + 1) * w], 0).as_signed()
+        return unop(m, self.num, self.op, xv, self.scalar, flags=flags)[:w]
+
+
+class VecUnaryAlu(UnaryAlu):
+    """:class:`UnaryAlu` over vectors: the name of ``UnaryAlu(lanes=W)``, ``lanes`` required."""
+
+    def __init__(self, *, op: AluOp, lanes: int, scalar: float = 0.0, numerics: Numerics = INT32, depths=None):
+        super().__init__(op=op, scalar=scalar, numerics=numerics, depths=depths, lanes=lanes)

@@ -8,9 +8,11 @@ cdef class SpAcc1(Primitive):
     cdef public dict acc, flush_acc
     cdef public object flush
     cdef public long flush_pos
+    cdef public object zero
     cpdef bint _flush_step(self) except -1
     cpdef object _end_flush(self)
-    @cython.locals(inner=Channel, val=Channel, acc=dict)
+    cpdef object _head_value(self, tok)
+    @cython.locals(acc=dict)
     cpdef bint _data_step(self, tok) except -1
     cpdef bint step(self) except -1
     cpdef bint _may_finish(self) except -1

@@ -35,6 +35,7 @@ class SpAcc1(Primitive):
         self.flush_acc = self.acc  # the bank being flushed (one bank: the same)
         self.flush: list[int] | None = None
         self.flush_pos = 0
+        self.zero = 0  # what ``N`` adds
 
     def _flush_step(self) -> bool:
         """FLUSH: one accumulated entry per cycle, then the fiber's stop on both outputs."""
@@ -58,20 +59,23 @@ class SpAcc1(Primitive):
         self.ival.pop()
         return s
 
-    def _data_step(self, tok) -> bool:
-        """ACC mode, inner data head ``tok``: ``acc[tok] op= val``, pop inner and val."""
-        inner, val = self.iinner, self.ival
-        v = val.q[0]
+    def _head_value(self, tok):
+        """The value at the val head for inner data head ``tok`` (``N``: ``zero``), checked."""
+        v = self.ival.q[0]
         if isinstance(v, Control) and v is not EMPTY:
             raise self.error(f"inner coordinate {tok} but the value stream is at {v}")
         if not 0 <= tok < self.dim:
             raise self.error(f"inner coordinate {tok} outside dimension {self.dim}")
-        v = 0 if v is EMPTY else v
+        return self.zero if v is EMPTY else v
+
+    def _data_step(self, tok) -> bool:
+        """ACC mode, inner data head ``tok``: ``acc[tok] op= val``, pop inner and val."""
+        v = self._head_value(tok)
         acc = self.acc
         acc[tok] = self.fn(acc[tok], v) if tok in acc else v
         self.flops += 1
-        inner.pop()
-        val.pop()
+        self.iinner.pop()
+        self.ival.pop()
         return True
 
     def step(self) -> bool:
@@ -405,20 +409,13 @@ class SpAcc2Double(SpAcc2):
 def _vec_data_step(self, tok) -> bool:
     """``_data_step`` of a vector accumulator (``lanes`` W > 1): ``acc[tok]`` is a vector of W
     sums, accumulated lane by lane (``N``: zeros)."""
-    inner, val = self.iinner, self.ival
-    v = val.q[0]
-    if isinstance(v, Control) and v is not EMPTY:
-        raise self.error(f"inner coordinate {tok} but the value stream is at {v}")
-    if not 0 <= tok < self.dim:
-        raise self.error(f"inner coordinate {tok} outside dimension {self.dim}")
+    v = self._head_value(tok)
     w, fn, acc = self.lanes, self.fn, self.acc
-    if v is EMPTY:
-        v = self.zero
     old = acc.get(tok)
     acc[tok] = v if old is None else Vec([fn(old[i], v[i]) for i in range(w)])
     self.flops += w
-    inner.pop()
-    val.pop()
+    self.iinner.pop()
+    self.ival.pop()
     return True
 
 

@@ -6,12 +6,10 @@ cdef class ArrayLoad(Staged):
     cdef public object mvals
     cdef public Channel inp
     cdef public list vals
-    cdef public long reads
-    @cython.locals(st=list)
-    cpdef bint step(self) except -1
-
-cdef class VecArrayLoad(ArrayLoad):
-    cdef public long lanes
+    cdef public long reads, lanes
     cdef public object zero
     @cython.locals(st=list, w=long)
     cpdef bint step(self) except -1
+
+cdef class VecArrayLoad(ArrayLoad):
+    pass

@@ -17,12 +17,14 @@ LATENCY = next(s.latency for s in PRIMITIVES.values() if s.name == "array_load")
 class ArrayLoad(Staged):
     """Value load ``vals[ref]`` (``N`` -> 0, control passes); II 1, latency 2 (the primitive
     table's): a block-RAM read stage, then a register for the word read, so the memory's slow
-    clock-to-output has a cycle of its own.
+    clock-to-output has a cycle of its own.  A vector load (``lanes`` W > 1): a data reference
+    ``r`` reads the W values ``vals[r*W .. r*W+W-1]`` as one vector token (``N`` -> a vector of
+    zeros), with the same timing (one W-lane-wide memory word per cycle).
 
     Stages advance back to front as in :class:`Alu`: a full last stage whose output has room
     emits; the read stage moves up when the last stage is free; a free read stage pops."""
 
-    def __init__(self, name, ins, outs, *, vals, mem=None):
+    def __init__(self, name, ins, outs, *, vals, mem=None, lanes: int = 1):
         super().__init__(name, ins, outs)
         self.mvals = (mem or {}).get("vals")  # off-chip port (sw_sim.dram)
         self.inp = ins["ref"]
@@ -30,39 +32,8 @@ class ArrayLoad(Staged):
         self.vals = list(vals)
         self.stages: list = [None] * LATENCY
         self.reads = 0  # vals words read
-
-    def step(self) -> bool:
-        progressed = self.advance()
-        if progressed is None:
-            return True
-        st = self.stages
-        if st[0] is None and self.inp.q:
-            tok = self.inp.q[0]
-            if not isinstance(tok, Control):
-                if not 0 <= tok < len(self.vals):
-                    raise self.error(f"reference {tok} outside vals array of {len(self.vals)} entries")
-                if self.mvals is not None and not self.mvals.read(self.engine.cycle, tok, tok):
-                    return progressed
-                self.reads += 1
-                tok = self.vals[tok]
-            elif tok is EMPTY:
-                tok = 0
-            self.inp.pop()
-            st[0] = tok
-            progressed = True
-        return progressed
-
-
-
-class VecArrayLoad(ArrayLoad):
-    """Vector load (``lanes`` W > 1): a data reference ``r`` reads the W values
-    ``vals[r*W .. r*W+W-1]`` as one vector token (``N`` -> a vector of zeros), with the timing of
-    :class:`ArrayLoad` (one W-lane-wide memory word per cycle)."""
-
-    def __init__(self, name, ins, outs, *, vals, lanes: int, mem=None):
-        super().__init__(name, ins, outs, vals=vals, mem=mem)
         self.lanes = lanes
-        self.zero = Vec((0,) * lanes)
+        self.zero = 0 if lanes == 1 else Vec((0,) * lanes)  # what ``N`` loads
 
     def step(self) -> bool:
         progressed = self.advance()
@@ -71,21 +42,33 @@ class VecArrayLoad(ArrayLoad):
         st = self.stages
         if st[0] is None and self.inp.q:
             tok = self.inp.q[0]
-            w = self.lanes
             if not isinstance(tok, Control):
-                if not (0 <= tok and (tok + 1) * w <= len(self.vals)):
-                    raise self.error(f"reference {tok} outside vals array of {len(self.vals)} entries "
-                                     f"({len(self.vals) // w} vectors of {w} lanes)")
-                if self.mvals is not None and not self.mvals.read(self.engine.cycle, tok * w, tok * w + w - 1):
+                w = self.lanes
+                lo, hi = tok * w, tok * w + w  # the words read: vals[lo:hi]
+                if not (0 <= tok and hi <= len(self.vals)):
+                    raise self.error(self._outside(tok))
+                if self.mvals is not None and not self.mvals.read(self.engine.cycle, lo, hi - 1):
                     return progressed
                 self.reads += w
-                tok = Vec(self.vals[tok * w:(tok + 1) * w])
+                tok = self.vals[tok] if w == 1 else Vec(self.vals[lo:hi])
             elif tok is EMPTY:
                 tok = self.zero
             self.inp.pop()
             st[0] = tok
             progressed = True
         return progressed
+
+    def _outside(self, ref) -> str:
+        n, w = len(self.vals), self.lanes
+        lanes = f" ({n // w} vectors of {w} lanes)" if w > 1 else ""
+        return f"reference {ref} outside vals array of {n} entries{lanes}"
+
+
+class VecArrayLoad(ArrayLoad):
+    """:class:`ArrayLoad` of vectors: the name of ``ArrayLoad(lanes=W)``, ``lanes`` required."""
+
+    def __init__(self, name, ins, outs, *, vals, lanes: int, mem=None):
+        super().__init__(name, ins, outs, vals=vals, mem=mem, lanes=lanes)
 
 
 @model("array_load")

@@ -15,7 +15,8 @@ from .engine import Primitive
 
 class UnaryAlu(Primitive):
     """Unary ALU (relu, neg, add/mul by ``scalar``, exp, rsqrt, sigmoid, gelu); latency 2, II 1,
-    pipelined like the binary ALU.
+    pipelined like the binary ALU.  Over a vector stream (``lanes`` W > 1) the function goes
+    lane by lane (W operations per token) and ``N`` counts as zeros.
 
     Two pipeline registers, operand then result; each stage advances when the next one is free
     or is being emptied this cycle.  Back: a full result register whose output has room emits.
@@ -23,11 +24,14 @@ class UnaryAlu(Primitive):
     control token.  Front: when the input has a token, pop it into the operand register.  In RTL
     the function's datapath sits between the two registers."""
 
-    def __init__(self, name, ins, outs, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32):
+    def __init__(self, name, ins, outs, *, op: AluOp, scalar: float = 0.0, numerics: Numerics = INT32,
+                 lanes: int = 1):
         super().__init__(name, ins, outs)
         self.inp = ins["a"]
         self.out = outs["val"]
         self.fn = numerics.unop(op, scalar, where=f"node {name!r} ({op.value})")
+        self.lanes = lanes
+        self.zero = 0 if lanes == 1 else (0,) * lanes  # what ``N`` counts as
         self.opnd: Any = None
         self.res: Any = None
 
@@ -45,41 +49,9 @@ class UnaryAlu(Primitive):
             x = self.opnd
             if isinstance(x, Control):
                 self.res = x
-            else:
+            elif self.lanes == 1:
                 self.res = self.fn(x)
                 self.flops += 1
-            self.opnd = None
-            progressed = True
-        inp = self.inp
-        if self.opnd is None and inp.q:
-            tok = inp.pop()
-            self.opnd = 0 if tok is EMPTY else tok
-            progressed = True
-        return progressed
-
-
-class VecUnaryAlu(UnaryAlu):
-    """The unary ALU over a vector stream (``lanes`` W > 1): the function lane by lane with the
-    timing of :class:`UnaryAlu`; ``N`` counts as zeros."""
-
-    def __init__(self, name, ins, outs, *, op: AluOp, lanes: int, scalar: float = 0.0, numerics: Numerics = INT32):
-        super().__init__(name, ins, outs, op=op, scalar=scalar, numerics=numerics)
-        self.lanes = lanes
-
-    def step(self) -> bool:
-        progressed = False
-        res = self.res
-        if res is not None and not self.out.full():
-            self.out.push(res)
-            self.res = None
-            if res is DONE:
-                self.finish()
-                return True
-            progressed = True
-        if self.opnd is not None and self.res is None:
-            x = self.opnd
-            if isinstance(x, Control):
-                self.res = x
             else:
                 fn = self.fn
                 self.res = Vec([fn(v) for v in x])
@@ -89,7 +61,14 @@ class VecUnaryAlu(UnaryAlu):
         inp = self.inp
         if self.opnd is None and inp.q:
             tok = inp.pop()
-            self.opnd = (0,) * self.lanes if tok is EMPTY else tok
+            self.opnd = self.zero if tok is EMPTY else tok
             progressed = True
         return progressed
 
+
+class VecUnaryAlu(UnaryAlu):
+    """:class:`UnaryAlu` over a vector stream: the name of ``UnaryAlu(lanes=W)``, ``lanes``
+    required."""
+
+    def __init__(self, name, ins, outs, *, op: AluOp, lanes: int, scalar: float = 0.0, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs, op=op, scalar=scalar, numerics=numerics, lanes=lanes)
