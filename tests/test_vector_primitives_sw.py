@@ -16,6 +16,7 @@ from fuseflow.ir.samml import Graph, GraphError, NodeKind, Role
 from fuseflow.ir.tensor import TensorData, TensorFormat, row_blocked
 from fuseflow.ir.tokens import DONE, EMPTY, Control, Stop, Vec, parse_stream, stop
 from sw_sim import run_graph, simulate_primitive
+from fuseflow.ir.overflow import NumericOverflowError
 
 VECTORS = [v for v in random_vectors() if v.params.get("lanes", 1) > 1]
 
@@ -204,7 +205,9 @@ def test_vector_overflow_counts_each_lane():
     assert res["val"][0] == (-(2**31), 6, 2**31 - 1, -(2**31))  # int32 wraps lane by lane
     g, d = _vector_graph(2)
     d["data"]["x"].vals[:] = 2**30  # a product a_ij * 2**30 outside int32 wraps, lane by lane
-    r = run_graph(g, d["data"])
+    with pytest.raises(NumericOverflowError, match="node 'mul' wrapped"):
+        run_graph(g, d["data"])  # the default policy: a wrapped result raises
+    r = run_graph(g, d["data"], on_overflow="ignore")
     products = np.asarray(d["data"]["A"].vals, np.int64) * 2**30
     assert r.overflows["mul"] == int(np.count_nonzero((products > 2**31 - 1) | (products < -(2**31))))
 
