@@ -140,13 +140,21 @@ class _Densifier:
         assert term is not None
         return BinOp(Op.ADD, e, term)
 
+    visits_read = False  # a softmax reads the visited coordinates of the expression walked
+
     def walk(self, e: IExpr) -> IExpr:
         if isinstance(e, Unary):
+            saved = self.visits_read
+            self.visits_read = e.op is UnOp.SOFTMAX or (saved and e.op is not UnOp.LAYERNORM)
             arg = self.walk(e.arg)
+            self.visits_read = saved
             # softmax runs over the visited coordinates by definition (a masked softmax);
-            # layernorm's statistics take every coordinate of the fibre, implicit zeros included
+            # layernorm's statistics take every coordinate of the fibre, implicit zeros included;
+            # it visits every coordinate, which matters where a softmax reads them (a row with
+            # nothing stored is normalised too, to 0): every free index is densified there
             if e.op is UnOp.LAYERNORM and self.sparse(arg):
-                arg = self.union_all(arg, [e.index])
+                rows = [i for i in _free(arg) if i != e.index] if self.visits_read else []
+                arg = self.union_all(arg, [e.index, *rows])
             elif not e.op.zero_preserving and not e.op.row and self.sparse(arg):
                 arg = self.union_all(arg, _free(arg))
             return Unary(e.op, arg, e.scalar, e.index)
@@ -167,12 +175,14 @@ class _Densifier:
 
 def densify_statement(program: Program, rhs: IExpr, indices: tuple[str, ...],
                       fmt: TensorFormat | None, sizes: Mapping[str, int],
-                      order: Sequence[str] = ()) -> IExpr:
+                      order: Sequence[str] = (), visits_read: bool = False) -> IExpr:
     """``rhs`` of ``out[indices] = rhs`` with densified iteration where its values are needed
     at coordinates its operands leave out (see the module docstring); ``fmt`` is the output's
     declared format (None: the compiler's choice, which is never dense where coordinates are
-    missing); ``sizes`` the size of every index; ``order`` the statement's dataflow order."""
+    missing); ``sizes`` the size of every index; ``order`` the statement's dataflow order;
+    ``visits_read``: a softmax reads the output's visited coordinates."""
     d = _Densifier(program, sizes)
+    d.visits_read = visits_read
     d.edges(rhs, indices, fmt, order)
     rhs = d.walk(rhs)
     if fmt is None:

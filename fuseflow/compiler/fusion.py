@@ -365,13 +365,14 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
              orders: Mapping[str, tuple[str, ...]]) -> list[_Stmt]:
     shapes = {n: d.shape for n, d in program.decls.items()}
     out: list[_Stmt] = []
+    read = _visits_read(program)
     for s in stmts:
         orig = s
         extra: list[tuple[str, tuple[str, ...], IExpr]] = []
         sizes: dict[str, int] = {}
         _index_sizes(s.rhs, shapes, sizes)
         dense_rhs = densify_statement(program, s.rhs, s.indices, program.decls[s.out].fmt, sizes,
-                                      orders.get(s.out, s.order))
+                                      orders.get(s.out, s.order), s.out in read)
         # COO operands: duplicates summed (.coo), or read from a DCSR copy (coo_copies)
         dense_rhs = lift_coo(program, dense_rhs, coo_copies(program))
         if dense_rhs != s.rhs:

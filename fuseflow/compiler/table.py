@@ -346,6 +346,78 @@ def _join_tree(e: VExpr, row: str, views: dict[str, View], seen: set[str],
     return Join(kind, tuple(flat))
 
 
+def _join_formula(e: VExpr, row: str, views: dict[str, View], fac: frozenset[str]):
+    """The coordinates at ``row`` some term reaches, as a formula over the members (``_join_tree``
+    without merging repeated views): a name, ``("and" | "or", lhs, rhs)`` or None."""
+    if isinstance(e, VNamed) and e.tensor in fac:
+        return e.tensor if row in e.indices else None
+    if isinstance(e, VAccess):
+        return e.view if row in views[e.view].indices else None
+    if isinstance(e, VUn):
+        return _join_formula(e.arg, row, views, fac)
+    if isinstance(e, VNamed):
+        return _join_formula(e.body, row, views, fac)
+    kids = [k for k in (_join_formula(e.lhs, row, views, fac), _join_formula(e.rhs, row, views, fac)) if k]
+    if len(kids) < 2:
+        return kids[0] if kids else None
+    return ("and" if e.op.product else "or", kids[0], kids[1])
+
+
+def _eval_formula(f, on: frozenset[str]) -> bool:
+    if isinstance(f, str):
+        return f in on
+    if isinstance(f, Join):
+        got = [_eval_formula(k, on) for k in f.children]
+        return all(got) if f.kind is JoinKind.INTERSECT else any(got)
+    got = [_eval_formula(k, on) for k in f[1:]]
+    return all(got) if f[0] == "and" else any(got)
+
+
+def _formula_names(f) -> set[str]:
+    if isinstance(f, str):
+        return {f}
+    kids = f.children if isinstance(f, Join) else f[1:]
+    return set().union(*(_formula_names(k) for k in kids))
+
+
+def _check_repeated_views(c: _Construction) -> Rejected | None:
+    """A table has one column per view, so ``_join_tree`` merges a view read in several places
+    at a row into its first place.  That is only right where the merged join visits the same
+    coordinates as the expression (``x * x``, ``x + x``), or visits more of them (explicit
+    zeros) where no softmax reads the visits; elsewhere (``(s + x) * (s + y)`` with ``s`` read
+    twice) it would drop coordinates some term reaches: refused."""
+    for row in c.order:
+        full = _join_formula(c.out.body, row, c.views, c.fac)
+        if full is None or isinstance(full, str):
+            continue
+        names = sorted(_formula_names(full))
+        if len(names) > 12:
+            continue
+        merged = _join_tree(c.out.body, row, c.views, set(), c.fac)
+        for bits in range(1 << len(names)):
+            on = frozenset(n for k, n in enumerate(names) if bits >> k & 1)
+            want, got = _eval_formula(full, on), merged is not None and _eval_formula(merged, on)
+            # an extra coordinate holds an explicit 0 (harmless unless a softmax reads the
+            # visits); a missing one drops a term's value
+            if want != got and (want or c.out.tensor in c.group.exact):
+                again = sorted(n for n in names if _count_reads(c.out.body, n, row, c.views, c.fac) > 1)
+                return c.reject(
+                    f"at {row}, {', '.join(again)} {'is' if len(again) == 1 else 'are'} read in several "
+                    f"places of {_describe(c.out.body, c.views)} whose coordinates differ (one stream per "
+                    "view: merging them would drop coordinates some term reaches)")
+    return None
+
+
+def _count_reads(e: VExpr, name: str, row: str, views: dict[str, View], fac: frozenset[str]) -> int:
+    f = _join_formula(e, row, views, fac)
+
+    def count(x) -> int:
+        if isinstance(x, str):
+            return int(x == name)
+        return sum(count(k) for k in x[1:]) if x is not None else 0
+    return count(f)
+
+
 def _lacking_in_sum(e: VExpr, row: str, views: dict[str, View],
                     fac: frozenset[str] = frozenset()) -> list[tuple[str, VExpr]]:
     """Terms that lack ``row`` but are added to terms that have it, each with the term that has
@@ -896,6 +968,26 @@ def _blocked_mask_problem(c: _Construction, fn: VUn) -> Rejected | None:
     return None
 
 
+def _blocked_exact_problem(c: _Construction) -> Rejected | None:
+    """A softmax downstream reads the visited coordinates of this table's output
+    (:attr:`Group.exact`), but a blocked operand stored with compressed levels stores a block
+    wherever one of its lanes has an entry, so its explicit zeros reach coordinates no term of
+    the unblocked statement reaches (a blocked reduction emits them with the value 0): the
+    softmax would count them.  Refused as :func:`_blocked_mask_problem` is, unless every row
+    visits the whole dimension."""
+    if c.out.tensor not in c.group.exact or all(c.t.full.get(r, False) for r in c.order):
+        return None
+    for v in _views_under(c.out.body, c.group.views):
+        if v.vector is not None and any(f is not Format.DENSE for f in v.fmt.levels):
+            return c.reject(
+                f"a softmax runs over the coordinates {c.out.tensor} visits, but {v.tensor} is "
+                f"blocked (mode {v.vector.mode} in blocks of {v.vector.block}) and stored {v.fmt}: "
+                "a block is stored wherever one of its lanes has an entry, so the other lanes "
+                f"would add coordinates of {c.out.tensor} that no term reaches; store {v.tensor} "
+                "dense, or do not block it")
+    return None
+
+
 # The construction of one table, in order (docs/compiler.md, "Fusion table"): each step fills
 # cells and returns None, or the reason the schedule cannot be realised (the steps that always
 # succeed return None).
@@ -908,6 +1000,8 @@ _STEPS: tuple[Callable[[_Construction], Rejected | None], ...] = (
     _place_view_cells,
     _merge_streams,
     _check_row_functions,
+    _check_repeated_views,
+    _blocked_exact_problem,
     _merge_drivers,
     _resolve_row_references,
     _place_reducers,

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from harness import check
 from torch import nn
 
-from fuseflow.compiler import LoweringError, Program, einsum, run_program
+from fuseflow.compiler import LoweringError, Program, einsum, layernorm, run_program
 from fuseflow.compiler import compile_program as compile_prog
 from fuseflow.compiler import minimum as fc_minimum
 from fuseflow.compiler import relu as fc_relu
@@ -373,3 +373,103 @@ def test_softmax_of_a_product_skips_the_coordinates_no_k_reaches(fusion: str) ->
     probs = _np_softmax_stored(np.where(reached, np.where(t != 0, t, 1e-300), 0.0))
     assert not reached[1, 0] and probs[1, 0] == 0.0
     np.testing.assert_allclose(got, probs / c, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- third pass (issue 32)
+def _np_layernorm(x: np.ndarray, eps: float) -> np.ndarray:
+    mu = x.mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+
+
+def _np_softmax_all(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_softmax_after_a_layernorm_of_a_product_with_empty_rows(fusion: str) -> None:
+    """Q3 (program fuzzer seed 4073): layernorm visits every coordinate (docs/compiler.md), so a
+    softmax after it normalises over every coordinate, also of a row where the product A·B
+    (A, B DCSR) stores nothing.  The layernorm's iteration was densified along j only, so such a
+    row was never visited: the softmax gave 0 there instead of 1/3 (1.5 instead of 1.8333 after
+    the shift)."""
+    a = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 2.0, -1.0]])
+    b = np.array([[0.0, 1.5, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
+    p = Program("softmax_after_layernorm")
+    t0 = p.let("T0", einsum("ik,kj->ij", p.tensor("A", (4, 3), "dcsr"), p.tensor("B", (3, 3), "dcsr")))
+    t1 = p.let("T1", layernorm(t0, 1e-3))
+    t2 = p.let("T2", fc_softmax(t1))
+    p.output(p.let("T3", t2 + 1.5))
+    got = _run_prog(p, {"A": a, "B": b}, fusion=fusion).dense("T3")
+    want = _np_softmax_all(_np_layernorm(a @ b, 1e-3)) + 1.5
+    np.testing.assert_allclose(got, want, atol=1e-9)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_softmax_after_a_layernorm_of_an_all_zero_product(fusion: str) -> None:
+    """Q1 (program fuzzer seed 2815): A⊙B with A all zero stores nothing; softmax of it is 0
+    (masked), the layernorm after it is 0 at every coordinate and visits all of them, so the
+    softmax after the layernorm is 1/|row| (was 0: no row was visited)."""
+    a = np.zeros((4, 2))
+    b = np.array([[-1.9, 0.0], [2.4, 1.0], [0.0, 0.0], [0.0, 0.3]])
+    p = Program("softmax_layernorm_softmax")
+    t0 = p.let("T0", p.tensor("A", (4, 2), "dcsr") * p.tensor("B", (4, 2), "coo"))
+    t1 = p.let("T1", fc_softmax(t0))
+    t2 = p.let("T2", layernorm(t1, 1e-5))
+    t3 = p.let("T3", fc_softmax(t2))
+    p.output(t2, t3)
+    res = _run_prog(p, {"A": a, "B": b}, fusion=fusion)
+    t1_want = np.zeros((4, 2))  # masked softmax of nothing stored (docs/compiler.md)
+    np.testing.assert_allclose(res.dense("T2"), _np_layernorm(t1_want, 1e-5), atol=1e-9)
+    np.testing.assert_allclose(res.dense("T3"), _np_softmax_all(_np_layernorm(t1_want, 1e-5)), atol=1e-9)
+
+
+def test_softmax_of_a_product_blocked_along_the_reduced_index_is_refused() -> None:
+    """Q2 (program fuzzer seed 3986): softmax(A·B) with A, B CSR and k blocked: a block of A or B
+    is stored wherever one of its lanes has an entry, so the blocked reduction reaches (i, j)
+    that no k reaches in A·B (A_00 · B_02 is an explicit zero of both blocks) and the masked
+    softmax counted them (0.714 where 1.0 is right).  Refused, naming the blocked tensor; the
+    unblocked schedule computes the documented value."""
+    a = np.array([[1.45, 0.0], [0.33, -0.79]])
+    b = np.array([[0.0, 0.63, 0.0, 0.0], [0.0, 0.0, -0.39, 0.0]])
+    p = Program("blocked_softmax_of_spmm")
+    t0 = p.let("T0", einsum("ik,kj->ij", p.tensor("A", (2, 2), "csr"), p.tensor("B", (2, 4), "csr")))
+    t1 = p.let("T1", fc_softmax(t0))
+    p.output(t1, p.let("T2", t1 * -0.5))
+    data = {"A": a, "B": b}
+    for fusion in FUSIONS:
+        with pytest.raises(Exception, match=r"softmax runs over the coordinates .* is blocked"):
+            compile_prog(p, fusion=fusion, block={"k": 2})
+    with pytest.raises(Exception, match=r"softmax runs over the coordinates .* is blocked"):
+        compile_prog(p, fusion="unfused", par={"i": 2}, block={"k": 2})
+    reached = (a != 0).astype(float) @ (b != 0).astype(float) > 0
+    t = a @ b
+    want = _np_softmax_stored(np.where(reached, np.where(t != 0, t, 1e-300), 0.0))
+    assert want[0, 1] == 1.0
+    np.testing.assert_allclose(_run_prog(p, data, fusion="unfused").dense("T1"), want, atol=1e-12)
+
+
+class FillThenGram(nn.Module):
+    """Module fuzzer seed 1055, shrunk: h = masked softmax, filled along j, then h · hᵀ."""
+
+    def forward(self, x, m0, m1):
+        h2 = F.softmax(torch.where(m0, x, float("-inf")), dim=-1)
+        h3 = h2.masked_fill(m1, 1.5)
+        return torch.einsum("ij,kj->ik", h3, h3)[:, 2]
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("fill", [[True, True, True, True], [True, False, True, False]])
+def test_a_view_read_by_both_factors_of_a_fused_product(fusion: str, fill: list) -> None:
+    """M1 (module fuzzer seed 1055): h3 = where(m1, 1.5, softmax) is 1.5 + (1 - m1)·softmax, so
+    h3 · h3ᵀ fuses to Σ_j (s_j + n_j·p_ij)(s_j + n_j·p_kj) with s = 1.5·m1 and n = 1 - m1 read by
+    both factors.  A table has one column per view, so the join at j merged the second factor's
+    s and n into the first's: Union(s, n ∩ p) ∩ p' instead of Union(s, n ∩ p) ∩ Union(s, n ∩ p'),
+    dropping every j where p_kj is not stored (4.5 where PyTorch gives 9.0).  Such a merge is
+    refused now (the planner splits the graph there)."""
+    x = torch.tensor([[0.0, 1.0, 0.0, -0.5], [0.3, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0],
+                      [2.0, -1.0, 0.5, 0.0], [0.0, 0.0, 1.0, 1.0]], dtype=torch.float64)
+    m0 = torch.tensor([[True, True, False, False], [False, True, False, True], [True, False, False, False],
+                       [True, True, True, True], [False, False, True, False]])
+    inputs = {"x": x.to_sparse_csr(), "m0": m0, "m1": torch.tensor(fill)}
+    assert_matches_pytorch(FillThenGram(), inputs, {"m0": "csr"}, fusion)
