@@ -43,7 +43,7 @@ from fuseflow.options import Kind, Option, Source
 
 from . import cmd_sim
 from .errors import UserError
-from .models import simulate_model_args
+from .models import ZOO, simulate_model_args
 
 __all__ = ["KEYS", "Config", "Sweep", "SweepRun", "config_key", "load_sweep", "run_config", "run_sweep"]
 
@@ -182,6 +182,13 @@ def _expand(where: str, grid: Mapping[str, Any], defaults: Mapping[str, Any]) ->
         yield dict(zip((k for k, _ in axes), combo))
 
 
+def _check_model(where: str, model: Any) -> None:
+    """A grid's model is a zoo model or FILE.py[:NAME]: named before any worker starts."""
+    if model is None or model in ZOO or str(model).split(":")[0].endswith(".py"):
+        return
+    raise UserError(f"{where}: model {model!r} is neither a zoo model ({', '.join(ZOO)}) nor FILE.py[:NAME]")
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Read and expand a sweep file; every configuration is checked by the ``sim`` parser."""
     path = Path(path)
@@ -216,6 +223,7 @@ def load_sweep(path: str | Path) -> Sweep:
             if len(given) > 1:
                 raise UserError(f"{where}: a configuration takes one of model, kernel and graph, "
                                 f"not {' and '.join(given)}")
+            _check_model(where, keys.get("model"))
             argv, files = _argv(keys, path.parent)
             try:
                 parser.parse_args(argv)
