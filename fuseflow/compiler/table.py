@@ -1339,8 +1339,10 @@ def _output_format(t: FusionTable, order: Sequence[str]) -> TensorFormat | Rejec
     written = sorted(range(len(out.indices)), key=lambda m: pos[out.indices[m]])
     dense_ok = [t.crd_source[i] == i and t.full[i] for i in out.indices]
     if out.fmt is None:
-        levels = tuple(Format.DENSE if dense_ok[m] else Format.COMPRESSED for m in written)
-        return TensorFormat(levels, tuple(written))
+        levels = [Format.DENSE if dense_ok[m] else Format.COMPRESSED for m in written]
+        for lvl in _hidden_dense(levels):
+            levels[lvl] = Format.COMPRESSED
+        return TensorFormat(tuple(levels), tuple(written))
     if tuple(out.fmt.mode_order) != tuple(written):
         raise AssertionError("output mode order is a POG constraint")
     for lvl, m in enumerate(written):
@@ -1349,4 +1351,24 @@ def _output_format(t: FusionTable, order: Sequence[str]) -> TensorFormat | Rejec
                 f"output {out.tensor}: level {lvl} (index {out.indices[m]}) is declared dense but "
                 f"its coordinates do not enumerate the whole dimension in order "
                 f"{'->'.join(order)}; declare that level compressed", LoweringError)
+    hidden = _hidden_dense(list(out.fmt.levels))
+    if hidden:
+        lvl = hidden[0]
+        return Rejected(
+            f"output {out.tensor}: level {lvl} (index {out.indices[written[lvl]]}) is declared dense between "
+            f"compressed levels: an empty fiber above it and an empty fiber below it reach the writers as "
+            f"the same stream, so the level below cannot count its fibers; declare level {lvl} compressed",
+            LoweringError)
     return out.fmt
+
+
+def _hidden_dense(levels: Sequence[Format]) -> list[int]:
+    """The dense levels with a compressed level above and one below: the stream of the compressed
+    level below closes a fiber at the stop of an empty fiber above (no positions of the dense
+    level) exactly as at the stop of one empty fiber under one position, so its writer cannot
+    count its fibers (the whole tensor empty, say).  Compressed there, the crd_drop pairs of the
+    lowering drop empty fibers instead."""
+    comp = [lvl for lvl, f in enumerate(levels) if f is not Format.DENSE]
+    if not comp:
+        return []
+    return [lvl for lvl, f in enumerate(levels) if f is Format.DENSE and comp[0] < lvl < comp[-1]]

@@ -473,3 +473,36 @@ def test_a_view_read_by_both_factors_of_a_fused_product(fusion: str, fill: list)
                        [True, True, True, True], [False, False, True, False]])
     inputs = {"x": x.to_sparse_csr(), "m0": m0, "m1": torch.tensor(fill)}
     assert_matches_pytorch(FillThenGram(), inputs, {"m0": "csr"}, fusion)
+
+
+class EmptyBroadcastProduct(nn.Module):
+    """Module fuzzer seed 1613, shrunk: a product that is all zeros, given a middle dimension of
+    one, then multiplied again."""
+
+    def forward(self, x, w0, w1):
+        return torch.einsum("bij,jk->bik", (x @ w0).unsqueeze(1), w1)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("rows", [[0.0, 0.0, 0.0], [0.0, 1.5, -2.0]])
+def test_an_empty_product_broadcast_along_a_middle_dimension(fusion: str, rows: list) -> None:
+    """Module fuzzer seed 1613: the broadcast's output took the levels (compressed, dense,
+    compressed), and with the product empty the innermost writer closed one fiber at the stop of
+    the empty outer fiber (no position of the dense level between), so the next graph refused its
+    input ('seg has 2 entries, expected 1').  A dense level between compressed levels is
+    compressed now (undeclared formats) or refused (declared ones, next test)."""
+    x = torch.tensor([rows], dtype=torch.float64).to_sparse_coo()
+    w0 = torch.arange(6, dtype=torch.float64).reshape(3, 2) - 2.5
+    w1 = torch.tensor([[1.0, 0.0, -2.0], [0.5, 3.0, 0.0]], dtype=torch.float64)
+    assert_matches_pytorch(EmptyBroadcastProduct(), {"x": x, "w0": w0, "w1": w1}, None, fusion)
+
+
+def test_a_declared_dense_level_between_compressed_levels_is_refused() -> None:
+    """The declared-format side of seed 1613: the writers could not count the fibers of the level
+    below an empty one, so the compiler refuses and names the level."""
+    p = Program("hidden_dense")
+    a = p.tensor("A", (2, 3), "csr")
+    ones = p.tensor("O", (2,), "dense")
+    p.output(p.let("T", einsum("ac,b->abc", a, ones), fmt=["compressed", "dense", "compressed"]))
+    with pytest.raises(LoweringError, match=r"output T: level 1 \(index b\) is declared dense between compressed"):
+        compile_prog(p, fusion="unfused")
