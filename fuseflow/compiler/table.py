@@ -482,8 +482,19 @@ def table_or_rejection(group: Group, out: FusedOutput, factored: bool = False,
         memo = {}
     key = (out, nest, factored, tuple(group.order))
     if key not in memo:
+        memo[_BUILDS] = memo.get(_BUILDS, 0) + 1
         memo[key] = _build_table(group, out, factored, nest, memo)
     return memo[key]
+
+
+# The factoring search nests intermediates under outer rows of their consumers, and every
+# distinct nest is a table to build: for deep chains of nonlinear functions that read their
+# argument several times (a gelu of a variance, squared) the nests multiply into tens of
+# thousands of tables.  Past this many tables per search no new nest is tried: such an
+# intermediate is inlined instead, where a region split realises it (always correct, maybe
+# slower).  No graph of the suites comes near it.
+NEST_BUDGET = 2000
+_BUILDS = ("tables built",)
 
 
 def _build_table(group: Group, out: FusedOutput, factored: bool, nest: Nest | None,
@@ -1034,8 +1045,8 @@ def _child_output(group: Group, k: VNamed) -> FusedOutput:
     """The output a factored intermediate's own table computes; its index sizes come from the
     views it reads (another output of the group may use the same index name for another size)."""
     sizes = {i: n for v in _views_under(k.body, group.views) for i, n in zip(v.indices, v.shape)}
-    local = tuple(i for i in group.order if i in _own(k.body, group.views, frozenset())
-                  and i not in k.indices)
+    own = _own(k.body, group.views, frozenset())
+    local = tuple(i for i in group.order if i in own and i not in k.indices)
     return FusedOutput(k.tensor, k.indices, local, k.body, None, tuple(sizes[i] for i in k.indices))
 
 
@@ -1074,36 +1085,64 @@ def _prev(order: Sequence[str], row: str) -> str:
 
 
 def _views_under(e: VExpr, views: dict[str, View]) -> list[View]:
-    """The views an expression reads, through inlined intermediates."""
-    if isinstance(e, VAccess):
-        return [views[e.view]]
-    if isinstance(e, VUn):
-        return _views_under(e.arg, views)
-    if isinstance(e, VNamed):
-        return _views_under(e.body, views)
-    return _views_under(e.lhs, views) + _views_under(e.rhs, views)
+    """The views an expression reads, through inlined intermediates (each shared node once:
+    an expression is a DAG whose intermediates a nonlinear function can read many times)."""
+    seen: dict[int, list[View]] = {}
+
+    def walk(x: VExpr) -> list[View]:
+        if id(x) not in seen:
+            if isinstance(x, VAccess):
+                seen[id(x)] = [views[x.view]]
+            elif isinstance(x, VUn):
+                seen[id(x)] = walk(x.arg)
+            elif isinstance(x, VNamed):
+                seen[id(x)] = walk(x.body)
+            else:
+                seen[id(x)] = walk(x.lhs) + walk(x.rhs)
+        return seen[id(x)]
+    return walk(e)
 
 
 def _own(e: VExpr, views: dict[str, View], fac: frozenset[str]) -> set[str]:
-    """Index variables a node iterates: its views' and its factored children's outputs."""
-    if isinstance(e, VAccess):
-        return set(views[e.view].indices)
-    if isinstance(e, VUn):
-        return _own(e.arg, views, fac)
-    if isinstance(e, VNamed):
-        return set(e.indices) if e.tensor in fac else _own(e.body, views, fac)
-    return _own(e.lhs, views, fac) | _own(e.rhs, views, fac)
+    """Index variables a node iterates: its views' and its factored children's outputs (each
+    shared node of the DAG visited once)."""
+    seen: dict[int, frozenset[str]] = {}
+
+    def walk(x: VExpr) -> frozenset[str]:
+        if id(x) not in seen:
+            if isinstance(x, VAccess):
+                seen[id(x)] = frozenset(views[x.view].indices)
+            elif isinstance(x, VUn):
+                seen[id(x)] = walk(x.arg)
+            elif isinstance(x, VNamed):
+                seen[id(x)] = frozenset(x.indices) if x.tensor in fac else walk(x.body)
+            else:
+                seen[id(x)] = walk(x.lhs) | walk(x.rhs)
+        return seen[id(x)]
+    return set(walk(e))
 
 
 def _candidates(e: VExpr, fac: frozenset[str]) -> list[VNamed]:
-    """Intermediates directly under this node (through compute and inlined intermediates)."""
-    if isinstance(e, VBin):
-        return _candidates(e.lhs, fac) + _candidates(e.rhs, fac)
-    if isinstance(e, VUn):
-        return _candidates(e.arg, fac)
-    if isinstance(e, VNamed):
-        return [e] if e.tensor in fac else [e, *_candidates(e.body, fac)]
-    return []
+    """Intermediates directly under this node (through compute and inlined intermediates), in
+    the order of a left-to-right walk, a node read several times listed once."""
+    out: list[VNamed] = []
+    seen: set[int] = set()
+
+    def walk(x: VExpr) -> None:
+        if id(x) in seen:
+            return
+        seen.add(id(x))
+        if isinstance(x, VBin):
+            walk(x.lhs)
+            walk(x.rhs)
+        elif isinstance(x, VUn):
+            walk(x.arg)
+        elif isinstance(x, VNamed):
+            out.append(x)
+            if x.tensor not in fac:
+                walk(x.body)
+    walk(e)
+    return out
 
 
 def _choose_factored(body: VExpr, group: Group, ext: tuple[str, ...] = (),
@@ -1125,8 +1164,12 @@ def _choose_factored(body: VExpr, group: Group, ext: tuple[str, ...] = (),
     are inlined into the consumer's iteration space."""
     views = group.views
     memo = {} if memo is None else memo
-    cands = [c for c in _candidates(body, frozenset())
-             if _own(c.body, views, frozenset()) - set(c.indices) or _is_row(c.body)]
+    # one candidate per intermediate (a nonlinear function reads its argument several times,
+    # each read a copy of the same intermediate): a trial that failed fails again
+    firsts: dict[str, VNamed] = {}
+    for c in _candidates(body, frozenset()):
+        firsts.setdefault(c.tensor, c)
+    cands = [c for c in firsts.values() if _own(c.body, views, frozenset()) - set(c.indices) or _is_row(c.body)]
     fac: set[str] = set()
     plan: dict[str, Nest | None] = {}
 
@@ -1154,8 +1197,9 @@ def _plan_kids(body: VExpr, group: Group, fac: frozenset[str], ext: tuple[str, .
     """How each factored intermediate directly under ``body`` is iterated, or None if one
     cannot be (then ``fac`` is rejected)."""
     views = group.views
-    order = [*ext, *(i for i in group.order if i in _own(body, views, fac) and i not in ext)]
-    kids = [k for k in _candidates(body, fac) if k.tensor in fac]
+    own = _own(body, views, fac)
+    order = [*ext, *(i for i in group.order if i in own and i not in ext)]
+    kids = list({k.tensor: k for k in _candidates(body, fac) if k.tensor in fac}.values())
     plan: dict[str, Nest | None] = {}
     for k in kids:
         if any(k.tensor in _inner_names(o.body) for o in kids if o is not k):
@@ -1232,6 +1276,8 @@ def _nest_for(body: VExpr, group: Group, fac: frozenset[str], k: VNamed, order: 
         # split); leading rows are normally iterated by the intermediate itself
         return None
     nest = Nest(tuple(pre), frozenset(driven))
+    if memo.get(_BUILDS, 0) > NEST_BUDGET and (_child_output(group, k), nest, True, tuple(group.order)) not in memo:
+        return None
     if isinstance(table_or_rejection(group, _child_output(group, k), True, nest, memo), Rejected):
         return None
     return nest

@@ -506,3 +506,42 @@ def test_a_declared_dense_level_between_compressed_levels_is_refused() -> None:
     p.output(p.let("T", einsum("ac,b->abc", a, ones), fmt=["compressed", "dense", "compressed"]))
     with pytest.raises(LoweringError, match=r"output T: level 1 \(index b\) is declared dense between compressed"):
         compile_prog(p, fusion="unfused")
+
+
+class GeluOfVarianceSquared(nn.Module):
+    """Module fuzzer seed 1409 (a timeout: the partial compile ran for minutes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin0 = nn.Linear(4, 3).double()
+
+    def forward(self, x, y0, y1):
+        h2 = torch.var(torch.cat([x, y0], dim=1) / y1, -1, unbiased=True, keepdim=False)
+        h3 = F.gelu(h2, approximate="tanh")
+        return self.lin0((h3 * h3 + 1.0) ** 0.5)
+
+
+def test_the_factoring_search_of_a_deep_nonlinear_chain_is_bounded(monkeypatch) -> None:
+    """Seed 1409: gelu(tanh) reads the variance several times and the square reads the gelu
+    twice, so the factoring search tried every nest of every copy: about 11,000 tables and
+    100 s for one compile.  Candidates are now one per intermediate, and past
+    ``NEST_BUDGET`` tables no new nest is tried (the intermediate is inlined, a region split
+    realises it).  Counted in tables built, not seconds; the values still equal PyTorch."""
+    from fuseflow.compiler import table as table_mod
+
+    built = [0]  # the most tables one search built
+    real = table_mod._build_table
+
+    def counting(group, out, factored, nest, memo):
+        built[0] = max(built[0], memo.get(table_mod._BUILDS, 0))
+        return real(group, out, factored, nest, memo)
+
+    monkeypatch.setattr(table_mod, "_build_table", counting)
+    torch.manual_seed(1409)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    x[torch.rand(4, 4, generator=g) < 0.5] = 0.0
+    inputs = {"x": x.to_sparse_coo(), "y0": torch.randn(4, 1, generator=g, dtype=torch.float64),
+              "y1": torch.rand(5, generator=g, dtype=torch.float64) + 0.5}
+    assert_matches_pytorch(GeluOfVarianceSquared().eval(), inputs, None, "partial")
+    assert built[0] < table_mod.NEST_BUDGET + 200, built[0]
