@@ -1037,6 +1037,8 @@ def _resolve_cycles(g: Group) -> str | None:
         rank = {i: k for k, i in enumerate(topo)}
         mode_order = tuple(sorted(range(len(v.indices)), key=lambda m: rank[v.indices[m]]))
         fmt = TensorFormat(v.fmt.levels, mode_order)
+        if any(is_iteration_tensor(w.source) for w in g.views.values()):
+            fmt = _keeping_dense_cover(v.fmt, mode_order)
         copy = f"{v.source}_p{''.join(map(str, mode_order))}"
         if v.vector is not None:
             return (f"group {g.name}: the views of the blocked tensor {v.source} conflict (POG cycle "
@@ -1050,6 +1052,21 @@ def _resolve_cycles(g: Group) -> str | None:
                                        f"{' -> '.join(a for a, _ in edges)} -> {edges[0][0]})"))
         for a, b in _view_edges(nv):
             _add_edge(pog, a, b, f"mode order of {nv} (permuted copy {copy})")
+
+
+def _keeping_dense_cover(fmt: TensorFormat, mode_order: tuple[int, ...]) -> TensorFormat:
+    """A permuted copy's format in a densified group (:mod:`.densify`): the densifier left an
+    index out where the operand's levels are dense down to it (its scanners enumerate the whole
+    dimension), so the copy keeps that: its levels are dense down to the deepest such index in
+    the new order (a CSC operand of ``x + c`` read row-major is read from a dense copy, not a
+    CSR one whose compressed column level would leave the shifted zeros out)."""
+    lead = next((k for k, f in enumerate(fmt.levels) if f is not Format.DENSE), len(fmt.levels))
+    covered = fmt.mode_order[:lead]
+    if not covered:
+        return TensorFormat(fmt.levels, mode_order)
+    deepest = max(mode_order.index(m) for m in covered)
+    levels = tuple(Format.DENSE if lvl <= deepest else f for lvl, f in enumerate(fmt.levels))
+    return TensorFormat(levels, mode_order)
 
 
 MAX_ACC_ORDER = 2  # the sparse accumulators: spacc1 (order 1) and spacc2 (order 2)

@@ -545,3 +545,32 @@ def test_the_factoring_search_of_a_deep_nonlinear_chain_is_bounded(monkeypatch) 
               "y1": torch.rand(5, generator=g, dtype=torch.float64) + 0.5}
     assert_matches_pytorch(GeluOfVarianceSquared().eval(), inputs, None, "partial")
     assert built[0] < table_mod.NEST_BUDGET + 200, built[0]
+
+
+class ShiftThenLinear(nn.Module):
+    """Module fuzzer seed 2368, shrunk: a scalar shift of a CSC input, then a Linear."""
+
+    def __init__(self, chain: str) -> None:
+        super().__init__()
+        self.chain = chain
+        self.lin0 = nn.Linear(6, 2).double()
+
+    def forward(self, x):
+        h = torch.add(x, 0.25)
+        if self.chain == "gelu":
+            h = F.relu(torch.rsqrt(F.gelu(h + 1.5, approximate="tanh") ** 2 + 1.0))
+        return self.lin0(h)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("chain", ["shift", "gelu"])
+def test_a_shifted_csc_input_read_row_major(fusion: str, chain: str) -> None:
+    """Module fuzzer seed 2368: ``x + 0.25`` of a CSC input is densified along the row index
+    only (the column level is dense), but the Linear's row-major order made the compiler read x
+    from a permuted CSR copy, whose compressed column level left out every shifted implicit
+    zero (off by 0.18, every fusion).  In a densified group a permuted copy now keeps its
+    levels dense down to the indices the densifier counted on."""
+    x = torch.tensor([[1.3889, 0.0, 0.0, 0.0, 0.0, 0.0],
+                      [-0.2881, 0.0, 0.0, 1.7684, 0.0, -0.8499]], dtype=torch.float64)
+    torch.manual_seed(0)
+    assert_matches_pytorch(ShiftThenLinear(chain).eval(), {"x": x.to_sparse_csc()}, None, fusion)
