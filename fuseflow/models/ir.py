@@ -70,6 +70,14 @@ class ModelIR:
         return self._by_name[name]
 
     def __post_init__(self) -> None:
+        # nodes whose values reach no output (what the capture's decompositions leave of an
+        # unused value: a graph with nothing to write) are dropped; inputs stay, and host steps
+        # with what they read (a graph break's guard checks the branch the capture took)
+        live = set(self.outputs) | {n.name for n in self.nodes if n.kind is MKind.HOST}
+        for n in reversed(self.nodes):
+            if n.name in live:
+                live.update(n.args)
+        self.nodes = [n for n in self.nodes if n.kind is MKind.INPUT or n.name in live]
         self._by_name = {n.name: n for n in self.nodes}
 
     def users(self, name: str) -> list[MNode]:

@@ -399,19 +399,26 @@ def _compile_or_break(ir: ModelIR, run: list[MNode], formats: dict[str, TensorFo
         return [_host_op(n, f"the compiler cannot lower it: {reason}", formats, program)]
     out: list[Step] = []
     part: list[MNode] = []
-    for n in run:
+
+    def needed(upto: int):
+        """A split's outputs: what the caller needs, and what the nodes of ``run`` from
+        ``upto`` on read (a later part of the split)."""
+        reads = {a for m in run[upto:] for a in m.args}
+        return lambda name: needed_later(name) or name in reads
+
+    for k, n in enumerate(run):
         alone_ok = _compiles_alone(ir, n, formats, shapes)
         if alone_ok:
             part.append(n)
             continue
         if part:
-            out += _compile_or_break(ir, part, formats, shapes, fusion, choices, needed_later, notes)
+            out += _compile_or_break(ir, part, formats, shapes, fusion, choices, needed(k), notes)
             part = []
-        out += _compile_or_break(ir, [n], formats, shapes, fusion, choices, needed_later, notes)
+        out += _compile_or_break(ir, [n], formats, shapes, fusion, choices, needed(k + 1), notes)
     if part:
         if part == run:  # every node compiles alone, but not together: unfused, one by one
-            for n in run:
-                out += _compile_or_break(ir, [n], formats, shapes, "unfused", choices, needed_later, notes)
+            for k, n in enumerate(run):
+                out += _compile_or_break(ir, [n], formats, shapes, "unfused", choices, needed(k + 1), notes)
         else:
             out += _compile_or_break(ir, part, formats, shapes, fusion, choices, needed_later, notes)
     return out

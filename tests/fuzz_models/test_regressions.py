@@ -574,3 +574,45 @@ def test_a_shifted_csc_input_read_row_major(fusion: str, chain: str) -> None:
                       [-0.2881, 0.0, 0.0, 1.7684, 0.0, -0.8499]], dtype=torch.float64)
     torch.manual_seed(0)
     assert_matches_pytorch(ShiftThenLinear(chain).eval(), {"x": x.to_sparse_csc()}, None, fusion)
+
+
+class CenteredCat(nn.Module):
+    """Module fuzzer seed 2545: a masked input centred on its mean, then a concatenation that
+    reads the centred value twice."""
+
+    def forward(self, x, m0):
+        h1 = torch.where(m0, x, 0.0)
+        h1 = h1 - h1.mean(-1, keepdim=True)
+        return torch.cat([F.leaky_relu(h1, 0.01), h1], dim=0)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("zero", [True, False])
+def test_a_split_run_hands_its_intermediates_to_the_later_parts(fusion: str, zero: bool) -> None:
+    """Module fuzzer seed 2545: the run did not compile whole, so the planner split it, but each
+    part wrote only what the caller needed after the whole run, not what a later part of the
+    split reads (KeyError 't5_sub')."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.zeros(3, 8, 2, dtype=torch.float64) if zero else torch.randn(3, 8, 2, generator=g, dtype=torch.float64)
+    if not zero:
+        x[torch.rand(3, 8, 2, generator=g) < 0.6] = 0.0
+    inputs = {"x": x.to_sparse_coo(), "m0": torch.tensor([False, True])}
+    assert_matches_pytorch(CenteredCat(), inputs, None, fusion)
+
+
+class UnusedGelu(nn.Module):
+    """A value computed and never used (found shrinking seed 2368)."""
+
+    def forward(self, x):
+        h1 = torch.add(x, 0.25) - -1.5
+        h2 = F.gelu(h1, approximate="tanh")
+        torch.rsqrt(h2 * h2 + 1.0)
+        return h1
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_a_value_no_output_reads_is_dropped(fusion: str) -> None:
+    """The capture kept the gelu's decomposition of an unused value, and its graph had no
+    writer ('nothing defines when it is done'); nodes that reach no output are dropped now."""
+    x = torch.tensor([[1.0, 0.0, 2.0], [0.0, 0.0, -3.0]], dtype=torch.float64)
+    assert_matches_pytorch(UnusedGelu(), {"x": x.to_sparse_csr()}, None, fusion)
