@@ -108,7 +108,18 @@ def _gelu(x: float) -> float:
 
 
 def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x))
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)  # no overflow for a large negative x (float: 0 below about -745, as in PyTorch)
+    return e / (1.0 + e)
+
+
+def _exp(x: float) -> float:
+    """``exp``, infinite where a float overflows (as in PyTorch and numpy), not an error."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 PWL_FUNCS: dict[AluOp, Pwl] = {
@@ -117,7 +128,7 @@ PWL_FUNCS: dict[AluOp, Pwl] = {
 }
 
 EXACT: dict[AluOp, Callable[[float], float]] = {
-    AluOp.EXP: math.exp,
+    AluOp.EXP: _exp,
     AluOp.RSQRT: lambda x: 1.0 / math.sqrt(x) if x > 0 else math.inf,
     AluOp.SIGMOID: _sigmoid,
     AluOp.GELU: _gelu,

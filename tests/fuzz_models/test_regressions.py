@@ -616,3 +616,35 @@ def test_a_value_no_output_reads_is_dropped(fusion: str) -> None:
     writer ('nothing defines when it is done'); nodes that reach no output are dropped now."""
     x = torch.tensor([[1.0, 0.0, 2.0], [0.0, 0.0, -3.0]], dtype=torch.float64)
     assert_matches_pytorch(UnusedGelu(), {"x": x.to_sparse_csr()}, None, fusion)
+
+
+class SigmoidGelu(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x) + F.gelu(x, approximate="tanh")
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_sigmoid_and_gelu_of_large_negative_values(fusion: str) -> None:
+    """Module fuzzer seed 4722: the float sigmoid computed 1 / (1 + exp(-x)), and exp(-x)
+    overflowed (OverflowError: math range error) below x = -709; PyTorch gives 0.  Both the
+    sigmoid and the gelu built on it now take the stable form."""
+    x = torch.tensor([[-800.0, 0.0, 3.0], [0.0, -1000.0, 750.0]], dtype=torch.float64)
+    assert_matches_pytorch(SigmoidGelu(), {"x": x.to_sparse_csr()}, None, fusion)
+
+
+class StdOfOneRow(nn.Module):
+    def forward(self, x):
+        return x.std(1, keepdim=True, correction=0)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_more_lanes_than_coordinates_is_refused_where_a_join_drives_the_index(fusion: str) -> None:
+    """Module fuzzer seed 4970: ``par i=2`` on a one-row input; where a join (not a scanner)
+    drives i, the lane check could not find the index's size and let it through, and the
+    empty lane's reducer broke the serializer's protocol (ProtocolError).  Refused now, naming
+    the index and its size, as it was where a scanner drives the index."""
+    x = torch.tensor([[0.5, -1.0, 2.0]], dtype=torch.float64)
+    ir = trace(StdOfOneRow(), {"x": x}, None)
+    with pytest.raises(Exception, match=r"par i=2: index 'i' has only 1 coordinates"):
+        compile_model(ir, fusion, par={"i": 2})
+    assert_matches_pytorch(StdOfOneRow(), {"x": x}, None, fusion)

@@ -185,7 +185,9 @@ def _index_dim(g: Graph, port: PortRef) -> int | None:
     if node.kind is NodeKind.SPACC1:
         return node.param("dim")
     while node.kind is not NodeKind.SCAN:
-        e = driver.get(node["crd0"]) if "crd0" in node.inputs() else None
+        # a join, broadcast or FIFO carries the coordinates of its first coordinate input
+        crd_in = next((p for p, kind in node.inputs().items() if kind is StreamKind.CRD), None)
+        e = driver.get(node[crd_in]) if crd_in is not None else None
         if e is None:
             return None
         node = g.nodes[e.src.node]
