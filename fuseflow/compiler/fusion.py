@@ -1040,6 +1040,8 @@ def _resolve_cycles(g: Group) -> str | None:
         if any(is_iteration_tensor(w.source) for w in g.views.values()):
             fmt = _keeping_dense_cover(v.fmt, mode_order)
         copy = f"{v.source}_p{''.join(map(str, mode_order))}"
+        if fmt.levels != v.fmt.levels:  # another group may copy the same tensor in the same order with
+            copy += "_" + "".join(f.value[0] for f in fmt.levels)  # its own levels: its own name
         if v.vector is not None:
             return (f"group {g.name}: the views of the blocked tensor {v.source} conflict (POG cycle "
                     f"{' -> '.join(a for a, _ in edges)}); a blocked tensor cannot be read through a "

@@ -648,3 +648,29 @@ def test_more_lanes_than_coordinates_is_refused_where_a_join_drives_the_index(fu
     with pytest.raises(Exception, match=r"par i=2: index 'i' has only 1 coordinates"):
         compile_model(ir, fusion, par={"i": 2})
     assert_matches_pytorch(StdOfOneRow(), {"x": x}, None, fusion)
+
+
+class GeluLinearMm(nn.Module):
+    """Module fuzzer seed 3823."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin0 = nn.Linear(1, 1).double()
+
+    def forward(self, x, w0, y0):
+        h2 = self.lin0(F.gelu(x, approximate="tanh") / -0.5)
+        return torch.tanh(torch.mm(w0, h2)) - y0
+
+
+def test_two_permuted_copies_of_one_tensor_with_different_levels() -> None:
+    """Module fuzzer seed 3823: the gelu's cube x·x·x reads the CSC input x row-major from a
+    CSR copy, and the densified sigmoid term from a dense copy (the fix of seed 2368); both
+    copies were named x_p01, so one graph got the other's data ('data format [d,d] !=
+    declared [d,c]').  A copy with its own levels has its own name now."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(8, 1, generator=g, dtype=torch.float64)
+    x[torch.rand(8, 1, generator=g) < 0.3] = 0.0
+    inputs = {"x": x.to_sparse_csc(), "w0": torch.randn(8, 8, generator=g, dtype=torch.float64),
+              "y0": torch.randn(8, 1, generator=g, dtype=torch.float64)}
+    torch.manual_seed(0)
+    assert_matches_pytorch(GeluLinearMm().eval(), inputs, None, "unfused")
