@@ -1,7 +1,7 @@
 """hw: Amaranth SAMML primitive library and the graph elaborator (SAMML graph -> RTL top).
 
 One RTL model per primitive kind, in files named after the declaration families of
-:mod:`fuseflow.primitives` (``level``, ``join``, ``repeat``, ``coord``, ``memory``, ``alu``,
+:mod:`fuseflow.ir.primitives` (``level``, ``join``, ``repeat``, ``coord``, ``memory``, ``alu``,
 ``nonlinear``, ``accumulate``, ``mask``, ``stream``, ``parallel``) and registered by kind in
 :mod:`hw.registry`.  Each mirrors the cycle model of the same name in the same-named file of
 ``sw_sim/`` decision for decision; see the docstrings there for the per-cycle rules and the

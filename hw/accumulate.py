@@ -8,12 +8,12 @@ from types import SimpleNamespace
 from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import memory
 
-from fuseflow.numerics import (
+from fuseflow.ir.numerics import (
     INT32,
     Numerics,
 )
-from fuseflow.samml import ReduceOp
-from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+from fuseflow.ir.samml import ReduceOp
+from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .arith import Flags, overflow_member, reduce_op, sticky_overflow
 from .base import StreamPrimitive

@@ -1,6 +1,6 @@
-"""Value arithmetic generated from :mod:`fuseflow.numerics`: binary ops and reductions.
+"""Value arithmetic generated from :mod:`fuseflow.ir.numerics`: binary ops and reductions.
 
-The helpers build combinational Amaranth logic from a :class:`~fuseflow.numerics.Numerics`,
+The helpers build combinational Amaranth logic from a :class:`~fuseflow.ir.numerics.Numerics`,
 step for step like the Python reference, so sw_sim and RTL are bit-exact.  The primitives that
 use them register their operands first (see each class for latency and II).
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib.wiring import Out
 
-from fuseflow.numerics import (
+from fuseflow.ir.numerics import (
     Mode,
     Numerics,
 )
-from fuseflow.samml import AluOp, ReduceOp
+from fuseflow.ir.samml import AluOp, ReduceOp
 
 Flags = list  # 1-bit Values: a result was brought into range (see the module docstring)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from fuseflow.samml import Graph
+from fuseflow.ir.samml import Graph
 
 from .elaborate import DEFAULT_HW, GraphTop, HwConfig
 

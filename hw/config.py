@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fuseflow.memory import IDEAL, MemoryModel, MemPort, Placement, parse_memory, plan_ports
-from fuseflow.numerics import Mode, Numerics
-from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+from fuseflow.ir.memory import IDEAL, MemoryModel, MemPort, Placement, parse_memory, plan_ports
+from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH
 
 __all__ = ["DEFAULT_HW", "HwConfig"]
 
@@ -20,7 +20,7 @@ class HwConfig:
     vw: int = VAL_WIDTH  # val data width
     fifo_depth: int | None = None  # None: the graph's default
     max_nnz: tuple[tuple[str, int], ...] = ()  # per-tensor capacity (stored values); default dense size
-    numerics: Numerics | None = None  # value arithmetic (fuseflow.numerics); None: int<vw>
+    numerics: Numerics | None = None  # value arithmetic (fuseflow.ir.numerics); None: int<vw>
     # output FIFOs at least this deep are hw.fifo.RamFIFO (block RAM, same timing); None: never
     ram_fifo_depth: int | None = None
     # sparse accumulators keep their sums in block RAM (synchronous reads, same timing)
@@ -61,7 +61,7 @@ class HwConfig:
 
     def mem_ports(self, graph) -> list[MemPort]:
         """The memory ports of ``graph`` under ``memory`` and ``onchip`` (the numbering sw_sim
-        uses); raises ``fuseflow.memory.MemoryError`` for an invalid placement."""
+        uses); raises ``fuseflow.ir.memory.MemoryError`` for an invalid placement."""
         return plan_ports(graph, self.memory, Placement.of(self.onchip), cw=self.cw, vw=self.vw)
 
 

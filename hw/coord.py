@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth.hdl import C, Mux, Signal, Value
 
-from fuseflow.tokens import CRD_WIDTH
+from fuseflow.ir.tokens import CRD_WIDTH
 
 from .base import StreamPrimitive
 from .registry import HwBuild, plain, rtl

@@ -15,7 +15,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fuseflow.memory import MemoryModel, MemPort
+from fuseflow.ir.memory import MemoryModel, MemPort
 
 __all__ = ["CYCLE_WIDTH", "Controller", "MemBus", "ReadGate", "WriteGate", "attach", "bus_link",
            "bus_members", "line_width"]
@@ -156,7 +156,7 @@ class WriteGate(_Gate):
 
 
 class Controller(wiring.Component):
-    """The memory channel: port ``p<i>`` is :class:`fuseflow.memory.MemPort` ``i``.  Each cycle
+    """The memory channel: port ``p<i>`` is :class:`fuseflow.ir.memory.MemPort` ``i``.  Each cycle
     it grants the first waiting port at or after its round-robin pointer and moves the pointer
     past it; the grant's access time follows the bank's open row (open policy) and its data is
     done ``xfer_cycles`` after ``max(now + access, bus_free)``."""

@@ -19,7 +19,7 @@ cycle.  Address map (also written as ``memory_map.json`` by ``fuseflow-hw build`
   Writing an input array updates every memory copy of it (one per node that reads it).
 
 With an off-chip memory model (``HwConfig.memory``) the top also holds the memory controller
-of ``hw.dram``, joined to the nodes' memory ports in ``fuseflow.memory.plan_ports`` order; the
+of ``hw.dram``, joined to the nodes' memory ports in ``fuseflow.ir.memory.plan_ports`` order; the
 data still lives in the block RAMs (same memory map), only the timing changes.
 """
 
@@ -34,8 +34,8 @@ from amaranth.hdl import Cat, Elaboratable, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fuseflow.samml import PRIMITIVES, Graph, NodeKind, TensorSpec
-from fuseflow.tensor import Format
+from fuseflow.ir.samml import PRIMITIVES, Graph, NodeKind, TensorSpec
+from fuseflow.ir.tensor import Format
 
 from . import registry
 from .base import addr_bits

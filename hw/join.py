@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Mux, Signal
 
-from fuseflow.samml import StreamKind
-from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+from fuseflow.ir.samml import StreamKind
+from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import StreamPrimitive
 from .registry import HwBuild, rtl

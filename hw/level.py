@@ -9,9 +9,9 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import memory
 from amaranth.lib.wiring import In, Out
 
-from fuseflow.primitives.level import SKIP_GALLOP_SHIFT, SKIP_LINEAR
-from fuseflow.tensor import Format
-from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+from fuseflow.ir.primitives.level import SKIP_GALLOP_SHIFT, SKIP_LINEAR
+from fuseflow.ir.tensor import Format
+from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import MemRead, MemWrite, StreamPrimitive, addr_bits
 from .dram import ReadGate, WriteGate, attach, bus_members

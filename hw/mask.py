@@ -5,9 +5,9 @@ from __future__ import annotations
 from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import memory
 
-from fuseflow.masks import mask_params
-from fuseflow.samml import MaskPred
-from fuseflow.tokens import CRD_WIDTH
+from fuseflow.ir.masks import mask_params
+from fuseflow.ir.samml import MaskPred
+from fuseflow.ir.tokens import CRD_WIDTH
 
 from .base import StreamPrimitive
 from .registry import HwBuild, rtl

@@ -6,7 +6,7 @@ from amaranth.hdl import Const, Mux, Signal, unsigned
 from amaranth.lib import memory
 from amaranth.lib.wiring import In
 
-from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH
+from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import MemWrite, StreamPrimitive, addr_bits
 from .dram import ReadGate, attach, bus_members

@@ -1,12 +1,12 @@
 """The unary ALU and its nonlinear functions (exp, rsqrt, sigmoid, gelu) from the tables of
-:func:`fuseflow.numerics.tables`; table lookups are asynchronous-read ROMs."""
+:func:`fuseflow.ir.numerics.tables`; table lookups are asynchronous-read ROMs."""
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import memory
 
-from fuseflow.numerics import (
+from fuseflow.ir.numerics import (
     EXP_INTERP_BITS,
     EXP_SEG_BITS,
     INT32,
@@ -19,7 +19,7 @@ from fuseflow.numerics import (
     log2e_fixed,
     tables,
 )
-from fuseflow.samml import AluOp
+from fuseflow.ir.samml import AluOp
 
 from .arith import (
     Flags,

@@ -1,5 +1,5 @@
 """RTL parallel-region primitives: the stream parallelizer and serializer (split policy and
-stop-token rules: :mod:`fuseflow.primitives.parallel`; per-cycle rules: :mod:`sw_sim.parallel`).
+stop-token rules: :mod:`fuseflow.ir.primitives.parallel`; per-cycle rules: :mod:`sw_sim.parallel`).
 
 Lane numbers travel on ``sel``, a coordinate stream: lane ``p`` is the data word ``p``, and
 ``sel`` copies the split stream's control words (re-encoded to the coordinate width)."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Mux, Signal, Value
 
-from fuseflow.primitives.base import stream_kind
-from fuseflow.samml import StreamKind
-from fuseflow.tokens import CRD_WIDTH
+from fuseflow.ir.primitives.base import stream_kind
+from fuseflow.ir.samml import StreamKind
+from fuseflow.ir.tokens import CRD_WIDTH
 
 from .base import StreamPrimitive, addr_bits
 from .registry import HwBuild, rtl

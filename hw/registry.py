@@ -1,7 +1,7 @@
 """The RTL model registry: exactly one Amaranth model per declared primitive kind.
 
 Each family file of hw (``level.py``, ``join.py``, … — the names of the declaration files in
-:mod:`fuseflow.primitives`) registers a builder per kind with :func:`rtl`.  A builder gets an
+:mod:`fuseflow.ir.primitives`) registers a builder per kind with :func:`rtl`.  A builder gets an
 :class:`HwBuild` (resolved parameters, hardware config, output FIFO depths) and returns the
 component plus its host-visible memories: array name (``seg``, ``crd``, ``vals``) ->
 ``(port attribute, depth, width, access, length attribute)``, access ``"w"`` for arrays the
@@ -17,8 +17,8 @@ from typing import Any
 
 from amaranth.lib import wiring
 
-from fuseflow.primitives import NodeKind, StreamKind
-from fuseflow.primitives.registry import ModelRegistry
+from fuseflow.ir.primitives import NodeKind, StreamKind
+from fuseflow.ir.primitives.registry import ModelRegistry
 
 from .config import HwConfig
 

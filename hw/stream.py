@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-from fuseflow.primitives.base import stream_kind
-from fuseflow.samml import StreamKind
-from fuseflow.tokens import CRD_WIDTH
+from fuseflow.ir.primitives.base import stream_kind
+from fuseflow.ir.samml import StreamKind
+from fuseflow.ir.tokens import CRD_WIDTH
 
 from .base import StreamPrimitive
 from .registry import HwBuild, rtl

@@ -1,5 +1,5 @@
 """The SAMML hardware word as an Amaranth data layout, with the helpers every primitive and
-testbench shares (:mod:`fuseflow.tokens`; README "Tokens and streams").
+testbench shares (:mod:`fuseflow.ir.tokens`; README "Tokens and streams").
 
 A stream of data width ``w`` carries ``w + 1``-bit words (:func:`word_layout`): ``body`` in bits
 ``w - 1 .. 0`` and the control ``flag`` in bit ``w``.  A data word's body is the value (a vector
@@ -11,7 +11,7 @@ layout describes exactly the bits the primitives slice, so a view over a payload
 
 Testbenches build and read words with :func:`encode_word` / :func:`decode_word`, which go
 through the layout (``tests/test_word_layout.py`` checks them against
-:func:`fuseflow.tokens.encode` for every kind of token).
+:func:`fuseflow.ir.tokens.encode` for every kind of token).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Value
 from amaranth.lib import data, enum
 
-from fuseflow.tokens import DONE, EMPTY, OP_DONE, OP_EMPTY, OP_STOP, REPEAT, Stop, Token, Vec
-from fuseflow.tokens import decode as _decode
+from fuseflow.ir.tokens import DONE, EMPTY, OP_DONE, OP_EMPTY, OP_STOP, REPEAT, Stop, Token, Vec
+from fuseflow.ir.tokens import decode as _decode
 
 __all__ = [
     "CTL_WIDTH",
@@ -101,7 +101,7 @@ def _control(tok: Token, repsig: bool) -> tuple[Opcode, int] | None:
 
 def encode_word(tok: Token, w: int, *, lanes: int = 1, repsig: bool = False) -> int:
     """The word of ``tok`` on a ``w``-bit stream, built through :func:`word_layout` (a testbench
-    helper; :func:`fuseflow.tokens.encode` is the same function on plain integers)."""
+    helper; :func:`fuseflow.ir.tokens.encode` is the same function on plain integers)."""
     layout = word_layout(w, lanes)
     ctl = _control(tok, repsig)
     if ctl is not None:

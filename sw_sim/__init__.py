@@ -1,7 +1,7 @@
 """sw_sim: a cycle model of SAMML graphs (values and cycle counts), driven by the graph data.
 
 One model per primitive kind, in files named after the declaration families of
-:mod:`fuseflow.primitives` (``level``, ``join``, ``repeat``, ``coord``, ``memory``, ``alu``,
+:mod:`fuseflow.ir.primitives` (``level``, ``join``, ``repeat``, ``coord``, ``memory``, ``alu``,
 ``nonlinear``, ``accumulate``, ``mask``, ``stream``, ``parallel``) and registered by kind in
 :mod:`sw_sim.registry`.  Each class mirrors the micro-architecture of the RTL primitive of the
 same name in the same-named file of ``hw/`` decision for decision; its docstring states the

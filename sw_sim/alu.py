@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-from fuseflow.numerics import INT32, Numerics
-from fuseflow.primitives.alu import lane_reduce_latency
-from fuseflow.samml import (
+from fuseflow.ir.numerics import INT32, Numerics
+from fuseflow.ir.primitives.alu import lane_reduce_latency
+from fuseflow.ir.samml import (
     UNARY_ALU_OPS,
     AluOp,
     ReduceOp,
     alu_latency,
 )
-from fuseflow.tokens import DONE, EMPTY, Control, Vec, stop
+from fuseflow.ir.tokens import DONE, EMPTY, Control, Vec, stop
 
 from .engine import Channel, Primitive
 from .nonlinear import UnaryAlu, VecUnaryAlu
@@ -52,12 +52,12 @@ class Staged(Primitive):
 
 class Alu(Staged):
     """Binary ALU over aligned value streams (``N`` counts as 0); II 1, latency
-    :func:`fuseflow.samml.alu_latency` (2, or 4 for ``mul``).
+    :func:`fuseflow.ir.samml.alu_latency` (2, or 4 for ``mul``).
 
     A chain of pipeline registers, operands first; each stage advances when the next one is
     free or is being emptied this cycle.  Back: a full last stage whose output has room emits.
     Middle: stages move up, back to front; leaving the operand stage a data pair becomes
-    data op data (rounding, saturation / wrap by the ``numerics``, :mod:`fuseflow.numerics`),
+    data op data (rounding, saturation / wrap by the ``numerics``, :mod:`fuseflow.ir.numerics`),
     a control token stays itself.  Front: when both inputs have a token, pop both into the
     operand stage.  In RTL the operation sits in the stages between (the multiplier's partial
     products, their sum, then rounding and saturation)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fuseflow.tokens import DONE, EMPTY, Control, Stop
+from fuseflow.ir.tokens import DONE, EMPTY, Control, Stop
 
 from .engine import Primitive
 from .registry import Build, model, plain

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fuseflow.memory import MemoryModel, Placement, word_bytes
-from fuseflow.samml import Graph
+from fuseflow.ir.memory import MemoryModel, Placement, word_bytes
+from fuseflow.ir.samml import Graph
 
 from .engine import Channel, Primitive
 

@@ -10,8 +10,8 @@ wakes the requesting node in the cycle the data is done.
 
 from __future__ import annotations
 
-from fuseflow.memory import MemoryModel
-from fuseflow.memory import MemPort as PortSpec
+from fuseflow.ir.memory import MemoryModel
+from fuseflow.ir.memory import MemPort as PortSpec
 
 from .engine import Primitive
 

@@ -19,7 +19,7 @@ import gc
 import heapq
 from dataclasses import dataclass
 
-from fuseflow.tokens import Token, format_stream
+from fuseflow.ir.tokens import Token, format_stream
 
 __all__ = [
     "Channel",

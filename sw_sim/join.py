@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fuseflow.tokens import DONE, EMPTY, Control, stop
+from fuseflow.ir.tokens import DONE, EMPTY, Control, stop
 
 from .engine import Primitive
 from .registry import Build, model

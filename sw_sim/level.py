@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from fuseflow.primitives.level import SKIP_GALLOP_SHIFT, SKIP_LINEAR
-from fuseflow.tensor import Format
-from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
+from fuseflow.ir.primitives.level import SKIP_GALLOP_SHIFT, SKIP_LINEAR
+from fuseflow.ir.tensor import Format
+from fuseflow.ir.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
 from .engine import Primitive
 from .registry import Build, model, plain

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fuseflow.masks import mask_keep, mask_params
-from fuseflow.samml import (
+from fuseflow.ir.masks import mask_keep, mask_params
+from fuseflow.ir.samml import (
     MaskPred,
 )
-from fuseflow.tokens import DONE, EMPTY, Control, Stop
+from fuseflow.ir.tokens import DONE, EMPTY, Control, Stop
 
 from .engine import Primitive
 from .registry import Build, model

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fuseflow.samml import (
+from fuseflow.ir.samml import (
     PRIMITIVES,
 )
-from fuseflow.tokens import EMPTY, Control, Vec
+from fuseflow.ir.tokens import EMPTY, Control, Vec
 
 from .alu import Staged
 from .engine import Primitive

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fuseflow.numerics import INT32, Numerics
-from fuseflow.samml import (
+from fuseflow.ir.numerics import INT32, Numerics
+from fuseflow.ir.samml import (
     AluOp,
 )
-from fuseflow.tokens import DONE, EMPTY, Control, Vec
+from fuseflow.ir.tokens import DONE, EMPTY, Control, Vec
 
 from .engine import Primitive
 

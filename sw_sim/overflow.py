@@ -10,8 +10,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fuseflow.numerics import Mode, Numerics
-from fuseflow.overflow import Overflow
+from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.ir.overflow import Overflow
 
 __all__ = ["CountingNumerics", "counting", "overflow_counts", "overflow_records"]
 

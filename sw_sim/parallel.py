@@ -1,9 +1,9 @@
 """Cycle models of the parallel-region primitives: the stream parallelizer and serializer
-(split policy and stop-token rules: :mod:`fuseflow.primitives.parallel`)."""
+(split policy and stop-token rules: :mod:`fuseflow.ir.primitives.parallel`)."""
 
 from __future__ import annotations
 
-from fuseflow.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
+from fuseflow.ir.tokens import DONE, EMPTY, REPEAT, Control, Stop, stop
 
 from .engine import Primitive
 from .registry import Build, model

@@ -1,7 +1,7 @@
 """The cycle-model registry: exactly one sw_sim model per declared primitive kind.
 
 Each family file of sw_sim (``level.py``, ``join.py``, … — the names of the declaration files in
-:mod:`fuseflow.primitives`) registers a builder per kind with :func:`model`.  A builder gets a
+:mod:`fuseflow.ir.primitives`) registers a builder per kind with :func:`model`.  A builder gets a
 :class:`Build` (node name, channels, resolved parameters, numerics) and returns the
 :class:`~sw_sim.engine.Primitive` that models the node.  :func:`build` looks models up by kind;
 nothing else in sw_sim dispatches on kind names.
@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fuseflow.numerics import Numerics
-from fuseflow.primitives import NodeKind
-from fuseflow.primitives.registry import ModelRegistry
+from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.primitives import NodeKind
+from fuseflow.ir.primitives.registry import ModelRegistry
 
 from .engine import Channel, Primitive
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from fuseflow.memory import MemoryModel, Placement, parse_memory, plan_ports
-from fuseflow.numerics import FLOAT, Numerics
-from fuseflow.overflow import Overflow, check_policy, enforce
-from fuseflow.samml import PRIMITIVES, Graph, NodeKind, Role, TensorUse
-from fuseflow.tensor import Format, TensorData
-from fuseflow.tokens import CRD_WIDTH, VAL_WIDTH, Token, parse_stream
-from fuseflow.validate import primitive_run_problems, require_valid_inputs
+from fuseflow.ir.memory import MemoryModel, Placement, parse_memory, plan_ports
+from fuseflow.ir.numerics import FLOAT, Numerics
+from fuseflow.ir.overflow import Overflow, check_policy, enforce
+from fuseflow.ir.samml import PRIMITIVES, Graph, NodeKind, Role, TensorUse
+from fuseflow.ir.tensor import Format, TensorData
+from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH, Token, parse_stream
+from fuseflow.ir.validate import primitive_run_problems, require_valid_inputs
 
 from . import registry
 from .counters import collect_counters
@@ -39,7 +39,7 @@ class SimResult:
     counters: dict[str, Any] = field(default_factory=dict)  # sw_sim.counters
     # node -> results it wrapped (integer numerics) or saturated (fixed point); nodes with none left out
     overflows: dict[str, int] = field(default_factory=dict)
-    # the same nodes with the largest magnitude and the format (fuseflow.overflow.Overflow)
+    # the same nodes with the largest magnitude and the format (fuseflow.ir.overflow.Overflow)
     overflow_records: list[Overflow] = field(default_factory=list)
 
 
@@ -105,13 +105,13 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
     counters.
 
     A result the arithmetic wrapped or saturated raises
-    :class:`~fuseflow.overflow.NumericOverflowError` naming the nodes, unless ``on_overflow``
+    :class:`~fuseflow.ir.overflow.NumericOverflowError` naming the nodes, unless ``on_overflow``
     is ``"report"``: then the run returns with the counts (``SimResult.overflows``) and a
     warning (``fuseflow/overflow.py``).
 
     ``numerics`` (``Numerics`` or text such as ``"q16.16"``) sets the value arithmetic of every
     node; tensor values are then the raw token values (``Numerics.quantize``).  ``memory`` (a
-    :class:`fuseflow.memory.MemoryModel` or preset name; default ideal) puts the arrays of
+    :class:`fuseflow.ir.memory.MemoryModel` or preset name; default ideal) puts the arrays of
     every tensor not named in ``onchip`` behind an off-chip memory (``docs/memory.md``)."""
     num = resolve_numerics(numerics, val_width)
     check_policy(on_overflow)

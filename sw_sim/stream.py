@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fuseflow.tokens import DONE, EMPTY, Control, Stop, stop
+from fuseflow.ir.tokens import DONE, EMPTY, Control, Stop, stop
 
 from .engine import Channel, Primitive
 from .registry import plain

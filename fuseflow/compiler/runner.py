@@ -119,7 +119,7 @@ def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tenso
     """Simulate every graph with ``simulate`` (e.g. ``sw_sim.run_graph``); ``data`` maps input
     names to dense arrays (or TensorData); ``sim_args`` go to ``simulate`` (e.g.
     ``numerics="float"``).  A result wrapped or saturated by the arithmetic raises
-    :class:`~fuseflow.overflow.NumericOverflowError` (the simulator raises it, naming the graph
+    :class:`~fuseflow.ir.overflow.NumericOverflowError` (the simulator raises it, naming the graph
     and nodes); ``on_overflow="report"`` returns the results with the counts
     (:attr:`ProgramResult.overflows`) and a warning instead."""
     check_policy(on_overflow)

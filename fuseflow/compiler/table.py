@@ -29,7 +29,7 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..tensor import Format, TensorFormat
+from ..ir.tensor import Format, TensorFormat
 from .fusion import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
 from .program import LoweringError, Op, Rejected, UnOp, binop_text, unary_text
 from .semantics import check_division, densified, iteration_only, value_indices, views_under

@@ -44,7 +44,7 @@ from model_gen import Case, gen_case
 from fuseflow.models import trace
 from fuseflow.models.bounds import check_model
 from fuseflow.models.plan import FUSIONS, compile_model, run_model
-from fuseflow.overflow import NumericOverflowError, enforce
+from fuseflow.ir.overflow import NumericOverflowError, enforce
 from hw import HwConfig
 from rtl_sim import run_graph_batch
 from sw_sim import run_graph
@@ -326,7 +326,7 @@ def test_comparison_names_what_differs() -> None:
     from dataclasses import replace
     from types import SimpleNamespace as NS
 
-    from fuseflow.tensor import Format, TensorData, TensorFormat
+    from fuseflow.ir.tensor import Format, TensorData, TensorFormat
 
     a = np.array([[0, 3], [5, 0]])
     csr = TensorFormat((Format.DENSE, Format.COMPRESSED))
