@@ -1037,7 +1037,11 @@ def _resolve_cycles(g: Group) -> str | None:
         rank = {i: k for k, i in enumerate(topo)}
         mode_order = tuple(sorted(range(len(v.indices)), key=lambda m: rank[v.indices[m]]))
         fmt = TensorFormat(v.fmt.levels, mode_order)
-        if any(is_iteration_tensor(w.source) for w in g.views.values()):
+        densified = any(is_iteration_tensor(w.source) for w in g.views.values())
+        if densified and v.name not in _visits_read_views(g):
+            # not where a softmax reads the view's visited coordinates: a dense copy would
+            # visit every coordinate of its leading indices, and the softmax normalises over
+            # the visited ones (program fuzzer seeds 11431, 11635, 12171)
             fmt = _keeping_dense_cover(v.fmt, mode_order)
         copy = f"{v.source}_p{''.join(map(str, mode_order))}"
         if fmt.levels != v.fmt.levels:  # another group may copy the same tensor in the same order with
@@ -1054,6 +1058,31 @@ def _resolve_cycles(g: Group) -> str | None:
                                        f"{' -> '.join(a for a, _ in edges)} -> {edges[0][0]})"))
         for a, b in _view_edges(nv):
             _add_edge(pog, a, b, f"mode order of {nv} (permuted copy {copy})")
+
+
+def _visits_read_views(g: Group) -> set[str]:
+    """The views of ``g`` whose visited coordinates a softmax reads: under a softmax's operand
+    (not below a layernorm, which visits every coordinate), or under an output or inlined
+    intermediate in :attr:`Group.exact` (its visited coordinates reach a softmax later)."""
+    out: set[str] = set()
+
+    def walk(e: VExpr, under: bool) -> None:
+        if isinstance(e, VAccess):
+            if under:
+                out.add(e.view)
+        elif isinstance(e, VUn):
+            # a function with f(0) != 0 is densified (.densify): it visits every coordinate
+            keeps = e.op.zero_preserving and e.op is not UnOp.LAYERNORM
+            walk(e.arg, e.op is UnOp.SOFTMAX or (under and keeps))
+        elif isinstance(e, VBin):
+            walk(e.lhs, under)
+            walk(e.rhs, under)
+        elif isinstance(e, VNamed):
+            walk(e.body, under or e.tensor in g.exact)
+
+    for o in g.outputs:
+        walk(o.body, o.tensor in g.exact)
+    return out
 
 
 def _keeping_dense_cover(fmt: TensorFormat, mode_order: tuple[int, ...]) -> TensorFormat:

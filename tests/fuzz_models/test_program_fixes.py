@@ -68,3 +68,114 @@ def test_coo_operand_of_an_spmm_with_a_csr_matrix(fusion: str) -> None:
                      vals[order])
     res = run_program(compiled, {"A": a, "B": coo}, simulate=run_graph, numerics="float")
     np.testing.assert_allclose(res.dense("T1"), 1.0 / np.sqrt((a @ b) ** 2 + 1.0), atol=1e-12)
+
+
+# -------------------------------------------------- a CSC operand under a softmax, in a densified group
+def _masked_softmax(x: np.ndarray, vis: np.ndarray) -> np.ndarray:
+    """numpy: softmax along the last axis over the visited coordinates ``vis`` (0 elsewhere)."""
+    z = np.where(vis, x, -np.inf)
+    mx = np.max(z, axis=-1, keepdims=True)
+    e = np.where(vis, np.exp(z - np.where(np.isfinite(mx), mx, 0.0)), 0.0)
+    s = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_softmax_of_an_empty_csc_masked_product_then_sigmoid(fusion: str) -> None:
+    """Program fuzzer seed 11431 (fusion=full: T2 got 0.731, want 0.5): ``sigmoid`` after the
+    softmax put an iteration tensor in the group, so the CSC mask A, read row-major for the
+    softmax, came from a permuted copy kept dense (the fix of module seed 2368): the softmax of a
+    row with nothing stored visited every j (1 over one column, not 0).  A view whose visited
+    coordinates a softmax reads is now copied with its own (compressed) levels."""
+    from fuseflow.compiler import sigmoid, softmax
+
+    rng = np.random.default_rng(11431)
+    a = np.zeros((3, 1))
+    a[2, 0] = 1.0  # one stored mask entry; rows 0 and 1 have none
+    b, c = rng.standard_normal((3, 4)), rng.standard_normal((1, 4))
+    p = Program("csc_mask_softmax_sigmoid")
+    t0 = p.let("T0", einsum("ij,ik,jk->ij", p.tensor("A", (3, 1), "csc"), p.tensor("B", (3, 4), "dense"),
+                            p.tensor("C", (1, 4), "dense")))
+    t1 = p.let("T1", softmax(t0))
+    p.output(p.let("T2", sigmoid(t1)))
+    compiled = compile_program(p, fusion=fusion)
+    res = run_program(compiled, {"A": a, "B": b, "C": c}, simulate=run_graph, numerics="float")
+    want = 1.0 / (1.0 + np.exp(-_masked_softmax(a * (b @ c.T), a != 0)))
+    np.testing.assert_allclose(res.dense("T2"), want, atol=1e-12)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_softmax_of_a_csc_plus_dcsr_sum_then_shift(fusion: str) -> None:
+    """Program fuzzer seed 11635 (fusion=partial and full: T3 got 4.187, want 5.0): the shift
+    after ``softmax(A + B)`` made A's row-major permuted copy dense, so the softmax of a row
+    where only B stores an entry ran over all three columns (0.187, not 1)."""
+    from fuseflow.compiler import softmax
+
+    rng = np.random.default_rng(11635)
+    a = np.zeros((4, 3))
+    a[0] = rng.standard_normal(3)  # A (CSC) stores row 0 only
+    b = rng.standard_normal((4, 3))
+    b[rng.random((4, 3)) < 0.4] = 0.0
+    b[1] = [0.0, -0.7758, 0.0]  # row 1: one entry, from B
+    p = Program("csc_plus_dcsr_softmax_shift")
+    t0 = p.let("T0", p.tensor("A", (4, 3), "csc") + p.tensor("B", (4, 3), "dcsr"))
+    t1 = p.let("T1", softmax(t0))
+    t2 = p.let("T2", t1 + 2.0)
+    t3 = p.let("T3", t2 + 2.0)
+    p.region(t0, t1, t2, t3)  # one fusion region, as the fuzzer declares it
+    p.output(t3)
+    compiled = compile_program(p, fusion=fusion)
+    res = run_program(compiled, {"A": a, "B": b}, simulate=run_graph, numerics="float")
+    want = _masked_softmax(a + b, (a != 0) | (b != 0)) + 4.0
+    np.testing.assert_allclose(res.dense("T3"), want, atol=1e-12)
+    assert res.dense("T3")[1, 1] == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("sched", [{"fusion": "unfused"}, {"fusion": "partial"}, {"fusion": "full"},
+                                   {"fusion": "partial", "par": {"i": 2}}])
+def test_softmax_of_a_dense_times_csc_product_then_layernorm(sched: dict) -> None:
+    """Program fuzzer seed 12171 (fusion=partial / full, and par i=2: T1 got 0.249, want 1.0):
+    the layernorm after ``softmax(A ⊙ B)`` (B CSC) made B's row-major permuted copy dense, so the
+    softmax visited the whole row where B stores one entry; both T1 and T2 are outputs."""
+    from fuseflow.compiler import layernorm, softmax
+
+    rng = np.random.default_rng(12171)
+    a = rng.standard_normal((3, 4))
+    a[rng.random((3, 4)) < 0.5] = 0.0
+    a[1, 1] = -0.0206
+    b = rng.standard_normal((3, 4))
+    b[rng.random((3, 4)) < 0.6] = 0.0
+    b[1] = [0.0, 0.1628, 0.0, 0.0]  # row 1: one stored entry
+    p = Program("dense_times_csc_softmax_layernorm")
+    t0 = p.let("T0", einsum("ij,ij->ij", p.tensor("A", (3, 4), "dense"), p.tensor("B", (3, 4), "csc")))
+    t1 = p.let("T1", softmax(t0))
+    t2 = p.let("T2", layernorm(t1, 1e-5))
+    p.region(t0, t1, t2)  # one fusion region, as the fuzzer declares it
+    p.output(t1, t2)
+    compiled = compile_program(p, **sched)
+    res = run_program(compiled, {"A": a, "B": b}, simulate=run_graph, numerics="float")
+    s = _masked_softmax(a * b, b != 0)
+    mu = s.mean(axis=-1, keepdims=True)
+    ln = (s - mu) / np.sqrt(((s - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(res.dense("T1"), s, atol=1e-12)
+    np.testing.assert_allclose(res.dense("T2"), ln, atol=1e-9)
+    assert res.dense("T1")[1, 1] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_softmax_of_a_shifted_csc_input_keeps_the_dense_copy(fusion: str) -> None:
+    """The other side of the fixes above (seeds 11431, 11635, 12171): ``softmax(A + 2)`` with A
+    CSC reads the visited coordinates of the shift, which visits every coordinate (densified
+    along i only, A's column level counted on): A's row-major copy stays dense there."""
+    from fuseflow.compiler import softmax
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3, 4))
+    a[rng.random((3, 4)) < 0.7] = 0.0
+    a[0] = 0.0
+    p = Program("shifted_csc_softmax")
+    t0 = p.let("T0", p.tensor("A", (3, 4), "csc") + 2.0)
+    p.output(p.let("T1", softmax(t0)))
+    compiled = compile_program(p, fusion=fusion)
+    res = run_program(compiled, {"A": a}, simulate=run_graph, numerics="float")
+    np.testing.assert_allclose(res.dense("T1"), _masked_softmax(a + 2.0, np.ones(a.shape, bool)), atol=1e-12)
