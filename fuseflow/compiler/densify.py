@@ -21,7 +21,9 @@ reference is ``N`` and its value 0, and the iteration term itself is never loade
 
 Work is then proportional to the densified dimensions, as a dense operand's would be.  An index
 is not densified where the operand's coordinates for it come from dense levels already (an
-access dense down to that level, a product of such, a sum with one).
+access dense down to that level, a product of such, a sum with one) — except, under a softmax,
+dense levels down to the softmax's own index (such an operand is read through a copy that keeps
+its compressed levels, see :meth:`_Densifier.enumerated`).
 """
 
 from __future__ import annotations
@@ -104,26 +106,36 @@ class _Densifier:
                 return True
         return False
 
-    def enumerated(self, e: IExpr, index: str) -> bool:
+    def enumerated(self, e: IExpr, index: str, rows: tuple[str, ...] = ()) -> bool:
         """``e``'s coordinates for ``index`` come from dense levels only: an access dense down
         to that level; a product whose operands having ``index`` all enumerate it; a sum (or
         max, min) with one that does.  (Reduced indices above it in the dataflow order may
-        still leave it to an accumulator: the table then rejects a declared dense level.)"""
+        still leave it to an accumulator: the table then rejects a declared dense level.)
+
+        ``rows``: the indices of the softmaxes above ``e``.  A softmax reads its operand's
+        visited coordinates, so an operand read there through a permuted copy keeps its own
+        levels (:func:`.fusion._visits_read_views`), not dense ones: an access whose dense
+        levels down to ``index`` include a softmax's row index (a CSC operand of a softmax
+        along its column: always read row-major, from a copy whose column level is
+        compressed) does not enumerate ``index`` under that softmax."""
         if isinstance(e, Access):
             f = self.fmt(e.tensor)
             if index not in e.indices or f is None:
                 return False
-            level = [e.indices[m] for m in f.mode_order].index(index)
+            levels = [e.indices[m] for m in f.mode_order]
+            level = levels.index(index)
+            if any(r in levels[: level + 1] for r in rows):
+                return False
             return all(lv is Format.DENSE for lv in f.levels[: level + 1])
         if isinstance(e, Unary):
-            return self.enumerated(e.arg, index)
+            return self.enumerated(e.arg, index, (*rows, e.index) if e.op is UnOp.SOFTMAX else rows)
         if isinstance(e, Sum):
             # below a reduced index the coordinates are an accumulator's
-            return (index not in e.indices and self.enumerated(e.body, index)
+            return (index not in e.indices and self.enumerated(e.body, index, rows)
                     and all(self.above(index, k) for k in e.indices))
         if isinstance(e, BinOp):
             having = [x for x in (e.lhs, e.rhs) if index in _free(x)]
-            got = [self.enumerated(x, index) for x in having]
+            got = [self.enumerated(x, index, rows) for x in having]
             return bool(got) and (all(got) if e.op.product else any(got))
         return False
 
