@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from ..tensor import Format, TensorFormat
+from ..ir.tensor import Format, TensorFormat
 from .coo import coo_origin, lift_coo
 from .densify import densify_statement, is_iteration_tensor
 from .program import (
