@@ -17,7 +17,7 @@ each coordinate once, in order; values are unchanged.  Reductions under addition
 nonlinear functions are hoisted as usual (factored iteration, or a region split), so a COO
 operand of an addition is deduplicated in a pipeline of its own first.
 
-The ordering constraint is added by the ``fuse`` pass (``fusion._coo_edges``).  What is left
+The ordering constraint is added by the ``fuse`` pass (``pog._coo_edges``).  What is left
 to check (``locate.nonunique_join_problem``, after the ``locate`` pass): at the row
 of a non-unique level, the only other operands may be dense levels that are *located* (random
 access, ``p * dim + c``, is right for any coordinate sequence); an intersection or union with a

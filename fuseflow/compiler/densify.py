@@ -114,7 +114,7 @@ class _Densifier:
 
         ``rows``: the indices of the softmaxes above ``e``.  A softmax reads its operand's
         visited coordinates, so an operand read there through a permuted copy keeps its own
-        levels (:func:`.fusion._visits_read_views`), not dense ones: an access whose dense
+        levels (:func:`.pog._visits_read_views`), not dense ones: an access whose dense
         levels down to ``index`` include a softmax's row index (a CSC operand of a softmax
         along its column: always read row-major, from a copy whose column level is
         compressed) does not enumerate ``index`` under that softmax."""
