@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..lowering import row_layernorm, row_softmax
 from ...ir.samml import (
     AluOp,
     Graph,
@@ -25,8 +24,8 @@ from ...ir.samml import (
     Role,
     StreamKind,
 )
-from .skip import explain_skipping
 from ...ir.tensor import Format, TensorFormat
+from ...options import Kind, Option, Source
 from ..fusion import (
     Fusion,
     Group,
@@ -37,8 +36,8 @@ from ..fusion import (
     VNamed,
     VUn,
 )
-from .locate import located_levels
-from ..program import Op, Program, UnOp, VectorLayout
+from ..lowering import row_layernorm, row_softmax
+from ..program import Op, Program, Rejected, UnOp, VectorLayout
 from ..semantics import iteration_only
 from ..table import (
     ROOT,
@@ -50,11 +49,10 @@ from ..table import (
     JoinKind,
     _own,
 )
-
-from ...options import Kind, Option, Source
-from ..program import Rejected
 from .base import GroupIR, Pass, ProgramIR, graph_pass_text
 from .fifo import set_accumulator_buffers
+from .locate import located_levels
+from .skip import explain_skipping
 
 __all__ = ["PASS", "SPACC_BUFFERS", "CompiledGroup", "CompiledProgram", "emit_graph"]
 
