@@ -47,8 +47,8 @@ from ..table import (
     FusionTable,
     Join,
     JoinKind,
-    _own,
 )
+from ..table_exprs import _own
 from .base import GroupIR, Pass, ProgramIR, graph_pass_text
 from .fifo import set_accumulator_buffers
 from .locate import located_levels
