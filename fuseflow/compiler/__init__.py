@@ -8,20 +8,9 @@ The compiler is a named, ordered pipeline of passes (:mod:`fuseflow.compiler.pip
 """
 
 from . import catalog
+from .fused import MAX_ORDERS, Group, PermutedCopy, View
+from .fusion import Fusion, FusionError, GroupPlan, all_orders, fuse_group, plan_groups, set_order
 from .passes.lower import CompiledGroup, CompiledProgram
-from .fusion import (
-                     MAX_ORDERS,
-                     Fusion,
-                     FusionError,
-                     Group,
-                     GroupPlan,
-                     PermutedCopy,
-                     View,
-                     all_orders,
-                     fuse_group,
-                     plan_groups,
-                     set_order,
-)
 from .pipeline import (
                      PIPELINE,
                      Options,
@@ -58,7 +47,8 @@ from .program import (
                      softmax,
 )
 from .runner import ProgramResult, graph_runs, reference, reference_all, run_program
-from .table import FusionTable, LoweringError, Rejected, build_table
+from .table import LoweringError, Rejected, build_table
+from .table_records import FusionTable
 
 __all__ = [
                      "MAX_ORDERS",

@@ -24,7 +24,6 @@ from ..ir.tensor import Format, TensorFormat
 from .coo import coo_origin, lift_coo
 from .densify import densify_statement, is_iteration_tensor
 from .fused import (
-    MAX_KEPT,
     MAX_ORDERS,
     FusedOutput,
     Group,
@@ -35,7 +34,6 @@ from .fused import (
     View,
     VNamed,
     VUn,
-    render_vexpr,
 )
 from .pog import (
     _build_pog,
@@ -65,26 +63,15 @@ from .program import (
 )
 
 __all__ = [
-    "MAX_KEPT",
     "MAX_ORDERS",
-    "FusedOutput",
     "Fusion",
     "FusionError",
-    "Group",
-    "PermutedCopy",
-    "VAccess",
-    "VBin",
-    "VExpr",
-    "VNamed",
-    "VUn",
-    "View",
     "accumulator_order",
     "all_orders",
     "fuse",
     "order_lowerable",
     "order_problem",
     "plan_regions",
-    "render_vexpr",
     "set_order",
 ]
 

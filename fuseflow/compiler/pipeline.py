@@ -44,14 +44,15 @@ from typing import Any
 
 from ..ir.samml import Graph
 from ..options import Kind, Option, Source
-from .fusion import Fusion, Group, GroupPlan
+from .fused import Group
+from .fusion import Fusion, GroupPlan
 from .passes import block, fifo, fuse, locate, lower, par, plan, skip, table, verify
 from .passes.base import Dump, GroupIR, Pass, ProgramIR, graph_text, run_passes
 from .passes.lower import CompiledGroup, CompiledProgram
 from .passes.par import check_par_used
 from .passes.plan import ANALYSIS
 from .program import Program
-from .table import FusionTable
+from .table_records import FusionTable
 
 __all__ = [
     "ANALYSIS",

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir.tensor import Format, TensorData
 from .densify import is_iteration_tensor
-from .fusion import FusedOutput, VAccess, VBin, VExpr, View, VNamed, VUn, render_vexpr
+from .fused import FusedOutput, VAccess, VBin, VExpr, View, VNamed, VUn, render_vexpr
 from .program import (
     Access,
     BinOp,

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..ir.tensor import Format
-from .fusion import FusedOutput, Group, VAccess, VExpr, VNamed
+from .fused import FusedOutput, Group, VAccess, VExpr, VNamed
 from .program import LoweringError, Rejected
 from .semantics import check_division
 from .table_exprs import (
@@ -46,17 +46,8 @@ from .table_exprs import (
     _subst,
 )
 from .table_records import (
-    OUTER,
-    ROOT,
-    VAL,
-    Cell,
-    CellKind,
-    CellRef,
     FusionTable,
-    Join,
-    JoinKind,
     Nest,
-    Reducer,
 )
 from .table_steps import (
     _add_driver_columns,
@@ -79,18 +70,7 @@ from .table_steps import (
 )
 
 __all__ = [
-    "OUTER",
-    "ROOT",
-    "VAL",
-    "Cell",
-    "CellKind",
-    "CellRef",
-    "FusionTable",
-    "Join",
-    "JoinKind",
     "LoweringError",
-    "Nest",
-    "Reducer",
     "Rejected",
     "build_table",
     "table_or_rejection",

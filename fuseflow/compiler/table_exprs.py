@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir.tensor import Format, TensorFormat
-from .fusion import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
+from .fused import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
 from .program import LoweringError, Op, Rejected, UnOp, binop_text, unary_text
 from .semantics import iteration_only
 from .table_records import (

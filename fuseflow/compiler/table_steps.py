@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.tensor import Format
-from .fusion import FusedOutput, Group, View, VNamed, VUn
+from .fused import FusedOutput, Group, View, VNamed, VUn
 from .program import LoweringError, Rejected, UnOp
 from .semantics import densified, value_indices, views_under
 from .table_exprs import (

@@ -18,9 +18,10 @@ from typing import Any
 from ...ir.samml import Graph
 from ...ir.tensor import TensorFormat
 from ...options import Option
-from ..fusion import Group, GroupPlan, PermutedCopy
+from ..fused import Group, PermutedCopy
+from ..fusion import GroupPlan
 from ..program import Program, Rejected
-from ..table import FusionTable
+from ..table_records import FusionTable
 
 __all__ = ["GroupIR", "Pass", "ProgramIR", "graph_text", "indent", "run_passes"]
 

@@ -23,9 +23,9 @@ located dense levels only (:mod:`.coo`).
 from __future__ import annotations
 
 from ...ir.tensor import Format
-from ..table import Cell, CellKind, FusionTable, Join, JoinKind
 from ...options import Kind, Option, Source
 from ..program import LoweringError, Rejected
+from ..table_records import Cell, CellKind, FusionTable, Join, JoinKind
 from .base import GroupIR, Pass, ProgramIR
 from .table import tables_text
 

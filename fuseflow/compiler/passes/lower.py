@@ -26,29 +26,13 @@ from ...ir.samml import (
 )
 from ...ir.tensor import Format, TensorFormat
 from ...options import Kind, Option, Source
-from ..fusion import (
-    Fusion,
-    Group,
-    PermutedCopy,
-    VAccess,
-    VBin,
-    VExpr,
-    VNamed,
-    VUn,
-)
+from ..fused import Group, PermutedCopy, VAccess, VBin, VExpr, VNamed, VUn
+from ..fusion import Fusion
 from ..lowering import row_layernorm, row_softmax
 from ..program import Op, Program, Rejected, UnOp, VectorLayout
 from ..semantics import iteration_only
-from ..table import (
-    ROOT,
-    VAL,
-    CellKind,
-    CellRef,
-    FusionTable,
-    Join,
-    JoinKind,
-)
 from ..table_exprs import _own
+from ..table_records import ROOT, VAL, CellKind, CellRef, FusionTable, Join, JoinKind
 from .base import GroupIR, Pass, ProgramIR, graph_pass_text
 from .fifo import set_accumulator_buffers
 from .locate import located_levels

@@ -29,16 +29,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .fifo import size_fifos
 from ...ir.primitives import AluOp, NodeKind, ReduceOp, StreamKind
 from ...ir.primitives.parallel import MAX_LANES
 from ...ir.samml import Edge, Graph, GraphError, PortRef
 from ...options import Kind, Option, Source
-from ..fusion import Group
+from ..fused import Group
 from ..program import FusionError, Rejected
 from .base import GroupIR, Pass, ProgramIR, graph_pass_text
+from .fifo import size_fifos
 
-__all__ = ["PAR", "PASS", "ParallelError", "check_par_used", "ParallelRegion", "parallelize", "stream_levels"]
+__all__ = ["PAR", "PASS", "ParallelError", "ParallelRegion", "check_par_used", "parallelize", "stream_levels"]
 
 
 class ParallelError(ValueError):
