@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -205,46 +204,6 @@ def _rerun(sweep_dir: Path, scheduler: str, entries: dict[str, dict], capsys, mo
 def test_ctrl_c_on_a_sweep(sweep_dir, scheduler, capsys, monkeypatch) -> None:
     entries = _interrupted_sweep(sweep_dir, scheduler)
     _rerun(sweep_dir, "serial", entries, capsys, monkeypatch)
-
-
-def _scheduler_address(sfile: Path) -> str | None:
-    """The address in a scheduler file, once it is written whole."""
-    try:
-        return json.loads(sfile.read_text())["address"]
-    except (FileNotFoundError, ValueError, KeyError):
-        return None
-
-
-@pytest.fixture
-def dask_cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen]]]:
-    """A ``dask scheduler`` and two ``dask worker`` processes (one thread each), not in the
-    session of the command the test interrupts."""
-    from dask.distributed import Client
-
-    dask = shutil.which("dask", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
-    assert dask, "the dask command ships with dask[distributed], a dependency"
-    sfile = tmp_path / "scheduler.json"
-    procs: list[subprocess.Popen] = []
-    with open(tmp_path / "dask.log", "w") as log:
-        try:
-            procs.append(subprocess.Popen([dask, "scheduler", "--scheduler-file", str(sfile), "--port", "0",
-                                           "--no-dashboard"], env=_env(), stdout=log, stderr=log))
-            _wait_for("Dask scheduler file", lambda: _scheduler_address(sfile) is not None, procs[0])
-            address = _scheduler_address(sfile)
-            for _ in range(2):
-                procs.append(subprocess.Popen([dask, "worker", "--scheduler-file", str(sfile), "--nthreads", "1",
-                                               "--no-dashboard"], env=_env(), stdout=log, stderr=log))
-            with Client(address, timeout=FAILSAFE) as client:
-                client.wait_for_workers(2, timeout=FAILSAFE)
-            yield address, procs
-        finally:
-            for p in reversed(procs):
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=FAILSAFE)
-                except subprocess.TimeoutExpired:
-                    p.kill()
 
 
 @pytest.mark.parametrize("rerun_there", [pytest.param(False, id="interrupt"),

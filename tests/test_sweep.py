@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,11 +16,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from dask.distributed import Client
 
+from fuseflow.compiler.passes.par import parallelize
 from fuseflow.executor import Executor, ExecutorError, make_executor
 from fuseflow.kernels import example
-from fuseflow.compiler.passes.par import parallelize
 from fuseflow_cli.cli import main
 from fuseflow_cli.errors import UserError
 from fuseflow_cli.sweep import load_sweep, run_sweep
@@ -161,41 +159,21 @@ def test_executor_map_and_errors():
         make_executor("tcp://127.0.0.1:1", 1)
 
 
-def test_real_dask_scheduler_and_two_workers(tmp_path):
-    dask = shutil.which("dask", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
-    assert dask, "the dask command ships with dask[distributed], a dependency"
-    sfile = tmp_path / "scheduler.json"
+def test_real_dask_scheduler_and_two_workers(tmp_path, dask_cluster):
+    address, procs = dask_cluster
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([dask, "scheduler", "--scheduler-file", str(sfile), "--port", "0",
-                               "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    try:
-        deadline = time.time() + 60
-        while not sfile.exists() and time.time() < deadline:
-            time.sleep(0.1)
-        address = json.loads(sfile.read_text())["address"]
-        for _ in range(2):
-            procs.append(subprocess.Popen([dask, "worker", "--scheduler-file", str(sfile), "--nthreads", "1",
-                                           "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))
-        with Client(address, timeout=30) as client:  # both workers registered before the sweep starts
-            client.wait_for_workers(2, timeout=120)
-        sweep = _write(tmp_path, KERNELS)
-        out = tmp_path / "out"
-        proc = subprocess.run([sys.executable, "-m", "fuseflow_cli", "sweep", str(sweep), "-o", str(out),
-                               "--scheduler", address, "--json"], env=env, capture_output=True, text=True,
-                              timeout=300, check=False)
-        assert proc.returncode == 0, proc.stderr
-        summary = json.loads(proc.stdout)
-        assert "Dask, 2 workers" in summary["executor"] and summary["ran"] == 8
-        assert len({r["worker"] for r in summary["rows"]}) >= 1
-        assert all(r["worker"].split(":")[1] not in {str(p.pid) for p in procs[:1]} for r in summary["rows"])
-        for row in summary["rows"]:
-            assert row["cycles"] == _direct(row["kernel"], row["size"], row["density"], row["lanes"])[0]
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            p.wait(timeout=30)
+    sweep = _write(tmp_path, KERNELS)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "fuseflow_cli", "sweep", str(sweep), "-o", str(out),
+                           "--scheduler", address, "--json"], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert "Dask, 2 workers" in summary["executor"] and summary["ran"] == 8
+    assert len({r["worker"] for r in summary["rows"]}) >= 1
+    assert all(r["worker"].split(":")[1] not in {str(p.pid) for p in procs[:1]} for r in summary["rows"])
+    for row in summary["rows"]:
+        assert row["cycles"] == _direct(row["kernel"], row["size"], row["density"], row["lanes"])[0]
 
 
 def test_cli_outputs_and_failed_configurations(tmp_path, capsys):
