@@ -17,6 +17,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from stream_harness import GappySource, StallingSink
 from vectors import (
     fiber_stream,
     lane_numbers,
@@ -26,7 +27,7 @@ from vectors import (
 )
 
 from fuseflow.ir.samml import PRIMITIVES, NodeKind
-from fuseflow.ir.tokens import DONE, EMPTY, REPEAT, Stop, Token, format_stream, stop
+from fuseflow.ir.tokens import EMPTY, REPEAT, Stop, Token, format_stream, stop
 from sw_sim import ProtocolError, simulate_primitive
 from sw_sim.engine import Channel, Engine, Primitive
 from sw_sim.run import build_primitive
@@ -160,43 +161,6 @@ def test_protocol_errors_name_the_lane():
 
 
 # ----------------------------------------------------------------------------- back-pressure
-class _Feed(Primitive):
-    """Pushes a token list, idling a cycle with probability ``gap`` (seeded)."""
-
-    def __init__(self, name, out, tokens, gap, rng):
-        super().__init__(name, {}, {"out": out})
-        self.out, self.tokens, self.gap, self.rng = out, list(tokens), gap, rng
-
-    def step(self) -> bool:
-        if not self.tokens or self.out.isfull:
-            return False
-        if self.rng.random() < self.gap:
-            return True
-        self.out.push(self.tokens.pop(0))
-        if not self.tokens:
-            self.finish()
-        return True
-
-
-class _Drain(Primitive):
-    """Pops with probability ``1 - stall`` per cycle (seeded), records; finishes on D."""
-
-    def __init__(self, name, inp, stall, rng):
-        super().__init__(name, {"in": inp}, {})
-        self.inp, self.stall, self.rng, self.tokens = inp, stall, rng, []
-
-    def step(self) -> bool:
-        if not self.inp.q:
-            return False
-        if self.rng.random() < self.stall:
-            return True
-        tok = self.inp.pop()
-        self.tokens.append(tok)
-        if tok is DONE:
-            self.finish()
-        return True
-
-
 class _Net:
     """A network of primitives between fed inputs and drained outputs, channels of random
     depth 2 to 4."""
@@ -206,7 +170,7 @@ class _Net:
         self.gap, self.stall = gap, stall
         self.prims: list[Primitive] = []
         self.chans: list[Channel] = []
-        self.drains: dict[str, _Drain] = {}
+        self.drains: dict[str, StallingSink] = {}
 
     def chan(self, name: str) -> Channel:
         self.chans.append(Channel(name, self.rng.randint(2, 4)))
@@ -214,12 +178,12 @@ class _Net:
 
     def feed(self, name: str, tokens) -> Channel:
         c = self.chan(name)
-        self.prims.append(_Feed(f"feed_{name}", c, tokens, self.gap, self.rng))
+        self.prims.append(GappySource(f"feed_{name}", c, tokens, self.gap, self.rng))
         return c
 
     def drain(self, name: str) -> Channel:
         c = self.chan(name)
-        self.drains[name] = _Drain(f"drain_{name}", c, self.stall, self.rng)
+        self.drains[name] = StallingSink(f"drain_{name}", c, self.stall, self.rng)
         return c
 
     def node(self, kind: str, name: str, ins: dict[str, Channel], outs: dict[str, Channel], **params):

@@ -22,20 +22,21 @@ from skip_cases import (
     skip_reference,
     uniform,
 )
+from stream_harness import GappySource, StallingSink
 from streamref import intersect
 from vectors import fiber_stream, random_vectors
 
 from fuseflow.compiler import Program, compile_program, einsum
-from fuseflow.kernels import KERNELS, example
 from fuseflow.compiler.passes.fifo import size_fifos
+from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, skip_sites
 from fuseflow.ir.primitives import PRIMITIVES
 from fuseflow.ir.samml import Graph, GraphError, NodeKind, StreamKind
-from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, skip_sites
 from fuseflow.ir.tensor import CSR
-from fuseflow.ir.tokens import DONE, format_stream, parse_stream, stop
+from fuseflow.ir.tokens import format_stream, parse_stream, stop
+from fuseflow.kernels import KERNELS, example
 from fuseflow_cli.cli import main
 from sw_sim import run_graph, simulate_primitive
-from sw_sim.engine import Channel, Engine, Primitive
+from sw_sim.engine import Channel, Engine
 from sw_sim.run import build_primitive
 
 S0 = stop(0)
@@ -233,43 +234,6 @@ def test_skip_intersect_against_references(vec):
 
 
 # ----------------------------------------------------------------------------- the loop
-class _Feed(Primitive):
-    """Pushes a token list, idling a cycle with probability ``gap`` (seeded)."""
-
-    def __init__(self, name, out, tokens, gap, rng):
-        super().__init__(name, {}, {"out": out})
-        self.out, self.tokens, self.gap, self.rng = out, list(tokens), gap, rng
-
-    def step(self) -> bool:
-        if not self.tokens or self.out.isfull:
-            return False
-        if self.rng.random() < self.gap:
-            return True  # idle this cycle, try again next
-        self.out.push(self.tokens.pop(0))
-        if not self.tokens:
-            self.finish()
-        return True
-
-
-class _Drain(Primitive):
-    """Pops with probability ``1 - stall`` per cycle (seeded), records; finishes on D."""
-
-    def __init__(self, name, inp, stall, rng):
-        super().__init__(name, {"in": inp}, {})
-        self.inp, self.stall, self.rng, self.tokens = inp, stall, rng, []
-
-    def step(self) -> bool:
-        if not self.inp.q:
-            return False
-        if self.rng.random() < self.stall:
-            return True
-        tok = self.inp.pop()
-        self.tokens.append(tok)
-        if tok is DONE:
-            self.finish()
-        return True
-
-
 def run_loop(levels, refs, *, skip: bool, gap: float = 0.0, stall: float = 0.0, seed: int = 0, depth: int = 2):
     """Two compressed scanners (``levels``: (seg, crd) each, one ref stream each) into an
     intersect, with (``skip``) or without the skip edges; random input gaps and output
@@ -287,7 +251,7 @@ def run_loop(levels, refs, *, skip: bool, gap: float = 0.0, stall: float = 0.0, 
         ins = {"ref": c(f"ref_in{i}")}
         if skip:
             ins["skip"] = c(f"skip{i}")
-        prims.append(_Feed(f"feed{i}", ch[f"ref_in{i}"], parse_stream(ref), gap, rng))
+        prims.append(GappySource(f"feed{i}", ch[f"ref_in{i}"], parse_stream(ref), gap, rng))
         prims.append(build_primitive(NodeKind.SCAN, f"scan{i}", ins, {"crd": c(f"crd{i}"), "ref": c(f"ref{i}")},
                                      {"format": "compressed", "seg": seg, "crd": crd, "skip": skip}))
     outs = {"crd": c("out_crd"), "ref0": c("out_ref0"), "ref1": c("out_ref1")}
@@ -296,7 +260,7 @@ def run_loop(levels, refs, *, skip: bool, gap: float = 0.0, stall: float = 0.0, 
     prims.append(build_primitive(NodeKind.INTERSECT, "x", {p: ch[p] for p in ("crd0", "crd1", "ref0", "ref1")},
                                  outs, {"n": 2, "skip": skip}))
     for p in ("crd", "ref0", "ref1"):
-        sinks.append(_Drain(f"sink_{p}", ch[f"out_{p}"], stall, rng))
+        sinks.append(StallingSink(f"sink_{p}", ch[f"out_{p}"], stall, rng))
     eng = Engine(prims + sinks, list(ch.values()), sinks)
     eng.run(max_cycles=200_000)
     return {s.name[5:]: s.tokens for s in sinks}, ch["crd0"].count + ch["crd1"].count
