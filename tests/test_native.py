@@ -15,35 +15,25 @@ import numpy as np
 
 import sw_sim
 from fuseflow.compiler import Program, compile_program, einsum, graph_runs
-from fuseflow.kernels import KERNELS, example
 from fuseflow.compiler.passes.skip import enable_skipping, skip_sites
+from fuseflow.kernels import KERNELS, example
 from sw_sim import native, run_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _program_inner():
-    p = Program("inner")
-    b = p.tensor("B", (24, 24), "dcsr")
-    c = p.tensor("C", (24, 24), "dcsc")
+# name -> (B's format, C's format, dataflow order of X or None): the compiled X = B·C programs
+MATMULS = {"inner": ("dcsr", "dcsc", "ijk"), "gustavson": ("csr", "csr", "ikj"), "coo": ("coo", "csr", None)}
+
+
+def _matmul(name: str):
+    """X = B·C (24x24 operands) in the formats and order ``MATMULS[name]``, compiled."""
+    b_fmt, c_fmt, order = MATMULS[name]
+    p = Program(name)
+    b = p.tensor("B", (24, 24), b_fmt)
+    c = p.tensor("C", (24, 24), c_fmt)
     p.output(p.let("X", einsum("ik,kj->ij", b, c)))
-    return compile_program(p, orders={"X": "ijk"})
-
-
-def _program_gustavson():
-    p = Program("gustavson")
-    b = p.tensor("B", (24, 24), "csr")
-    c = p.tensor("C", (24, 24), "csr")
-    p.output(p.let("X", einsum("ik,kj->ij", b, c)))
-    return compile_program(p, orders={"X": "ikj"})
-
-
-def _program_coo():
-    p = Program("coo")
-    b = p.tensor("B", (24, 24), "coo")
-    c = p.tensor("C", (24, 24), "csr")
-    p.output(p.let("X", einsum("ik,kj->ij", b, c)))
-    return compile_program(p)
+    return compile_program(p, orders={"X": order} if order else None)
 
 
 def _operands(seed: int) -> dict[str, np.ndarray]:
@@ -75,11 +65,11 @@ def run_cases() -> dict[str, dict]:
         out[f"{k}@hbm2"] = _record(run_graph(g, data, memory="hbm2"))
         if any(site.convertible for site in skip_sites(g)):
             out[f"{k}+skip"] = _record(run_graph(enable_skipping(g), data))
-    for name, make in (("inner", _program_inner), ("gustavson", _program_gustavson), ("coo", _program_coo)):
-        for i, (_, _, res) in enumerate(graph_runs(make(), _operands(2), simulate=run_graph)):
+    for name in MATMULS:
+        for i, (_, _, res) in enumerate(graph_runs(_matmul(name), _operands(2), simulate=run_graph)):
             out[f"{name}.{i}"] = _record(res)
     # COO levels read off chip (the singleton level: a crd port only)
-    for i, (_, _, res) in enumerate(graph_runs(_program_coo(), _operands(3), simulate=run_graph, memory="hbm2")):
+    for i, (_, _, res) in enumerate(graph_runs(_matmul("coo"), _operands(3), simulate=run_graph, memory="hbm2")):
         out[f"coo@hbm2.{i}"] = _record(res)
     return out
 
