@@ -13,13 +13,13 @@ import pytest
 from streamref import fibers
 from vectors import fiber_stream
 
-from fuseflow.ir.builder import GraphBuilder
-from fuseflow.kernels import example
 from fuseflow.compiler.lowering import bias_add, bias_lookup, row_layernorm, row_softmax
+from fuseflow.ir.builder import GraphBuilder
 from fuseflow.ir.numerics import DEFAULT_FIXED, FLOAT, Numerics
 from fuseflow.ir.samml import Graph, GraphError, NodeKind, Role, StreamKind
 from fuseflow.ir.tensor import CSR, DENSE2, TensorData, TensorFormat
 from fuseflow.ir.tokens import DONE, EMPTY, Stop, format_stream, parse_stream, stop
+from fuseflow.kernels import example
 from sw_sim import DeadlockError, ProtocolError, run_graph, simulate_primitive
 
 Q = DEFAULT_FIXED
@@ -239,7 +239,9 @@ def test_stkn_drop_examples_and_throughput():
 
 
 # ----------------------------------------------------------------------------- lowerings end to end
-def _csr_graph(name: str, n: int, m: int, fmt: TensorFormat, body) -> Graph:
+def csr_graph(name: str, n: int, m: int, fmt: TensorFormat, body) -> Graph:
+    """C = body(A) elementwise over an n x m matrix A stored in ``fmt`` (C in the same format):
+    ``body(builder, A's value stream)`` returns C's value stream."""
     b = GraphBuilder(name)
     g = b.g
     g.tensor("A", (n, m), fmt)
@@ -253,7 +255,7 @@ def _csr_graph(name: str, n: int, m: int, fmt: TensorFormat, body) -> Graph:
 
 
 def softmax_graph(n: int, m: int) -> Graph:
-    return _csr_graph("row_softmax", n, m, CSR, lambda b, x: row_softmax(b, x, m))
+    return csr_graph("row_softmax", n, m, CSR, lambda b, x: row_softmax(b, x, m))
 
 
 def sparse_softmax_ref(a: np.ndarray) -> np.ndarray:
@@ -286,14 +288,14 @@ def test_softmax_lowering_matches_numpy(num):
 
 
 def test_softmax_short_fifo_deadlocks_clearly():
-    g = _csr_graph("tight", 2, 12, CSR, lambda b, x: row_softmax(b, x, 1))
+    g = csr_graph("tight", 2, 12, CSR, lambda b, x: row_softmax(b, x, 1))
     a = np.ones((2, 12))
     with pytest.raises(DeadlockError, match="deadlock"):
         run_graph(g, {"A": TensorData.from_dense(Q.quantize(a), CSR)}, numerics=Q)
 
 
 def layernorm_graph(n: int, d: int) -> Graph:
-    return _csr_graph("row_layernorm", n, d, DENSE2, lambda b, v: row_layernorm(b, v, d))
+    return csr_graph("row_layernorm", n, d, DENSE2, lambda b, v: row_layernorm(b, v, d))
 
 
 def layernorm_ref(x: np.ndarray) -> np.ndarray:
@@ -412,7 +414,7 @@ def test_spacc2_design_style_example_and_errors():
 
 
 def test_new_nodes_verify_and_round_trip_json():
-    g = _csr_graph("attn_ops", 4, 8, CSR, lambda b, x: row_softmax(b, x, 8))
+    g = csr_graph("attn_ops", 4, 8, CSR, lambda b, x: row_softmax(b, x, 8))
     m = g.add(NodeKind.CRD_MASK, "mask", pred="block", block=2, pattern=[[1, 0], [1, 1]])
     s = g.add(NodeKind.ALU, "scale", op="mul_scalar", scalar=0.125)
     g2 = Graph.from_json(g.to_json())

@@ -11,13 +11,13 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_ml_primitives_sw import csr_graph
 
-from fuseflow.ir.builder import GraphBuilder
-from fuseflow.kernels import example
 from fuseflow.ir.numerics import Numerics
 from fuseflow.ir.overflow import NumericOverflowError
-from fuseflow.ir.samml import NodeKind, Role
+from fuseflow.ir.samml import NodeKind
 from fuseflow.ir.tensor import CSR, TensorData
+from fuseflow.kernels import example
 from fuseflow_cli import cmd_rtl
 from fuseflow_cli.cli import main
 from hw.elaborate import HwConfig
@@ -139,17 +139,11 @@ def test_accumulator_wrap_in_a_16_bit_build() -> None:
 def _unary_graph(n: int, m: int):
     """C = exp(4 A) elementwise over a CSR matrix: a ``mul_scalar`` node ``scale`` and an
     ``exp`` node ``expo``."""
-    b = GraphBuilder("exp_scaled")
-    g = b.g
-    g.tensor("A", (n, m), CSR)
-    g.tensor("C", (n, m), CSR, Role.OUTPUT)
-    ci, ri = b.scan("A", 0, b.root("A"))
-    b.write("C", 0, ci)
-    cj, rj = b.scan("A", 1, ri)
-    b.write("C", 1, cj)
-    scaled = b.node(NodeKind.ALU, "scale", {"a": b.load("A", rj)}, op="mul_scalar", scalar=4.0)["val"]
-    b.write_vals("C", b.node(NodeKind.ALU, "expo", {"a": scaled}, op="exp")["val"])
-    return g
+    def body(b, a):
+        scaled = b.node(NodeKind.ALU, "scale", {"a": a}, op="mul_scalar", scalar=4.0)["val"]
+        return b.node(NodeKind.ALU, "expo", {"a": scaled}, op="exp")["val"]
+
+    return csr_graph("exp_scaled", n, m, CSR, body)
 
 
 @pytest.mark.parametrize("runner", ["native", "cocotb"])
