@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from compiler_programs import random_inputs
+from example_programs import load_example
 
 from fuseflow.compiler import Program, compile_program, einsum, reference, run_program
 from fuseflow.ir.samml import NodeKind
@@ -27,12 +28,7 @@ def spmv(n: int = 24, m: int = 20) -> Program:
     return p
 
 
-def spmm(n: int = 16, j: int = 6) -> Program:
-    p = Program("spmm")
-    A = p.tensor("A", (n, n), "csr")
-    X = p.tensor("X", (n, j), "dense")
-    p.output(p.let("T", einsum("ik,kj->ij", A, X), order="ikj"))
-    return p
+spmm = load_example("spmm").program  # spmm(n, m): T = A·X, A n×n CSR, X n×m dense, order i->k->j
 
 
 def add_dense(n: int = 12) -> Program:
@@ -93,8 +89,8 @@ def test_dense_level_under_a_possibly_empty_parent_is_not_located() -> None:
 
 
 def test_explain_names_the_located_levels_and_none_when_nothing_is() -> None:
-    assert "located dense levels: X at u0" in compile_program(spmm()).explain()
-    assert "located dense levels: none" in compile_program(spmm(), locate=False).explain()
+    assert "located dense levels: X at u0" in compile_program(spmm(16, 6)).explain()
+    assert "located dense levels: none" in compile_program(spmm(16, 6), locate=False).explain()
 
 
 def _csr_rows(n: int, m: int, density: float, seed: int) -> np.ndarray:
