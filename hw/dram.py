@@ -61,6 +61,22 @@ def _log2(n: int) -> int:
     return n.bit_length() - 1
 
 
+def round_robin(m: Module, ports) -> tuple[Signal, Signal, Signal]:
+    """The arbiter of ``ports`` (each with a ``waiting`` bit): ``sel`` is the first waiting
+    port at or after the pointer ``rr`` (else the first waiting port), ``any_w`` whether any
+    waits.  The caller moves ``rr`` past ``sel`` on a grant.  Returns ``(rr, sel, any_w)``."""
+    n = len(ports)
+    rr, sel, any_w = Signal(range(max(n, 2))), Signal(range(max(n, 2))), Signal()  # no 0-bit signals
+    for first_pass in (True, False):  # later assignments take priority
+        for i in reversed(range(n)):
+            cond = ports[i].waiting if first_pass else ports[i].waiting & (rr <= i)
+            with m.If(cond):
+                m.d.comb += sel.eq(i)
+                if first_pass:
+                    m.d.comb += any_w.eq(1)
+    return rr, sel, any_w
+
+
 class _Gate(wiring.Component):
     """Line tags ``t0`` (newest) and ``t1``, and the request state: idle, waiting or granted.
     A grant's fill takes effect in cycle ``done``: the tags, idleness and residency a subclass
@@ -174,15 +190,7 @@ class Controller(wiring.Component):
         cycle = Signal(CYCLE_WIDTH)
         m.d.sync += cycle.eq(cycle + 1)
         m.d.comb += [p.cycle.eq(cycle) for p in ports]
-        # the first waiting port at or after rr (later assignments take priority)
-        rr, sel, any_w = Signal(range(max(n, 2))), Signal(range(max(n, 2))), Signal()  # no 0-bit signals
-        for first_pass in (True, False):
-            for i in reversed(range(n)):
-                cond = ports[i].waiting if first_pass else ports[i].waiting & (rr <= i)
-                with m.If(cond):
-                    m.d.comb += sel.eq(i)
-                    if first_pass:
-                        m.d.comb += any_w.eq(1)
+        rr, sel, any_w = round_robin(m, ports)
         aid_w = max(1, max(s.array_id for s in self.specs).bit_length())
         line, aid = Signal(self.lw), Signal(aid_w)
         with m.Switch(sel):

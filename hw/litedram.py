@@ -39,7 +39,7 @@ from amaranth.lib.wiring import In, Out
 from fuseflow.ir.memory import MemoryModel, MemPort, word_bytes
 
 from .base import MemRead, MemWrite, addr_bits
-from .dram import CYCLE_WIDTH, MemBus, bus_link, line_width
+from .dram import CYCLE_WIDTH, MemBus, bus_link, line_width, round_robin
 from .elaborate import GraphTop, tensor_capacities
 
 __all__ = ["DRAM_BOARDS", "DramBoard", "DramGraphTop", "LineEngine", "LiteDRAMCore", "dram_layout",
@@ -445,14 +445,7 @@ class LineEngine(wiring.Component):
         nat_words = self.line_bytes // nb
         # ---- arbitration: the first waiting port at or after rr
         state = Signal(range(5), init=IDLE)
-        rr, sel, any_w = Signal(range(max(n, 2))), Signal(range(max(n, 2))), Signal()
-        for first_pass in (True, False):
-            for i in reversed(range(n)):
-                cond = ports[i].waiting if first_pass else ports[i].waiting & (rr <= i)
-                with m.If(cond):
-                    m.d.comb += sel.eq(i)
-                    if first_pass:
-                        m.d.comb += any_w.eq(1)
+        rr, sel, any_w = round_robin(m, ports)
         sel_write = Signal()
         with m.Switch(sel):
             for i, s in enumerate(self.specs):
