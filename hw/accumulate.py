@@ -395,53 +395,95 @@ class SpAcc1Double(SpAcc1):
 class SpAcc2(StreamPrimitive):
     """Sparse accumulator, order 2 (see sw_sim.accumulate.SpAcc2): an accumulator memory of
     ``dim0 * dim1`` entries (address ``i * dim1 + j``) with a valid bit each; the flush walks
-    the valid bits in address order with a priority encoder."""
+    the valid bits in address order with a priority encoder.  ``buffers`` banks of sums, 1 or 2.
+
+    One bank: the accumulator and the flush take turns, both waiting for output room; the end
+    of an outer fiber starts the flush, which leaves the stops at the heads and pops them with
+    its own stops.
+
+    Two banks (sw_sim.accumulate.SpAcc2Double) in one memory (the bank is the low address
+    bit): ``valid`` holds the accumulating bank's bits, ``flush_valid`` the flushed bank's,
+    walked by the priority encoder and cleared entry by entry.  The end of an outer fiber hands
+    the bank over when the flusher is idle or emits its stops this cycle: pops the four stops,
+    keeps outer ``Sm`` for the flush, moves ``valid`` to ``flush_valid`` and flips ``bank``.
+    The accumulator does not wait for output room; the flusher and ``D`` do."""
 
     def __init__(self, *, dim0: int, dim1: int, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH,
-                 numerics: Numerics = INT32, depths=None):
+                 numerics: Numerics = INT32, depths=None, buffers: int = 1):
+        if buffers not in (1, 2):
+            raise ValueError(f"sparse accumulator: buffers={buffers!r} must be 1 or 2")
         self.dim0, self.dim1, self.op, self.cw, self.num = dim0, dim1, op, cw, numerics
-        self.vw = numerics.width
+        self.vw, self.buffers = numerics.width, buffers
         super().__init__({"outer": cw, "inner0": cw, "inner1": cw, "val": self.vw},
                          {"crd0": cw, "crd1": cw, "val": self.vw}, depths, overflow_member(op))
 
     def logic(self, m):
         cw, vw, d1 = self.cw, self.vw, self.dim1
         size = self.dim0 * d1
-        outer, ij, val = self.i_outer, self.i_inner1, self.i_val
-        acc = memory.Memory(shape=vw, depth=size, init=[])
+        acc = memory.Memory(shape=vw, depth=self.buffers * size, init=[])
         m.submodules.acc = acc
-        wp = acc.write_port()
-        rp = acc.read_port(domain="comb")
-        valid = Signal(size)
-        flushing, group_open = Signal(), Signal()
-        cur_i, last_i = Signal(cw), Signal(cw)
-        cur_valid = Signal()
-        first = Signal(range(max(size, 2)))
-        for b in reversed(range(size)):
-            with m.If(valid[b]):
-                m.d.comb += first.eq(b)
-        fi, fj = Signal(cw), Signal(cw)
-        m.d.comb += [fi.eq(first // d1), fj.eq(first % d1)]
+        r = SimpleNamespace(wp=acc.write_port(), rp=acc.read_port(domain="comb"), valid=Signal(size, name="valid"),
+                            flushing=Signal(name="flushing"), group_open=Signal(name="group_open"),
+                            cur_i=Signal(cw, name="cur_i"), last_i=Signal(cw, name="last_i"),
+                            cur_valid=Signal(name="cur_valid"), first=Signal(range(max(size, 2)), name="first"),
+                            room=Signal(name="room"), more=Signal(name="more"))
         flags: Flags = []
-        addr, summed, v = self._accumulate_datapath(m, rp, cur_valid, cur_i, flags)
-        oh = outer.payload
-        hit = valid.bit_select(addr, 1)
-        sticky_overflow(m, self, wp.en & hit, flags)  # a first value is stored as it is
-        m.d.comb += [rp.addr.eq(Mux(flushing, first, addr)), wp.addr.eq(addr),
-                     wp.data.eq(Mux(hit, summed, v[:vw]))]
-        flush = (valid, first, fi, fj, group_open, last_i, rp.data)
-        with m.If(self.room()):
-            with m.If(flushing):
-                with m.If(valid.any()):
-                    self._flush_entry(m, *flush)
-                with m.Else():
+        r.addr, summed, v = self._accumulate_datapath(m, r.rp, r.cur_valid, r.cur_i, flags)
+        hit = r.valid.bit_select(r.addr, 1)
+        sticky_overflow(m, self, r.wp.en & hit, flags)  # a first value is stored as it is
+        m.d.comb += [r.wp.data.eq(Mux(hit, summed, v[:vw])), r.room.eq(self.room())]
+        if self.buffers == 1:
+            self._one_bank(m, r)
+        else:
+            self._two_banks(m, r, acc)
+        for b in reversed(range(size)):  # the lowest set bit of the entries to flush
+            with m.If(r.flush_valid[b]):
+                m.d.comb += r.first.eq(b)
+        fi, fj = Signal(cw), Signal(cw)
+        m.d.comb += [fi.eq(r.first // d1), fj.eq(r.first % d1), r.more.eq(r.flush_valid.any())]
+        with m.If(r.flushing & r.room):
+            with m.If(r.more):
+                self._flush_entry(m, r.flush_valid, r.first, fi, fj, r.group_open, r.last_i, r.word)
+            with m.Else():
+                if self.buffers == 1:  # the stops stayed at the heads through the flush
                     self._pop_all(m)
-                    self.push(m, "crd0", oh)
-                    self.push(m, "crd1", stop_word(level(oh) + 1, cw))
-                    self.push(m, "val", stop_word(level(oh) + 1, vw))
-                    m.d.sync += [flushing.eq(0), group_open.eq(0)]
-            with m.Elif(ij.valid & val.valid):
-                self._accumulate(m, wp, valid, addr, cur_valid, cur_i, _sync(m, flushing.eq(1)))
+                self.push(m, "crd0", r.stop)
+                self.push(m, "crd1", stop_word(level(r.stop) + 1, cw))
+                self.push(m, "val", stop_word(level(r.stop) + 1, vw))
+                m.d.sync += [r.flushing.eq(0), r.group_open.eq(0)]
+        with m.If(r.accumulates & self.i_inner1.valid & self.i_val.valid):
+            self._accumulate(m, r.wp, r.valid, r.addr, r.cur_valid, r.cur_i, r.end_fiber, r.may_finish)
+
+    def _one_bank(self, m, r):
+        """One bank: the flush reads the accumulator's port and walks ``valid`` itself; the
+        accumulator runs when no flush does and the outputs have room.  Sets ``r.flush_valid``,
+        ``r.word``, ``r.stop``, ``r.accumulates``, ``r.end_fiber`` and ``r.may_finish``."""
+        m.d.comb += [r.rp.addr.eq(Mux(r.flushing, r.first, r.addr)), r.wp.addr.eq(r.addr)]
+        r.flush_valid, r.word, r.stop = r.valid, r.rp.data, self.i_outer.payload
+        r.accumulates, r.may_finish = ~r.flushing & r.room, None
+        r.end_fiber = _sync(m, r.flushing.eq(1))
+
+    def _two_banks(self, m, r, acc):
+        """Two banks: a second read port for the flush of the other bank, which walks
+        ``flush_valid``; the accumulator runs whatever the outputs, and the end of an outer
+        fiber hands its bank over when the flusher is free (idle, or emitting its stops this
+        cycle).  Sets what :meth:`_one_bank` sets."""
+        fp = acc.read_port(domain="comb")  # flush, the other bank
+        bank = Signal(name="bank")
+        r.flush_valid = Signal(len(r.valid), name="flush_valid")
+        flush_stop = Signal(self.cw + 1, name="flush_stop")  # the outer stop that ends the fiber being flushed
+        free = Signal(name="free")
+        m.d.comb += [r.rp.addr.eq(Cat(bank, r.addr)), fp.addr.eq(Cat(~bank, r.first)),
+                     r.wp.addr.eq(Cat(bank, r.addr)), free.eq(~r.flushing | (r.room & ~r.more))]
+        r.word, r.stop, r.accumulates, r.may_finish = fp.data, flush_stop, 1, ~r.flushing & r.room
+
+        def hand_over():
+            with m.If(free):
+                self._pop_all(m)
+                m.d.sync += [r.flushing.eq(1), flush_stop.eq(self.i_outer.payload), bank.eq(~bank),
+                             r.flush_valid.eq(r.valid), r.valid.eq(0)]
+
+        r.end_fiber = hand_over
 
     def _pop_all(self, m):
         for n in ("outer", "inner0", "inner1", "val"):
@@ -517,70 +559,10 @@ class SpAcc2(StreamPrimitive):
 
 
 class SpAcc2Double(SpAcc2):
-    """``buffers=2`` (see sw_sim.accumulate.SpAcc2Double): two banks of sums in one memory (the
-    bank is the low address bit).  ``valid`` holds the accumulating bank's bits, ``flush_valid``
-    the flushed bank's, walked by the priority encoder and cleared entry by entry.  The end of
-    an outer fiber hands the bank over when the flusher is idle or emits its stops this cycle:
-    pops the four stops, keeps outer ``Sm`` for the flush, moves ``valid`` to ``flush_valid``
-    and flips ``bank``.  The accumulator does not wait for output room; the flusher and ``D``
-    do."""
+    """:class:`SpAcc2` with two banks of sums: the name of ``SpAcc2(buffers=2)``."""
 
-    def logic(self, m):
-        cw, vw, d1 = self.cw, self.vw, self.dim1
-        size = self.dim0 * d1
-        outer, ij, val = self.i_outer, self.i_inner1, self.i_val
-        first = Signal(range(max(size, 2)))
-        acc = memory.Memory(shape=vw, depth=2 * size, init=[])
-        m.submodules.acc = acc
-        wp = acc.write_port()
-        rp = acc.read_port(domain="comb")  # read-add-write, accumulating bank
-        fp = acc.read_port(domain="comb")  # flush, the other bank
-        bank = Signal()
-        valid, flush_valid = Signal(size), Signal(size)
-        flushing = Signal()
-        group_open = Signal()
-        cur_i, last_i = Signal(cw), Signal(cw)
-        cur_valid = Signal()
-        flush_stop = Signal(cw + 1)  # the outer stop that ends the fiber being flushed
-        for b in reversed(range(size)):
-            with m.If(flush_valid[b]):
-                m.d.comb += first.eq(b)
-        fi, fj = Signal(cw), Signal(cw)
-        m.d.comb += [fi.eq(first // d1), fj.eq(first % d1)]
-        flags: Flags = []
-        addr, summed, v = self._accumulate_datapath(m, rp, cur_valid, cur_i, flags)
-        hit = valid.bit_select(addr, 1)
-        sticky_overflow(m, self, wp.en & hit, flags)  # a first value is stored as it is
-        m.d.comb += [rp.addr.eq(Cat(bank, addr)), fp.addr.eq(Cat(~bank, first)),
-                     wp.addr.eq(Cat(bank, addr)), wp.data.eq(Mux(hit, summed, v[:vw]))]
-        room, more, free = Signal(), Signal(), Signal()
-        m.d.comb += [room.eq(self.room()), more.eq(flush_valid.any()),
-                     free.eq(~flushing | (room & ~more))]
-        with m.If(flushing & room):
-            with m.If(more):
-                self._flush_entry(m, flush_valid, first, fi, fj, group_open, last_i, fp.data)
-            with m.Else():
-                self.push(m, "crd0", flush_stop)
-                self.push(m, "crd1", stop_word(level(flush_stop) + 1, cw))
-                self.push(m, "val", stop_word(level(flush_stop) + 1, vw))
-                m.d.sync += [flushing.eq(0), group_open.eq(0)]
-
-        def hand_over():
-            with m.If(free):
-                self._pop_all(m)
-                m.d.sync += [flushing.eq(1), flush_stop.eq(outer.payload), bank.eq(~bank),
-                             flush_valid.eq(valid), valid.eq(0)]
-
-        with m.If(ij.valid & val.valid):
-            self._accumulate(m, wp, valid, addr, cur_valid, cur_i, hand_over, may_finish=~flushing & room)
-
-
-def _double(b: HwBuild) -> bool:
-    """Whether the node is double-buffered (``buffers`` 2; 1 is the single bank)."""
-    n = b.params.get("buffers", 1)
-    if n not in (1, 2):
-        raise ValueError(f"sparse accumulator: buffers={n!r} must be 1 or 2")
-    return n == 2
+    def __init__(self, **kw):
+        super().__init__(buffers=2, **kw)
 
 
 @rtl("spacc1")
@@ -593,6 +575,5 @@ def _spacc1(b: HwBuild):
 @rtl("spacc2")
 def _spacc2(b: HwBuild):
     p, cfg = b.params, b.cfg
-    cls = SpAcc2Double if _double(b) else SpAcc2
-    return cls(dim0=p["dim0"], dim1=p["dim1"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, numerics=cfg.num,
-               depths=b.depths), {}
+    return SpAcc2(dim0=p["dim0"], dim1=p["dim1"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, numerics=cfg.num,
+                  depths=b.depths, buffers=p.get("buffers", 1)), {}
