@@ -12,9 +12,19 @@ from dataclasses import dataclass
 import numpy as np
 from example_programs import load_example
 
-from fuseflow.compiler import Program, catalog, einsum, maximum, minimum, relu
+from fuseflow.compiler import (
+    Program,
+    catalog,
+    einsum,
+    maximum,
+    minimum,
+    reference,
+    relu,
+    run_program,
+)
 from fuseflow.compiler.semantics import denominator_inputs
 from fuseflow.ir.tensor import Format, TensorData
+from sw_sim import run_graph
 
 
 @dataclass(frozen=True)
@@ -389,6 +399,19 @@ def assert_canonical(name: str, t: TensorData) -> None:
             seg = np.asarray(t.seg[lvl])
             empty = np.flatnonzero(np.diff(seg) == 0)
             assert not empty.size, f"{name}: level {lvl} stores empty fibers at positions {empty}"
+
+
+def check(compiled, data) -> None:
+    """sw_sim's outputs of ``compiled`` on ``data`` are numpy's (``reference``), element for
+    element and shape for shape, stored canonically."""
+    result = run_program(compiled, data, simulate=run_graph)
+    expected = reference(compiled.program, data)
+    assert set(result.outputs) == set(expected)
+    for name, want in expected.items():
+        assert_canonical(name, result.outputs[name])
+        got = result.dense(name)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want, err_msg=f"output {name}")
 
 
 def random_inputs(program: Program, density: dict[str, float], seed: int,

@@ -4,11 +4,12 @@ hypothesis strategy of the compiler's property test and fuzzing (``programs()``,
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import assume, event
 from hypothesis import strategies as st
 
-from fuseflow.compiler import Program, einsum
+from fuseflow.compiler import Fusion, FusionError, LoweringError, Program, compile_program, einsum
 
-__all__ = ["SIZES", "build", "operand", "programs"]
+__all__ = ["SIZES", "build", "compile_or_assume", "operand", "programs"]
 
 SIZES = {"i": 3, "j": 4, "k": 3, "l": 2, "m": 2}
 
@@ -75,3 +76,16 @@ def build(spec) -> tuple[Program, dict[str, np.ndarray]]:
     else:
         p.output(y)
     return p, data
+
+
+def compile_or_assume(program: Program, fusion: Fusion, factored: bool):
+    """``program`` compiled; a program the compiler refuses with a reason (an order-2
+    accumulator, a broadcast over a compressed level) is no example (``assume(False)``), the
+    refusal recorded as a hypothesis event."""
+    try:
+        compiled = compile_program(program, fusion, factored=factored)
+    except (FusionError, LoweringError) as exc:
+        event(f"refused: {type(exc).__name__}")
+        assume(False)
+    event("compiled")
+    return compiled

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compiler_programs import SUITE, random_inputs
-from test_compiler_suite import check
+from compiler_programs import SUITE, check, random_inputs
 
 from fuseflow.compiler import (
     Fusion,

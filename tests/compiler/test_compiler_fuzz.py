@@ -6,41 +6,21 @@ to a minimal program.  Reduced in the suite; ``FUSEFLOW_FUZZ=full`` runs 10 000 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from compiler_programs import assert_canonical
+from compiler_programs import check
 from fuzz_settings import fuzz_settings
-from hypothesis import assume, event, given
+from hypothesis import given
 from hypothesis import strategies as st
-from random_programs import build, programs
+from random_programs import build, compile_or_assume, programs
 
-from fuseflow.compiler import (
-    Fusion,
-    FusionError,
-    LoweringError,
-    compile_program,
-    reference,
-    run_program,
-)
-from sw_sim import run_graph
+from fuseflow.compiler import Fusion, compile_program
 
 
 @fuzz_settings(reduced=120, full=10_000)
 @given(spec=programs(), fusion=st.sampled_from(list(Fusion)), factored=st.booleans())
 def test_fuzz_programs_sw_sim_equals_numpy(spec, fusion: Fusion, factored: bool) -> None:
     program, data = build(spec)
-    try:
-        compiled = compile_program(program, fusion, factored=factored)
-    except (FusionError, LoweringError) as exc:  # refused with a reason (e.g. an order-2 accumulator)
-        event(f"refused: {type(exc).__name__}")
-        assume(False)
-        return
-    event("compiled")
-    expected = reference(program, data)
-    result = run_program(compiled, data, simulate=run_graph)
-    for name, want in expected.items():
-        assert_canonical(name, result.outputs[name])
-        np.testing.assert_array_equal(result.dense(name), want)
+    check(compile_or_assume(program, fusion, factored), data)
 
 
 @pytest.mark.parametrize("density", [0.0, 0.5])
@@ -53,8 +33,4 @@ def test_dense_operand_under_an_intersect_in_a_union(density: float, fusion: Fus
     spec = ("ij", [("i", ("d",), (0,), density), ("ij", ("d", "d"), (1, 0), density),
                    ("j", ("c",), (0,), density)], ("ij", ("d", "c"), (1, 0), density), 1, False)
     program, data = build(spec)
-    compiled = compile_program(program, fusion, factored=False)
-    result = run_program(compiled, data, simulate=run_graph)
-    for name, want in reference(program, data).items():
-        assert_canonical(name, result.outputs[name])
-        np.testing.assert_array_equal(result.dense(name), want)
+    check(compile_program(program, fusion, factored=False), data)

@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compiler_programs import SUITE, assert_canonical, random_inputs
+from compiler_programs import SUITE, check, random_inputs
 
 from fuseflow.compiler import Fusion, all_orders, compile_program, reference, run_program
 from fuseflow.ir.samml import NodeKind
 from sw_sim import run_graph
 
 FUSIONS = [Fusion.UNFUSED, Fusion.PARTIAL, Fusion.FULL]
-
-
-def check(compiled, data) -> None:
-    result = run_program(compiled, data, simulate=run_graph)
-    expected = reference(compiled.program, data)
-    assert set(result.outputs) == set(expected)
-    for name, want in expected.items():
-        assert_canonical(name, result.outputs[name])
-        got = result.dense(name)
-        assert got.shape == want.shape
-        np.testing.assert_array_equal(got, want, err_msg=f"output {name}")
 
 
 @pytest.mark.parametrize("fusion", FUSIONS, ids=lambda f: f.value)
