@@ -12,14 +12,13 @@ import numpy as np
 from fpga.board_top import DEFAULT_BAUD
 from fpga.boards import BOARDS, Board, get_board
 from fuseflow.ir.graph_file import load_graph
-from fuseflow.kernels import KERNELS
 from fuseflow.ir.samml import Graph, GraphError
 from fuseflow.ir.tensor import Format, TensorData
 from hw.elaborate import HwConfig
 
-from .argtypes import MAX_SIZE, int_range
+from .argtypes import int_range
 from .cmd_common import (
-    add_kernel_options,
+    add_graph_source_args,
     add_schedule_args,
     add_width_args,
     apply_par,
@@ -44,12 +43,9 @@ __all__ = [
 
 
 def add_graph_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("graph", nargs="?", help="SAMML graph JSON (from fuseflow-hw compile / build)")
-    p.add_argument(
-        "--kernel", choices=sorted(KERNELS), help="a built-in kernel instead of GRAPH.json"
-    )
-    p.add_argument("--size", type=int_range(1, MAX_SIZE), default=64, help="kernel size N (N×N operands; default 64)")
-    add_kernel_options(p)
+    add_graph_source_args(p, graph_help="SAMML graph JSON (from fuseflow-hw compile / build)",
+                          kernel_help="a built-in kernel instead of GRAPH.json",
+                          size_help="kernel size N (N×N operands; default 64)")
     p.add_argument(
         "--max-nnz",
         action="append",

@@ -10,8 +10,18 @@ from pathlib import Path
 
 import numpy as np
 
+from fuseflow.compiler.passes.par import ParallelError, parallelize
+from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, skip_sites
+from fuseflow.compiler.pipeline import pass_options
 from fuseflow.executor import Executor, ExecutorError, make_executor
 from fuseflow.ir.graph_file import load_graph
+from fuseflow.ir.memory import PRESETS as MEMORY_PRESETS
+from fuseflow.ir.memory import MemoryError, MemoryModel, Placement, parse_memory
+from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.ir.overflow import OVERFLOW_POLICIES, NumericOverflowError, Overflow
+from fuseflow.ir.samml import Graph, GraphError
+from fuseflow.ir.tensor import TensorData
+from fuseflow.ir.validate import saturate_inputs
 from fuseflow.kernels import (
     KERNELS,
     example,
@@ -21,14 +31,7 @@ from fuseflow.kernels import (
     random_operands,
     sparse_inputs,
 )
-from fuseflow.ir.memory import PRESETS as MEMORY_PRESETS
-from fuseflow.ir.memory import MemoryError, MemoryModel, Placement, parse_memory
 from fuseflow.models.datasets import read_matrix
-from fuseflow.ir.numerics import Mode, Numerics
-from fuseflow.ir.overflow import OVERFLOW_POLICIES, NumericOverflowError, Overflow
-from fuseflow.compiler.passes.par import ParallelError, parallelize
-from fuseflow.ir.samml import Graph, GraphError
-from fuseflow.compiler.pipeline import pass_options
 from fuseflow.options import Kind, Option, Source
 from fuseflow.schedule import (
     Schedule,
@@ -38,9 +41,6 @@ from fuseflow.schedule import (
     parse_index_map,
     parse_par,
 )
-from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, skip_sites
-from fuseflow.ir.tensor import TensorData
-from fuseflow.ir.validate import saturate_inputs
 from hw.elaborate import HwConfig, crd_width_needed
 
 from .argtypes import MAX_SIZE, fraction, int_range
@@ -51,6 +51,7 @@ OVERFLOW_CHOICES = OVERFLOW_POLICIES[:2]  # raise, report ("ignore" is for code 
 __all__ = [
     "GraphJob",
     "add_graph_args",
+    "add_graph_source_args",
     "add_kernel_options",
     "add_memory_args",
     "add_numerics_arg",
@@ -80,11 +81,20 @@ __all__ = [
 ]
 
 
-def add_graph_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("graph", nargs="?", help="SAMML graph JSON (or use --kernel)")
-    p.add_argument("--kernel", choices=sorted(KERNELS), help="a built-in kernel graph instead of a file")
-    p.add_argument("--size", type=int_range(1, MAX_SIZE), default=64, help="matrix size of --kernel (default 64)")
+def add_graph_source_args(p: argparse.ArgumentParser, *, graph_help: str, kernel_help: str,
+                          size_help: str) -> None:
+    """The graph a command works on: GRAPH.json, or ``--kernel`` at ``--size`` with its
+    options (each command's own wording)."""
+    p.add_argument("graph", nargs="?", help=graph_help)
+    p.add_argument("--kernel", choices=sorted(KERNELS), help=kernel_help)
+    p.add_argument("--size", type=int_range(1, MAX_SIZE), default=64, help=size_help)
     add_kernel_options(p)
+
+
+def add_graph_args(p: argparse.ArgumentParser) -> None:
+    add_graph_source_args(p, graph_help="SAMML graph JSON (or use --kernel)",
+                          kernel_help="a built-in kernel graph instead of a file",
+                          size_help="matrix size of --kernel (default 64)")
     p.add_argument("--data", help="operands: a .npz of arrays named by tensor (graph files), or one "
                    "matrix (.mtx Matrix Market or scipy sparse .npz with --kernel; .mtx with a graph "
                    "file) for every sparse input, dense inputs seeded random (default: all seeded random)")
