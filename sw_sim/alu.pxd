@@ -5,14 +5,16 @@ cdef class Staged(Primitive):
     cdef public list stages
     cdef public Channel out
     cpdef object leave_front(self, v)
+    cpdef bint step(self) except -1
+    cpdef bint fill(self) except -1
     @cython.locals(k=int, st=list, progressed=bint)
     cpdef object advance(self)
 
 cdef class Alu(Staged):
     cdef public Channel a, b
     cdef public object fn
-    @cython.locals(st=list, a=Channel, b=Channel)
-    cpdef bint step(self) except -1
+    @cython.locals(a=Channel, b=Channel)
+    cpdef bint fill(self) except -1
 
 cdef class Reduce(Primitive):
     cdef public Channel inp, out
@@ -36,5 +38,4 @@ cdef class LaneReduce(Staged):
     cdef public object fn
     @cython.locals(level=list, i=long)
     cpdef object leave_front(self, v)
-    @cython.locals(st=list)
-    cpdef bint step(self) except -1
+    cpdef bint fill(self) except -1

@@ -28,6 +28,21 @@ class Staged(Primitive):
         """What the front stage's token becomes when it moves up (default: itself)."""
         return v
 
+    def step(self) -> bool:
+        """The stages advance (:meth:`advance`), then an empty front stage is filled
+        (:meth:`fill`)."""
+        progressed = self.advance()
+        if progressed is None:
+            return True
+        if self.stages[0] is None and self.fill():
+            progressed = True
+        return progressed
+
+    def fill(self) -> bool:
+        """Front: load the (empty) front stage from the inputs if they allow; returns whether
+        it did."""
+        raise NotImplementedError
+
     def advance(self) -> bool | None:
         """Back: a full last stage whose output has room emits.  Middle: stages move up, back
         to front, into free (or just emptied) stages.  Returns whether anything moved, or
@@ -76,25 +91,21 @@ class Alu(Staged):
         self.flops += 1
         return self.fn(x, y)
 
-    def step(self) -> bool:
-        progressed = self.advance()
-        if progressed is None:
-            return True
-        st = self.stages
+    def fill(self) -> bool:
         a, b = self.a, self.b
-        if st[0] is None and a.q and b.q:
-            x, y = a.q[0], b.q[0]
-            xc, yc = isinstance(x, Control) and x is not EMPTY, isinstance(y, Control) and y is not EMPTY
-            if xc or yc:
-                if x is not y:
-                    raise self.error(f"operands misaligned: a={x}, b={y}")
-                st[0] = (x, x)
-            else:
-                st[0] = (0 if x is EMPTY else x, 0 if y is EMPTY else y)
-            a.pop()
-            b.pop()
-            progressed = True
-        return progressed
+        if not (a.q and b.q):
+            return False
+        x, y = a.q[0], b.q[0]
+        xc, yc = isinstance(x, Control) and x is not EMPTY, isinstance(y, Control) and y is not EMPTY
+        if xc or yc:
+            if x is not y:
+                raise self.error(f"operands misaligned: a={x}, b={y}")
+            self.stages[0] = (x, x)
+        else:
+            self.stages[0] = (0 if x is EMPTY else x, 0 if y is EMPTY else y)
+        a.pop()
+        b.pop()
+        return True
 
 
 
@@ -214,16 +225,12 @@ class LaneReduce(Staged):
         self.flops += self.lanes - 1
         return level[0]
 
-    def step(self) -> bool:
-        progressed = self.advance()
-        if progressed is None:
-            return True
-        st = self.stages
-        if st[0] is None and self.inp.q:
-            tok = self.inp.pop()
-            st[0] = (0,) * self.lanes if tok is EMPTY else tok
-            progressed = True
-        return progressed
+    def fill(self) -> bool:
+        if not self.inp.q:
+            return False
+        tok = self.inp.pop()
+        self.stages[0] = (0,) * self.lanes if tok is EMPTY else tok
+        return True
 
 
 @model("alu")

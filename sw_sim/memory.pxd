@@ -8,8 +8,8 @@ cdef class ArrayLoad(Staged):
     cdef public list vals
     cdef public long reads, lanes
     cdef public object zero
-    @cython.locals(st=list, w=long)
-    cpdef bint step(self) except -1
+    @cython.locals(w=long)
+    cpdef bint fill(self) except -1
 
 cdef class VecArrayLoad(ArrayLoad):
     pass

@@ -35,28 +35,24 @@ class ArrayLoad(Staged):
         self.lanes = lanes
         self.zero = 0 if lanes == 1 else Vec((0,) * lanes)  # what ``N`` loads
 
-    def step(self) -> bool:
-        progressed = self.advance()
-        if progressed is None:
-            return True
-        st = self.stages
-        if st[0] is None and self.inp.q:
-            tok = self.inp.q[0]
-            if not isinstance(tok, Control):
-                w = self.lanes
-                lo, hi = tok * w, tok * w + w  # the words read: vals[lo:hi]
-                if not (0 <= tok and hi <= len(self.vals)):
-                    raise self.error(self._outside(tok))
-                if self.mvals is not None and not self.mvals.read(self.engine.cycle, lo, hi - 1):
-                    return progressed
-                self.reads += w
-                tok = self.vals[tok] if w == 1 else Vec(self.vals[lo:hi])
-            elif tok is EMPTY:
-                tok = self.zero
-            self.inp.pop()
-            st[0] = tok
-            progressed = True
-        return progressed
+    def fill(self) -> bool:
+        if not self.inp.q:
+            return False
+        tok = self.inp.q[0]
+        if not isinstance(tok, Control):
+            w = self.lanes
+            lo, hi = tok * w, tok * w + w  # the words read: vals[lo:hi]
+            if not (0 <= tok and hi <= len(self.vals)):
+                raise self.error(self._outside(tok))
+            if self.mvals is not None and not self.mvals.read(self.engine.cycle, lo, hi - 1):
+                return False
+            self.reads += w
+            tok = self.vals[tok] if w == 1 else Vec(self.vals[lo:hi])
+        elif tok is EMPTY:
+            tok = self.zero
+        self.inp.pop()
+        self.stages[0] = tok
+        return True
 
     def _outside(self, ref) -> str:
         n, w = len(self.vals), self.lanes
