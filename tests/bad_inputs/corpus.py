@@ -562,7 +562,13 @@ for _name, (_writer, _says) in _SWEEPS.items():
             files=_files, entry="sweep")
 
 # ---- Einsum programs (compile) -------------------------------------------------------------
-_PRE = "from fuseflow.compiler import Program, einsum\n"
+def _program(*body: str) -> Callable[[Path], None]:
+    """A PROGRAM.py whose ``program()`` builds ``Program('x')`` with the statements ``body``."""
+    return text("from fuseflow.compiler import Program, einsum\ndef program():\n    p = Program('x')\n"
+                + "".join(f"    {line}\n" for line in body) + "    return p\n")
+
+
+_A = "A = p.tensor('A', (4, 4), 'csr')"
 _PROGRAMS = {
     "missing": (None, "p.py"),
     "syntax": (text("def program(:\n"), "p.py"),
@@ -570,22 +576,15 @@ _PROGRAMS = {
     "raises": (text("def program():\n    raise RuntimeError('boom')\n"), "boom"),
     "returns-int": (text("def program():\n    return 5\n"), "Program"),
     "import-error": (text("import not_a_module\n"), "not_a_module"),
-    "bad-einsum": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, 4), 'csr')\n"
-                        "    p.output(p.let('T', einsum('ij->ik', A)))\n    return p\n"), "einsum"),
-    "shape-mismatch": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, 4), 'csr')\n"
-                            "    X = p.tensor('X', (5, 2), 'dense')\n"
-                            "    p.output(p.let('T', einsum('ik,kj->ij', A, X)))\n    return p\n"), "k"),
-    "unknown-format": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, 4), 'bsr9')\n"
-                            "    return p\n"), "bsr9"),
-    "no-output": (text(_PRE + "def program():\n    p = Program('x')\n    p.tensor('A', (4, 4), 'csr')\n"
-                       "    return p\n"), "no statements"),
-    "bad-order": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, 4), 'csr')\n"
-                       "    X = p.tensor('X', (4, 2), 'dense')\n"
-                       "    p.output(p.let('T', einsum('ik,kj->ij', A, X), order='iq'))\n    return p\n"), "iq"),
-    "negative-shape": (text(_PRE + "def program():\n    p = Program('x')\n    A = p.tensor('A', (4, -4), 'csr')\n"
-                            "    return p\n"), "-4"),
-    "duplicate-tensor": (text(_PRE + "def program():\n    p = Program('x')\n    p.tensor('A', (4, 4), 'csr')\n"
-                              "    p.tensor('A', (4, 4), 'csr')\n    return p\n"), "'A'"),
+    "bad-einsum": (_program(_A, "p.output(p.let('T', einsum('ij->ik', A)))"), "einsum"),
+    "shape-mismatch": (_program(_A, "X = p.tensor('X', (5, 2), 'dense')",
+                                "p.output(p.let('T', einsum('ik,kj->ij', A, X)))"), "k"),
+    "unknown-format": (_program("A = p.tensor('A', (4, 4), 'bsr9')"), "bsr9"),
+    "no-output": (_program("p.tensor('A', (4, 4), 'csr')"), "no statements"),
+    "bad-order": (_program(_A, "X = p.tensor('X', (4, 2), 'dense')",
+                           "p.output(p.let('T', einsum('ik,kj->ij', A, X), order='iq'))"), "iq"),
+    "negative-shape": (_program("A = p.tensor('A', (4, -4), 'csr')"), "-4"),
+    "duplicate-tensor": (_program("p.tensor('A', (4, 4), 'csr')", "p.tensor('A', (4, 4), 'csr')"), "'A'"),
 }
 for _name, (_writer, _says) in _PROGRAMS.items():
     _files = {"p.py": _writer} if _writer else {}
