@@ -62,6 +62,7 @@ __all__ = [
     "add_scheduler_arg",
     "add_width_args",
     "apply_par",
+    "compare_rtl",
     "hw_overflow_text",
     "kernel_graph_of",
     "kernel_options",
@@ -307,6 +308,16 @@ def overflow_mismatches(sw: Mapping[str, int], hw: Sequence[str], who: str = "th
 def hw_overflow_text(hw: Sequence[str], who: str = "RTL") -> str:
     """The line that reports the nodes the hardware's status registers flagged."""
     return f"{who} overflow flags: " + (", ".join(f"node {n!r}" for n in hw) if hw else "none")
+
+
+def compare_rtl(rtl, sw, expected: np.ndarray | None) -> tuple[bool, bool | None]:
+    """Whether an RTL run's outputs all equal sw_sim's, and, for a built-in kernel (``expected``:
+    numpy's result), whether its one output equals numpy's (None without ``expected``)."""
+    same = all(np.array_equal(rtl.outputs[t].to_dense(), sw.outputs[t].to_dense()) for t in sw.outputs)
+    if expected is None:
+        return same, None
+    [name] = rtl.outputs
+    return same, bool(np.array_equal(rtl.outputs[name].to_dense(), expected))
 
 
 def load_graph_job(args: argparse.Namespace) -> GraphJob:

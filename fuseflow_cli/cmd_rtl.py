@@ -8,8 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from fuseflow.ir.memory import MemoryError
 from fuseflow.ir.numerics import Numerics
 from hw.elaborate import HwConfig
@@ -26,6 +24,7 @@ from .cmd_common import (
     add_overflow_arg,
     add_saturate_arg,
     add_width_args,
+    compare_rtl,
     hw_overflow_text,
     load_graph_job,
     overflow_mismatches,
@@ -127,11 +126,7 @@ def run(args) -> int:
         wall = time.perf_counter() - t1
     except (ToolchainError, MemoryError, ValueError, SimError) as exc:
         raise UserError(str(exc)) from None
-    same = all(np.array_equal(rtl.outputs[t].to_dense(), sw.outputs[t].to_dense()) for t in sw.outputs)
-    check = None
-    if job.expected is not None:
-        [name] = rtl.outputs
-        check = bool(np.array_equal(rtl.outputs[name].to_dense(), job.expected))
+    same, check = compare_rtl(rtl, sw, job.expected)
     ratio = rtl.cycles / max(sw.cycles, 1)
     if args.json:
         out = {"source": job.source, "graph": job.graph.name, "runner": args.runner, "rtl_cycles": rtl.cycles,

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
-
 from hw.elaborate import HwConfig
 from hw.litedram import DRAM_BOARDS, dram_memory_model, placement_report
 from rtl_sim import ToolchainError
 from rtl_sim.dram import dram_config, dram_graph_build, run_graph_dram
 from sw_sim import SimError, run_graph
 
+from .cmd_common import compare_rtl
 from .errors import UserError
 
 __all__ = ["DEFAULT_MIN_BYTES", "DRAM_MEMORIES", "add_dram_args", "is_dram_memory", "run_dram"]
@@ -60,11 +59,7 @@ def run_dram(args, job) -> int:
         wall = time.perf_counter() - t1
     except (ToolchainError, ValueError, SimError) as exc:
         raise UserError(str(exc)) from None
-    same = all(np.array_equal(rtl.outputs[t].to_dense(), sw.outputs[t].to_dense()) for t in sw.outputs)
-    check = None
-    if job.expected is not None:
-        [name] = rtl.outputs
-        check = bool(np.array_equal(rtl.outputs[name].to_dense(), job.expected))
+    same, check = compare_rtl(rtl, sw, job.expected)
     placement = meta["summary"]["dram"]["placement"]
     out = {"source": job.source, "graph": job.graph.name, "runner": "native", "memory": args.memory,
            "controller": meta["summary"]["dram"]["controller"], "rtl_cycles": rtl.cycles, "sw_cycles": sw.cycles,
