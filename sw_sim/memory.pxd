@@ -1,6 +1,6 @@
 cimport cython
 from sw_sim.engine cimport Primitive, Channel
-from sw_sim.alu cimport Staged
+from sw_sim.staged cimport Staged
 
 cdef class ArrayLoad(Staged):
     cdef public object mvals

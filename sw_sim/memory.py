@@ -7,9 +7,9 @@ from fuseflow.ir.samml import (
 )
 from fuseflow.ir.tokens import EMPTY, Control, Vec
 
-from .alu import Staged
 from .engine import Primitive
 from .registry import Build, model
+from .staged import Staged
 
 LATENCY = next(s.latency for s in PRIMITIVES.values() if s.name == "array_load")
 

@@ -39,7 +39,7 @@ from filelock import FileLock
 __all__ = ["COMPILED", "ENGINE", "MODES", "NativeBuildError", "activate", "build_dir", "cache_root"]
 
 # the modules with a .pxd, compiled together (engine first: the others cimport it)
-COMPILED = ("engine", "join", "alu", "memory", "level", "stream", "repeat", "nonlinear",
+COMPILED = ("engine", "staged", "join", "alu", "memory", "level", "stream", "repeat", "nonlinear",
             "accumulate", "coord")
 MODES = ("auto", "compiled", "python")
 HERE = Path(__file__).resolve().parent

@@ -1,12 +1,14 @@
 cimport cython
-from sw_sim.engine cimport Primitive, Channel
+from sw_sim.engine cimport Channel
+from sw_sim.staged cimport Staged
 
-cdef class UnaryAlu(Primitive):
-    cdef public Channel inp, out
-    cdef public object fn, opnd, res, zero
+cdef class UnaryAlu(Staged):
+    cdef public Channel inp
+    cdef public object fn, zero
     cdef public long lanes
-    @cython.locals(progressed=bint, inp=Channel)
-    cpdef bint step(self) except -1
+    cpdef object leave_front(self, v)
+    @cython.locals(inp=Channel)
+    cpdef bint fill(self) except -1
 
 cdef class VecUnaryAlu(UnaryAlu):
     pass
