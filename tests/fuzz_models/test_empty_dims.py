@@ -10,22 +10,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the frontend needs PyTorch")
 import torch.nn.functional as F
-from test_regressions import FUSIONS, assert_matches_pytorch
+from test_regressions import FUSIONS, Expr, assert_matches_pytorch
 from torch import nn
 
 from fuseflow.models import trace
 from fuseflow.models.ir import FrontendError
 from fuseflow.models.plan import compile_model
-
-
-class Expr(nn.Module):
-    def __init__(self, fn) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x, y):
-        return self.fn(x, y)
-
 
 EMPTY = {  # x: [6, 0], y: [6, 3]
     "sum_of_nothing_plus_values": lambda x, y: torch.relu(x).sum(-1) + y.sum(-1),

@@ -97,12 +97,14 @@ def test_masked_softmax_of_dense_scores_matches() -> None:
 
 # ----------------------------------------------------------------------------- 0-d values
 class Expr(nn.Module):
+    """A module of two inputs ``x``, ``y`` computing ``fn(x, y)`` in its own forward."""
+
     def __init__(self, fn) -> None:
         super().__init__()
         self.fn = fn
 
-    def forward(self, x, v):
-        return self.fn(x, v)
+    def forward(self, x, y):
+        return self.fn(x, y)
 
 
 ZERO_D = {
@@ -123,7 +125,7 @@ def test_scale_of_a_full_sum_compiles(expr: str, fusion: str) -> None:
     g = torch.Generator().manual_seed(1)
     x = torch.randn(4, 3, generator=g, dtype=torch.float64)
     v = torch.randn(3, generator=g, dtype=torch.float64)
-    assert_matches_pytorch(Expr(ZERO_D[expr]), {"x": x, "v": v}, None, fusion)
+    assert_matches_pytorch(Expr(ZERO_D[expr]), {"x": x, "y": v}, None, fusion)
 
 
 @pytest.mark.parametrize("fusion", FUSIONS)
@@ -139,38 +141,31 @@ def test_program_scale_of_a_0d_sum(fusion: str) -> None:
 
 
 # ----------------------------------------------------------------------------- regions
-class LinearThenLayerNorm(nn.Module):
-    def __init__(self) -> None:
+class LinearThen(nn.Module):
+    """A linear submodule on ``relu(x)``, then ``head`` of its result in the root forward."""
+
+    def __init__(self, head) -> None:
         super().__init__()
         self.lin = nn.Linear(6, 3)
+        self.head = head
 
     def forward(self, x):
-        return F.layer_norm(self.lin(torch.relu(x)), (3,))
+        return self.head(self.lin(torch.relu(x)))
+
+
+ROOT_HEADS = {
+    "layer_norm": lambda h: F.layer_norm(h, (3,)),
+    # B4 with the other tuple-valued ops: the getitem of max.dim / min.dim in the root forward
+    "max_min_dim": lambda h: h - h.max(dim=-1, keepdim=True).values + h.min(dim=-1, keepdim=True)[0],
+}
 
 
 @pytest.mark.parametrize("fusion", FUSIONS)
-def test_root_layer_norm_after_a_submodule_joins_its_region(fusion: str) -> None:
+@pytest.mark.parametrize("head", sorted(ROOT_HEADS))
+def test_root_op_after_a_submodule_joins_its_region(head: str, fusion: str) -> None:
     torch.manual_seed(0)
     x = torch.randn(4, 6, dtype=torch.float64)
-    assert_matches_pytorch(LinearThenLayerNorm().double().eval(), {"x": x}, None, fusion)
-
-
-class LinearThenMaxMinDim(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(6, 3)
-
-    def forward(self, x):
-        h = self.lin(torch.relu(x))
-        return h - h.max(dim=-1, keepdim=True).values + h.min(dim=-1, keepdim=True)[0]
-
-
-@pytest.mark.parametrize("fusion", FUSIONS)
-def test_root_max_min_dim_after_a_submodule_join_its_region(fusion: str) -> None:
-    """B4 with the other tuple-valued ops: the getitem of max.dim / min.dim in the root forward."""
-    torch.manual_seed(0)
-    x = torch.randn(4, 6, dtype=torch.float64)
-    assert_matches_pytorch(LinearThenMaxMinDim().double().eval(), {"x": x}, None, fusion)
+    assert_matches_pytorch(LinearThen(ROOT_HEADS[head]).double().eval(), {"x": x}, None, fusion)
 
 
 # ----------------------------------------------------------------------------- COO
