@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from example_programs import load_example
@@ -46,44 +47,26 @@ def one_statement(name: str, decls: list[Decl], out: str, expr: Callable[..., ob
     return p
 
 
-def spmv() -> Program:
-    return one_statement("spmv", [("A", (7, 6), "csr"), ("x", (6,), "dense")], "y",
-                         lambda A, x: einsum("ij,j->i", A, x))
+def one(name: str, decls: list[Decl], out: str, expr: Callable[..., object],
+        **let_args) -> Callable[[], Program]:
+    """The builder of ``one_statement(name, decls, out, expr, **let_args)``."""
+    return partial(one_statement, name, decls, out, expr, **let_args)
 
 
-def spmm_dense() -> Program:
-    return one_statement("spmm_dense", [("A", (7, 6), "csr"), ("X", (6, 5), "dense")], "T",
-                         lambda A, X: einsum("ik,kj->ij", A, X))
+def matvec(A, x):
+    return einsum("ij,j->i", A, x)
 
 
-def spmm_csr() -> Program:
-    return one_statement("spmm_csr", [("A", (7, 6), "csr"), ("B", (6, 5), "csr")], "C",
-                         lambda A, B: einsum("ik,kj->ij", A, B))
+def matmul(A, B):
+    return einsum("ik,kj->ij", A, B)
 
 
-def spmm_inner() -> Program:
-    """Inner-product SpMM: B stored column-major, so both i->j->k and j->i->k are valid."""
-    return one_statement("spmm_inner", [("A", (6, 7), "csr"), ("B", (7, 5), "dense", (1, 0))],
-                         "C", lambda A, B: einsum("ik,kj->ij", A, B))
+def ttv_expr(B, c):
+    return einsum("ijk,k->ij", B, c)
 
 
 def sddmm() -> Program:
     return load_example("sddmm").program(rows=6, cols=5, inner=4)
-
-
-def add() -> Program:
-    return one_statement("add", [("A", (6, 7), "dcsr"), ("B", (6, 7), "csr")], "C",
-                         lambda A, B: A + B)
-
-
-def mul() -> Program:
-    return one_statement("mul", [("A", (6, 7), "dcsr"), ("B", (6, 7), "dcsr")], "C",
-                         lambda A, B: A * B)
-
-
-def sub_scaled() -> Program:
-    return one_statement("sub_scaled", [("A", (5, 6), "csr"), ("B", (5, 6), "csr")], "C",
-                         lambda A, B: 3 * A - B)
 
 
 def nested_matmul() -> Program:
@@ -110,12 +93,6 @@ def graphsage_nbor() -> Program:
     return catalog.graphsage(8, 5, 4, ordered=False, name="graphsage_nbor")
 
 
-def permuted_view() -> Program:
-    """A + A^T: the two views of A conflict, one is read from a permuted copy."""
-    return one_statement("permuted_view", [("A", (6, 6), "csr")], "S",
-                         lambda A: A + einsum("ji->ij", A))
-
-
 def two_outputs() -> Program:
     """T = A·X feeds two outputs computed in one region (T is recomputed per output)."""
     p = Program("two_outputs")
@@ -139,75 +116,6 @@ def elementwise_chain() -> Program:
     T = p.let("T", A + B)
     p.output(p.let("D", T * C))
     return p
-
-
-def residual() -> Program:
-    """Y = A·X + X: an addition after a reduction (split into two graphs even when fused)."""
-    return one_statement("residual", [("A", (6, 6), "csr"), ("X", (6, 4), "dense")], "Y",
-                         lambda A, X: einsum("ik,kj->ij", A, X) + X)
-
-
-def spmv_csc() -> Program:
-    return one_statement("spmv_csc", [("A", (6, 7), "csc"), ("x", (7,), "compressed")], "y",
-                         lambda A, x: einsum("ij,j->i", A, x))
-
-
-def ttv() -> Program:
-    """Tensor-times-vector Y_ij = B_ijk c_k, B a 3-D tensor (dense, compressed, compressed)."""
-    return one_statement("ttv", [("B", (4, 5, 6), "dcc"), ("c", (6,), "dense")], "Y",
-                         lambda B, c: einsum("ijk,k->ij", B, c))
-
-
-def ttv_permuted() -> Program:
-    """The same with B stored in mode order (i, k, j): the reduction sits above j (SPACC1)."""
-    return one_statement("ttv_permuted", [("B", (4, 5, 6), "dcc", (0, 2, 1)),
-                                          ("c", (6,), "compressed")],
-                         "Y", lambda B, c: einsum("ijk,k->ij", B, c))
-
-
-def spmm_csc_out() -> Program:
-    """Outer-loop-over-columns SpMM writing a declared CSC result."""
-    return one_statement("spmm_csc_out", [("A", (6, 7), "csr"), ("B", (7, 5), "dense", (1, 0))],
-                         "C", lambda A, B: einsum("ik,kj->ij", A, B), fmt="csc")
-
-
-def mul3() -> Program:
-    """3-D elementwise product, all levels compressed: intersections leave empty fibers at
-    every level, which the output must not store (canonical compressed levels)."""
-    return one_statement("mul3", [("A", (4, 5, 6), "ccc"), ("B", (4, 5, 6), "ccc")], "C",
-                         lambda A, B: A * B)
-
-
-def mul3_dense_top() -> Program:
-    """The same under a dense top level: empty j fibers are kept (one per i), empty k fibers
-    are not."""
-    return one_statement("mul3_dense_top", [("A", (4, 5, 6), "dcc"), ("B", (4, 5, 6), "dcc")],
-                         "C", lambda A, B: A * B)
-
-
-def repeated_access() -> Program:
-    """The same access in several terms of a sum (one view per term) and twice in a product."""
-    return one_statement("repeated_access", [("A", (6, 7), "dcsr"), ("B", (6, 7), "csr")], "C",
-                         lambda A, B: A * (A + B) + B * A * A + B)
-
-
-def spmm_outer() -> Program:
-    """Outer-product SpMM (A CSC, B CSR): k is the outermost index in every valid order
-    (k->i->j and k->j->i), so the reduction over k accumulates 2-D fibres (SPACC2)."""
-    return one_statement("spmm_outer", [("A", (6, 7), "csc"), ("B", (7, 5), "csr")], "C",
-                         lambda A, B: einsum("ik,kj->ij", A, B))
-
-
-def spmm_outer_kji() -> Program:
-    """The same with the statement order k->j->i: the result is written column-major."""
-    return one_statement("spmm_outer_kji", [("A", (6, 7), "dcsc"), ("B", (7, 5), "dcsr")], "C",
-                         lambda A, B: einsum("ik,kj->ij", A, B), order="kji")
-
-
-def sum_slices() -> Program:
-    """C_ij = Σ_k T_kij with T stored k-first: a plain sparse accumulation of matrices."""
-    return one_statement("sum_slices", [("T", (4, 5, 6), "ccc")], "C",
-                         lambda T: einsum("kij->ij", T))
 
 
 def to_dense() -> Program:
@@ -279,26 +187,6 @@ def scalars() -> Program:
     return p
 
 
-def coo_spmv() -> Program:
-    """SpMV with A in COO: the non-unique row level is iterated, x is located at the singleton
-    column level, and the accumulator over the duplicate-summing index sums repeated rows."""
-    return one_statement("coo_spmv", [("A", (7, 6), "coo"), ("x", (6,), "dense")], "y",
-                         lambda A, x: einsum("ij,j->i", A, x))
-
-
-def coo_spmm() -> Program:
-    """SpMM with A in COO times a dense X (order-2 accumulator over the COO index)."""
-    return one_statement("coo_spmm", [("A", (7, 6), "coo"), ("X", (6, 5), "dense")], "C",
-                         lambda A, X: einsum("ik,kj->ij", A, X))
-
-
-def coo_spmm_cm() -> Program:
-    """SpMM with a column-major COO A (sorted by column) times a CSR B: rows of B are located
-    at A's non-unique column level, B's columns scanned below A's singleton row level."""
-    return one_statement("coo_spmm_cm", [("A", (6, 7), "coo", (1, 0)), ("B", (7, 5), "csr")], "C",
-                         lambda A, B: einsum("ik,kj->ij", A, B))
-
-
 def coo_mul() -> Program:
     """Elementwise product of a COO and a CSR matrix (B's dense rows located, its columns
     intersected with A's singleton level) and a row sum of the COO matrix."""
@@ -307,19 +195,6 @@ def coo_mul() -> Program:
     B = p.tensor("B", (6, 7), "csr")
     p.output(p.let("C", A * B), p.let("r", einsum("ij->i", A)))
     return p
-
-
-def coo_add() -> Program:
-    """A COO matrix plus a DCSR one: the COO term is deduplicated in a pipeline (or graph) of
-    its own before the union."""
-    return one_statement("coo_add", [("A", (6, 7), "coo"), ("B", (6, 7), "dcsr")], "C",
-                         lambda A, B: A + 2 * B)
-
-
-def coo_ttv() -> Program:
-    """Tensor-times-vector with a 3-D COO tensor (one non-unique level, two singletons)."""
-    return one_statement("coo_ttv", [("B", (4, 5, 6), "coo"), ("c", (6,), "dense")], "Y",
-                         lambda B, c: einsum("ijk,k->ij", B, c))
 
 
 def coo_chain() -> Program:
@@ -345,34 +220,67 @@ def coo_vector() -> Program:
 
 
 SUITE: dict[str, Case] = {
-    "spmv": Case(spmv, {"A": 0.3, "x": 1.0}),
-    "spmv_csc": Case(spmv_csc, {"A": 0.3, "x": 0.5}),
-    "spmm_dense": Case(spmm_dense, {"A": 0.3, "X": 1.0}),
-    "spmm_csr": Case(spmm_csr, {"A": 0.3, "B": 0.3}),
-    "spmm_inner": Case(spmm_inner, {"A": 0.3, "B": 0.6}),
+    "spmv": Case(one("spmv", [("A", (7, 6), "csr"), ("x", (6,), "dense")], "y", matvec),
+                 {"A": 0.3, "x": 1.0}),
+    "spmv_csc": Case(one("spmv_csc", [("A", (6, 7), "csc"), ("x", (7,), "compressed")], "y", matvec),
+                     {"A": 0.3, "x": 0.5}),
+    "spmm_dense": Case(one("spmm_dense", [("A", (7, 6), "csr"), ("X", (6, 5), "dense")], "T", matmul),
+                       {"A": 0.3, "X": 1.0}),
+    "spmm_csr": Case(one("spmm_csr", [("A", (7, 6), "csr"), ("B", (6, 5), "csr")], "C", matmul),
+                     {"A": 0.3, "B": 0.3}),
+    # inner-product SpMM: B stored column-major, so both i->j->k and j->i->k are valid
+    "spmm_inner": Case(one("spmm_inner", [("A", (6, 7), "csr"), ("B", (7, 5), "dense", (1, 0))], "C",
+                           matmul), {"A": 0.3, "B": 0.6}),
     "sddmm": Case(sddmm, {"S": 0.3, "C": 1.0, "D": 1.0}),
-    "add": Case(add, {"A": 0.3, "B": 0.3}),
-    "mul": Case(mul, {"A": 0.5, "B": 0.5}),
-    "sub_scaled": Case(sub_scaled, {"A": 0.4, "B": 0.4}),
+    "add": Case(one("add", [("A", (6, 7), "dcsr"), ("B", (6, 7), "csr")], "C", lambda A, B: A + B),
+                {"A": 0.3, "B": 0.3}),
+    "mul": Case(one("mul", [("A", (6, 7), "dcsr"), ("B", (6, 7), "dcsr")], "C", lambda A, B: A * B),
+                {"A": 0.5, "B": 0.5}),
+    "sub_scaled": Case(one("sub_scaled", [("A", (5, 6), "csr"), ("B", (5, 6), "csr")], "C",
+                           lambda A, B: 3 * A - B), {"A": 0.4, "B": 0.4}),
     "nested_matmul": Case(nested_matmul, {"A": 0.3, "B": 0.3, "C": 0.4}),
     "nested_matmul_cm": Case(nested_matmul_cm, {"A": 0.3, "B": 0.3, "C": 1.0}),
     "gcn_layer": Case(gcn_layer, {"A": 0.3, "X": 1.0, "W": 1.0, "b": 1.0}),
     "gcn_two_layer": Case(gcn_two_layer, {"A": 0.3, "X": 0.5, "W1": 1.0, "b1": 1.0, "W2": 1.0,
                                           "b2": 1.0}),
     "graphsage_nbor": Case(graphsage_nbor, {"A": 0.3, "X": 0.5, "Omega": 1.0}),
-    "permuted_view": Case(permuted_view, {"A": 0.3}),
+    # A + A^T: the two views of A conflict, one is read from a permuted copy
+    "permuted_view": Case(one("permuted_view", [("A", (6, 6), "csr")], "S",
+                              lambda A: A + einsum("ji->ij", A)), {"A": 0.3}),
     "two_outputs": Case(two_outputs, {"A": 0.3, "X": 1.0, "W1": 1.0, "W2": 1.0}),
     "elementwise_chain": Case(elementwise_chain, {"A": 0.4, "B": 0.4, "C": 0.6}),
-    "residual": Case(residual, {"A": 0.3, "X": 1.0}),
-    "ttv": Case(ttv, {"B": 0.3, "c": 1.0}),
-    "ttv_permuted": Case(ttv_permuted, {"B": 0.3, "c": 0.6}),
-    "spmm_csc_out": Case(spmm_csc_out, {"A": 0.3, "B": 0.6}),
-    "mul3": Case(mul3, {"A": 0.4, "B": 0.4}),
-    "mul3_dense_top": Case(mul3_dense_top, {"A": 0.4, "B": 0.4}),
-    "repeated_access": Case(repeated_access, {"A": 0.4, "B": 0.4}),
-    "spmm_outer": Case(spmm_outer, {"A": 0.3, "B": 0.3}),
-    "spmm_outer_kji": Case(spmm_outer_kji, {"A": 0.3, "B": 0.3}),
-    "sum_slices": Case(sum_slices, {"T": 0.3}),
+    # Y = A·X + X: an addition after a reduction (split into two graphs even when fused)
+    "residual": Case(one("residual", [("A", (6, 6), "csr"), ("X", (6, 4), "dense")], "Y",
+                         lambda A, X: matmul(A, X) + X), {"A": 0.3, "X": 1.0}),
+    # tensor-times-vector Y_ij = B_ijk c_k, B a 3-D tensor (dense, compressed, compressed)
+    "ttv": Case(one("ttv", [("B", (4, 5, 6), "dcc"), ("c", (6,), "dense")], "Y", ttv_expr),
+                {"B": 0.3, "c": 1.0}),
+    # the same with B stored in mode order (i, k, j): the reduction sits above j (SPACC1)
+    "ttv_permuted": Case(one("ttv_permuted", [("B", (4, 5, 6), "dcc", (0, 2, 1)), ("c", (6,), "compressed")],
+                             "Y", ttv_expr), {"B": 0.3, "c": 0.6}),
+    # outer-loop-over-columns SpMM writing a declared CSC result
+    "spmm_csc_out": Case(one("spmm_csc_out", [("A", (6, 7), "csr"), ("B", (7, 5), "dense", (1, 0))], "C",
+                             matmul, fmt="csc"), {"A": 0.3, "B": 0.6}),
+    # 3-D elementwise product, all levels compressed: intersections leave empty fibers at every
+    # level, which the output must not store (canonical compressed levels)
+    "mul3": Case(one("mul3", [("A", (4, 5, 6), "ccc"), ("B", (4, 5, 6), "ccc")], "C", lambda A, B: A * B),
+                 {"A": 0.4, "B": 0.4}),
+    # the same under a dense top level: empty j fibers are kept (one per i), empty k fibers are not
+    "mul3_dense_top": Case(one("mul3_dense_top", [("A", (4, 5, 6), "dcc"), ("B", (4, 5, 6), "dcc")], "C",
+                               lambda A, B: A * B), {"A": 0.4, "B": 0.4}),
+    # the same access in several terms of a sum (one view per term) and twice in a product
+    "repeated_access": Case(one("repeated_access", [("A", (6, 7), "dcsr"), ("B", (6, 7), "csr")], "C",
+                                lambda A, B: A * (A + B) + B * A * A + B), {"A": 0.4, "B": 0.4}),
+    # outer-product SpMM (A CSC, B CSR): k is the outermost index in every valid order (k->i->j
+    # and k->j->i), so the reduction over k accumulates 2-D fibres (SPACC2)
+    "spmm_outer": Case(one("spmm_outer", [("A", (6, 7), "csc"), ("B", (7, 5), "csr")], "C", matmul),
+                       {"A": 0.3, "B": 0.3}),
+    # the same with the statement order k->j->i: the result is written column-major
+    "spmm_outer_kji": Case(one("spmm_outer_kji", [("A", (6, 7), "dcsc"), ("B", (7, 5), "dcsr")], "C",
+                               matmul, order="kji"), {"A": 0.3, "B": 0.3}),
+    # C_ij = Σ_k T_kij with T stored k-first: a plain sparse accumulation of matrices
+    "sum_slices": Case(one("sum_slices", [("T", (4, 5, 6), "ccc")], "C", lambda T: einsum("kij->ij", T)),
+                       {"T": 0.3}),
     "to_dense": Case(to_dense, {"A": 0.3, "B": 0.5}),
     "to_sparse": Case(to_sparse, {"D": 1.0}),
     "shift_sparse": Case(shift_sparse, {"A": 0.3, "x": 0.4}),
@@ -380,12 +288,25 @@ SUITE: dict[str, Case] = {
     "max_min": Case(max_min, {"A": 0.4, "B": 0.4}),
     "max_reductions": Case(max_reductions, {"A": 0.4, "B": 0.4}),
     "scalars": Case(scalars, {"x": 0.5, "y": 0.5, "A": 0.3}),
-    "coo_spmv": Case(coo_spmv, {"A": 0.3, "x": 1.0}),
-    "coo_spmm": Case(coo_spmm, {"A": 0.3, "X": 1.0}),
-    "coo_spmm_cm": Case(coo_spmm_cm, {"A": 0.3, "B": 0.4}),
+    # SpMV with A in COO: the non-unique row level is iterated, x is located at the singleton
+    # column level, and the accumulator over the duplicate-summing index sums repeated rows
+    "coo_spmv": Case(one("coo_spmv", [("A", (7, 6), "coo"), ("x", (6,), "dense")], "y", matvec),
+                     {"A": 0.3, "x": 1.0}),
+    # SpMM with A in COO times a dense X (order-2 accumulator over the COO index)
+    "coo_spmm": Case(one("coo_spmm", [("A", (7, 6), "coo"), ("X", (6, 5), "dense")], "C", matmul),
+                     {"A": 0.3, "X": 1.0}),
+    # SpMM with a column-major COO A (sorted by column) times a CSR B: rows of B are located at
+    # A's non-unique column level, B's columns scanned below A's singleton row level
+    "coo_spmm_cm": Case(one("coo_spmm_cm", [("A", (6, 7), "coo", (1, 0)), ("B", (7, 5), "csr")], "C", matmul),
+                        {"A": 0.3, "B": 0.4}),
     "coo_mul": Case(coo_mul, {"A": 0.5, "B": 0.5}),
-    "coo_add": Case(coo_add, {"A": 0.3, "B": 0.3}),
-    "coo_ttv": Case(coo_ttv, {"B": 0.3, "c": 1.0}),
+    # a COO matrix plus a DCSR one: the COO term is deduplicated in a pipeline (or graph) of its
+    # own before the union
+    "coo_add": Case(one("coo_add", [("A", (6, 7), "coo"), ("B", (6, 7), "dcsr")], "C", lambda A, B: A + 2 * B),
+                    {"A": 0.3, "B": 0.3}),
+    # tensor-times-vector with a 3-D COO tensor (one non-unique level, two singletons)
+    "coo_ttv": Case(one("coo_ttv", [("B", (4, 5, 6), "coo"), ("c", (6,), "dense")], "Y", ttv_expr),
+                    {"B": 0.3, "c": 1.0}),
     "coo_chain": Case(coo_chain, {"A": 0.3, "X": 1.0, "W": 1.0}),
     "coo_vector": Case(coo_vector, {"x": 0.5, "y": 1.0}),
 }
