@@ -137,12 +137,7 @@ class SiLUMLP(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
-class GeluTanhMLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(FIN, HID)
-        self.fc2 = nn.Linear(HID, OUT)
-
+class GeluTanhMLP(MLP):
     def forward(self, x):
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
 
@@ -171,12 +166,7 @@ class InplaceReLU(nn.Module):
         return self.act(self.fc2(h))
 
 
-class LeakyTanh(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(FIN, HID)
-        self.fc2 = nn.Linear(HID, OUT)
-
+class LeakyTanh(MLP):
     def forward(self, x):
         return torch.tanh(self.fc2(F.leaky_relu(self.fc1(x), 0.1)))
 
@@ -513,13 +503,8 @@ class Stacked(nn.Module):
 
 
 # ----------------------------------------------------------------------------- graph breaks
-class DataDependentBranch(nn.Module):
+class DataDependentBranch(MLP):
     """Python control flow on a tensor's value: the branch is taken on the host."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(FIN, HID)
-        self.fc2 = nn.Linear(HID, OUT)
 
     def forward(self, x):
         h = self.fc1(x)
