@@ -66,7 +66,14 @@ def _start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
     would signal); output to files (a pipe nobody reads could fill and stall it)."""
     with open(cwd / "stdout.txt", "w") as out, open(cwd / "stderr.txt", "w") as err:
         return subprocess.Popen([sys.executable, "-m", "fuseflow_cli", *args], cwd=cwd, env=env, stdout=out,
-                                stderr=err, start_new_session=True)
+                                stderr=err, start_new_session=True, preexec_fn=_sigint_as_in_a_terminal)
+
+
+def _sigint_as_in_a_terminal() -> None:
+    """SIGINT's default action in the command, as in a terminal's foreground job.  An ignored
+    signal stays ignored across exec: a suite started in the background (``pytest &``, ``nohup``,
+    some CI shells) would hand the command an ignored SIGINT, which it then rightly ignores."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _output(cwd: Path | None) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from .samml import Graph, GraphError
+from .samml import Graph, GraphError, NodeKind
 from .tensor import Format, TensorFormat
 
 __all__ = ["GRAPH_FORMAT_VERSION", "MAX_DENSE_WORDS", "graph_schema", "load_graph", "reference_problems", "resource_problems",
@@ -32,8 +32,12 @@ _MAX_REPORTED = 8  # schema problems listed before "... and N more"
 
 @cache
 def graph_schema() -> dict[str, Any]:
-    """The JSON Schema of graph files (draft 2020-12)."""
-    return json.loads(resources.files(__package__).joinpath("graph.schema.json").read_text())
+    """The JSON Schema of graph files (draft 2020-12): ``graph.schema.json`` with the node kinds
+    filled in from the primitive declarations, in declaration order (a new kind needs no edit
+    of the file)."""
+    schema = json.loads(resources.files(__package__).joinpath("graph.schema.json").read_text())
+    schema["$defs"]["node"]["properties"]["kind"]["enum"] = [k.value for k in NodeKind]
+    return schema
 
 
 def _field(path) -> str:
