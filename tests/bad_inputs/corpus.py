@@ -56,6 +56,18 @@ def api(id_: str, call: Callable[[Path], Any], *says: str, files: dict | None = 
     CASES.append(Case(id_, tuple(says), call=call, files=files or {}, entry="api"))
 
 
+def bad_file_cases(table: dict, file: str, runs: dict[str, list[str]], *, names=None,
+                   base: dict | None = None, entry: str = "cli") -> None:
+    """For each case of ``table`` (name -> (the writer of ``file``, or None: the file is missing;
+    what the error says)), in ``names`` if given, one CLI case per run (id prefix -> argv) with
+    ``file`` and the files of ``base`` written."""
+    for name in table if names is None else names:
+        writer, says = table[name]
+        files = dict(base or {}) | ({file: writer} if writer else {})
+        for prefix, argv in runs.items():
+            cli(f"{prefix}:{name}", argv, says, files=files, entry=entry)
+
+
 # --------------------------------------------------------------------------- file writers
 def text(content: str) -> Callable[[Path], None]:
     return lambda p: p.write_text(content)
@@ -299,10 +311,8 @@ _SCHEDULES = {
     "onchip-type": (text('onchip = 5\n'), "onchip"),
     "locate-type": (text('locate = "yes"\n'), "locate"),
 }
-for _name, (_writer, _says) in _SCHEDULES.items():
-    _files = {"s.toml": _writer} if _writer else {}
-    cli(f"schedule:sim:{_name}", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.toml"], _says, files=_files)
-    cli(f"schedule:sim-model:{_name}", ["sim", "--model", "gcn", "--schedule", "{d}/s.toml"], _says, files=_files)
+bad_file_cases(_SCHEDULES, "s.toml", {"schedule:sim": ["sim", "--kernel", "spmv", "--schedule", "{d}/s.toml"],
+                                       "schedule:sim-model": ["sim", "--model", "gcn", "--schedule", "{d}/s.toml"]})
 cli("schedule:json-bad", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.json"], "s.json", files={"s.json": text("{par:")})
 cli("schedule:json-list", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.json"], "s.json", files={"s.json": text("[1]")})
 cli("schedule:extension", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.yaml"], "s.yaml", files={"s.yaml": text("par: 1")})
@@ -452,19 +462,14 @@ def _loop(d: dict) -> None:
             e["src"] = "vals_c.val"
 
 
-for _name, (_writer, _says) in _GRAPHS.items():
-    _files = {"g.json": _writer} if _writer else {}
-    cli(f"graph:sim:{_name}", ["sim", "{d}/g.json"], _says, files=_files, entry="graph")
-for _name in ("missing-file", "not-json", "top-list", "shape-negative", "node-kind-unknown", "edge-loop",
-              "fifo-depth-huge", "edge-depth-huge", "dense-too-big", "param-unknown", "edge-unknown-port",
-              "edge-string", "params-list"):
-    _writer, _says = _GRAPHS[_name]
-    _files = {"g.json": _writer} if _writer else {}
-    cli(f"graph:build:{_name}", ["build", "{d}/g.json", "-o", "{d}/out"], _says, files=_files, entry="graph")
-    cli(f"graph:rtl:{_name}", ["rtl", "{d}/g.json"], _says, files=_files, entry="graph")
-    cli(f"graph:estimate:{_name}", ["estimate", "{d}/g.json"], _says, files=_files, entry="graph")
-    cli(f"graph:synth:{_name}", ["synth", "{d}/g.json", "-o", "{d}/out", "--board", "icestick"], _says,
-        files=_files, entry="graph")
+bad_file_cases(_GRAPHS, "g.json", {"graph:sim": ["sim", "{d}/g.json"]}, entry="graph")
+bad_file_cases(_GRAPHS, "g.json", {"graph:build": ["build", "{d}/g.json", "-o", "{d}/out"],
+                                   "graph:rtl": ["rtl", "{d}/g.json"],
+                                   "graph:estimate": ["estimate", "{d}/g.json"],
+                                   "graph:synth": ["synth", "{d}/g.json", "-o", "{d}/out", "--board", "icestick"]},
+               names=("missing-file", "not-json", "top-list", "shape-negative", "node-kind-unknown", "edge-loop",
+                      "fifo-depth-huge", "edge-depth-huge", "dense-too-big", "param-unknown", "edge-unknown-port",
+                      "edge-string", "params-list"), entry="graph")
 cli("graph:sim:directory", ["sim", "{d}"], "directory", entry="graph")
 
 
@@ -500,13 +505,9 @@ _DATA = {
     "complex": (spmv_npz(c=np.full(8, 1 + 2j)), "'c'"),
     "scalar": (spmv_npz(c=np.int64(3)), "'c'"),
 }
-for _name, (_writer, _says) in _DATA.items():
-    _files = dict(_G) | ({"x.npz": _writer} if _writer else {})
-    cli(f"data:sim:{_name}", ["sim", "{d}/g.json", "--data", "{d}/x.npz"], _says, files=_files, entry="data")
-for _name in ("missing", "garbage", "no-tensor", "wrong-shape", "huge-value", "fraction", "nan"):
-    _writer, _says = _DATA[_name]
-    _files = dict(_G) | ({"x.npz": _writer} if _writer else {})
-    cli(f"data:rtl:{_name}", ["rtl", "{d}/g.json", "--data", "{d}/x.npz"], _says, files=_files, entry="data")
+bad_file_cases(_DATA, "x.npz", {"data:sim": ["sim", "{d}/g.json", "--data", "{d}/x.npz"]}, base=_G, entry="data")
+bad_file_cases(_DATA, "x.npz", {"data:rtl": ["rtl", "{d}/g.json", "--data", "{d}/x.npz"]}, base=_G, entry="data",
+               names=("missing", "garbage", "no-tensor", "wrong-shape", "huge-value", "fraction", "nan"))
 _MTX_HEAD = "%%MatrixMarket matrix coordinate integer general\n"
 _MTX = {
     "truncated": (text(_MTX_HEAD + "8 8 5\n1 1 3\n2 2 4\n"), "x.mtx"),
@@ -522,15 +523,12 @@ _MTX = {
     "words": (text(_MTX_HEAD + "8 8 1\na b c\n"), "x.mtx"),
     "huge-value": (text(_MTX_HEAD + "8 8 1\n1 1 1099511627776\n"), "1099511627776"),
 }
-for _name, (_writer, _says) in _MTX.items():
-    cli(f"mtx:sim-kernel:{_name}", ["sim", "--kernel", "spmv", "--data", "{d}/x.mtx"], _says,
-        files={"x.mtx": _writer}, entry="data")
-for _name in ("truncated", "bad-header", "out-of-range", "fractions", "garbage"):
-    _writer, _says = _MTX[_name]
-    cli(f"mtx:rtl-kernel:{_name}", ["rtl", "--kernel", "spmv", "--data", "{d}/x.mtx"], _says,
-        files={"x.mtx": _writer}, entry="data")
-    cli(f"mtx:sim-graph:{_name}", ["sim", "{d}/g.json", "--data", "{d}/x.mtx"], _says,
-        files={"x.mtx": _writer, **_G}, entry="data")
+_MTX_RUNS = ("truncated", "bad-header", "out-of-range", "fractions", "garbage")
+bad_file_cases(_MTX, "x.mtx", {"mtx:sim-kernel": ["sim", "--kernel", "spmv", "--data", "{d}/x.mtx"]}, entry="data")
+bad_file_cases(_MTX, "x.mtx", {"mtx:rtl-kernel": ["rtl", "--kernel", "spmv", "--data", "{d}/x.mtx"]},
+               names=_MTX_RUNS, entry="data")
+bad_file_cases(_MTX, "x.mtx", {"mtx:sim-graph": ["sim", "{d}/g.json", "--data", "{d}/x.mtx"]}, names=_MTX_RUNS,
+               base=_G, entry="data")
 cli("mtx:kernel-wrong-extension", ["sim", "--kernel", "spmv", "--data", "{d}/x.csv"], "x.csv",
     files={"x.csv": text("1,2\n")}, entry="data")
 cli("mtx:graph-wrong-size", ["sim", "{d}/g.json", "--data", "{d}/x.mtx"], "4x4",
@@ -554,12 +552,10 @@ _SWEEPS = {
     "defaults-type": (text('defaults = 3\n[[grid]]\nkernel = "spmv"\n'), "defaults"),
     "binary": (raw(b"\xff\xfe\x00"), "none.toml"),
 }
-for _name, (_writer, _says) in _SWEEPS.items():
-    _files = {"none.toml": _writer} if _writer else {}
-    cli(f"sweep:{_name}", ["sweep", "{d}/none.toml", "-o", "{d}/out"], _says, files=_files, entry="sweep")
-    if _name in ("missing", "bad-toml", "unknown-key", "unknown-kernel"):
-        cli(f"sweep-list:{_name}", ["sweep", "{d}/none.toml", "-o", "{d}/out", "--list"], _says,
-            files=_files, entry="sweep")
+_SWEEP_RUN = ["sweep", "{d}/none.toml", "-o", "{d}/out"]
+bad_file_cases(_SWEEPS, "none.toml", {"sweep": _SWEEP_RUN}, entry="sweep")
+bad_file_cases(_SWEEPS, "none.toml", {"sweep-list": [*_SWEEP_RUN, "--list"]},
+               names=("missing", "bad-toml", "unknown-key", "unknown-kernel"), entry="sweep")
 
 # ---- Einsum programs (compile) -------------------------------------------------------------
 def _program(*body: str) -> Callable[[Path], None]:
@@ -586,9 +582,7 @@ _PROGRAMS = {
     "negative-shape": (_program("A = p.tensor('A', (4, -4), 'csr')"), "-4"),
     "duplicate-tensor": (_program("p.tensor('A', (4, 4), 'csr')", "p.tensor('A', (4, 4), 'csr')"), "'A'"),
 }
-for _name, (_writer, _says) in _PROGRAMS.items():
-    _files = {"p.py": _writer} if _writer else {}
-    cli(f"program:compile:{_name}", ["compile", "{d}/p.py", "-o", "{d}/out"], _says, files=_files, entry="program")
+bad_file_cases(_PROGRAMS, "p.py", {"program:compile": ["compile", "{d}/p.py", "-o", "{d}/out"]}, entry="program")
 cli("program:compile:order-option", ["compile", "examples/programs/spmm.py", "-o", "{d}/o", "--order", "T"],
     "--order", entry="program")
 cli("program:compile:dump-unknown", ["compile", "examples/programs/spmm.py", "-o", "{d}/o", "--dump-after", "nope"],
