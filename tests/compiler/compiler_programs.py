@@ -322,11 +322,12 @@ def assert_canonical(name: str, t: TensorData) -> None:
             assert not empty.size, f"{name}: level {lvl} stores empty fibers at positions {empty}"
 
 
-def check(compiled, data) -> None:
-    """sw_sim's outputs of ``compiled`` on ``data`` are numpy's (``reference``), element for
-    element and shape for shape, stored canonically."""
+def check(compiled, data, dense: dict[str, np.ndarray] | None = None) -> None:
+    """sw_sim's outputs of ``compiled`` on ``data`` are numpy's (``reference``) on ``dense`` (by
+    default ``data``; the dense arrays of operands ``data`` stores otherwise, e.g. COO with
+    duplicate entries), element for element and shape for shape, stored canonically."""
     result = run_program(compiled, data, simulate=run_graph)
-    expected = reference(compiled.program, data)
+    expected = reference(compiled.program, data if dense is None else dense)
     assert set(result.outputs) == set(expected)
     for name, want in expected.items():
         assert_canonical(name, result.outputs[name])
