@@ -37,20 +37,33 @@ class Case:
 Decl = tuple  # (name, shape, format) or (name, shape, format, mode order)
 
 
+def statements(name: str, decls: list[Decl], outs: dict[str, Callable[..., object]],
+               lets: dict[str, dict] | None = None) -> Program:
+    """A program with inputs ``decls`` (in order) and, per entry of ``outs`` (in order), one
+    statement ``out = expr(*inputs)`` with the let options ``lets[out]``; all are outputs."""
+    p = Program(name)
+    handles = [p.tensor(d[0], d[1], d[2], mode_order=d[3] if len(d) > 3 else None) for d in decls]
+    p.output(*[p.let(out, expr(*handles), **(lets or {}).get(out, {})) for out, expr in outs.items()])
+    return p
+
+
 def one_statement(name: str, decls: list[Decl], out: str, expr: Callable[..., object],
                   **let_args) -> Program:
     """A program with inputs ``decls`` (in order) and one statement ``out = expr(*inputs)``,
     its output."""
-    p = Program(name)
-    handles = [p.tensor(d[0], d[1], d[2], mode_order=d[3] if len(d) > 3 else None) for d in decls]
-    p.output(p.let(out, expr(*handles), **let_args))
-    return p
+    return statements(name, decls, {out: expr}, {out: let_args})
 
 
 def one(name: str, decls: list[Decl], out: str, expr: Callable[..., object],
         **let_args) -> Callable[[], Program]:
     """The builder of ``one_statement(name, decls, out, expr, **let_args)``."""
     return partial(one_statement, name, decls, out, expr, **let_args)
+
+
+def several(name: str, decls: list[Decl], outs: dict[str, Callable[..., object]],
+            lets: dict[str, dict] | None = None) -> Callable[[], Program]:
+    """The builder of ``statements(name, decls, outs, lets)``."""
+    return partial(statements, name, decls, outs, lets)
 
 
 def matvec(A, x):
@@ -118,85 +131,6 @@ def elementwise_chain() -> Program:
     return p
 
 
-def to_dense() -> Program:
-    """Decompression: a sparse matrix copied into a dense one (Y's dense column level is
-    iterated fully: densified iteration), and a product of two CSR matrices written dense."""
-    p = Program("to_dense")
-    A = p.tensor("A", (5, 6), "dcsr")
-    B = p.tensor("B", (5, 6), "csr")
-    p.output(p.let("Y", A, fmt="dense"), p.let("Z", A * B, fmt="dense"))
-    return p
-
-
-def to_sparse() -> Program:
-    """Compression: a dense matrix written as CSR and DCSR (zeros are stored explicitly)."""
-    p = Program("to_sparse")
-    D = p.tensor("D", (5, 6), "dense")
-    p.output(p.let("Y", 2 * D, fmt="csr"), p.let("Z", -D, fmt="dcsr"))
-    return p
-
-
-def shift_sparse() -> Program:
-    """Functions with f(0) != 0 of sparse operands: every coordinate is visited."""
-    p = Program("shift_sparse")
-    A = p.tensor("A", (5, 6), "csr")
-    x = p.tensor("x", (6,), "compressed")
-    p.output(p.let("Y", (A + 2) * 3), p.let("z", 1 - x))
-    return p
-
-
-def divide() -> Program:
-    """Division by a dense tensor, elementwise and after a reduction, with a broadcast."""
-    p = Program("divide")
-    A = p.tensor("A", (6, 5), "csr")
-    X = p.tensor("X", (5, 4), "dense")
-    D = p.tensor("D", (6, 4), "dense")
-    d = p.tensor("d", (4,), "dense")
-    p.output(p.let("Y", einsum("ik,kj->ij", A, X) / D), p.let("Z", einsum("ik,kj->ij", A, X) / d))
-    return p
-
-
-def max_min() -> Program:
-    """Elementwise maximum / minimum (implicit zeros take part: a union of the patterns)."""
-    p = Program("max_min")
-    A = p.tensor("A", (5, 6), "dcsr")
-    B = p.tensor("B", (5, 6), "csr")
-    p.output(p.let("Y", maximum(A, B)), p.let("Z", minimum(A, 2 * B)))
-    return p
-
-
-def max_reductions() -> Program:
-    """Row maxima, column minima and a max-times product, over every coordinate."""
-    p = Program("max_reductions")
-    A = p.tensor("A", (5, 6), "csr")
-    B = p.tensor("B", (6, 4), "dcsr")
-    p.output(p.let("r", einsum("ij->i", A, reduce="max")),
-             p.let("c", einsum("ij->j", A, reduce="min")),
-             p.let("M", einsum("ik,kj->ij", A, B, reduce="max")))
-    return p
-
-
-def scalars() -> Program:
-    """0-dimensional outputs: a dot product of two sparse vectors, a total and a maximum."""
-    p = Program("scalars")
-    x = p.tensor("x", (7,), "compressed")
-    y = p.tensor("y", (7,), "compressed")
-    A = p.tensor("A", (5, 6), "dcsr")
-    p.output(p.let("dot", einsum("i,i->", x, y)), p.let("total", einsum("ij->", A)),
-             p.let("top", einsum("ij->", A, reduce="max")))
-    return p
-
-
-def coo_mul() -> Program:
-    """Elementwise product of a COO and a CSR matrix (B's dense rows located, its columns
-    intersected with A's singleton level) and a row sum of the COO matrix."""
-    p = Program("coo_mul")
-    A = p.tensor("A", (6, 7), "coo")
-    B = p.tensor("B", (6, 7), "csr")
-    p.output(p.let("C", A * B), p.let("r", einsum("ij->i", A)))
-    return p
-
-
 def coo_chain() -> Program:
     """Two statements over a COO adjacency: T = A·X, Y = relu(T·W) (one region)."""
     p = Program("coo_chain")
@@ -207,15 +141,6 @@ def coo_chain() -> Program:
     Y = p.let("Y", relu(einsum("ij,jl->il", T, W)))
     p.region(T, Y)
     p.output(Y)
-    return p
-
-
-def coo_vector() -> Program:
-    """A COO vector (one non-unique level): a dot product and a scaled copy."""
-    p = Program("coo_vector")
-    x = p.tensor("x", (9,), "coo")
-    y = p.tensor("y", (9,), "dense")
-    p.output(p.let("dot", einsum("i,i->", x, y)), p.let("z", 3 * x * y))
     return p
 
 
@@ -281,13 +206,36 @@ SUITE: dict[str, Case] = {
     # C_ij = Σ_k T_kij with T stored k-first: a plain sparse accumulation of matrices
     "sum_slices": Case(one("sum_slices", [("T", (4, 5, 6), "ccc")], "C", lambda T: einsum("kij->ij", T)),
                        {"T": 0.3}),
-    "to_dense": Case(to_dense, {"A": 0.3, "B": 0.5}),
-    "to_sparse": Case(to_sparse, {"D": 1.0}),
-    "shift_sparse": Case(shift_sparse, {"A": 0.3, "x": 0.4}),
-    "divide": Case(divide, {"A": 0.4, "X": 1.0, "D": 1.0, "d": 1.0}),
-    "max_min": Case(max_min, {"A": 0.4, "B": 0.4}),
-    "max_reductions": Case(max_reductions, {"A": 0.4, "B": 0.4}),
-    "scalars": Case(scalars, {"x": 0.5, "y": 0.5, "A": 0.3}),
+    # decompression: a sparse matrix copied into a dense one (Y's dense column level is iterated
+    # fully: densified iteration), and a product of two CSR matrices written dense
+    "to_dense": Case(several("to_dense", [("A", (5, 6), "dcsr"), ("B", (5, 6), "csr")],
+                             {"Y": lambda A, B: A, "Z": lambda A, B: A * B},
+                             {"Y": {"fmt": "dense"}, "Z": {"fmt": "dense"}}), {"A": 0.3, "B": 0.5}),
+    # compression: a dense matrix written as CSR and DCSR (zeros are stored explicitly)
+    "to_sparse": Case(several("to_sparse", [("D", (5, 6), "dense")], {"Y": lambda D: 2 * D, "Z": lambda D: -D},
+                              {"Y": {"fmt": "csr"}, "Z": {"fmt": "dcsr"}}), {"D": 1.0}),
+    # functions with f(0) != 0 of sparse operands: every coordinate is visited
+    "shift_sparse": Case(several("shift_sparse", [("A", (5, 6), "csr"), ("x", (6,), "compressed")],
+                                 {"Y": lambda A, x: (A + 2) * 3, "z": lambda A, x: 1 - x}), {"A": 0.3, "x": 0.4}),
+    # division by a dense tensor, elementwise and after a reduction, with a broadcast
+    "divide": Case(several("divide", [("A", (6, 5), "csr"), ("X", (5, 4), "dense"), ("D", (6, 4), "dense"),
+                                      ("d", (4,), "dense")],
+                           {"Y": lambda A, X, D, d: matmul(A, X) / D, "Z": lambda A, X, D, d: matmul(A, X) / d}),
+                   {"A": 0.4, "X": 1.0, "D": 1.0, "d": 1.0}),
+    # elementwise maximum / minimum (implicit zeros take part: a union of the patterns)
+    "max_min": Case(several("max_min", [("A", (5, 6), "dcsr"), ("B", (5, 6), "csr")],
+                            {"Y": maximum, "Z": lambda A, B: minimum(A, 2 * B)}), {"A": 0.4, "B": 0.4}),
+    # row maxima, column minima and a max-times product, over every coordinate
+    "max_reductions": Case(several("max_reductions", [("A", (5, 6), "csr"), ("B", (6, 4), "dcsr")],
+                                   {"r": lambda A, B: einsum("ij->i", A, reduce="max"),
+                                    "c": lambda A, B: einsum("ij->j", A, reduce="min"),
+                                    "M": lambda A, B: einsum("ik,kj->ij", A, B, reduce="max")}),
+                           {"A": 0.4, "B": 0.4}),
+    # 0-dimensional outputs: a dot product of two sparse vectors, a total and a maximum
+    "scalars": Case(several("scalars", [("x", (7,), "compressed"), ("y", (7,), "compressed"), ("A", (5, 6), "dcsr")],
+                            {"dot": lambda x, y, A: einsum("i,i->", x, y), "total": lambda x, y, A: einsum("ij->", A),
+                             "top": lambda x, y, A: einsum("ij->", A, reduce="max")}),
+                    {"x": 0.5, "y": 0.5, "A": 0.3}),
     # SpMV with A in COO: the non-unique row level is iterated, x is located at the singleton
     # column level, and the accumulator over the duplicate-summing index sums repeated rows
     "coo_spmv": Case(one("coo_spmv", [("A", (7, 6), "coo"), ("x", (6,), "dense")], "y", matvec),
@@ -299,7 +247,10 @@ SUITE: dict[str, Case] = {
     # A's non-unique column level, B's columns scanned below A's singleton row level
     "coo_spmm_cm": Case(one("coo_spmm_cm", [("A", (6, 7), "coo", (1, 0)), ("B", (7, 5), "csr")], "C", matmul),
                         {"A": 0.3, "B": 0.4}),
-    "coo_mul": Case(coo_mul, {"A": 0.5, "B": 0.5}),
+    # elementwise product of a COO and a CSR matrix (B's dense rows located, its columns
+    # intersected with A's singleton level) and a row sum of the COO matrix
+    "coo_mul": Case(several("coo_mul", [("A", (6, 7), "coo"), ("B", (6, 7), "csr")],
+                            {"C": lambda A, B: A * B, "r": lambda A, B: einsum("ij->i", A)}), {"A": 0.5, "B": 0.5}),
     # a COO matrix plus a DCSR one: the COO term is deduplicated in a pipeline (or graph) of its
     # own before the union
     "coo_add": Case(one("coo_add", [("A", (6, 7), "coo"), ("B", (6, 7), "dcsr")], "C", lambda A, B: A + 2 * B),
@@ -308,7 +259,10 @@ SUITE: dict[str, Case] = {
     "coo_ttv": Case(one("coo_ttv", [("B", (4, 5, 6), "coo"), ("c", (6,), "dense")], "Y", ttv_expr),
                     {"B": 0.3, "c": 1.0}),
     "coo_chain": Case(coo_chain, {"A": 0.3, "X": 1.0, "W": 1.0}),
-    "coo_vector": Case(coo_vector, {"x": 0.5, "y": 1.0}),
+    # a COO vector (one non-unique level): a dot product and a scaled copy
+    "coo_vector": Case(several("coo_vector", [("x", (9,), "coo"), ("y", (9,), "dense")],
+                               {"dot": lambda x, y: einsum("i,i->", x, y), "z": lambda x, y: 3 * x * y}),
+                       {"x": 0.5, "y": 1.0}),
 }
 
 
