@@ -55,15 +55,16 @@ def iteration_data(name: str) -> TensorData:
     return TensorData.from_dense(np.zeros(dim, dtype=np.int64), TensorFormat((Format.DENSE,)))
 
 
-def _free(e: IExpr) -> list[str]:
+def free_in_order(e: IExpr) -> list[str]:
+    """The indices of ``e`` not summed, in first-appearance order (an access's as written)."""
     if isinstance(e, Access):
         return list(e.indices)
     if isinstance(e, BinOp):
-        return list(dict.fromkeys(_free(e.lhs) + _free(e.rhs)))
+        return list(dict.fromkeys(free_in_order(e.lhs) + free_in_order(e.rhs)))
     if isinstance(e, Sum):
-        return [i for i in _free(e.body) if i not in e.indices]
+        return [i for i in free_in_order(e.body) if i not in e.indices]
     if isinstance(e, Unary):
-        return _free(e.arg)
+        return free_in_order(e.arg)
     return []
 
 
@@ -134,7 +135,7 @@ class _Densifier:
             return (index not in e.indices and self.enumerated(e.body, index, rows)
                     and all(self.above(index, k) for k in e.indices))
         if isinstance(e, BinOp):
-            having = [x for x in (e.lhs, e.rhs) if index in _free(x)]
+            having = [x for x in (e.lhs, e.rhs) if index in free_in_order(x)]
             got = [self.enumerated(x, index, rows) for x in having]
             return bool(got) and (all(got) if e.op.product else any(got))
         return False
@@ -165,10 +166,10 @@ class _Densifier:
             # it visits every coordinate, which matters where a softmax reads them (a row with
             # nothing stored is normalised too, to 0): every free index is densified there
             if e.op is UnOp.LAYERNORM and self.sparse(arg):
-                rows = [i for i in _free(arg) if i != e.index] if self.visits_read else []
+                rows = [i for i in free_in_order(arg) if i != e.index] if self.visits_read else []
                 arg = self.union_all(arg, [e.index, *rows])
             elif not e.op.zero_preserving and not e.op.row and self.sparse(arg):
-                arg = self.union_all(arg, _free(arg))
+                arg = self.union_all(arg, free_in_order(arg))
             return Unary(e.op, arg, e.scalar, e.index)
         if isinstance(e, BinOp):
             return BinOp(e.op, self.walk(e.lhs), self.walk(e.rhs))
@@ -182,7 +183,7 @@ class _Densifier:
     def max_indices(self, e: Sum, body: IExpr) -> list[str]:
         """A max / min reduction visits every coordinate of its reduced indices and, since an
         order may visit an output index below a reduced one, of its output indices too."""
-        return [*e.indices, *(i for i in _free(body) if i not in e.indices)]
+        return [*e.indices, *(i for i in free_in_order(body) if i not in e.indices)]
 
 
 def densify_statement(program: Program, rhs: IExpr, indices: tuple[str, ...],

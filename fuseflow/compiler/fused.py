@@ -4,7 +4,7 @@ order graph and dataflow order)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -68,6 +68,27 @@ class VNamed:
 
 
 VExpr = VAccess | VBin | VNamed | VUn
+
+
+def vexpr_nodes(e: VExpr, *, into: Callable[[VNamed], bool] = lambda n: True,
+                once: bool = False) -> Iterator[VExpr]:
+    """The nodes of ``e``, parents first, left to right; below an inlined intermediate only
+    where ``into`` says so; with ``once``, a node shared by several parents the first time."""
+    seen: set[int] = set()
+    stack: list[VExpr] = [e]
+    while stack:
+        x = stack.pop()
+        if once:
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+        yield x
+        if isinstance(x, VBin):
+            stack += (x.rhs, x.lhs)
+        elif isinstance(x, VUn):
+            stack.append(x.arg)
+        elif isinstance(x, VNamed) and into(x):
+            stack.append(x.body)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import networkx as nx
 
 from ..ir.tensor import Format, TensorFormat
 from .coo import coo_origin, lift_coo
-from .densify import densify_statement, is_iteration_tensor
+from .densify import densify_statement, free_in_order, is_iteration_tensor
 from .fused import (
     MAX_ORDERS,
     FusedOutput,
@@ -113,7 +113,7 @@ def _hoist(stmt: Statement, extra: list[tuple[str, tuple[str, ...], IExpr]]) -> 
     def walk(e: IExpr, under_add: bool, under_any: bool = False) -> IExpr:
         if isinstance(e, Sum):
             if under_any if e.op is not Op.ADD else under_add:
-                free = [i for i in _free_ordered(e.body) if i not in e.indices]
+                free = [i for i in free_in_order(e.body) if i not in e.indices]
                 name = f"{stmt.out}_t{next(counter)}"
                 # a hoisted max / min reduction is hoisted from in turn (its own statement)
                 extra.append((name, tuple(free), walk(e, False) if _max_reduction(e) else e))
@@ -141,7 +141,7 @@ def _hoist_rows(out: str, rhs: IExpr, extra: list[tuple[str, tuple[str, ...], IE
         if isinstance(e, Unary):
             arg = walk(e.arg, False)
             if e.op.row and not top:
-                free = [i for i in _free_ordered(arg) if i != e.index] + [e.index]
+                free = [i for i in free_in_order(arg) if i != e.index] + [e.index]
                 name = f"{out}_r{next(counter)}"
                 extra.append((name, tuple(free), Unary(e.op, arg, e.scalar, e.index)))
                 return Access(name, tuple(free))
@@ -158,18 +158,6 @@ def _hoist_rows(out: str, rhs: IExpr, extra: list[tuple[str, tuple[str, ...], IE
 def is_row_function(e: IExpr) -> bool:
     """Whether the whole of ``e`` is a row function (softmax, layernorm)."""
     return isinstance(e, Unary) and e.op.row
-
-
-def _free_ordered(e: IExpr) -> list[str]:
-    if isinstance(e, Access):
-        return list(e.indices)
-    if isinstance(e, BinOp):
-        return list(dict.fromkeys(_free_ordered(e.lhs) + _free_ordered(e.rhs)))
-    if isinstance(e, Sum):
-        return [i for i in _free_ordered(e.body) if i not in e.indices]
-    if isinstance(e, Unary):
-        return _free_ordered(e.arg)
-    return []
 
 
 @dataclass
@@ -239,7 +227,7 @@ def _rewrite(program: Program, stmts: Sequence[Statement],
             out.append(_Stmt(name, free, e, f"{name} = {e}  (split from '{s.text}')",
                              tuple(i for i in order if i in own), shape, None, orig))
         if extra:
-            order = tuple(i for i in order if i in set(_free_ordered(rhs)) | set(_all_sums(rhs)))
+            order = tuple(i for i in order if i in set(free_in_order(rhs)) | set(_all_sums(rhs)))
         out.append(_Stmt(s.out, s.indices, rhs, s.text, order, program.decls[s.out].shape,
                          program.decls[s.out].fmt, orig))
     return out

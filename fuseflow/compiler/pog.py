@@ -23,6 +23,7 @@ from .fused import (
     View,
     VNamed,
     VUn,
+    vexpr_nodes,
 )
 from .program import FusionError, Op, UnOp
 
@@ -127,20 +128,8 @@ def _row_functions(tensor: str, indices: tuple[str, ...], body: VExpr
     """The row functions of an output (its whole body) and of the intermediates inlined in it:
     (tensor, its indices, the function); each must see its index innermost."""
     out = [(tensor, indices, body)] if isinstance(body, VUn) and body.op.row else []
-
-    def walk(e: VExpr) -> None:
-        if isinstance(e, VNamed):
-            if isinstance(e.body, VUn) and e.body.op.row:
-                out.append((e.tensor, e.indices, e.body))
-            walk(e.body)
-        elif isinstance(e, VUn):
-            walk(e.arg)
-        elif isinstance(e, VBin):
-            walk(e.lhs)
-            walk(e.rhs)
-
-    walk(body)
-    return out
+    return out + [(x.tensor, x.indices, x.body) for x in vexpr_nodes(body)
+                  if isinstance(x, VNamed) and isinstance(x.body, VUn) and x.body.op.row]
 
 
 def _first_cycle(pog: nx.DiGraph) -> list[tuple[str, str]]:

@@ -618,21 +618,7 @@ class Statement:
     order: tuple[str, ...] = ()  # user dataflow order, in IR index names
 
     def reads(self) -> list[str]:
-        out: list[str] = []
-
-        def walk(e: IExpr) -> None:
-            if isinstance(e, Access):
-                out.append(e.tensor)
-            elif isinstance(e, BinOp):
-                walk(e.lhs)
-                walk(e.rhs)
-            elif isinstance(e, Sum):
-                walk(e.body)
-            elif isinstance(e, Unary):
-                walk(e.arg)
-
-        walk(self.rhs)
-        return list(dict.fromkeys(out))
+        return list(dict.fromkeys(a.tensor for a in accesses(self.rhs)))
 
     def __str__(self) -> str:
         return f"{self.out}_{{{','.join(self.indices)}}} = {self.rhs}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir.tensor import Format, TensorFormat
-from .fused import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn
+from .fused import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn, vexpr_nodes
 from .program import LoweringError, Op, Rejected, UnOp, binop_text, unary_text
 from .semantics import iteration_only
 from .table_records import (
@@ -311,24 +311,7 @@ def _own(e: VExpr, views: dict[str, View], fac: frozenset[str]) -> set[str]:
 def _candidates(e: VExpr, fac: frozenset[str]) -> list[VNamed]:
     """Intermediates directly under this node (through compute and inlined intermediates), in
     the order of a left-to-right walk, a node read several times listed once."""
-    out: list[VNamed] = []
-    seen: set[int] = set()
-
-    def walk(x: VExpr) -> None:
-        if id(x) in seen:
-            return
-        seen.add(id(x))
-        if isinstance(x, VBin):
-            walk(x.lhs)
-            walk(x.rhs)
-        elif isinstance(x, VUn):
-            walk(x.arg)
-        elif isinstance(x, VNamed):
-            out.append(x)
-            if x.tensor not in fac:
-                walk(x.body)
-    walk(e)
-    return out
+    return [x for x in vexpr_nodes(e, into=lambda n: n.tensor not in fac, once=True) if isinstance(x, VNamed)]
 
 
 def _subst(tree: str | Join | None, drivers: dict[str, str | Join]) -> str | Join | None:
