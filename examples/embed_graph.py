@@ -17,8 +17,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from fuseflow.kernels import KERNELS
 from fuseflow.ir.tensor import TensorData
+from fuseflow.kernels import KERNELS
 from hw.elaborate import REG_CTRL, REG_CYCLES, GraphTop, HwConfig
 
 __all__ = ["SpmvSystem", "simulate"]

@@ -1,19 +1,7 @@
 """What the two GCN example programs (programs/gcn_layer.py, programs/gcn_relu.py) share: the
-operands of a GCN layer and their example data."""
+example data of a GCN layer."""
 
 import numpy as np
-
-from fuseflow.compiler import Program
-
-
-def gcn_operands(p: Program, nodes: int, features: int, hidden: int):
-    """Declare the adjacency ``A`` (CSR), the features ``X``, the weight ``W`` and the bias ``b``
-    (dense) of ``p``; returns them in that order."""
-    A = p.tensor("A", (nodes, nodes), "csr")
-    X = p.tensor("X", (nodes, features), "dense")
-    W = p.tensor("W", (features, hidden), "dense")
-    b = p.tensor("b", (hidden,), "dense")
-    return A, X, W, b
 
 
 def gcn_data(seed: int) -> dict[str, np.ndarray]:

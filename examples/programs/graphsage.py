@@ -2,18 +2,13 @@
 
 import numpy as np
 
-from fuseflow.compiler import Program, einsum
+from fuseflow.compiler import Program, catalog
 
 
 def program(nodes: int = 16, features: int = 8, hidden: int = 4, ordered: bool = True) -> Program:
-    """``ordered=False`` leaves the order i -> l -> m -> j to the compiler."""
-    p = Program("graphsage")
-    A = p.tensor("A", (nodes, nodes), "csr")
-    X = p.tensor("X", (nodes, features), "csr")
-    W = p.tensor("Omega", (features, hidden), "dense")
-    T0 = p.let("T0", einsum("il,lm->im", A, X), order="ilm" if ordered else None)
-    p.output(p.let("Tnbor", einsum("im,mj->ij", T0, W), order="imj" if ordered else None))
-    return p
+    """``ordered=False`` leaves the order i -> l -> m -> j to the compiler (the compiler's
+    catalog program ``fuseflow.compiler.catalog.graphsage``)."""
+    return catalog.graphsage(nodes, features, hidden, ordered)
 
 
 def example_data(seed: int) -> dict[str, np.ndarray]:
