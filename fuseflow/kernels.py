@@ -116,6 +116,19 @@ def elementwise(op: AluOp, n: int = 64, m: int = 64) -> Graph:
     return g
 
 
+def _row_pairs(b: GraphBuilder, a: str, x: str, out: str):
+    """Every pair of rows: rows i of ``a`` (its level 0) and, under each, rows j of ``x`` (its
+    level 0), written as the two levels of ``out``.  Returns ``(crd_i, crd_j, ref_j, ref_ij)``,
+    ``ref_ij`` being row i's reference repeated for each j (to scan ``a``'s level 1)."""
+    crd_i, ref_i = b.scan(a, 0, b.root(a))
+    crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
+    b.write(out, 0, crd_i_w)
+    crd_j, ref_j = b.scan(x, 0, b.repeat(b.root(x), crd_i_r))
+    crd_j_w, crd_j_r = b.bcast(crd_j, 2, StreamKind.CRD)
+    b.write(out, 1, crd_j_w)
+    return crd_i, crd_j, ref_j, b.repeat(ref_i, crd_j_r)
+
+
 def inner_product(n: int = 64, m: int = 64, k: int = 64) -> Graph:
     """``C (n×m, dense) = A (n×k, CSR) · B (m×k, CSR)ᵀ``, order i→j→k: every (i, j) pair
     intersects two compressed rows (the case coordinate skipping speeds up,
@@ -125,13 +138,8 @@ def inner_product(n: int = 64, m: int = 64, k: int = 64) -> Graph:
     g.tensor("A", (n, k), CSR)
     g.tensor("B", (m, k), CSR)
     g.tensor("C", (n, m), DENSE2, Role.OUTPUT)
-    crd_i, ref_i = b.scan("A", 0, b.root("A"))
-    crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
-    b.write("C", 0, crd_i_w)
-    crd_j, ref_j = b.scan("B", 0, b.repeat(b.root("B"), crd_i_r))
-    crd_j_w, crd_j_r = b.bcast(crd_j, 2, StreamKind.CRD)
-    b.write("C", 1, crd_j_w)
-    crd_ka, ref_ka = b.scan("A", 1, b.repeat(ref_i, crd_j_r))
+    crd_i, crd_j, ref_j, ref_ij = _row_pairs(b, "A", "B", "C")
+    crd_ka, ref_ka = b.scan("A", 1, ref_ij)
     crd_kb, ref_kb = b.scan("B", 1, ref_j)
     crd_k, (rka, rkb) = b.join(NodeKind.INTERSECT, [(crd_ka, ref_ka), (crd_kb, ref_kb)])
     g.discard(crd_k)
@@ -179,13 +187,8 @@ def bspmm(n: int = 64, k: int = 64, m: int = 64, block: int = 4, lanes: int | No
         g.tensor(name, f.stored_shape(shape), f.stored(), block=Blocking(f, shape))
     g.tensor("Y", (n, m), DENSE2, Role.OUTPUT)
     vec = {"lanes": lanes} if lanes > 1 else {}
-    crd_i, ref_i = b.scan("A", 0, b.root("A"))
-    crd_i_w, crd_i_r = b.bcast(crd_i, 2, StreamKind.CRD)
-    b.write("Y", 0, crd_i_w)
-    crd_j, ref_j = b.scan("X", 0, b.repeat(b.root("X"), crd_i_r))
-    crd_j_w, crd_j_r = b.bcast(crd_j, 2, StreamKind.CRD)
-    b.write("Y", 1, crd_j_w)
-    crd_kb, ref_a = b.scan("A", 1, b.repeat(ref_i, crd_j_r))
+    crd_i, crd_j, ref_j, ref_ij = _row_pairs(b, "A", "X", "Y")
+    crd_kb, ref_a = b.scan("A", 1, ref_ij)
     g.indices = {"i": [crd_i], "j": [crd_j], "K": [crd_kb]}
     ref_x = b.node(NodeKind.LOCATE, "locate_X1", {"outer": ref_j, "inner": crd_kb}, dim=-(-k // block))["ref"]
     split = lanes < block
