@@ -59,6 +59,7 @@ from .program import (
     Unary,
     UnOp,
     accesses,
+    iexpr_nodes,
     split_order,
 )
 
@@ -416,16 +417,7 @@ class _Named:
 
 
 def _indices_in_order(e) -> list[str]:
-    if isinstance(e, Access):
-        return list(e.indices)
-    if isinstance(e, BinOp):
-        return _indices_in_order(e.lhs) + _indices_in_order(e.rhs)
-    if isinstance(e, (Sum, _Named)):
-        return _indices_in_order(e.body)
-    if isinstance(e, Unary):
-        return _indices_in_order(e.arg)
-    return []
-
+    return [i for a in accesses(e) for i in a.indices]
 
 def _rename(e, m: Mapping[str, str]):
     if isinstance(e, Access):
@@ -442,16 +434,7 @@ def _rename(e, m: Mapping[str, str]):
 
 
 def _all_sums(e: IExpr) -> list[str]:
-    if isinstance(e, Sum):
-        return list(e.indices) + _all_sums(e.body)
-    if isinstance(e, BinOp):
-        return _all_sums(e.lhs) + _all_sums(e.rhs)
-    if isinstance(e, _Named):
-        return _all_sums(e.body)
-    if isinstance(e, Unary):
-        return _all_sums(e.arg)
-    return []
-
+    return [i for x in iexpr_nodes(e) if isinstance(x, Sum) for i in x.indices]
 
 def _normal_named(e) -> tuple[tuple[str, ...], object]:
     if isinstance(e, _Named):

@@ -13,7 +13,7 @@ letters of their own Einsum.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..ir.tensor import BlockFormat, Blocking, Format, TensorFormat
@@ -207,17 +207,24 @@ class Sum:
 IExpr = Access | BinOp | Sum | Unary
 
 
+def iexpr_nodes(e: IExpr) -> Iterator[IExpr]:
+    """The nodes of ``e``, parents first, left to right (also below any node with a ``body``:
+    a sum, or the compiler's inlined intermediates)."""
+    stack: list = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, BinOp):
+            stack += (x.rhs, x.lhs)
+        elif isinstance(x, Unary):
+            stack.append(x.arg)
+        elif hasattr(x, "body"):
+            stack.append(x.body)
+
+
 def accesses(e: IExpr) -> list[Access]:
     """Every tensor access in ``e``, left to right (repeats kept)."""
-    if isinstance(e, Access):
-        return [e]
-    if isinstance(e, BinOp):
-        return accesses(e.lhs) + accesses(e.rhs)
-    if isinstance(e, Sum):
-        return accesses(e.body)
-    if isinstance(e, Unary):
-        return accesses(e.arg)
-    return []
+    return [x for x in iexpr_nodes(e) if isinstance(x, Access)]
 
 
 def free_indices(e: IExpr) -> list[str]:

@@ -62,6 +62,16 @@ def views_under(e: VExpr) -> list[str]:
     return views_under(e.body)
 
 
+def sparse_view_under(e: VExpr, views: Mapping[str, View]) -> View | None:
+    """The first view under ``e`` stored with a level that is not dense (its implicit zeros
+    are not visited), or None."""
+    for name in views_under(e):
+        v = views[name]
+        if any(f is not Format.DENSE for f in v.fmt.levels):
+            return v
+    return None
+
+
 def value_indices(e: VExpr, views: Mapping[str, View]) -> set[str]:
     """The indices ``e``'s value varies over (an inlined intermediate's own indices, not the
     ones it reduces); none: ``e`` is one value (a full reduction), never an implicit zero."""
@@ -91,14 +101,12 @@ def check_division(out: FusedOutput, views: Mapping[str, View]) -> Rejected | No
     for d in _divisions(out.body):
         if not value_indices(d.rhs, views):
             continue  # one value (a full reduction): no implicit zero
-        for name in views_under(d.rhs):
-            v = views[name]
-            if any(f is not Format.DENSE for f in v.fmt.levels):
-                return Rejected(
-                    f"output {out.tensor}: the denominator {render_vexpr(d.rhs, views)} of "
-                    f"{render_vexpr(d, views)} reads {v.tensor}, which is stored {v.fmt}: its "
-                    "implicit zeros would be divisions by zero; store it dense (every level "
-                    "dense) or divide by a dense tensor", LoweringError)
+        if (v := sparse_view_under(d.rhs, views)) is not None:
+            return Rejected(
+                f"output {out.tensor}: the denominator {render_vexpr(d.rhs, views)} of "
+                f"{render_vexpr(d, views)} reads {v.tensor}, which is stored {v.fmt}: its "
+                "implicit zeros would be divisions by zero; store it dense (every level "
+                "dense) or divide by a dense tensor", LoweringError)
     return None
 
 

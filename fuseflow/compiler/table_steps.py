@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..ir.tensor import Format
 from .fused import FusedOutput, Group, View, VNamed, VUn
 from .program import LoweringError, Rejected, UnOp
-from .semantics import densified, value_indices, views_under
+from .semantics import densified, sparse_view_under, value_indices
 from .table_exprs import (
     _child_row_cell,
     _count_reads,
@@ -476,13 +476,11 @@ def _check_functions_of_zero(out: FusedOutput, views: dict[str, View]) -> Reject
         # row functions run over the visited coordinates by definition
         if e.op.zero_preserving or e.op.row or densified(e.arg, views) or not value_indices(e.arg, views):
             continue  # (a full reduction is one value: its iteration visits it)
-        for name in views_under(e.arg):
-            v = views[name]
-            if any(f is not Format.DENSE for f in v.fmt.levels):
-                return Rejected(
-                    f"output {out.tensor}: {_describe(e, views)} is not 0 where its operand is 0, "
-                    f"so it needs every coordinate of {v}, but {v.tensor} is stored {v.fmt} (store "
-                    "it dense, or use a zero-preserving function: relu, neg, gelu, scalar factors)",
-                    LoweringError)
+        if (v := sparse_view_under(e.arg, views)) is not None:
+            return Rejected(
+                f"output {out.tensor}: {_describe(e, views)} is not 0 where its operand is 0, "
+                f"so it needs every coordinate of {v}, but {v.tensor} is stored {v.fmt} (store "
+                "it dense, or use a zero-preserving function: relu, neg, gelu, scalar factors)",
+                LoweringError)
     return None
 

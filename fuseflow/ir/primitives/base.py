@@ -341,13 +341,7 @@ class PrimitiveSpec:
         """Input and output ports for the parameters ``raw`` (defaults filled in).  Memoised per
         parameter values: graphs ask for the ports of every node many times (the verifier, the
         estimate, the simulators' set-up), and resolving them coerces every parameter."""
-        key = _frozen(raw)
-        if key is None:
-            return self._ports(raw)
-        hit = _PORTS.get((id(self), key))
-        if hit is None:
-            hit = _PORTS[(id(self), key)] = self._ports(raw)
-        return dict(hit[0]), dict(hit[1])
+        return self._memoised(_PORTS, raw, self._ports)
 
     def _ports(self, raw: Mapping[str, Any]) -> tuple[Ports, Ports]:
         p = _Attrs(self.view(raw))
@@ -355,12 +349,17 @@ class PrimitiveSpec:
 
     def port_types(self, raw: Mapping[str, Any]) -> tuple[dict[str, StreamType], dict[str, StreamType]]:
         """Input and output ports for the parameters ``raw`` as stream types (kind and lanes)."""
+        return self._memoised(_TYPES, raw, self._port_types)
+
+    def _memoised(self, memo: dict, raw: Mapping[str, Any], compute: Callable[[Mapping[str, Any]], tuple]) -> tuple:
+        """``compute(raw)`` (a pair of port dictionaries), kept in ``memo`` per declaration and
+        parameter values (when those are hashable); copies of the dictionaries out."""
         key = _frozen(raw)
         if key is None:
-            return self._port_types(raw)
-        hit = _TYPES.get((id(self), key))
+            return compute(raw)
+        hit = memo.get((id(self), key))
         if hit is None:
-            hit = _TYPES[(id(self), key)] = self._port_types(raw)
+            hit = memo[(id(self), key)] = compute(raw)
         return dict(hit[0]), dict(hit[1])
 
     def _port_types(self, raw: Mapping[str, Any]) -> tuple[dict[str, StreamType], dict[str, StreamType]]:
