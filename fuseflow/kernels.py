@@ -17,15 +17,7 @@ import scipy.sparse as sp
 from .compiler.passes.fifo import size_fifos
 from .ir.builder import GraphBuilder
 from .ir.samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
-from .ir.tensor import (
-    CSR,
-    DENSE2,
-    BlockFormat,
-    Blocking,
-    Format,
-    TensorFormat,
-    row_blocked,
-)
+from .ir.tensor import CSR, DENSE2, BlockFormat, Blocking, Format, TensorFormat, row_blocked
 
 __all__ = ["KERNELS", "KERNEL_OPTIONS", "GraphBuilder", "bspmm", "bspmm_formats", "elementwise", "example",
            "example_from_matrix", "inner_product", "integer_matrix", "kernel_graph", "random_operands",

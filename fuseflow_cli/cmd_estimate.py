@@ -12,11 +12,10 @@ import json
 from typing import Any
 
 from fuseflow.compiler import ProgramError, compile_program, run_program
-from fuseflow.cost import Estimate, estimate_graph, estimate_program
+from fuseflow.cost import Estimate, estimate_graph, estimate_model, estimate_program
 from fuseflow.ir.memory import MemoryError, Placement
-from fuseflow.cost import estimate_model
-from fuseflow.models.plan import run_model
 from fuseflow.ir.samml import GraphError
+from fuseflow.models.plan import run_model
 from fuseflow.schedule import FUSIONS
 from sw_sim import SimError, run_graph
 from sw_sim.counters import merge_counters

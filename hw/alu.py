@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 
-from fuseflow.ir.numerics import (
-    Mode,
-    Numerics,
-)
+from fuseflow.ir.numerics import Mode, Numerics
 from fuseflow.ir.primitives.alu import lane_reduce_latency
 from fuseflow.ir.samml import UNARY_ALU_OPS, AluOp, ReduceOp, ScalarPort, alu_latency
 from fuseflow.ir.tokens import VAL_WIDTH

@@ -16,16 +16,7 @@ from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH
 from .base import MemRead, MemWrite, StreamPrimitive, addr_bits
 from .dram import ReadGate, WriteGate, attach, bus_members
 from .registry import HwBuild, plain, rtl
-from .word import (
-    data_word,
-    done_word,
-    is_data,
-    is_done,
-    is_empty,
-    is_stop,
-    level,
-    stop_word,
-)
+from .word import data_word, done_word, is_data, is_done, is_empty, is_stop, level, stop_word
 
 FIBER, END, IDLE, SEARCH = 0, 1, 2, 3
 

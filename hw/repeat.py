@@ -10,16 +10,7 @@ from fuseflow.ir.tokens import CRD_WIDTH
 
 from .base import StreamPrimitive
 from .registry import HwBuild, rtl
-from .word import (
-    data_word,
-    done_word,
-    is_data,
-    is_done,
-    is_empty,
-    is_stop,
-    level,
-    stop_word,
-)
+from .word import data_word, done_word, is_data, is_done, is_empty, is_stop, level, stop_word
 
 
 class RepSig(StreamPrimitive):

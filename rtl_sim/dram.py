@@ -12,9 +12,6 @@ controller, and the run starts after the init sequence has finished.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -30,11 +27,6 @@ from . import native
 from .api import RtlResult, _flagged, _key, _memory_runs, _outputs
 from .toolchain import (
     LINT_WAIVERS,
-    ToolchainError,
-    cached_build,
-    ensure_verilator,
-    pch_makeflags,
-    write_sources,
 )
 
 __all__ = ["DRAM_HARNESS", "dram_config", "dram_graph_build", "run_graph_dram"]
@@ -92,33 +84,14 @@ def dram_graph_build(graph: Graph, cfg: HwConfig, board: str = "ulx3s") -> tuple
     _, info = generate_core(b.name, True)
     key = _key("dram", graph.structure_hash(), cfg, cfg.memory.to_json(), cfg.onchip, b.name, info["digest"],
                DRAM_HARNESS, WRAPPER, " ".join(_flags()))
-    exe = ensure_verilator()
 
     def make():
         top = DramGraphTop(graph, cfg, b.name, sim=True)
         text = to_verilog(top, _TOP) + "\n" + top.dram_verilog
         return text, {"memory_map": top.mmap.to_json(), "summary": top.summary(), "dram": info}
 
-    def build(d: Path) -> dict:
-        t0 = time.perf_counter()
-        vfile = write_sources(d, make, _TOP)
-        meta = json.loads((d / "meta.json").read_text())
-        wrapper = d / f"{native.NATIVE_TOP}.v"
-        wrapper.write_text(WRAPPER.format(top=native.NATIVE_TOP, inner=_TOP,
-                                          aw=meta["memory_map"]["addr_width"] - 1))
-        cpp = d / "harness.cpp"
-        cpp.write_text(DRAM_HARNESS)
-        pch_makeflags()
-        cmd = [exe, *_flags(), "--top-module", native.NATIVE_TOP, "-Mdir", str(d / "obj"),
-               "--build-jobs", str(os.cpu_count() or 1), str(cpp), str(wrapper), str(vfile)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        (d / "build.log").write_text(proc.stdout + proc.stderr)
-        if proc.returncode or not (d / "obj" / native._EXE).exists():
-            raise ToolchainError(f"Verilator build of the DRAM top of {graph.name!r} failed "
-                                 f"(exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
-        return {"toplevel": _TOP, "runner": "native-dram", "build_seconds": round(time.perf_counter() - t0, 2)}
-
-    bdir = cached_build("verilator-dram", key, build)
+    bdir = native.native_build(key, make, _TOP, harness=DRAM_HARNESS, wrapper=WRAPPER,
+                                flags=_flags(), kind="native-dram")
     return bdir, json.loads((bdir / "meta.json").read_text())
 
 

@@ -314,33 +314,37 @@ def _flags(waves: bool) -> list[str]:
 
 
 def native_build(key: str, make_verilog: Callable[[], tuple[str, dict]], toplevel: str,
-                 *, waves: bool = False) -> Path:
+                 *, waves: bool = False, harness: str = HARNESS, wrapper: str = WRAPPER,
+                 flags: Sequence[str] | None = None, kind: str = "native") -> Path:
     """Build (once per ``key`` and source version) the harness with the Verilated model of the
     Verilog from ``make_verilog`` (which returns ``(verilog_text, meta)``, as for
-    ``toolchain.verilator_build``); cached under ``cache_root()/verilator-native``.  The
-    executable is ``<dir>/obj/fuseflow_native``; ``built.json`` records the build seconds."""
+    ``toolchain.verilator_build``); cached under ``cache_root()/verilator-<kind>``.  The
+    executable is ``<dir>/obj/fuseflow_native``; ``built.json`` records the build seconds.
+    Another harness (the DRAM one) brings its own text, wrapper and flags, and a ``key`` that
+    covers them."""
     exe = ensure_verilator()
+    own = harness is HARNESS and wrapper is WRAPPER and flags is None
+    flags = _flags(waves) if flags is None else list(flags)
 
     def build(d: Path) -> dict:
         t0 = time.perf_counter()
         vfile = write_sources(d, make_verilog, toplevel)
         meta = json.loads((d / "meta.json").read_text())
-        wrapper = d / f"{NATIVE_TOP}.v"
-        wrapper.write_text(WRAPPER.format(top=NATIVE_TOP, inner=toplevel,
-                                          aw=meta["memory_map"]["addr_width"] - 1))
+        top = d / f"{NATIVE_TOP}.v"
+        top.write_text(wrapper.format(top=NATIVE_TOP, inner=toplevel, aw=meta["memory_map"]["addr_width"] - 1))
         cpp = d / "harness.cpp"
-        cpp.write_text(HARNESS)
+        cpp.write_text(harness)
         pch_makeflags()
-        cmd = [exe, *_flags(waves), "--top-module", NATIVE_TOP, "-Mdir", str(d / "obj"),
-               "--build-jobs", str(os.cpu_count() or 1), str(cpp), str(wrapper), str(vfile)]
+        cmd = [exe, *flags, "--top-module", NATIVE_TOP, "-Mdir", str(d / "obj"),
+               "--build-jobs", str(os.cpu_count() or 1), str(cpp), str(top), str(vfile)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         (d / "build.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode or not (d / "obj" / _EXE).exists():
-            raise ToolchainError(f"native Verilator build of {toplevel} ({key}) failed "
+            raise ToolchainError(f"{kind} Verilator build of {toplevel} ({key}) failed "
                                  f"(exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
-        return {"toplevel": toplevel, "runner": "native", "build_seconds": round(time.perf_counter() - t0, 2)}
+        return {"toplevel": toplevel, "runner": kind, "build_seconds": round(time.perf_counter() - t0, 2)}
 
-    return cached_build("verilator-native", f"{key}-{harness_digest()}", build,
+    return cached_build(f"verilator-{kind}", f"{key}-{harness_digest()}" if own else key, build,
                         suffix="-waves" if waves else "")
 
 

@@ -11,15 +11,7 @@ from ..ir.tensor import Format, TensorFormat
 from .fused import FusedOutput, Group, VAccess, VBin, VExpr, View, VNamed, VUn, vexpr_nodes
 from .program import LoweringError, Op, Rejected, UnOp, binop_text, unary_text
 from .semantics import iteration_only
-from .table_records import (
-    OUTER,
-    Cell,
-    CellKind,
-    CellRef,
-    FusionTable,
-    Join,
-    JoinKind,
-)
+from .table_records import OUTER, Cell, CellKind, CellRef, FusionTable, Join, JoinKind
 
 
 def _view_order(e: VExpr, out: list[str], named: list[VNamed], fac: frozenset[str] = frozenset(),
