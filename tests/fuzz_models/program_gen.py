@@ -23,22 +23,8 @@ from draws import HypDraw, RngDraw
 from harness import Record, check, classify, max_err
 from hypothesis import strategies as st
 
-from fuseflow.compiler import (
-    Program,
-    compile_program,
-    einsum,
-    exp,
-    gelu,
-    layernorm,
-    maximum,
-    minimum,
-    neg,
-    relu,
-    rsqrt,
-    run_program,
-    sigmoid,
-    softmax,
-)
+import fuseflow.compiler as fc
+from fuseflow.compiler import Program, compile_program, einsum, run_program
 from sw_sim import run_graph
 
 __all__ = ["ProgCase", "gen_program", "programs", "reference", "run_program_case", "run_program_seed"]
@@ -183,11 +169,10 @@ def make_data(pc: ProgCase) -> dict[str, np.ndarray]:
 
 # ----------------------------------------------------------------------------- build
 def _expr(op: str, a: list, param):
-    one = {"relu": relu, "neg": neg, "exp": exp, "sigmoid": sigmoid, "gelu": gelu, "softmax": softmax}
-    if op in one:
-        return one[op](a[0])
+    if op in (*UNARY, "softmax"):  # the program-level function of that name
+        return getattr(fc, op)(a[0])
     two = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
-           "div": lambda x, y: x / y, "maximum": maximum, "minimum": minimum}
+           "div": lambda x, y: x / y, "maximum": fc.maximum, "minimum": fc.minimum}
     if op in two:
         return two[op](a[0], a[1])
     if op == "einsum":
@@ -195,9 +180,9 @@ def _expr(op: str, a: list, param):
     if op == "reduce":
         return einsum(param[0], a[0], reduce=param[1])
     if op == "layernorm":
-        return layernorm(a[0], param)
+        return fc.layernorm(a[0], param)
     return {"scale": lambda: a[0] * param, "shift": lambda: a[0] + param, "rsub": lambda: param - a[0],
-            "rsqrt1": lambda: rsqrt(a[0] * a[0] + 1.0)}[op]()
+            "rsqrt1": lambda: fc.rsqrt(a[0] * a[0] + 1.0)}[op]()
 
 
 def build(pc: ProgCase) -> Program:

@@ -29,9 +29,15 @@ SKIP_GALLOP_SHIFT = 2
 
 
 @dataclass(frozen=True)
-class ScanParams:
-    tensor: str = doc("the tensor whose level this node reads")
+class LevelParams:
+    """What names one level of a tensor: the scanners' and the level writers' parameters."""
+
+    tensor: str = doc("the tensor whose level this node reads (a scanner) or writes (a level writer)")
     level: int = doc("storage level (0 = outermost)")
+
+
+@dataclass(frozen=True)
+class ScanParams(LevelParams):
     skip: bool = doc("input skip takes coordinate-skip requests from an intersect (skip=true) and "
                      "jumps ahead by a search within the fiber; compressed levels only", False)
 
@@ -80,9 +86,7 @@ def _write_in_graph(g, node) -> list[str]:
 
 
 @dataclass(frozen=True)
-class WriteParams:
-    tensor: str = doc("the output tensor")
-    level: int = doc("storage level (0 = outermost)")
+class WriteParams(LevelParams):
     skip_empty: bool = doc("a stop closes a fiber only if a coordinate came since the last stop "
                            "(under a compressed parent whose empty fibers were dropped)", False)
 
