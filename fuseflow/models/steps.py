@@ -74,8 +74,16 @@ class MLStep:
         return f"ML subgraph [{', '.join(f'{n.kind.value}' for n in self.nodes)}] {self.input} -> {self.output}"
 
 
+class _OnHost:
+    """A step computed on the host: no dataflow graphs."""
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return []
+
+
 @dataclass
-class HostStep:
+class HostStep(_OnHost):
     """A reshape, or a transpose next to a reshape / of a materialised input: host data movement."""
 
     node: MNode
@@ -85,10 +93,6 @@ class HostStep:
     @property
     def reads(self) -> list[str]:
         return [self.node.args[0]]
-
-    @property
-    def graphs(self) -> list[Graph]:
-        return []
 
     @property
     def sparse(self) -> bool:
@@ -114,7 +118,7 @@ class HostStep:
 
 
 @dataclass
-class HostOpStep:
+class HostOpStep(_OnHost):
     """A graph break: a node without a dataflow form (an ATen op the frontend made a host node,
     or a node the compiler rejected) computed on the host between accelerated regions; its
     operands are materialised dense and its result is dense (masked scores: stored at the
@@ -126,10 +130,6 @@ class HostOpStep:
     sparse_reads: list[str] = field(default_factory=list)
     program: Program | None = None  # a rejected compiler node: evaluated as this one-statement program
     kind = "graph break"
-
-    @property
-    def graphs(self) -> list[Graph]:
-        return []
 
     @property
     def reads(self) -> list[str]:
@@ -167,7 +167,7 @@ def _masked_format(order: int) -> TensorFormat:
 
 
 @dataclass
-class ConvertStep:
+class ConvertStep(_OnHost):
     """A format conversion on the host (CSR ↔ CSC, DCSR → CSR, COO → CSR, …) that a compiled
     step needs: the order its program can iterate, or the levels its consumer reads.  Sparse
     stays sparse (``TensorData.convert`` goes through ``scipy.sparse``)."""
@@ -177,10 +177,6 @@ class ConvertStep:
     dst: TensorFormat
     why: str
     kind = "conversion"
-
-    @property
-    def graphs(self) -> list[Graph]:
-        return []
 
     @property
     def reads(self) -> list[str]:
