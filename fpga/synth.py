@@ -30,6 +30,7 @@ from rtl_sim.toolchain import find_tool
 
 from .board_top import DEFAULT_BAUD, BoardTop, config_to_json, design_ident
 from .boards import Board, get_board
+from .capacity import check_fits
 from .families import FAMILIES, Family
 
 __all__ = [
@@ -280,6 +281,7 @@ def synthesize(
     seed: int = 1,
     name: str = "top",
     progress: Callable[[str, str], None] | None = None,
+    precheck: bool = True,
 ) -> SynthReport:
     """Build ``top`` behind the UART bridge for ``board`` in ``build_dir``; return the report.
 
@@ -288,9 +290,13 @@ def synthesize(
     amaranth build files, the bitstream, ``memory_map.json``, ``graph.json``, ``design.json``
     (:meth:`GraphTop.summary`, with the hardware config) and ``synth_report.json``.  Raises :class:`DoesNotFit` naming the exhausted resource.
     ``progress(tool, step)`` is called as each phase starts (``("elaborate", ...)``, then yosys'
-    passes, nextpnr's stages and the packer; :class:`BuildWatch`).
+    passes, nextpnr's stages and the packer; :class:`BuildWatch`).  First, unless ``precheck``
+    is false, :func:`fpga.capacity.check_fits` refuses tensors that cannot fit the device's RAM
+    (:class:`~fpga.capacity.TooLargeForChip`) before anything is elaborated.
     """
     b = get_board(board) if isinstance(board, str) else board
+    if precheck:
+        check_fits(top.graph, top.cfg, b)
     out = Path(build_dir)
     out.mkdir(parents=True, exist_ok=True)
     tools = b.family.tools + tuple(tool for tool, _ in b.extra_tools)

@@ -20,6 +20,7 @@ import numpy as np
 import sw_sim
 from fpga.board_sim import simulate_board
 from fpga.board_top import config_from_json, host_view
+from fpga.capacity import TooLargeForChip, check_fits
 from fpga.host import BoardLink, BoardResult, LinkError, SerialTransport, run_on_board
 from fuseflow.ir.graph_file import load_graph
 from fuseflow.ir.samml import Graph, GraphError
@@ -122,8 +123,12 @@ def _run_hardware(args: argparse.Namespace, graph: Graph, cfg: HwConfig, baud: i
 
 
 def run(args: argparse.Namespace) -> int:
-    board_from_args(args)
+    board = board_from_args(args)
     graph, cfg, baud = _design(args)
+    try:  # the board's device must hold the tensors (before the data, sw_sim and the top)
+        check_fits(graph, cfg, board)
+    except TooLargeForChip as exc:
+        raise UserError(str(exc)) from None
     if not 0 < args.density <= 1:
         raise UserError(f"--density {args.density}: must be in (0, 1]")
     data = (

@@ -14,6 +14,7 @@ import json
 from dataclasses import replace
 
 from fpga.boards import Board
+from fpga.capacity import check_fits
 from fpga.families import FAMILIES
 from fpga.synth import SynthError, synthesize
 from fuseflow.compiler.passes.fifo import set_accumulator_buffers
@@ -124,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     if args.baud <= 0:
         raise UserError(f"--baud {args.baud}: must be positive")
     try:
+        check_fits(graph, cfg, board)  # before minutes of elaboration
         top = GraphTop(graph, cfg)
         with phases(f"synthesising {graph.name!r} for the {board.name}", enabled=not args.json) as progress:
             report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=args.baud,

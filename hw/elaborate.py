@@ -54,6 +54,7 @@ __all__ = [
     "PrimitiveHarness",
     "crd_width_needed",
     "make_primitive",
+    "tensor_arrays",
     "tensor_capacities",
 ]
 
@@ -91,6 +92,26 @@ def tensor_capacities(spec: TensorSpec, max_nnz: int | None = None) -> dict[str,
     return caps
 
 
+
+
+def tensor_arrays(graph: Graph, cfg: HwConfig) -> dict[str, tuple[str, int, int]]:
+    """The tensor memories a top of ``graph`` holds, from the tensor sizes and ``cfg.max_nnz``
+    alone (nothing is built): memory-map region -> ``(tensor, depth, width in bits)``, as
+    :class:`GraphTop` will size them (its depths may round up)."""
+    caps = {t: tensor_capacities(s, cfg.nnz_for(t)) for t, s in graph.tensors.items()}
+    out: dict[str, tuple[str, int, int]] = {}
+    for node in graph.nodes.values():
+        use = node.spec.tensor
+        if use is None:
+            continue
+        p = _node_hw_params(graph, node, caps)
+        if use.level:
+            for array in ("seg", "crd"):
+                if f"{array}_depth" in p:
+                    out[_array_name(node, array)] = (p["tensor"], p[f"{array}_depth"], cfg.cw)
+        else:
+            out[_array_name(node, "vals")] = (p["tensor"], p["vals_depth"], cfg.vw)
+    return out
 
 
 def crd_width_needed(graph: Graph, max_nnz: tuple[tuple[str, int], ...] = ()) -> tuple[int, str, int]:

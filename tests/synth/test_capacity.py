@@ -1,0 +1,60 @@
+"""The on-chip capacity check made before elaboration (fpga.capacity): the bits it counts equal
+an independent count from the tensor shapes, it refuses what cannot fit (naming the device, the
+need and the tensors), never what fits, and the commands that elaborate a board top refuse at once
+with exit status 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from fpga.boards import BOARDS, get_board
+from fpga.capacity import DEVICE_RAM, TooLargeForChip, check_fits, onchip_bits
+from fuseflow.kernels import KERNELS
+from fuseflow_cli.cli import main
+from hw.elaborate import HwConfig
+
+
+def test_every_board_device_has_a_ram_record():
+    # a device without one would pass every design on to synthesis unchecked
+    assert {b.device for b in BOARDS.values()} <= set(DEVICE_RAM)
+
+
+def test_bits_equal_a_count_from_the_shapes():
+    n = 64
+    g = KERNELS["spmv"](n)  # y = B (CSR, n x n, no nnz bound) . c
+    cfg = HwConfig()
+    # B: a segment array of n + 1 entries and n * n coordinates (crd width) and values (value width)
+    want_b = (n + 1) * cfg.cw + n * n * cfg.cw + n * n * cfg.vw
+    assert onchip_bits(g, cfg) == {"B": want_b, "c": n * cfg.vw, "y": n * cfg.vw}
+    bounded = HwConfig(max_nnz=(("B", 100),))
+    assert onchip_bits(g, bounded)["B"] == (n + 1) * cfg.cw + 100 * (cfg.cw + cfg.vw)
+
+
+def test_refuses_what_cannot_fit_naming_the_tensors():
+    g = KERNELS["spmv"](64)
+    cfg = HwConfig()
+    with pytest.raises(TooLargeForChip) as info:
+        check_fits(g, cfg, get_board("icebreaker"))
+    msg = str(info.value)
+    need = sum(onchip_bits(g, cfg).values())
+    assert "icebreaker (iCE40UP5K)" in msg and f"{need / 1024:.1f} kbit" in msg
+    assert "120.0 kbit (30 block RAMs of 4 kbit)" in msg
+    assert msg.index("largest: B ") < msg.index("; c ")  # the largest tensor first
+    assert "--max-nnz" in msg
+    check_fits(g, cfg, get_board("ulx3s-85f"))  # the same graph fits an ECP5-85F
+
+
+def test_passes_what_fits():
+    # the iCEBreaker demo of the README: SpMV 64 x 64 with at most 512 nonzeros in B
+    check_fits(KERNELS["spmv"](64), HwConfig(max_nnz=(("B", 512),)), get_board("icebreaker"))
+
+
+@pytest.mark.parametrize("command", [
+    ["synth", "--kernel", "spmv", "--size", "2048", "--board", "ulx3s-85f", "-o", "{out}"],
+    ["run", "--kernel", "spmv", "--size", "2048", "--board", "ulx3s-85f", "--sim"],
+])
+def test_commands_refuse_before_elaborating(command, tmp_path, capsys):
+    assert main([a.format(out=tmp_path / "o") for a in command]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit the ulx3s-85f (LFE5U-85F)" in err and "largest: B " in err
+    assert not (tmp_path / "o").exists()  # nothing elaborated, nothing written
