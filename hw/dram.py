@@ -223,8 +223,23 @@ class Controller(wiring.Component):
         else:
             m.d.comb += access.eq(t_closed)
         bus_free, ready_at, done = Signal(CYCLE_WIDTH), Signal(CYCLE_WIDTH), Signal(CYCLE_WIDTH)
+        # the bus waits t_turn after a transfer of the other direction, t_switch after one in
+        # another bank (not before the first grant)
+        bus_at = Signal(CYCLE_WIDTH)
+        m.d.comb += bus_at.eq(bus_free)
+        if model.t_turn or model.t_switch:
+            granted, last_bank, last_write, write = Signal(), Signal(len(bank)), Signal(), Signal()
+            with m.Switch(sel):
+                for i, s in enumerate(self.specs):
+                    with m.Case(i):
+                        m.d.comb += write.eq(int(s.write))
+            turn = Mux(granted & (write != last_write), model.t_turn, 0)
+            switch = Mux(granted & (bank != last_bank), model.t_switch, 0)
+            m.d.comb += bus_at.eq(bus_free + turn + switch)
+            with m.If(any_w):
+                m.d.sync += [granted.eq(1), last_bank.eq(bank), last_write.eq(write)]
         m.d.comb += [ready_at.eq(cycle + access),
-                     done.eq(Mux(ready_at > bus_free, ready_at, bus_free) + model.xfer_cycles)]
+                     done.eq(Mux(ready_at > bus_at, ready_at, bus_at) + model.xfer_cycles)]
         for i, p in enumerate(ports):
             m.d.comb += [p.grant.eq(any_w & (sel == i)), p.done.eq(done)]
         with m.If(any_w):

@@ -123,7 +123,14 @@ def dram_timings(name: str) -> dict[str, Any]:
             "line_bytes": board.line_bytes}
 
 
-def dram_memory_model(name: str, *, fit: dict[str, int] | None = None) -> MemoryModel:
+# The preset terms fitted to the RTL with the real controller (rtl_sim.dram_correlate: the fit
+# on all measured kernels; the errors it reports are each on a kernel the fit did not see).
+DRAM_FITS: dict[str, dict[str, float]] = {
+    "ulx3s": {"latency": 4, "bytes_per_cycle": 1.8, "t_turn": 12, "t_switch": 4},
+}
+
+
+def dram_memory_model(name: str, *, fit: dict[str, float] | None = None, fitted: bool = True) -> MemoryModel:
     """The cycle model's memory preset for board ``name``'s LiteDRAM controller behind
     :class:`LineEngine` (``docs/dram.md``).  Every figure comes from :func:`dram_timings`:
 
@@ -136,7 +143,9 @@ def dram_memory_model(name: str, *, fit: dict[str, int] | None = None) -> Memory
       gate's resident flag: 3), plus the refresh share: a line meets a refresh (tRFC + tRP + 6
       cycles lost) once in tREFI / line cycles.
 
-    ``fit`` overrides fields by name (e.g. a ``latency`` fitted on some kernels)."""
+    With ``fitted`` (default) the terms of :data:`DRAM_FITS` (``latency``, ``bytes_per_cycle``,
+    the turnaround ``t_turn`` and bank switch ``t_switch``) replace the derived ones; ``fit``
+    overrides fields by name after that."""
     t = dram_timings(name)
     wb = t["word_bytes"]
     line = t["line_bytes"]
@@ -148,6 +157,8 @@ def dram_memory_model(name: str, *, fit: dict[str, int] | None = None) -> Memory
     m = MemoryModel(f"{t['board']}-sdram", bytes_per_cycle=float(wb / t["tCCD"]), burst_bytes=line,
                     latency=latency, t_cl=t["cl"], t_rcd=t["tRCD"] + 1, t_rp=t["tRP"], banks=t["banks"],
                     row_bytes=t["row_bytes"], policy="open", clock_mhz=t["sys_clk_mhz"])
+    if fitted:
+        m = replace(m, **DRAM_FITS.get(t["board"], {}))
     return replace(m, **fit) if fit else m
 
 

@@ -2,19 +2,25 @@
 
 Each kernel of :data:`KERNELS` is built once (``rtl_sim.dram``: the generated LiteDRAM
 controller with its SDRAM model in Verilator) and run on several seeded datasets; sw_sim runs
-the same datasets with :func:`hw.litedram.dram_memory_model`.  Two terms of the preset are
-fitted (least mean relative error) on the kernels of ``fit`` only: ``latency`` (the fixed cost
-of a line) and ``bytes_per_cycle`` (the data-bus time of a line, which then also carries the
-single port's bank switches, the refresh share and the engine's read/write turnaround), and the
-error is reported on the held-out kernels: R² of predicted against RTL cycles, mean and worst
-relative error, per kernel.
+the same datasets with :func:`hw.litedram.dram_memory_model`.  Four terms of the preset are
+fitted (least mean relative error over a grid, :data:`GRID`): ``latency`` (the fixed cost of a
+line), ``bytes_per_cycle`` (the data-bus time of a line, with the refresh share and the engine's
+per-line overheads), ``t_turn`` (the controller's read <-> write turnaround: LiteDRAM's
+multiplexer serves one direction at a time) and ``t_switch`` (its single port moves to another
+bank only after the last bank's commands issued).  Every error reported is on kernels the fit
+did not see: leave one kernel out (each kernel predicted by the terms fitted on the others).
+The preset the project ships (``hw.litedram.DRAM_FITS``) is the fit on all kernels.
 
-    python -m rtl_sim.dram_correlate [--json FILE]
+    python -m rtl_sim.dram_correlate [--json FILE] [--rtl-from FILE]
+
+``--rtl-from`` takes the RTL cycles of an earlier report (same kernels, sizes, densities and
+seeds) instead of building and running them again: for a change of the cycle model alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -28,11 +34,10 @@ from sw_sim import run_graph as sw_run
 
 from .dram import dram_config, run_graph_dram
 
-__all__ = ["FIT", "KERNELS", "correlate", "fit_preset", "stats"]
+__all__ = ["GRID", "KERNELS", "correlate", "fit_preset", "stats"]
 
 # (kernel, size): one Verilator build each
 KERNELS = (("spmv", 32), ("spmm_csr", 16), ("add", 32), ("spmm_dense", 16), ("mul", 32))
-FIT = ("spmv", "spmm_csr")  # the latency is fitted on these; the others are held out
 DENSITIES = (0.05, 0.15, 0.3)
 SEEDS = (0, 1)
 
@@ -57,7 +62,7 @@ def measure(board: str = "ulx3s", kernels=KERNELS, densities=DENSITIES, seeds=SE
 
 def predict(rows: list[dict], board: str, fit: dict | None = None) -> list[int]:
     """sw_sim's cycles for each row under the board's preset (fields replaced by ``fit``)."""
-    model = dram_memory_model(board, fit=fit)
+    model = dram_memory_model(board, fit=fit or {}, fitted=False)
     out = []
     for r in rows:
         cfg = dram_config(r["graph"], HwConfig(), board)
@@ -75,55 +80,83 @@ def stats(rtl: list[int], sw: list[int]) -> dict:
             "max_abs_err": round(float(err.max()), 4), "n": len(y)}
 
 
-LATENCIES = range(0, 31, 2)
-BUS_RATES = (2.0, 1.8, 1.6, 1.4, 1.2, 1.0)  # bytes per cycle: 16 .. 32 cycles per 32-byte line
+# the fitted terms' grid: (field, values)
+GRID = (("latency", (0, 4, 8)), ("bytes_per_cycle", (2.0, 1.8, 1.6)), ("t_turn", (8, 12, 16, 20, 24)),
+        ("t_switch", (0, 2, 4)))
 
 
-def fit_preset(rows: list[dict], board: str, fit=FIT) -> dict:
-    """The ``latency`` and ``bytes_per_cycle`` with the least mean |relative error| on the
-    ``fit`` kernels' rows (a grid)."""
-    train = [r for r in rows if r["kernel"] in fit]
-    best, best_err = None, None
-    for lat in LATENCIES:
-        for bpc in BUS_RATES:
-            cand = {"latency": lat, "bytes_per_cycle": bpc}
-            p = predict(train, board, cand)
-            e = float(np.mean([abs(a - r["rtl_cycles"]) / r["rtl_cycles"] for a, r in zip(p, train)]))
-            if best_err is None or e < best_err:
-                best, best_err = cand, e
-    return best
+def _grid_predictions(rows: list[dict], board: str) -> list[tuple[dict, list[int]]]:
+    """sw_sim's cycles for every row under every point of :data:`GRID`."""
+    names = [n for n, _ in GRID]
+    return [(dict(zip(names, values)), predict(rows, board, dict(zip(names, values))))
+            for values in itertools.product(*(v for _, v in GRID))]
 
 
-def correlate(board: str = "ulx3s", kernels=KERNELS, fit=FIT, densities=DENSITIES, seeds=SEEDS) -> dict:
-    """Measure, fit on ``fit``, report on the rest (and the unfitted preset on all)."""
-    rows = measure(board, kernels, densities, seeds)
-    preset = dram_memory_model(board)
+def fit_preset(rows: list[dict], preds: list[tuple[dict, list[int]]], kernels) -> tuple[dict, list[int]]:
+    """The grid point with the least mean |relative error| on the rows of ``kernels``, and its
+    predictions for every row."""
+    idx = [i for i, r in enumerate(rows) if r["kernel"] in kernels]
+
+    def err(pred: list[int]) -> float:
+        return float(np.mean([abs(pred[i] - rows[i]["rtl_cycles"]) / rows[i]["rtl_cycles"] for i in idx]))
+
+    return min(preds, key=lambda fp: err(fp[1]))
+
+
+def correlate(board: str = "ulx3s", kernels=KERNELS, densities=DENSITIES, seeds=SEEDS,
+              rtl_from: dict | None = None) -> dict:
+    """Measure (or take the RTL cycles of ``rtl_from``), fit leaving one kernel out, report the
+    held-out errors, the fit on all kernels, and the unfitted preset on all."""
+    rows = measure(board, kernels, densities, seeds) if rtl_from is None else _recorded(rtl_from, kernels)
     sw0 = predict(rows, board)
-    fitted = fit_preset(rows, board, fit)
-    sw1 = predict(rows, board, fitted)
-    held = [i for i, r in enumerate(rows) if r["kernel"] not in fit]
-    train = [i for i, r in enumerate(rows) if r["kernel"] in fit]
+    preds = _grid_predictions(rows, board)
+    names = [k for k, _ in kernels]
+    held = [0] * len(rows)
     per_kernel = {}
-    for kernel, _ in kernels:
+    for kernel in names:
+        fit, pred = fit_preset(rows, preds, [k for k in names if k != kernel])
         idx = [i for i, r in enumerate(rows) if r["kernel"] == kernel]
-        per_kernel[kernel] = {"fit" if kernel in fit else "held_out": True,
-                              **stats([rows[i]["rtl_cycles"] for i in idx], [sw1[i] for i in idx])}
-    table = [{k: v for k, v in r.items() if k not in ("graph", "data")} | {"sw_preset": a, "sw_fitted": b}
-             for r, a, b in zip(rows, sw0, sw1)]
-    return {"board": board, "preset": preset.to_json(), "fitted": fitted, "fit_kernels": list(fit),
-            "preset_all": stats([r["rtl_cycles"] for r in rows], sw0),
-            "fitted_train": stats([rows[i]["rtl_cycles"] for i in train], [sw1[i] for i in train]),
-            "fitted_held_out": stats([rows[i]["rtl_cycles"] for i in held], [sw1[i] for i in held]),
+        for i in idx:
+            held[i] = pred[i]
+        per_kernel[kernel] = {"fitted_on_the_others": fit,
+                              **stats([rows[i]["rtl_cycles"] for i in idx], [pred[i] for i in idx])}
+    fitted, sw1 = fit_preset(rows, preds, names)
+    worst = max(per_kernel, key=lambda k: per_kernel[k]["mean_abs_err"])
+    table = [{k: v for k, v in r.items() if k not in ("graph", "data")} | {"sw_preset": a, "sw_fitted": b,
+                                                                           "sw_held_out": c}
+             for r, a, b, c in zip(rows, sw0, sw1, held)]
+    return {"board": board, "preset": dram_memory_model(board, fitted=False).to_json(), "grid": dict(GRID),
+            "fitted": fitted, "preset_all": stats([r["rtl_cycles"] for r in rows], sw0),
+            "fitted_all": stats([r["rtl_cycles"] for r in rows], sw1),
+            "held_out": stats([r["rtl_cycles"] for r in rows], held), "worst_kernel": worst,
             "per_kernel": per_kernel, "rows": table,
             "values_equal_numpy": all(r["values_equal_numpy"] for r in rows)}
+
+
+def _recorded(report: dict, kernels) -> list[dict]:
+    """The rows of an earlier report with their graphs and datasets made again."""
+    sizes = dict(kernels)
+    rows = []
+    for r in report["rows"]:
+        if r["kernel"] not in sizes or r["n"] != sizes[r["kernel"]]:
+            continue
+        g, data, _, _ = example(r["kernel"], r["n"], seed=r["seed"], density=r["density"])
+        rows.append({**{k: r[k] for k in ("kernel", "n", "density", "seed", "rtl_cycles", "values_equal_numpy",
+                                          "rtl_wall_s")}, "graph": g, "data": data})
+    return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--board", default="ulx3s")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--rtl-from", metavar="FILE", help="the RTL cycles of an earlier report")
     a = ap.parse_args(argv)
-    rep = correlate(a.board)
+    recorded = None
+    if a.rtl_from:
+        with open(a.rtl_from) as f:
+            recorded = json.load(f)
+    rep = correlate(a.board, rtl_from=recorded)
     text = json.dumps(rep, indent=1)
     if a.json:
         with open(a.json, "w") as f:

@@ -74,6 +74,7 @@ def collect_counters(graph: Graph, prims: Mapping[str, Primitive], channels: Map
            "tokens": {n: c.count for n, c in channels.items()}}
     if ctrl is not None:
         out["row_hits"], out["row_misses"], out["row_conflicts"] = ctrl.row_hits, ctrl.row_misses, ctrl.row_conflicts
+        out["turnarounds"], out["bank_switches"] = ctrl.turnarounds, ctrl.bank_switches
     return totals(out)
 
 
@@ -108,7 +109,7 @@ def merge_counters(parts: list[dict[str, Any]]) -> dict[str, Any]:
                     m[f] = m.get(f, 0) + v
         for k, v in c["tokens"].items():
             tokens[k] = tokens.get(k, 0) + v
-        for k in ("row_hits", "row_misses", "row_conflicts"):
+        for k in ("row_hits", "row_misses", "row_conflicts", "turnarounds", "bank_switches"):
             if k in c:
                 extra[k] = extra.get(k, 0) + c[k]
     return totals({"flops": dict(sorted(flops.items())), "arrays": dict(sorted(arrays.items())),

@@ -105,7 +105,8 @@ class MemPort:
 
 class Controller(Primitive):
     """The memory channel: one grant per cycle, round robin over the waiting ports whose request
-    was raised before this cycle; bank rows, bus occupancy (see ``docs/memory.md``)."""
+    was raised before this cycle; bank rows, bus occupancy, turnarounds and bank switches (see
+    ``docs/memory.md``)."""
 
     def __init__(self, model: MemoryModel, specs: list[PortSpec]) -> None:
         super().__init__("memory", {}, {})
@@ -116,6 +117,8 @@ class Controller(Primitive):
         self.bus_free = 0
         self.open_row: list[int | None] = [None] * model.banks
         self.row_hits = self.row_misses = self.row_conflicts = 0
+        self.turnarounds = self.bank_switches = 0  # between consecutive grants
+        self.last_bank = self.last_write = -1  # of the previous grant (none yet)
         self.xfer = model.xfer_cycles
         m = model
         self.t_hit = m.latency + m.t_cl
@@ -167,7 +170,16 @@ class Controller(Primitive):
                 a = self.t_conflict
                 self.row_conflicts += 1
             self.open_row[bank] = row
-        start = max(now + a, self.bus_free)
+        gap = 0  # the bus waits after a transfer of the other direction / in another bank
+        if self.last_bank >= 0:
+            if p.spec.write != self.last_write:
+                gap += self.model.t_turn
+                self.turnarounds += 1
+            if bank != self.last_bank:
+                gap += self.model.t_switch
+                self.bank_switches += 1
+        self.last_bank, self.last_write = bank, p.spec.write
+        start = max(now + a, self.bus_free + gap)
         done = start + self.xfer
         self.bus_free = done
         p.state = GRANTED

@@ -54,12 +54,17 @@ def test_timings_come_from_the_module_definition():
     assert (t["banks"], t["rows"], t["cols"]) == (mod.nbanks, mod.nrows, mod.ncols)
     assert t["size_bytes"] == 32 * 2**20  # the ULX3S's 256 Mbit x16 part
     # the preset follows: one 16-bit word per cycle, the module's banks and rows, CL and tRCD/tRP
-    m = dram_memory_model("ulx3s")
+    m = dram_memory_model("ulx3s", fitted=False)
     assert m.bytes_per_cycle == t["word_bytes"] == 2
     assert (m.banks, m.row_bytes) == (mod.nbanks, mod.ncols * 2)
     assert (m.t_cl, m.t_rcd, m.t_rp) == (t["cl"], ts.tRCD + 1, ts.tRP)
     assert m.clock_mhz == 50.0
+    assert (m.t_turn, m.t_switch) == (0, 0)  # not derived: fitted (DRAM_FITS)
     assert dram_memory_model("ulx3s", fit={"latency": 3}).latency == 3
+    from hw.litedram import DRAM_FITS
+    shipped = dram_memory_model("ulx3s")
+    assert {k: getattr(shipped, k) for k in DRAM_FITS["ulx3s"]} == DRAM_FITS["ulx3s"]
+    assert (shipped.t_cl, shipped.t_rcd, shipped.t_rp, shipped.banks) == (m.t_cl, m.t_rcd, m.t_rp, m.banks)
 
 
 def test_generated_core_and_init_rom():

@@ -255,6 +255,31 @@ def test_bus_occupancy_delays_the_second_of_two_grants():
     assert b.hits == [max(2 + CLOSED, 20) + XFER] == [24]
 
 
+@pytest.mark.parametrize(("turn", "switch"), [(0, 0), (6, 0), (0, 9), (6, 9)])
+def test_bank_switch_and_turnaround_widen_the_bus_gap(turn, switch):
+    from dataclasses import replace
+
+    # as test_bus_occupancy_delays_the_second_of_two_grants, the second port in another bank
+    ctrl = Controller(replace(hand_model("open"), t_turn=turn, t_switch=switch), [spec(0), spec(1)])
+    a, b = Reader("a", ctrl.ports[0], [0]), Reader("b", ctrl.ports[1], [0])
+    run_nodes(ctrl, [a, b])
+    # cycle 1: port 0, the first grant (no gap): done 20.  Cycle 2: port 1, bank 1 (a switch),
+    # a read after a read (no turnaround): start = max(2 + 15, 20 + switch)
+    assert a.hits == [20]
+    assert b.hits == [max(2 + CLOSED, 20 + switch) + XFER]
+    assert ctrl.bank_switches >= 1 and ctrl.turnarounds == 0  # (and the prefetches after)
+    # a reader and a writer's line in the same bank: a turnaround, no switch
+    ctrl = Controller(replace(hand_model("open"), t_turn=turn, t_switch=switch), [spec(0), spec(1, 0, True)])
+    r, w = Reader("r", ctrl.ports[0], [0]), Writer("w", ctrl.ports[1], 4)
+    run_nodes(ctrl, [r, w])
+    # the writer's 4 words fill line 0 (written in cycles 0..3, the line sent with the last: raised
+    # in 3, granted 4); the reader's line 0 granted in 1 (bank 0 closed): done 20.  The write line:
+    # array 0 -> bank 0, the row opened by the read: a hit, start = max(4 + 8, 20 + turn)
+    assert r.hits == [20]
+    assert w.flushed == max(4 + HIT, 20 + turn) + XFER
+    assert ctrl.bank_switches == 0 and ctrl.turnarounds >= 1
+
+
 def test_round_robin_serves_the_port_after_the_last_grant_first():
     ctrl = Controller(hand_model("closed", banks=4), [spec(0), spec(1), spec(2)])
     p0 = Reader("p0", ctrl.ports[0], [0], start=1)

@@ -41,7 +41,10 @@ class MemoryModel:
     ``policy``: ``open`` keeps the last row of each bank open (a hit costs ``t_cl``, a closed
     bank ``t_rcd + t_cl``, another open row ``t_rp + t_rcd + t_cl``), ``closed`` precharges after
     every access (always ``t_rcd + t_cl``).  ``latency`` is added to every access (controller
-    and PHY pipeline).  ``clock_mhz`` is the accelerator clock the cycle figures assume."""
+    and PHY pipeline).  Back to back on the bus, a transfer waits ``t_turn`` more cycles after
+    one of the other direction (read <-> write turnaround) and ``t_switch`` more after one in
+    another bank (a controller that serves one bank at a time).  ``clock_mhz`` is the
+    accelerator clock the cycle figures assume."""
 
     name: str = "custom"
     bytes_per_cycle: float = 32.0
@@ -55,6 +58,8 @@ class MemoryModel:
     policy: str = "open"
     clock_mhz: float = 1000.0
     ideal: bool = False
+    t_turn: int = 0
+    t_switch: int = 0
 
     def __post_init__(self) -> None:
         if self.ideal:
@@ -63,7 +68,7 @@ class MemoryModel:
         bpc = self.bytes_per_cycle
         if isinstance(bpc, bool) or not isinstance(bpc, (int, float)) or not math.isfinite(bpc) or bpc <= 0:
             problems.append(f"bytes_per_cycle = {bpc!r} must be a positive number (bandwidth)")
-        for key in ("latency", "t_cl", "t_rcd", "t_rp"):
+        for key in ("latency", "t_cl", "t_rcd", "t_rp", "t_turn", "t_switch"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 problems.append(f"{key} = {v!r} must be a whole number of cycles >= 0")
@@ -104,7 +109,9 @@ class MemoryModel:
         gbs = self.bytes_per_cycle * self.clock_mhz / 1000
         return (f"{self.name}: {self.bytes_per_cycle:g} B/cycle ({gbs:.1f} GB/s at {self.clock_mhz:g} MHz), "
                 f"{self.burst_bytes} B bursts, {self.banks} banks x {self.row_bytes} B rows, {self.policy} page, "
-                f"tCL/tRCD/tRP {self.t_cl}/{self.t_rcd}/{self.t_rp}, +{self.latency} cycles")
+                f"tCL/tRCD/tRP {self.t_cl}/{self.t_rcd}/{self.t_rp}, +{self.latency} cycles"
+                + (f", turnaround {self.t_turn}" if self.t_turn else "")
+                + (f", bank switch {self.t_switch}" if self.t_switch else ""))
 
 
 IDEAL = MemoryModel("ideal", ideal=True)

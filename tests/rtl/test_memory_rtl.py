@@ -56,6 +56,9 @@ VECTORS = [
     ("spmm_csr", "sdram:row_bytes=16,banks=2", ("A",), "row_conflicts"),
     # one port only: the values writer of y
     ("spmv", "ddr4:latency=3", ("B", "c"), "row_misses"),
+    # read <-> write turnarounds and bank switches between back-to-back transfers
+    ("add", "sdram:t_turn=3,t_switch=2", (), "turnarounds"),
+    ("spmm_csr", "sdram:t_switch=5,row_bytes=16", ("A",), "bank_switches"),
 ]
 
 
