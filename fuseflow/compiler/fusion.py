@@ -176,16 +176,8 @@ class _Stmt:
 
 
 def _index_sizes(e: IExpr, shapes: Mapping[str, tuple[int, ...]], out: dict[str, int]) -> None:
-    if isinstance(e, Access):
-        for i, n in zip(e.indices, shapes[e.tensor]):
-            out[i] = n
-    elif isinstance(e, BinOp):
-        _index_sizes(e.lhs, shapes, out)
-        _index_sizes(e.rhs, shapes, out)
-    elif isinstance(e, Sum):
-        _index_sizes(e.body, shapes, out)
-    elif isinstance(e, Unary):
-        _index_sizes(e.arg, shapes, out)
+    for a in accesses(e):
+        out.update(zip(a.indices, shapes[a.tensor]))
 
 
 def _temp_shapes(program: Program) -> dict[str, tuple[int, ...]]:
