@@ -1,6 +1,6 @@
 """The memory terms of the cycle bound: runs of an off-chip read port, its stalls under the
 memory model (line misses, the next-line prefetch, row conflicts at the rate the bank model
-gives)."""
+gives), and the bus cycles lost to read <-> write turnarounds and bank switches."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ..ir.memory import MemoryModel, word_bytes
 from .context import Ctx, Read
 from .stats import Stat
 
-__all__ = ["conflicts", "passes_of", "port_stall", "runs_of"]
+__all__ = ["bus_gaps", "conflicts", "passes_of", "port_stall", "runs_of"]
 
 
 def runs_of(c: Ctx, ref: Stat, live: float, width: int) -> float:
@@ -90,6 +90,36 @@ def _lines(m: MemoryModel, r: Read) -> float:
     return r.runs * (1.0 - 2.0 / array) * (r.run / per_line + 1.0)
 
 
+def _arrays(c: Ctx) -> dict[tuple, list]:
+    """The off-chip arrays of a graph as the bank model sees them: array -> [lines read, lines
+    written, read in ascending order, size in lines].  The lines read are those its read ports
+    enter (``_lines``; ports of one array read the same rows), the lines written its writer's
+    words over a line's."""
+    m = c.model
+    arrays: dict[tuple, list] = {}
+    for r in c.reads:
+        a = arrays.setdefault(r.array, [0.0, 0.0, True, r.size * r.word_bytes / m.burst_bytes])
+        a[0] += _lines(m, r)
+        a[2] = a[2] and r.seq
+    for key, words in c.writes.items():
+        lines = words * word_bytes(c.vw if key[1] == "vals" else c.cw) / m.burst_bytes
+        a = arrays.setdefault(key, [0.0, 0.0, True, lines])
+        a[1] += lines
+    return arrays
+
+
+def _spreads(m: MemoryModel, arrays: dict[tuple, list]) -> dict[tuple, np.ndarray]:
+    """Per array, the share of its lines in each bank: its rows go round the banks from the bank
+    its number sets (as ``fuseflow.ir.memory.MemPort.bank_row``), its lines spread evenly over
+    its rows."""
+    ids = {k: i for i, k in enumerate(sorted(arrays, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2])))}
+    spreads = {}
+    for k, (*_, size) in arrays.items():
+        chunks = min(max(1, math.ceil(size / m.lines_per_row)), 4 * m.banks)
+        spreads[k] = np.bincount((np.arange(chunks) + ids[k]) % m.banks, minlength=m.banks) / chunks
+    return spreads
+
+
 def conflicts(c: Ctx) -> dict[tuple, float]:
     """Row-conflict rate per off-chip array (open-row policy).  An array's rows go round the
     banks from the bank its number sets (as ``fuseflow.ir.memory.MemPort.bank_row``), and its
@@ -103,28 +133,17 @@ def conflicts(c: Ctx) -> dict[tuple, float]:
     if m.policy != "open":
         return {}
     per_row = m.lines_per_row
-    arrays: dict[tuple, list] = {}  # array -> [lines, ascending, size in lines]
-    for r in c.reads:
-        a = arrays.setdefault(r.array, [0.0, True, r.size * r.word_bytes / m.burst_bytes])
-        a[0] += _lines(m, r)
-        a[1] = a[1] and r.seq
-    for key, words in c.writes.items():
-        lines = words * word_bytes(c.vw if key[1] == "vals" else c.cw) / m.burst_bytes
-        a = arrays.setdefault(key, [0.0, True, lines])
-        a[0] += lines
+    arrays = _arrays(c)
     if len(arrays) < 2:
         return {}
-    ids = {k: i for i, k in enumerate(sorted(arrays, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2])))}
+    spreads = _spreads(m, arrays)
     load = np.zeros(m.banks)
-    spreads = {}
-    for k, (lines, _, size) in arrays.items():
-        chunks = min(max(1, math.ceil(size / per_row)), 4 * m.banks)
-        w = np.bincount((np.arange(chunks) + ids[k]) % m.banks, minlength=m.banks) / chunks
-        spreads[k] = w
-        load += lines * w
+    for k, (rd, wr, _, _) in arrays.items():
+        load += (rd + wr) * spreads[k]
     out = {}
-    for k, (lines, seq, size) in arrays.items():
+    for k, (rd, wr, seq, size) in arrays.items():
         w = spreads[k]
+        lines = rd + wr
         if not lines:
             continue
         if seq:
@@ -137,3 +156,41 @@ def conflicts(c: Ctx) -> dict[tuple, float]:
             share = np.divide(lines * w, load, out=np.zeros(m.banks), where=load > 0)
             out[k] = float(np.sum(w * (1.0 - share * same)))
     return out
+
+
+def bus_gaps(c: Ctx) -> float:
+    """Expected bus cycles lost between consecutive transfers of a graph: ``t_turn`` per
+    direction change (read <-> write), ``t_switch`` per bank change, as the controller adds
+    them to the bus gap when transfers follow back to back.  The transfers are the lines the
+    bank model counts (``_arrays``: with the prefetches and the lines read again, closer to the
+    transfers than the bytes moved), taken in random order (the ports' requests interleave):
+    the next transfer is one of array ``k`` with its share ``s_k`` of the lines, whatever the
+    last one was.  So with ``p`` the share of written lines a transfer changes direction with
+    probability ``2 p (1 - p)``, and changes bank unless both are in one bank: another array's
+    line by the overlap of the two arrays' spreads over the banks, its own next line (``s_k``
+    squared) by the spread's overlap with itself at random positions, and in ascending order
+    only when it crosses into the next row (one line in ``lines_per_row``; the rows go round
+    the banks)."""
+    m = c.model
+    if not (m.t_turn or m.t_switch):
+        return 0.0
+    arrays = _arrays(c)
+    total = sum(rd + wr for rd, wr, _, _ in arrays.values())
+    if total <= 1.0:
+        return 0.0
+    spreads = _spreads(m, arrays)
+    p = sum(wr for _, wr, _, _ in arrays.values()) / total
+    q = np.zeros(m.banks)  # share of the lines in each bank
+    own = 0.0  # correction for consecutive lines of one array
+    for k, (rd, wr, seq, _) in arrays.items():
+        s = (rd + wr) / total
+        w = spreads[k]
+        q += s * w
+        if seq:
+            stay = 1.0 if np.count_nonzero(w) < 2 else 1.0 - 1.0 / m.lines_per_row
+        else:
+            stay = float(np.dot(w, w))
+        own += s * s * (stay - float(np.dot(w, w)))
+    turn = 2.0 * p * (1.0 - p)
+    switch = min(1.0, max(0.0, 1.0 - float(np.dot(q, q)) - own))
+    return (total - 1.0) * (m.t_turn * turn + m.t_switch * switch)

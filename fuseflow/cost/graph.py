@@ -20,7 +20,8 @@ output stats and counts the operations and memory words of the node:
 per cycle), per graph.  With an off-chip memory it is the larger of that plus the slowest read
 port's stalls (runs that miss its two lines wait whole accesses; streamed lines wait what the
 next-line prefetch cannot hide; accesses cost a row conflict at the rate the bank model gives,
-see ``conflicts``) and the bytes moved over the bandwidth.  The counters have the names of
+see ``conflicts``) and the bytes moved over the bandwidth, plus the bus cycles turnarounds
+and bank switches lose between transfers (``bus_gaps``).  The counters have the names of
 ``sw_sim.counters`` so the two compare directly.
 """
 
@@ -39,7 +40,7 @@ from ..ir.samml import Graph, NodeKind
 from ..ir.tensor import Format, TensorData
 from ..ir.tokens import CRD_WIDTH, VAL_WIDTH
 from .context import ANY_PLACEMENT, Ctx
-from .dram import conflicts, port_stall
+from .dram import bus_gaps, conflicts, port_stall
 from .rules import RULES
 from .stats import Estimate, LevelStats, Stat, TensorStats, fanout, stats_of, uniform_stats
 
@@ -110,7 +111,8 @@ def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData]
                 moved += lines * memory.burst_bytes
         conflict = conflicts(ctx)
         stall = max((port_stall(memory, r, busiest, conflict.get(r.array, 0.0)) for r in ctx.reads), default=0.0)
-        cycles = max(busiest + stall, moved / memory.bytes_per_cycle) + memory.t_rcd + memory.t_cl + memory.latency
+        bus = moved / memory.bytes_per_cycle + bus_gaps(ctx)
+        cycles = max(busiest + stall, bus) + memory.t_rcd + memory.t_cl + memory.latency
     est.cycles += cycles
     est.graphs.append((graph.name, cycles))
     est.seconds += time.perf_counter() - t0
