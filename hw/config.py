@@ -29,6 +29,10 @@ class HwConfig:
     # memory port unless the model is ideal; the data stays in block RAM
     memory: MemoryModel = IDEAL
     onchip: tuple[str, ...] = ()
+    # off-chip arrays have no array-sized memory in their nodes: a read port keeps three lines
+    # (two resident, one filling), a write port two (hw.dram; set by hw.litedram's DRAM top,
+    # whose line engine fills and drains them)
+    line_buffers: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory, MemoryModel):

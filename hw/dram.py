@@ -7,6 +7,13 @@ it fills the block RAMs line by line and acknowledges each line with ``ack``.)  
 of a graph share one :class:`Controller` over a :func:`MemBus` each: one grant per cycle,
 round robin, bank rows and data-bus occupancy.  A free-running cycle counter in the
 controller times the fills (only differences of it matter; it starts at 0 with the run).
+
+With line buffers (``HwConfig.line_buffers``: the DRAM top of ``hw.litedram``) a node keeps no
+array-sized memory for an off-chip array, only its port's lines: a read port three slots (the
+two resident lines and the one being filled; the slot of a line follows its tag, so the tags'
+timing is unchanged), a write port two (slot = line parity: the line being sent and the one
+being written).  The gate translates word indices into buffer addresses (``look`` ->
+``look_addr``) and tells the line mover which slot a granted fill goes to (``slot``).
 """
 
 from __future__ import annotations
@@ -17,10 +24,12 @@ from amaranth.lib.wiring import In, Out
 
 from fuseflow.ir.memory import MemoryModel, MemPort
 
-__all__ = ["CYCLE_WIDTH", "Controller", "MemBus", "ReadGate", "WriteGate", "attach", "bus_link",
-           "bus_members", "line_width"]
+__all__ = ["CYCLE_WIDTH", "READ_SLOTS", "WRITE_SLOTS", "Controller", "MemBus", "ReadGate", "WriteGate", "attach",
+           "buffer_words", "bus_link", "bus_members", "line_width"]
 
 CYCLE_WIDTH = 32
+READ_SLOTS, WRITE_SLOTS = 3, 2  # lines a buffered read / write port keeps
+SLOT_WIDTH = 2
 
 
 def line_width(cw: int) -> int:
@@ -33,21 +42,31 @@ def MemBus(lw: int) -> wiring.Signature:
     """A port gate's link to the controller (seen from the gate): ``waiting`` (a request raised
     in an earlier cycle, for ``line``); ``grant`` (this cycle) with the cycle ``done`` its data
     is there; ``cycle``, the controller's counter; ``ack``: the data of the granted request is
-    there now (a controller that does not know ``done`` in advance: ``hw.litedram``)."""
+    there now (a controller that does not know ``done`` in advance: ``hw.litedram``); ``slot``:
+    the buffer slot the requested line goes to (line buffers only)."""
     return wiring.Signature({"waiting": Out(1), "line": Out(lw), "grant": In(1),
-                             "done": In(CYCLE_WIDTH), "cycle": In(CYCLE_WIDTH), "ack": In(1)})
+                             "done": In(CYCLE_WIDTH), "cycle": In(CYCLE_WIDTH), "ack": In(1),
+                             "slot": Out(SLOT_WIDTH)})
 
 
 def bus_link(ctrl_side, gate_side) -> list:
     """Statements joining a controller port and a gate's (or node's) ``MemBus``."""
     return [ctrl_side.waiting.eq(gate_side.waiting), ctrl_side.line.eq(gate_side.line),
             gate_side.grant.eq(ctrl_side.grant), gate_side.done.eq(ctrl_side.done),
-            gate_side.cycle.eq(ctrl_side.cycle), gate_side.ack.eq(ctrl_side.ack)]
+            gate_side.cycle.eq(ctrl_side.cycle), gate_side.ack.eq(ctrl_side.ack),
+            ctrl_side.slot.eq(gate_side.slot)]
 
 
 def bus_members(mem: dict[str, MemPort] | None, cw: int) -> dict:
     """A node's members ``mem_<array>`` for its off-chip arrays (none for on-chip ones)."""
     return {f"mem_{a}": Out(MemBus(line_width(cw))) for a in (mem or {})}
+
+
+def buffer_words(spec: MemPort, model: MemoryModel, lanes: int = 1) -> int:
+    """Words of the line buffers behind a port of ``spec`` (a power of two; at least one row
+    of ``lanes`` words)."""
+    words = model.burst_bytes // spec.word_bytes
+    return max(words, lanes) * (WRITE_SLOTS if spec.write else READ_SLOTS)
 
 
 def attach(m: Module, node: wiring.Component, array: str, gate: _Gate) -> _Gate:
@@ -82,8 +101,8 @@ class _Gate(wiring.Component):
     A grant's fill takes effect in cycle ``done``: the tags, idleness and residency a subclass
     sees (``self.idle``, :meth:`resident`) are the ones after it."""
 
-    def __init__(self, spec: MemPort, model: MemoryModel, cw: int, members: dict) -> None:
-        self.spec, self.model, self.cw = spec, model, cw
+    def __init__(self, spec: MemPort, model: MemoryModel, cw: int, members: dict, buffered: bool = False) -> None:
+        self.spec, self.model, self.cw, self.buffered = spec, model, cw, buffered
         self.lw = line_width(cw)
         self.shift = _log2(model.burst_bytes // spec.word_bytes)  # word -> line: >> shift
         super().__init__({"bus": Out(MemBus(self.lw)), **members})
@@ -110,12 +129,30 @@ class _Gate(wiring.Component):
                      bus.waiting.eq(waiting), bus.line.eq(line)]
         with m.If(fill):
             m.d.sync += [t0.eq(line), t1.eq(t0), granted.eq(0)]
+        if self.buffered and not self.spec.write:
+            # the slots of t0, t1 and of the line being filled; a fill takes the free slot and
+            # frees t1's.  Seen after this cycle's fill, like the tags.
+            s0, s1, sf = Signal(SLOT_WIDTH, init=0), Signal(SLOT_WIDTH, init=1), Signal(SLOT_WIDTH, init=2)
+            self.es0, self.es1, self.esf = Signal(SLOT_WIDTH), Signal(SLOT_WIDTH), Signal(SLOT_WIDTH)
+            m.d.comb += [self.es0.eq(Mux(fill, sf, s0)), self.es1.eq(Mux(fill, s0, s1)),
+                         self.esf.eq(Mux(fill, s1, sf)), bus.slot.eq(sf)]
+            with m.If(fill):
+                m.d.sync += [s0.eq(sf), s1.eq(s0), sf.eq(s1)]
         with m.If(self.req):
             m.d.sync += [waiting.eq(1), line.eq(self.req_line)]
         with m.Elif(bus.grant):
             m.d.sync += [waiting.eq(0), granted.eq(1), done.eq(bus.done)]
         self.gate(m)
         return m
+
+    def buffer_addr(self, word):
+        """The buffer address of ``word`` (line buffers; the word itself otherwise): its offset in
+        its line below the slot of the line (resident, else the slot being filled)."""
+        if not self.buffered:
+            return word
+        line = self.line_of(word)
+        slot = Mux(line == self.e0, self.es0, Mux(line == self.e1, self.es1, self.esf))
+        return Cat(word[:self.shift], slot) if self.shift else slot
 
     def gate(self, m: Module) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -128,11 +165,26 @@ class ReadGate(_Gate):
     request for the lowest missing line; a read that proceeds raises one for the line after
     the highest it touched if that is not resident (next-line prefetch)."""
 
-    def __init__(self, spec: MemPort, model: MemoryModel, cw: int, *, pair: bool = False) -> None:
+    def __init__(self, spec: MemPort, model: MemoryModel, cw: int, *, pair: bool = False,
+                 buffered: bool = False) -> None:
         self.pair = pair
-        super().__init__(spec, model, cw, {"word": In(cw), "want": In(1), "ok": Out(1)})
+        aw = self.addr_width(spec, model, cw, buffered)
+        members = {"word": In(cw), "want": In(1), "ok": Out(1), "look": In(cw), "look_addr": Out(aw)}
+        if pair:
+            members["look_addr_hi"] = Out(aw)  # of look + 1
+        super().__init__(spec, model, cw, members, buffered)
+
+    @staticmethod
+    def addr_width(spec: MemPort, model: MemoryModel, cw: int, buffered: bool) -> int:
+        """Bits of the address the node's memory behind the port takes."""
+        if not buffered:
+            return cw
+        return _log2(model.burst_bytes // spec.word_bytes) + SLOT_WIDTH
 
     def gate(self, m: Module) -> None:
+        m.d.comb += self.look_addr.eq(self.buffer_addr(self.look))
+        if self.pair:
+            m.d.comb += self.look_addr_hi.eq(self.buffer_addr((self.look + 1)[:self.cw]))
         lo = self.line_of(self.word)
         hi = self.line_of(self.word + 1) if self.pair else lo
         lo_ok, hi_ok, next_ok = Signal(), Signal(), Signal()
@@ -150,10 +202,10 @@ class WriteGate(_Gate):
     line).  ``flush`` (the node is at ``D``): the port sends its unsent words when idle;
     ``flushed``: idle with nothing unsent.  A ``seg`` port starts with word 0 written."""
 
-    def __init__(self, spec: MemPort, model: MemoryModel, cw: int, span: int = 1) -> None:
+    def __init__(self, spec: MemPort, model: MemoryModel, cw: int, span: int = 1, buffered: bool = False) -> None:
         self.span = span  # words per write: a vector of ``span`` aligned words inside one line
         super().__init__(spec, model, cw, {"word": In(cw), "want": In(1), "ok": Out(1),
-                                           "flush": In(1), "flushed": Out(1)})
+                                           "flush": In(1), "flushed": Out(1)}, buffered)
 
     def gate(self, m: Module) -> None:
         k = self.shift

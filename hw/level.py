@@ -14,7 +14,7 @@ from fuseflow.ir.tensor import Format
 from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import MemRead, MemWrite, StreamPrimitive, addr_bits
-from .dram import ReadGate, WriteGate, attach, bus_members
+from .dram import ReadGate, WriteGate, attach, buffer_words, bus_members
 from .registry import HwBuild, plain, rtl
 from .word import data_word, done_word, is_data, is_done, is_empty, is_stop, level, stop_word
 
@@ -61,7 +61,7 @@ class Scan(StreamPrimitive):
 
     def __init__(self, *, compressed: bool, dim: int = 0, seg_depth: int = 2, crd_depth: int = 1,
                  cw: int = CRD_WIDTH, depths=None, skip: bool = False, mem=None, model=None,
-                 singleton: bool = False):
+                 singleton: bool = False, buffered: bool = False):
         if singleton and not compressed:
             raise ValueError("a singleton scanner reads a crd memory: pass compressed=True with singleton=True")
         if skip and (singleton or not compressed):
@@ -74,13 +74,20 @@ class Scan(StreamPrimitive):
         self.singleton = singleton
         self.seg_depth, self.crd_depth = seg_depth, crd_depth
         self.mem, self.model = dict(mem or {}), model
+        self.buffered = buffered and bool(self.mem)
         extra = bus_members(self.mem, cw)
         if compressed and not singleton:
-            extra |= {"seg_wr": In(MemWrite(addr_bits(seg_depth), cw))}
+            extra |= {"seg_wr": In(MemWrite(addr_bits(self.memory_depth("seg")), cw))}
         if compressed:
-            extra |= {"crd_wr": In(MemWrite(addr_bits(crd_depth), cw))}
+            extra |= {"crd_wr": In(MemWrite(addr_bits(self.memory_depth("crd")), cw))}
         ins = {"ref": cw, "skip": cw} if skip else {"ref": cw}
         super().__init__(ins, {"crd": cw, "ref": cw}, depths, extra)
+
+    def memory_depth(self, array: str) -> int:
+        """Entries of the node's memory of ``array``: the array, or (line buffers) the port's lines."""
+        if self.buffered and array in self.mem:
+            return buffer_words(self.mem[array], self.model)
+        return self.seg_depth if array == "seg" else self.crd_depth
 
     def logic(self, m):
         w = self.cw
@@ -92,13 +99,22 @@ class Scan(StreamPrimitive):
         seg_ok = None  # off-chip seg: the head token may be popped (control, or lines resident)
 
         if self.compressed:
-            crd = memory.Memory(shape=unsigned(w), depth=self.crd_depth, init=[])
+            r = inp.payload[:w]
+            gates = {}
+            if "seg" in self.mem:  # a data reference waits for its seg lines
+                gates["seg"] = attach(m, self, "seg", ReadGate(self.mem["seg"], self.model, w, pair=True,
+                                                               buffered=self.buffered))
+                m.d.comb += gates["seg"].look.eq(r)
+            if "crd" in self.mem:  # a FIBER step waits for its crd line
+                gates["crd"] = attach(m, self, "crd", ReadGate(self.mem["crd"], self.model, w,
+                                                               buffered=self.buffered))
+                m.d.comb += gates["crd"].look.eq(s.p_next)
+            crd = memory.Memory(shape=unsigned(w), depth=self.memory_depth("crd"), init=[])
             m.submodules.crd = crd
             wp = crd.write_port()
             m.d.comb += [wp.addr.eq(self.crd_wr.addr), wp.data.eq(self.crd_wr.data), wp.en.eq(self.crd_wr.en)]
             crd_rp = crd.read_port(domain="sync")
-            r = inp.payload[:w]
-            m.d.comb += [crd_rp.addr.eq(s.p_next), crd_rp.en.eq(1)]
+            m.d.comb += [crd_rp.addr.eq(gates["crd"].look_addr if "crd" in gates else s.p_next), crd_rp.en.eq(1)]
             s.crd_out = crd_rp.data
             if self.singleton:
                 # the fibre of reference r is position r: its bounds are registered like the
@@ -108,22 +124,24 @@ class Scan(StreamPrimitive):
                     m.d.sync += s.pipe_lo.eq(r)
                 s.pipe_hi = (s.pipe_lo + 1)[:w]
             else:
-                seg = memory.Memory(shape=unsigned(w), depth=self.seg_depth, init=[])
+                seg = memory.Memory(shape=unsigned(w), depth=self.memory_depth("seg"), init=[])
                 m.submodules.seg = seg
                 wp = seg.write_port()
                 m.d.comb += [wp.addr.eq(self.seg_wr.addr), wp.data.eq(self.seg_wr.data), wp.en.eq(self.seg_wr.en)]
                 seg_lo = seg.read_port(domain="sync")
                 seg_hi = seg.read_port(domain="sync")
-                m.d.comb += [seg_lo.addr.eq(r), seg_hi.addr.eq(r + 1), seg_lo.en.eq(pipe_free),
+                lo_addr, hi_addr = ((gates["seg"].look_addr, gates["seg"].look_addr_hi) if "seg" in gates
+                                    else (r, r + 1))
+                m.d.comb += [seg_lo.addr.eq(lo_addr), seg_hi.addr.eq(hi_addr), seg_lo.en.eq(pipe_free),
                              seg_hi.en.eq(pipe_free)]
                 s.pipe_lo, s.pipe_hi = seg_lo.data, seg_hi.data
-            if "seg" in self.mem:  # a data reference waits for its seg lines
-                g = attach(m, self, "seg", ReadGate(self.mem["seg"], self.model, w, pair=True))
+            if "seg" in gates:
+                g = gates["seg"]
                 data = is_data(inp.payload, w)
                 m.d.comb += [g.word.eq(r), g.want.eq(pipe_free & inp.valid & data)]
                 seg_ok = ~data | g.ok
-            if "crd" in self.mem:  # a FIBER step waits for its crd line
-                g = attach(m, self, "crd", ReadGate(self.mem["crd"], self.model, w))
+            if "crd" in gates:
+                g = gates["crd"]
                 m.d.comb += [g.word.eq(s.p), g.want.eq(self.room() & (s.mode == FIBER))]
                 s.crd_ok = g.ok
         else:
@@ -316,7 +334,7 @@ def _write_gates(m, node, valid, tok, w: int, writes: dict, span: int = 1) -> Si
     all_ok, all_flushed = Const(1, 1), Const(1, 1)
     for array, spec in node.mem.items():
         count, writes_it = writes[array]
-        g = attach(m, node, array, WriteGate(spec, node.model, node.cw, span))
+        g = attach(m, node, array, WriteGate(spec, node.model, node.cw, span, buffered=node.buffered))
         m.d.comb += [g.word.eq(count[:node.cw]), g.want.eq(valid & writes_it), g.flush.eq(at_done)]
         all_ok = all_ok & (~writes_it | g.ok)
         all_flushed = all_flushed & g.flushed
@@ -332,17 +350,25 @@ class LevelWrite(StreamPrimitive):
     ports (``hw.dram``), which may hold a write (and ``D``) back."""
 
     def __init__(self, *, compressed: bool, seg_depth: int = 2, crd_depth: int = 1, cw: int = CRD_WIDTH,
-                 skip_empty: bool = False, mem=None, model=None):
+                 skip_empty: bool = False, mem=None, model=None, buffered: bool = False):
         if mem and not compressed:
             raise ValueError("off-chip memory ports need a compressed level writer")
         self.compressed, self.cw, self.skip_empty = compressed, cw, skip_empty
         self.seg_depth, self.crd_depth = seg_depth, crd_depth
         self.mem, self.model = dict(mem or {}), model
+        self.buffered = buffered and bool(self.mem)
         extra = {"done": Out(1), "seg_len": Out(32), "crd_len": Out(32)} | bus_members(self.mem, cw)
         if compressed:
-            extra |= {"seg_rd": In(MemRead(addr_bits(seg_depth), cw)),
-                      "crd_rd": In(MemRead(addr_bits(crd_depth), cw))}
+            extra |= {"seg_rd": In(MemRead(addr_bits(self.memory_depth("seg")), cw)),
+                      "crd_rd": In(MemRead(addr_bits(self.memory_depth("crd")), cw))}
         super().__init__({"crd": cw}, {}, None, extra)
+
+    def memory_depth(self, array: str) -> int:
+        """Entries of the node's memory of ``array``: the array, or (line buffers) the port's two
+        lines, addressed by the low bits of the word index."""
+        if self.buffered and array in self.mem:
+            return buffer_words(self.mem[array], self.model)
+        return self.seg_depth if array == "seg" else self.crd_depth
 
     def logic(self, m):
         w = self.cw
@@ -355,18 +381,28 @@ class LevelWrite(StreamPrimitive):
         closes = fiber_open if self.skip_empty else 1
         pop_ok = _write_gates(m, self, inp.valid, tok, w,
                               {"seg": (seg_n, is_stop(tok, w) & closes), "crd": (crd_n, is_data(tok, w))})
+        seeded = Const(1, 1)
+        if self.buffered and "seg" in self.mem:
+            # seg word 0 (always 0) is never written by a stop, but its buffer slot is reused:
+            # write it in the run's first cycle, before the first token is taken
+            seeded = Signal()
+            m.d.sync += seeded.eq(1)
+            pop_ok = pop_ok & seeded
         m.d.comb += [self.done.eq(done), self.seg_len.eq(seg_n), self.crd_len.eq(crd_n),
                      inp.ready.eq(1 if pop_ok is None else pop_ok)]
         if self.compressed:
-            seg = memory.Memory(shape=unsigned(w), depth=self.seg_depth, init=[])
-            crd = memory.Memory(shape=unsigned(w), depth=self.crd_depth, init=[])
+            seg = memory.Memory(shape=unsigned(w), depth=self.memory_depth("seg"), init=[])
+            crd = memory.Memory(shape=unsigned(w), depth=self.memory_depth("crd"), init=[])
             m.submodules.seg, m.submodules.crd = seg, crd
             seg_wp, crd_wp = seg.write_port(), crd.write_port()
             for mem, port in ((seg, self.seg_rd), (crd, self.crd_rd)):
                 rp = mem.read_port(domain="sync")
                 m.d.comb += [rp.addr.eq(port.addr), port.data.eq(rp.data)]
-            m.d.comb += [seg_wp.addr.eq(seg_n), seg_wp.data.eq(crd_n), crd_wp.addr.eq(crd_n),
-                         crd_wp.data.eq(tok[:w])]
+            m.d.comb += [seg_wp.addr.eq(Mux(seeded, seg_n, 0)), seg_wp.data.eq(Mux(seeded, crd_n, 0)),
+                         crd_wp.addr.eq(crd_n), crd_wp.data.eq(tok[:w])]
+            if self.buffered and "seg" in self.mem:
+                with m.If(~seeded):
+                    m.d.comb += seg_wp.en.eq(1)
         with m.If(inp.valid if pop_ok is None else inp.valid & pop_ok):
             with m.If(is_data(tok, w)):
                 m.d.sync += [crd_n.eq(crd_n + 1), fiber_open.eq(1)]
@@ -395,11 +431,14 @@ class ValsWrite(StreamPrimitive):
     lies inside one line)."""
 
     def __init__(self, *, depth: int, vw: int = VAL_WIDTH, cw: int = CRD_WIDTH, mem=None, model=None,
-                 lanes: int = 1):
+                 lanes: int = 1, buffered: bool = False):
         self.vw, self.depth, self.lanes, self.cw = vw, depth, lanes, cw
         self.mem, self.model = dict(mem or {}), model
+        self.buffered = buffered and bool(self.mem)
+        # line buffers: the port's two lines, addressed by the low bits of the word index
+        self.memory_depth = buffer_words(self.mem["vals"], model, lanes) if self.buffered else depth
         super().__init__({"val": vw * lanes}, {}, None, {"done": Out(1), "vals_len": Out(32),
-                                                         "vals_rd": In(MemRead(addr_bits(depth), vw))}
+                                                         "vals_rd": In(MemRead(addr_bits(self.memory_depth), vw))}
                          | bus_members(self.mem, cw))
 
     def logic(self, m):
@@ -408,7 +447,7 @@ class ValsWrite(StreamPrimitive):
         inp = self.i_val
         rows = Signal(32 - shift)
         done = Signal()
-        vals = memory.Memory(shape=unsigned(w), depth=-(-self.depth // lanes), init=[])
+        vals = memory.Memory(shape=unsigned(w), depth=-(-self.memory_depth // lanes), init=[])
         m.submodules.vals = vals
         wp = vals.write_port()
         rp = vals.read_port(domain="sync")
@@ -436,8 +475,8 @@ class VecValsWrite(ValsWrite):
     required."""
 
     def __init__(self, *, depth: int, lanes: int, vw: int = VAL_WIDTH, cw: int = CRD_WIDTH, mem=None,
-                 model=None):
-        super().__init__(depth=depth, vw=vw, cw=cw, mem=mem, model=model, lanes=lanes)
+                 model=None, buffered: bool = False):
+        super().__init__(depth=depth, vw=vw, cw=cw, mem=mem, model=model, lanes=lanes, buffered=buffered)
 
 
 @rtl("scan")
@@ -449,7 +488,8 @@ def _scan(b: HwBuild):
         raise ValueError(f"parameter 'skip' needs a compressed level, not a {fmt.value} one")
     c = Scan(compressed=fmt.has_crd, dim=p.get("dim", 0), seg_depth=p.get("seg_depth", 2),
              crd_depth=p.get("crd_depth", 1), cw=cw, depths=b.depths, skip=skip,
-             mem=p.get("mem"), model=b.cfg.memory, singleton=fmt is Format.SINGLETON)
+             mem=p.get("mem"), model=b.cfg.memory, singleton=fmt is Format.SINGLETON,
+             buffered=b.cfg.line_buffers)
     mems = {}
     if fmt.has_seg:
         mems["seg"] = ("seg_wr", c.seg_depth, cw, "w", None)
@@ -464,7 +504,7 @@ def _write(b: HwBuild):
     compressed = Format.parse(p["format"]) is Format.COMPRESSED
     c = LevelWrite(compressed=compressed, seg_depth=p.get("seg_depth", 2), crd_depth=p.get("crd_depth", 1),
                    cw=cw, skip_empty=bool(p.get("skip_empty", False)), mem=b.params.get("mem"),
-                   model=b.cfg.memory)
+                   model=b.cfg.memory, buffered=b.cfg.line_buffers)
     if not compressed:
         return c, {}
     return c, {"seg": ("seg_rd", c.seg_depth, cw, "r", "seg_len"), "crd": ("crd_rd", c.crd_depth, cw, "r", "crd_len")}
@@ -473,7 +513,7 @@ def _write(b: HwBuild):
 @rtl("vals_write")
 def _vals_write(b: HwBuild):
     c = ValsWrite(depth=b.params.get("vals_depth", 1), vw=b.cfg.vw, cw=b.cfg.cw, mem=b.params.get("mem"),
-                  model=b.cfg.memory, lanes=b.lanes)
+                  model=b.cfg.memory, lanes=b.lanes, buffered=b.cfg.line_buffers)
     return c, {"vals": ("vals_rd", c.depth, b.cfg.vw, "r", "vals_len")}
 
 

@@ -32,18 +32,18 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from fuseflow.ir.memory import MemoryModel, MemPort, word_bytes
 
 from .base import MemRead, MemWrite, addr_bits
-from .dram import CYCLE_WIDTH, MemBus, bus_link, line_width, round_robin
+from .dram import CYCLE_WIDTH, SLOT_WIDTH, MemBus, bus_link, line_width, round_robin
 from .elaborate import GraphTop, tensor_capacities
 
 __all__ = ["DRAM_BOARDS", "DramBoard", "DramGraphTop", "LineEngine", "LiteDRAMCore", "dram_layout",
-           "dram_memory_model", "dram_onchip", "generate_core", "placement_report"]
+           "dram_memory_model", "dram_onchip", "generate_core", "placement_report", "sdram_pins"]
 
 
 # --------------------------------------------------------------------------- boards
@@ -325,8 +325,8 @@ class LiteDRAMCore(wiring.Component):
     """The generated controller (:func:`generate_core`) as an ``Instance`` in the ``sync``
     domain; its reset is the domain's (it restarts the init sequence)."""
 
-    def __init__(self, info: dict) -> None:
-        self.info = info
+    def __init__(self, info: dict, pins: dict[str, Signal] | None = None, dq=None) -> None:
+        self.info, self.pins, self.dq = info, pins, dq
         super().__init__({"init_done": Out(1), "dbg_refresh": Out(1),
                           "port": In(NativePort(info["address_width"], info["data_width"]))})
 
@@ -336,8 +336,24 @@ class LiteDRAMCore(wiring.Component):
                               "o_init_done": self.init_done, "o_dbg_refresh": self.dbg_refresh}
         for name, member in self.port.signature.members.items():
             kw[("o_" if member.flow == Out else "i_") + f"user_port0_{name}"] = getattr(self.port, name)
+        if not self.info["sim"]:  # the real PHY: its pins (the data pins bidirectional)
+            if self.pins is None or self.dq is None:
+                raise ValueError("LiteDRAMCore: a controller with the real PHY needs its SDRAM pins "
+                                 "(fpga.board_top.BoardTop gives them)")
+            for name, sig in self.pins.items():
+                kw[f"o_sdram_{name}"] = sig
+            kw["io_sdram_dq"] = self.dq
         m.submodules.ctrl = Instance(CORE_NAME, **kw)
         return m
+
+
+def sdram_pins(info: dict) -> dict[str, Signal]:
+    """The output pins of a real-PHY SDR controller (:func:`generate_core` with ``sim=False``),
+    as LiteDRAM names them (active-low ``*_n``); ``dq`` is bidirectional and is given apart."""
+    t = info["timings"]
+    widths = {"a": t["addressbits"], "ba": t["bankbits"], "cs_n": 1, "cke": 1, "ras_n": 1, "cas_n": 1,
+              "we_n": 1, "dm": t["bus_bits"] // 8}
+    return {n: Signal(w, name=f"sdram_{n}") for n, w in widths.items()}
 
 
 # --------------------------------------------------------------------------- placement, layout
@@ -428,16 +444,19 @@ class LineEngine(wiring.Component):
       still arrives: the port keeps its commands in order); it is acknowledged when the
       controller has taken its last data.
 
-    Words past an array's capacity are neither written into its memory nor read from it."""
+    The nodes' memories are line buffers (``hw.dram``): a read line goes into the slot its
+    gate names when granted, a written line is read from the slot of its parity (the low bits
+    of the word index address the writer's two lines).  Words past an array's capacity are
+    neither written into a memory nor read from it."""
 
     def __init__(self, specs: list[MemPort], slots: list[Any], depths: list[int], widths: list[int],
-                 cw: int, line_bytes: int, aw: int, dw: int) -> None:
+                 addr_widths: list[int], cw: int, line_bytes: int, aw: int, dw: int) -> None:
         self.specs, self.slots, self.depths, self.widths = specs, slots, depths, widths
         self.lw, self.line_bytes, self.aw, self.dw = line_width(cw), line_bytes, aw, dw
         members: dict[str, Any] = {f"p{i}": In(MemBus(self.lw)) for i in range(len(specs))}
         for i, s in enumerate(specs):
             members[f"{'drain' if s.write else 'fill'}{i}"] = Out(
-                (MemRead if s.write else MemWrite)(addr_bits(depths[i]), widths[i]))
+                (MemRead if s.write else MemWrite)(addr_widths[i], widths[i]))
         members["native"] = Out(NativePort(aw, dw))
         super().__init__(members)
 
@@ -462,8 +481,8 @@ class LineEngine(wiring.Component):
             for i, s in enumerate(self.specs):
                 with m.Case(i):
                     m.d.comb += sel_write.eq(int(s.write))
-        # in-flight read lines: (port, line), oldest first
-        m.submodules.inflight = q = fifo.SyncFIFO(width=pw + self.lw, depth=2)
+        # in-flight read lines: (port, line, buffer slot), oldest first
+        m.submodules.inflight = q = fifo.SyncFIFO(width=pw + self.lw + SLOT_WIDTH, depth=2)
         ack1, ack1_port, ack2, ack2_port = Signal(), Signal(pw), Signal(), Signal(pw)
         grant = Signal()
         m.d.comb += grant.eq((state == IDLE) & any_w & (sel_write | q.w_rdy))
@@ -473,12 +492,12 @@ class LineEngine(wiring.Component):
         base = Signal(self.aw)  # the line's first native word
         issued = Signal(range(nat_words + 1))
         widx_i = Signal(self.lw + 8)
-        sel_line = Signal(self.lw)
+        sel_line, sel_slot = Signal(self.lw), Signal(SLOT_WIDTH)
         with m.Switch(sel):
             for i in range(n):
                 with m.Case(i):
-                    m.d.comb += sel_line.eq(ports[i].line)
-        m.d.comb += [q.w_data.eq(sel | (sel_line << pw)), q.w_en.eq(grant & ~sel_write)]
+                    m.d.comb += [sel_line.eq(ports[i].line), sel_slot.eq(ports[i].slot)]
+        m.d.comb += [q.w_data.eq(Cat(sel[:pw], sel_line, sel_slot)), q.w_en.eq(grant & ~sel_write)]
         with m.If(grant):
             m.d.sync += [cur.eq(sel), line.eq(sel_line), rr.eq(Mux(sel == n - 1, 0, sel + 1)),
                          issued.eq(0), widx_i.eq(0), state.eq(Mux(sel_write, FETCH, READ))]
@@ -553,8 +572,8 @@ class LineEngine(wiring.Component):
         last word.  Returns the head line's port."""
         nat, q, pw, nat_words, words_per_line, pieces, wd = (st.nat, st.q, st.pw, st.nat_words,
                                                              st.words_per_line, st.pieces, st.wd)
-        rport, rline = Signal(pw), Signal(self.lw)
-        m.d.comb += [rport.eq(q.r_data[:pw]), rline.eq(q.r_data[pw:])]
+        rport, rline, rslot = Signal(pw), Signal(self.lw), Signal(SLOT_WIDTH)
+        m.d.comb += [rport.eq(q.r_data[:pw]), rline.eq(q.r_data[pw:pw + self.lw]), rslot.eq(q.r_data[pw + self.lw:])]
         got = Signal(range(nat_words + 1))
         piece = Signal(range(max(pieces) + 1))
         widx = Signal(self.lw + 8)
@@ -574,7 +593,8 @@ class LineEngine(wiring.Component):
                 m.d.comb += word.eq(nat.rdata_data)
                 last_piece = Const(1)
             index = rline * words_per_line[i] + widx
-            m.d.comb += [fp.addr.eq(index), fp.data.eq(word),
+            kw = words_per_line[i].bit_length() - 1  # the word's offset in its line, below the slot
+            m.d.comb += [fp.addr.eq(Cat(widx[:kw], rslot) if kw else rslot), fp.data.eq(word),
                          fp.en.eq(data_in & (rport == i) & last_piece & (index < self.depths[i]))]
         with m.If(data_in):
             m.d.sync += [asm.eq((nat.rdata_data << (len(asm) - wd)) | (asm >> wd)), got.eq(got + 1)]
@@ -598,28 +618,36 @@ class LineEngine(wiring.Component):
 
 # --------------------------------------------------------------------------- the graph top
 class _Loader(wiring.Component):
-    """Host writes into DRAM (outside the datapath's reset): one array word at a time, split
-    into native words; ``busy`` until the controller has taken all of its data."""
+    """The host's access to DRAM (outside the datapath's reset), one array word at a time, split
+    into native words (the first is the low part).  ``we``: write ``data``; ``re``: read the
+    word into ``rdata``.  ``busy`` until the controller has taken all the data of a write, or
+    until all the pieces of a read have arrived."""
 
     def __init__(self, aw: int, dw: int, width: int) -> None:
-        self.aw, self.dw, self.width = aw, dw, width
-        super().__init__({"we": In(1), "addr": In(aw), "data": In(width), "pieces": In(4),
-                          "busy": Out(1), "native": Out(NativePort(aw, dw))})
+        self.aw, self.dw = aw, dw
+        self.width = -(-width // dw) * dw
+        super().__init__({"we": In(1), "re": In(1), "addr": In(aw), "data": In(self.width), "pieces": In(4),
+                          "rdata": Out(self.width), "busy": Out(1), "native": Out(NativePort(aw, dw))})
 
     def elaborate(self, platform):
         m = Module()
-        nat = self.native
-        left = Signal(4)
+        nat, dw = self.native, self.dw
+        left, wanted, got = Signal(4), Signal(4), Signal(4)
+        reading = Signal()
         addr, data = Signal(self.aw), Signal(self.width)
         m.submodules.wfifo = wf = fifo.SyncFIFO(width=self.dw, depth=8)
         m.d.comb += [nat.wdata_data.eq(wf.r_data), wf.r_en.eq(nat.wdata_ready), nat.wdata_we.eq(-1),
-                     nat.cmd_we.eq(1), nat.cmd_addr.eq(addr), nat.cmd_valid.eq((left != 0) & wf.w_rdy),
-                     wf.w_data.eq(data), wf.w_en.eq(nat.cmd_valid & nat.cmd_ready),
-                     self.busy.eq((left != 0) | wf.r_rdy)]
-        with m.If(self.we):
-            m.d.sync += [left.eq(self.pieces), addr.eq(self.addr), data.eq(self.data)]
+                     nat.cmd_we.eq(~reading), nat.cmd_addr.eq(addr),
+                     nat.cmd_valid.eq((left != 0) & (reading | wf.w_rdy)),
+                     wf.w_data.eq(data), wf.w_en.eq(nat.cmd_valid & nat.cmd_ready & ~reading),
+                     self.busy.eq((left != 0) | wf.r_rdy | (reading & (got != wanted)))]
+        with m.If(self.we | self.re):
+            m.d.sync += [left.eq(self.pieces), addr.eq(self.addr), data.eq(self.data), reading.eq(self.re),
+                         wanted.eq(self.pieces), got.eq(0)]
         with m.Elif(nat.cmd_valid & nat.cmd_ready):
             m.d.sync += [left.eq(left - 1), addr.eq(addr + 1), data.eq(data >> self.dw)]
+        with m.If(reading & nat.rdata_valid & (got != wanted)):
+            m.d.sync += [self.rdata.word_select(got, dw).eq(nat.rdata_data), got.eq(got + 1)]
         return m
 
 
@@ -642,8 +670,12 @@ class DramGraphTop(GraphTop):
             self._MustUse__silence = True  # refused before it was built
             raise ValueError(f"DramGraphTop: memory model {cfg.memory.name!r} is not board {b.name!r}'s "
                              f"(use hw.litedram.dram_memory_model({b.name!r}))")
-        super().__init__(graph, cfg)
+        super().__init__(graph, replace(cfg, line_buffers=True))
         self.host_wait = Signal(name="host_wait")
+        # the real PHY's pins (sim=False): outputs here, the data pins' I/O port set by the board
+        # top (fpga.board_top.BoardTop) before elaboration
+        self.sdram_pins = None if sim else sdram_pins(info)
+        self.sdram_dq = None
 
     @property
     def signature(self):
@@ -679,26 +711,29 @@ def _wire(self, graph, cfg) -> None:
     self.engine_native = NativePort(aw, dw).create(path=("engine",))
     if not ports:
         return
-    slots, depths, widths = [], [], []
+    slots, depths, widths, addr_widths = [], [], [], []
     for p in ports:
         r = self.mmap.region(_region_of(p))
         slots.append(self.layout[r.name])
         depths.append(r.depth)
         widths.append(r.width)
-    eng = self.core.subs["memory"] = LineEngine(ports, slots, depths, widths, cfg.cw, b.line_bytes, aw, dw)
+        addr_widths.append(len(getattr(self.components[p.node], f"{p.array}_{'rd' if p.write else 'wr'}").addr))
+    eng = self.core.subs["memory"] = LineEngine(ports, slots, depths, widths, addr_widths, cfg.cw, b.line_bytes,
+                                                aw, dw)
     self.core.stmts.append(_connect(eng.native, self.engine_native))
     offchip = {_region_of(p) for p in ports}
+    self.dram_reads = {}  # output region -> the host's view of it (read from DRAM after the run)
     for p in ports:
         comp = self.components[p.node]
         self.core.stmts += bus_link(getattr(eng, f"p{p.index}"), getattr(comp, f"mem_{p.array}"))
-        if p.write:  # the engine reads the writer's memory while running, the host after
+        if p.write:  # the engine drains the writer's line buffers; the host reads DRAM after
             rd = getattr(comp, f"{p.array}_rd")
             drain = getattr(eng, f"drain{p.index}")
+            self.core.stmts += [rd.addr.eq(drain.addr), drain.data.eq(rd.data)]
             region = _region_of(p)
             proxy = SimpleNamespace(addr=Signal(len(rd.addr), name=f"host_{p.array}_{p.index}_addr"),
                                     data=Signal(len(rd.data), name=f"host_{p.array}_{p.index}_data"))
-            self.bus.reads[region] = proxy
-            self._drains = getattr(self, "_drains", []) + [(rd, drain, proxy)]
+            self.bus.reads[region] = self.dram_reads[region] = proxy
         else:
             fill = getattr(eng, f"fill{p.index}")
             wr = getattr(comp, f"{p.array}_wr")
@@ -720,31 +755,50 @@ def _elaborate(self, platform):
     m = GraphTop.elaborate(self, platform)
     info = self.dram_info
     aw, dw = info["address_width"], info["data_width"]
-    m.submodules.dram = ctrl = LiteDRAMCore(info)
-    # host writes into off-chip input arrays -> the loader
+    m.submodules.dram = ctrl = LiteDRAMCore(info, self.sdram_pins, self.sdram_dq)
+    # host writes into off-chip input arrays and reads of off-chip outputs -> the loader
     width = max([r.width for r in self.mmap.regions] + [32])
     m.submodules.loader = ld = _Loader(aw, dw, width)
     addr = self.host_addr
     nb = dw // 8
+    # a read of an off-chip output: fetched from DRAM into the loader's rdata; the host waits
+    # (host_wait) until the word at its address is there
+    fetched, fetched_ok, pending = Signal(len(addr)), Signal(), Signal()
+    need, active = Signal(), Signal()
+    m.d.comb += active.eq(self.running & ~self.done)
+    # native reads whose data has not come back (a line the graph prefetched before its end may
+    # still arrive after it): the host waits for them, so the loader never takes their data
+    outstanding = Signal(8)
+    port = ctrl.port
+    m.d.sync += outstanding.eq(outstanding + (port.cmd_valid & port.cmd_ready & ~port.cmd_we) - port.rdata_valid)
     for r in self.mmap.regions:
         slot = self.layout.get(r.name)
-        if slot is None or r.access != "w":
+        if slot is None:
             continue
         k = (r.size - 1).bit_length()
-        with m.If(self.host_we & (addr[k:] == (r.base >> k))):
-            pieces = max(1, slot.word_bytes // nb)
-            m.d.comb += [ld.we.eq(1), ld.pieces.eq(pieces), ld.data.eq(self.host_wdata),
-                         ld.addr.eq(slot.base // nb + addr[:addr_bits(r.depth)] * pieces)]
+        inside = addr[k:] == (r.base >> k)
+        pieces = max(1, slot.word_bytes // nb)
+        target = slot.base // nb + addr[:addr_bits(r.depth)] * pieces
+        if r.access == "w":
+            with m.If(self.host_we & inside):
+                m.d.comb += [ld.we.eq(1), ld.pieces.eq(pieces), ld.data.eq(self.host_wdata), ld.addr.eq(target)]
+        elif r.name in self.dram_reads:
+            m.d.comb += self.dram_reads[r.name].data.eq(ld.rdata)
+            with m.If(inside & ~(fetched_ok & (fetched == addr))):  # (the host never writes here)
+                m.d.comb += need.eq(1)
+                with m.If(~pending & ~ld.busy & ctrl.init_done & ~active & (outstanding == 0)):
+                    m.d.comb += [ld.re.eq(1), ld.pieces.eq(pieces), ld.addr.eq(target)]
+    with m.If(ld.re):
+        m.d.sync += [fetched.eq(addr), fetched_ok.eq(0), pending.eq(1)]
+    with m.Elif(pending & ~ld.busy):
+        m.d.sync += [fetched_ok.eq(1), pending.eq(0)]
+    with m.If(self.host_we):  # a new run or new data: what was fetched is stale
+        m.d.sync += fetched_ok.eq(0)
     # the native port: the engine while the graph runs, the loader otherwise
     eng = self.engine_native
-    active = Signal()
-    m.d.comb += active.eq(self.running & ~self.done)
     with m.If(active):
         m.d.comb += _connect(eng, ctrl.port)
     with m.Else():
         m.d.comb += _connect(ld.native, ctrl.port)
-    m.d.comb += self.host_wait.eq(~ctrl.init_done | ld.busy)
-    for rd, drain, proxy in getattr(self, "_drains", []):
-        m.d.comb += [rd.addr.eq(Mux(active, drain.addr, proxy.addr)), drain.data.eq(rd.data),
-                     proxy.data.eq(rd.data)]
+    m.d.comb += self.host_wait.eq(~ctrl.init_done | ld.busy | pending | need | (outstanding != 0))
     return m

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In
 from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH
 
 from .base import MemWrite, StreamPrimitive, addr_bits
-from .dram import ReadGate, attach, bus_members
+from .dram import ReadGate, attach, buffer_words, bus_members
 from .registry import HwBuild, rtl
 from .word import (
     data_word,
@@ -35,25 +35,28 @@ class ArrayLoad(StreamPrimitive):
     waits for the line of word ``r*W`` (a vector lies inside one line)."""
 
     def __init__(self, *, depth: int, cw: int = CRD_WIDTH, vw: int = VAL_WIDTH, depths=None, mem=None,
-                 model=None, lanes: int = 1):
+                 model=None, lanes: int = 1, buffered: bool = False):
         self.cw, self.vw, self.depth, self.lanes = cw, vw, depth, lanes
         self.mem, self.model = dict(mem or {}), model
-        super().__init__({"ref": cw}, {"val": vw * lanes}, depths, {"vals_wr": In(MemWrite(addr_bits(depth), vw))}
-                         | bus_members(self.mem, cw))
+        self.buffered = buffered and bool(self.mem)
+        # line buffers: the port's three lines (hw.dram), addressed through the gate
+        self.memory_depth = buffer_words(self.mem["vals"], model, lanes) if self.buffered else depth
+        super().__init__({"ref": cw}, {"val": vw * lanes}, depths,
+                         {"vals_wr": In(MemWrite(addr_bits(self.memory_depth), vw))} | bus_members(self.mem, cw))
 
     def _memory(self, m):
         """The values memory and its ports: one value per word, or (vectors) a row of
         ``lanes`` values per word written a lane at a time."""
         vw, lanes = self.vw, self.lanes
         if lanes == 1:
-            vals = memory.Memory(shape=unsigned(vw), depth=self.depth, init=[])
+            vals = memory.Memory(shape=unsigned(vw), depth=self.memory_depth, init=[])
             m.submodules.vals = vals
             wp = vals.write_port()
             rp = vals.read_port(domain="sync")
             m.d.comb += [wp.addr.eq(self.vals_wr.addr), wp.data.eq(self.vals_wr.data), wp.en.eq(self.vals_wr.en)]
             return rp
         shift = lanes.bit_length() - 1
-        vals = memory.Memory(shape=unsigned(vw * lanes), depth=-(-self.depth // lanes), init=[])
+        vals = memory.Memory(shape=unsigned(vw * lanes), depth=-(-self.memory_depth // lanes), init=[])
         m.submodules.vals = vals
         wp = vals.write_port(granularity=vw)
         rp = vals.read_port(domain="sync")
@@ -72,18 +75,22 @@ class ArrayLoad(StreamPrimitive):
         m.d.comb += [consumed.eq(word_valid & self.room()),
                      word_free.eq(~word_valid | consumed),
                      read_free.eq(~read_valid | word_free)]
+        addr = inp.payload[:cw]
         if "vals" in self.mem:  # a data reference waits for its vals line
-            g = attach(m, self, "vals", ReadGate(self.mem["vals"], self.model, cw))
+            g = attach(m, self, "vals", ReadGate(self.mem["vals"], self.model, cw, buffered=self.buffered))
             data = is_data(inp.payload, cw)
             pop_ok = ~data | g.ok
-            first = inp.payload[:cw] if self.lanes == 1 else inp.payload[:cw] << (self.lanes.bit_length() - 1)
-            m.d.comb += [g.word.eq(first), g.want.eq(read_free & inp.valid & data),
+            shift = self.lanes.bit_length() - 1
+            first = inp.payload[:cw] if self.lanes == 1 else inp.payload[:cw] << shift
+            m.d.comb += [g.word.eq(first), g.look.eq(first), g.want.eq(read_free & inp.valid & data),
                          inp.ready.eq(read_free & pop_ok)]
             take = inp.valid & pop_ok
+            if self.buffered:
+                addr = g.look_addr >> shift  # the row of the vector's first word
         else:
             m.d.comb += inp.ready.eq(read_free)
             take = inp.valid
-        m.d.comb += [rp.addr.eq(inp.payload[:cw]), rp.en.eq(read_free)]
+        m.d.comb += [rp.addr.eq(addr), rp.en.eq(read_free)]
         out = Mux(is_data(word_tok, cw), data_word(word, vw),
                   Mux(is_empty(word_tok, cw), data_word(0, vw), recast(word_tok, cw, vw)))
         with m.If(consumed):
@@ -98,5 +105,5 @@ class ArrayLoad(StreamPrimitive):
 @rtl("array_load")
 def _array_load(b: HwBuild):
     c = ArrayLoad(depth=b.params.get("vals_depth", 1), cw=b.cfg.cw, vw=b.cfg.vw, depths=b.depths,
-                  mem=b.params.get("mem"), model=b.cfg.memory, lanes=b.lanes)
+                  mem=b.params.get("mem"), model=b.cfg.memory, lanes=b.lanes, buffered=b.cfg.line_buffers)
     return c, {"vals": ("vals_wr", c.depth, b.cfg.vw, "w", None)}

@@ -3,10 +3,12 @@
 The top is ``hw.litedram.DramGraphTop``: the generated LiteDRAM controller with LiteDRAM's
 SDRAM model behind its DFI (``SDRAMPHYModel``, the whole memory as Verilog arrays), its
 hardware init sequencer, and the graph's memory ports behind the project's line engine.  The
-Verilator harness is the native runner's (``rtl_sim/native.py``) with one change: before every
+Verilator harness is the native runner's (``rtl_sim/native.py``) with two changes: before every
 host write it waits while the top's ``host_wait`` is high (DRAM initialising, or a word written
 into DRAM still on its way), so the host loads the input arrays into DRAM through the
-controller, and the run starts after the init sequence has finished.
+controller, and the run starts after the init sequence has finished; and it reads the outputs
+a word at a time, waiting while the top fetches each from DRAM (the nodes keep only line
+buffers).
 """
 
 from __future__ import annotations
@@ -37,8 +39,42 @@ _WAIT = ("        for (uint64_t w = 0; top->host_wait; ++w) {  // DRAM: initiali
          "            tick();\n"
          "        }\n")
 
-# the native harness, waiting on host_wait before each write (the data words and the start)
+_READ_BLOCK = """static void read_block(Out& out, uint32_t base, uint32_t n) {  // pipelined: address i in cycle i
+    out.put(n);
+    if (n == 0) return;
+    top->host_we = 0;
+    top->host_addr = base;
+    tick();
+    for (uint32_t i = 1; i <= n; ++i) {
+        if (i < n) top->host_addr = base + i;
+        top->eval();
+        out.put(top->host_rdata);
+        tick();
+    }
+}
+"""
+_DRAM_READ_BLOCK = """static void read_block(Out& out, uint32_t base, uint32_t n) {  // a word at a time, each fetched from DRAM
+    out.put(n);
+    top->host_we = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        top->host_addr = base + i;
+        top->eval();
+        for (uint64_t w = 0; top->host_wait; ++w) {
+            if (w > 100000000ull) fail("host_wait stayed high: a read from DRAM is stuck");
+            tick();
+        }
+        tick();  // the read select is registered
+        out.put(top->host_rdata);
+    }
+}
+"""
+if _READ_BLOCK not in native.HARNESS:  # pragma: no cover - the native harness changed
+    raise RuntimeError("rtl_sim/dram.py: the native harness's read_block is not the expected one")
+
+# the native harness, waiting on host_wait before each write (the data words and the start) and
+# reading outputs from DRAM word by word
 DRAM_HARNESS = (native.HARNESS
+                .replace(_READ_BLOCK, _DRAM_READ_BLOCK)
                 .replace("            for (uint32_t i = 0; i < n; ++i) {\n",
                          "            for (uint32_t i = 0; i < n; ++i) {\n                top->host_we = 0;\n"
                          "        " + _WAIT + "                top->host_we = 1;\n")
