@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fuseflow.ir.memory import parse_memory
-from fuseflow.models.datasets import load_dataset
+from fuseflow.models.datasets import load_dataset, uniform_random
 from fuseflow.cost import estimate_model
 from fuseflow.models.frontend import trace
 from fuseflow.models.plan import FUSIONS, compile_model, run_model
@@ -98,7 +98,7 @@ def main() -> int:
         zoo += measure("sae@digits", make_case("sae", "digits"), ["hbm2"])
     sweep = []
     for density in (0.01, 0.03, 0.1):
-        ds = load_dataset("uniform", nodes=128, density=density)
+        ds = uniform_random(128, density * 127, 16)  # G(n, p = density), as recorded in the JSON
         for m in ("gcn", "graphsage"):
             sweep += measure(f"{m}@{density}", make_case(m, ds), ["hbm2"])
     winners = {}

@@ -47,6 +47,7 @@ from .argtypes import MAX_SIZE, fraction, int_range
 from .errors import UserError
 
 OVERFLOW_CHOICES = OVERFLOW_POLICIES[:2]  # raise, report ("ignore" is for code that reports flags itself)
+OPERAND_DENSITY = 0.1  # --density of random kernel / graph-file operands when not given
 
 __all__ = [
     "GraphJob",
@@ -61,6 +62,7 @@ __all__ = [
     "add_schedule_args",
     "add_scheduler_arg",
     "add_width_args",
+    "has_flag",
     "apply_par",
     "compare_rtl",
     "hw_overflow_text",
@@ -68,6 +70,7 @@ __all__ = [
     "kernel_options",
     "load_graph_job",
     "open_executor",
+    "operand_density",
     "overflow_mismatches",
     "overflow_verdict",
     "parse_max_nnz",
@@ -100,12 +103,22 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
                    "matrix (.mtx Matrix Market or scipy sparse .npz with --kernel; .mtx with a graph "
                    "file) for every sparse input, dense inputs seeded random (default: all seeded random)")
     p.add_argument("--seed", type=int_range(0), default=0, help="seed of the random operands")
-    p.add_argument("--density", type=fraction, default=0.1, help="density of random sparse operands")
+    p.add_argument("--density", type=fraction, default=None,
+                   help="density of the random sparse operands of a kernel or graph file (default "
+                        f"{OPERAND_DENSITY}); with --model on the synthetic graphs uniform, powerlaw "
+                        "or blockdiag: the adjacency's non-zero fraction nnz/(n*n), self loops not "
+                        "counted (there are none; the densest graph is (n-1)/n)")
     p.add_argument("--skip", action="store_true",
                    help="coordinate skipping on the graph's intersections of compressed fibres "
                         "(an error if none can skip)")
     add_schedule_args(p)
     add_pass_args(p, Source.GRAPH)
+
+
+def operand_density(args: argparse.Namespace) -> float:
+    """``--density`` of random kernel / graph-file operands (its default when not given)."""
+    d = getattr(args, "density", None)
+    return OPERAND_DENSITY if d is None else d
 
 
 def add_kernel_options(p: argparse.ArgumentParser) -> None:
@@ -149,11 +162,11 @@ def add_pass_args(p, source: Source, *, only: Sequence[str] | None = None,
     for opt in pass_options(source):
         if without is not None and opt.sources & without:
             continue
-        if opt.cli and (only is None or opt.name in only) and not _has_flag(p, opt.cli_flag):
+        if opt.cli and (only is None or opt.name in only) and not has_flag(p, opt.cli_flag):
             opt.add_argument(p)
 
 
-def _has_flag(p, flag: str) -> bool:
+def has_flag(p, flag: str) -> bool:
     return flag in p._option_string_actions  # argument groups share their parser's table
 
 
@@ -382,7 +395,7 @@ def _kernel_job(args: argparse.Namespace) -> GraphJob:
     opts = kernel_options(args)
     if not args.data:
         try:
-            g, data, _, expected = example(args.kernel, args.size, args.seed, args.density, **opts)
+            g, data, _, expected = example(args.kernel, args.size, args.seed, operand_density(args), **opts)
         except ValueError as exc:
             raise UserError(str(exc)) from None
         return GraphJob(g, data, expected, f"kernel {args.kernel} ({args.size}x{args.size})")
@@ -422,10 +435,11 @@ def _load_graph_job(args: argparse.Namespace) -> GraphJob:
             raise UserError(f"--data {str(path)!r}: not a readable .npz of arrays: {exc}") from None
         missing = set(g.input_tensors()) - set(ops)
         if missing:
-            raise UserError(f"data file {str(path)!r} has no array for tensor(s) {sorted(missing)}; "
-                            f"it has {sorted(ops)}")
+            raise UserError(f"data file {str(path)!r} has no array for tensor(s) "
+                            f"{', '.join(map(repr, sorted(missing)))}; it has "
+                            f"{', '.join(map(repr, sorted(ops))) or 'none'}")
     else:
-        ops = random_operands(g, args.seed, args.density)
+        ops = random_operands(g, args.seed, operand_density(args))
     data = {}
     for t in g.input_tensors():
         spec = g.tensors[t]

@@ -15,7 +15,7 @@ from fuseflow.compiler.pipeline import pass_options
 from fuseflow.ir.check import Check
 from fuseflow.ir.memory import MemoryError, Placement
 from fuseflow.models.bounds import check_model
-from fuseflow.models.datasets import DATASETS, load_dataset
+from fuseflow.models.datasets import DATASETS, SYNTHETIC, load_dataset
 from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.plan import compile_model
 from fuseflow.models.plan import run_model as simulate_model
@@ -25,9 +25,10 @@ from hw import HwConfig, build_graph
 from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
-from .argtypes import MAX_SIZE, int_range
+from .argtypes import MAX_SIZE, fraction, int_range
 from .cmd_common import (
     add_pass_args,
+    has_flag,
     overflow_verdict,
     pass_values,
     resolve_memory,
@@ -87,6 +88,11 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
                             "format and the op chain (docs/semantics.md)")
 
 
+ADJ_DENSITY_HELP = ("the adjacency's non-zero fraction nnz/(n*n), self loops not counted (there are "
+                    "none; the densest graph is (n-1)/n): exactly round(density*n*n/2) undirected "
+                    "edges (default: about 0.02 from the older generators)")
+
+
 def add_zoo_args(g) -> None:
     """The model zoo's options: the dataset and the model's sizes."""
     g.add_argument("--dataset",
@@ -97,6 +103,12 @@ def add_zoo_args(g) -> None:
     g.add_argument("--hidden", type=int_range(1, MAX_SIZE), default=16, help="hidden width of GCN / GraphSAGE (default 16)")
     g.add_argument("--features", type=int_range(1, MAX_SIZE), help="feature width of synthetic graphs / cora")
     g.add_argument("--nodes", type=int_range(2, MAX_SIZE), default=256, help="nodes of uniform/powerlaw/blockdiag graphs")
+    if not has_flag(g, "--density"):  # sim, build, rtl, estimate: the graph options' --density
+        g.add_argument("--density", type=fraction,
+                       help=f"uniform/powerlaw/blockdiag graphs: {ADJ_DENSITY_HELP}")
+    g.add_argument("--feature-density", type=fraction, metavar="FRACTION",
+                   help="uniform/powerlaw/blockdiag graphs: the non-zero fraction of the random binary "
+                        "node features (default 0.05)")
     g.add_argument("--seq", type=int_range(1, MAX_SIZE), default=64, help="GPT sequence length (default 64)")
     g.add_argument("--dmodel", type=int_range(1, MAX_SIZE), default=64, help="GPT hidden size (default 64)")
     g.add_argument("--heads", type=int_range(1), default=2, help="GPT heads (default 2)")
@@ -108,10 +120,10 @@ def add_zoo_args(g) -> None:
 _MODEL_PASS_OPTIONS = {o.name: o for o in pass_options(Source.MODEL)
                        if o.cli and not o.sources & (Source.GRAPH | Source.KERNEL)}
 _MODEL_OPTIONS = {"dataset": None, "fusion": "partial", "hidden": 16, "features": None, "nodes": 256,
-                  "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2,
+                  "feature_density": None, "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2,
                   **{n: o.default for n, o in _MODEL_PASS_OPTIONS.items()}, "explain": False,
                   "numerics": "float", "inputs": None, "formats": None, "strict": False}
-_ZOO_ONLY = ("dataset", "hidden", "features", "nodes", "seq", "dmodel", "heads", "blocks")
+_ZOO_ONLY = ("dataset", "hidden", "features", "nodes", "feature_density", "seq", "dmodel", "heads", "blocks")
 
 
 def reject_model_options(args: argparse.Namespace, source: str, *, keep: tuple[str, ...] = ()) -> None:
@@ -120,7 +132,7 @@ def reject_model_options(args: argparse.Namespace, source: str, *, keep: tuple[s
     given = [k for k, default in _MODEL_OPTIONS.items()
              if k not in keep and hasattr(args, k) and getattr(args, k) != default]
     if given:
-        flags = ", ".join(_MODEL_PASS_OPTIONS[k].cli_flag if k in _MODEL_PASS_OPTIONS else f"--{k}"
+        flags = ", ".join(_MODEL_PASS_OPTIONS[k].cli_flag if k in _MODEL_PASS_OPTIONS else "--" + k.replace("_", "-")
                           for k in given)
         raise UserError(f"{flags}: model options, but {source} is not a model (use --model M)")
 
@@ -160,16 +172,24 @@ def _zoo_case(args: argparse.Namespace, make_case):
     if args.dataset is None:
         args.dataset = {"gcn": "karate", "graphsage": "karate", "sae": "random"}.get(args.model)
     ds = args.dataset
+    density, fdensity = getattr(args, "density", None), getattr(args, "feature_density", None)
+    given = [f for f, v in (("--density", density), ("--feature-density", fdensity)) if v is not None]
+    if given and (args.model not in ("gcn", "graphsage") or args.dataset not in SYNTHETIC):
+        what = f"model {args.model}" if args.model not in ("gcn", "graphsage") else f"--dataset {args.dataset}"
+        raise UserError(f"{' / '.join(given)}: for the synthetic graphs of gcn / graphsage "
+                        f"(--dataset {'|'.join(SYNTHETIC)}); {what} has its own")
     if args.model in ("gcn", "graphsage"):
-        ds = load_dataset(args.dataset, nodes=args.nodes, features=args.features)
+        ds = load_dataset(args.dataset, nodes=args.nodes, features=args.features, density=density,
+                          feature_density=fdensity)
     return make_case(args.model, ds, hidden=args.hidden, seq=args.seq, d=args.dmodel,
                      heads=args.heads, blocks=args.blocks)
 
 
 def _user_case(args: argparse.Namespace):
     given = [k for k in _ZOO_ONLY if getattr(args, k, _MODEL_OPTIONS[k]) != _MODEL_OPTIONS[k]]
+    given += ["density"] if getattr(args, "density", None) is not None else []
     if given:
-        raise UserError(f"{', '.join('--' + k for k in given)}: model-zoo options; {args.model} is your own "
+        raise UserError(f"{', '.join('--' + k.replace('_', '-') for k in given)}: model-zoo options; {args.model} is your own "
                         "model (its inputs come from --inputs or its factory)")
     # deferred: the loader imports torch (an optional dependency), only for FILE.py models
     from fuseflow.models.user import load_user_model

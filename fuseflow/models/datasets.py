@@ -25,7 +25,13 @@ Where the data comes from (nothing is downloaded):
   dataset's width at its density (binary bag-of-words for Cora / CiteSeer, non-negative TF-IDF-like
   weights for PubMed, dense for OGB-Collab).  They have the dataset's size and sparsity, not its
   edges or labels; :attr:`GraphDataset.synthetic` is true and :meth:`GraphDataset.describe` says
-  so.  ``uniform``, ``powerlaw`` and ``blockdiag`` are seeded generic graphs.
+  so.  ``uniform``, ``powerlaw`` and ``blockdiag`` are seeded generic graphs; with a density
+  (:func:`synthetic_graph`) they have exactly ``round(density * n * n / 2)`` undirected edges.
+
+Adjacency density, wherever this module takes one for a generic graph, is the non-zero fraction
+of the whole ``n x n`` adjacency, ``nnz / (n * n)``, with no self loops: the diagonal is empty and
+not counted out, so the densest graph is ``(n - 1) / n``.  (:class:`GraphDataset.describe` reports
+the same fraction; GCN's normalisation adds the self loops afterwards.)
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ __all__ = [
     "DATASETS",
     "MATCHED",
     "REAL_GRAPHS",
+    "SYNTHETIC",
     "GraphDataset",
     "bigbird_mask",
     "block_diagonal",
@@ -60,6 +67,7 @@ __all__ = [
     "random_features",
     "read_matrix",
     "real_graph",
+    "synthetic_graph",
     "uniform_random",
 ]
 
@@ -231,6 +239,94 @@ def block_diagonal(n: int, blocks: int, density: float, features: int,
     a = _csr(sp.coo_array((np.ones(len(rows)), (rows, cols)), shape=(n, n)))
     return GraphDataset(f"blockdiag{n}", a, random_features(n, features, feature_density, seed + 1),
                         synthetic=True, source="synthetic, block diagonal")
+
+
+SYNTHETIC = ("uniform", "powerlaw", "blockdiag")
+
+
+def _exact_pairs(n: int, m: int, rng: np.random.Generator, *, weights: np.ndarray | None = None,
+                 bounds: np.ndarray | None = None, what: str = "graph") -> tuple[np.ndarray, np.ndarray]:
+    """``m`` distinct unordered pairs ``i < j`` of ``n`` nodes: both ends drawn in proportion to
+    ``weights`` (uniform without), the second inside the first's block when ``bounds`` (block
+    edges) are given; drawn in rounds until exactly ``m`` distinct pairs exist."""
+    p = None if weights is None else weights / weights.sum()
+    keys = np.zeros(0, dtype=np.int64)
+    for _ in range(10_000):
+        if len(keys) >= m:
+            break
+        need = m - len(keys)
+        k = 2 * need + 64
+        a = rng.choice(n, size=k, p=p) if p is not None else rng.integers(0, n, size=k)
+        if bounds is None:
+            b = rng.choice(n, size=k, p=p) if p is not None else rng.integers(0, n, size=k)
+        else:
+            blk = np.searchsorted(bounds, a, side="right") - 1
+            lo, hi = bounds[blk], bounds[blk + 1]
+            b = lo + (rng.random(k) * (hi - lo)).astype(np.int64)
+        ok = a != b
+        new = np.unique(np.minimum(a, b)[ok].astype(np.int64) * n + np.maximum(a, b)[ok])
+        new = np.setdiff1d(new, keys, assume_unique=True)
+        keys = np.union1d(keys, rng.permutation(new)[:need])
+    else:  # pragma: no cover - only a near-complete graph with skewed weights gets here
+        raise ValueError(f"{what}: could not draw {m} distinct edges on {n} nodes")
+    return keys // n, keys % n
+
+
+def synthetic_graph(pattern: str, n: int, density: float, features: int = 16,
+                    feature_density: float = 0.05, seed: int = 0,
+                    blocks: int | None = None) -> GraphDataset:
+    """A seeded generic graph whose adjacency has exactly ``round(density * n * n / 2)``
+    undirected edges, so its non-zero fraction ``nnz / (n * n)`` is ``density`` to within
+    ``2 / n**2`` (no self loops: at most ``(n - 1) / n``).  ``pattern``:
+
+    * ``uniform``: every pair equally likely (Erdős–Rényi G(n, m));
+    * ``powerlaw``: Chung–Lu, both ends in proportion to power-law weights
+      ``(i + 1)^(-2/3)`` (degree exponent 2.5), expected degrees clipped at ``n - 1``, node ids
+      shuffled;
+    * ``blockdiag``: edges only inside ``blocks`` equal diagonal blocks (default ``n // 32``,
+      fewer where the blocks cannot hold the edges: at density ``d`` at most about ``1 / d``
+      blocks), uniform inside them.
+
+    Features: seeded random binary at ``feature_density`` (at least one per row)."""
+    if pattern not in SYNTHETIC:
+        raise ValueError(f"synthetic graph: unknown pattern {pattern!r}; use one of {', '.join(SYNTHETIC)}")
+    if n < 2:
+        raise ValueError(f"{pattern}: need at least 2 nodes, got {n}")
+    if not 0.0 < density <= (n - 1) / n:
+        raise ValueError(f"{pattern}: adjacency density {density:g} must be above 0 and at most "
+                         f"(n - 1) / n = {(n - 1) / n:.4g} (no self loops) on {n} nodes")
+    m = round(density * n * n / 2)
+    if m < 1:
+        raise ValueError(f"{pattern}: adjacency density {density:g} is less than one edge on {n} nodes")
+    rng = np.random.default_rng(seed)
+    bounds = None
+    if pattern == "uniform":
+        r, c = _exact_pairs(n, m, rng, what=pattern)
+        source = f"synthetic, Erdős–Rényi G(n, m), {m} edges"
+    elif pattern == "powerlaw":
+        w = (np.arange(n) + 1.0) ** (-2.0 / 3.0)
+        for _ in range(50):  # expected degrees 2m * w / sum(w), clipped at n - 1
+            w = np.minimum(w * 2 * m / w.sum(), n - 1)
+        perm = rng.permutation(n)
+        r, c = _exact_pairs(n, m, rng, weights=w, what=pattern)
+        r, c = perm[r], perm[c]
+        source = f"synthetic, Chung–Lu power-law degrees, {m} edges"
+    else:
+        b = max(1, min(n, blocks or n // 32))
+
+        def capacity(k: int) -> int:
+            s = np.diff(np.linspace(0, n, k + 1).astype(int))
+            return int((s * (s - 1) // 2).sum())
+
+        while b > 1 and capacity(b) < m:
+            b -= 1
+        bounds = np.linspace(0, n, b + 1).astype(np.int64)
+        r, c = _exact_pairs(n, m, rng, bounds=bounds, what=pattern)
+        source = f"synthetic, block diagonal, {b} blocks, {m} edges"
+    a = _csr(sp.coo_array((np.ones(len(r)), (r, c)), shape=(n, n)))
+    return GraphDataset(f"{pattern}{n}_d{density:g}", a,
+                        random_features(n, features, feature_density, seed + 1),
+                        synthetic=True, source=f"{source}, adjacency density {a.nnz / n**2:.4g}")
 
 
 # ----------------------------------------------------------------------------- matched synthetic
@@ -442,10 +538,20 @@ DATASETS = (*REAL_GRAPHS, *MATCHED, "cora_small", "uniform", "powerlaw", "blockd
 
 
 def load_dataset(name: str, *, nodes: int = 256, features: int | None = None,
-                 density: float = 0.02, seed: int = 0) -> GraphDataset:
+                 density: float | None = None, feature_density: float | None = None,
+                 seed: int = 0) -> GraphDataset:
     """By name (``DATASETS``) or a path to a ``.mtx`` / ``.npz`` file or a Planetoid / OGB
-    directory.  ``nodes``, ``features`` and ``density`` (edge density of the generic synthetic
-    graphs) apply where they make sense."""
+    directory.  ``nodes``, ``features`` apply where they make sense; ``density`` (adjacency
+    non-zero fraction ``nnz / (n * n)``, no self loops: :func:`synthetic_graph`) and
+    ``feature_density`` (default 0.05) apply to the generic synthetic graphs ``uniform``,
+    ``powerlaw`` and ``blockdiag`` only (a ``ValueError`` elsewhere).  Without ``density`` these
+    are the older generators at about 2 % (Erdős–Rényi G(n, p = 0.02), Barabási–Albert with
+    ``m = round(0.01 n)``, ``n // 32`` blocks), unchanged."""
+    if (density is not None or feature_density is not None) and name not in SYNTHETIC:
+        what = " and ".join(k for k, v in (("density", density), ("feature density", feature_density))
+                            if v is not None)
+        raise ValueError(f"dataset {name}: a {what} applies to the synthetic graphs "
+                         f"{', '.join(SYNTHETIC)} only")
     if name in REAL_GRAPHS:
         return real_graph(name, features, seed=seed)
     if name in MATCHED:
@@ -453,12 +559,16 @@ def load_dataset(name: str, *, nodes: int = 256, features: int | None = None,
     if name == "cora_small":
         return cora_like(features or 32, seed)
     f = features or 16
+    fd = 0.05 if feature_density is None else feature_density
+    if name in SYNTHETIC and density is not None:
+        return synthetic_graph(name, nodes, density, f, fd, seed=seed)
+    d = 0.02  # the older generators' default
     if name == "uniform":
-        return uniform_random(nodes, density * (nodes - 1), f, seed=seed)
+        return uniform_random(nodes, d * (nodes - 1), f, fd, seed=seed)
     if name == "powerlaw":
-        return power_law(nodes, max(1, round(density * nodes / 2)), f, seed=seed)
+        return power_law(nodes, max(1, round(d * nodes / 2)), f, fd, seed=seed)
     if name == "blockdiag":
-        return block_diagonal(nodes, max(1, nodes // 32), min(1.0, density * max(1, nodes // 32)), f, seed=seed)
+        return block_diagonal(nodes, max(1, nodes // 32), min(1.0, d * max(1, nodes // 32)), f, fd, seed=seed)
     if name.endswith((".mtx", ".npz")) or Path(name).is_dir():
         return load_graph_file(name, f, seed=seed)
     raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}, a .mtx/.npz "
