@@ -11,13 +11,24 @@ import json
 from typing import Any
 
 from amaranth.build import ResourceError
-from amaranth.hdl import Cat, Elaboratable, Fragment, Module, Signal
+from amaranth.hdl import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Elaboratable,
+    Fragment,
+    Instance,
+    Module,
+    Signal,
+)
 from amaranth.lib import io, wiring
+from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from fuseflow.ir.numerics import Numerics
 from fuseflow.ir.samml import Graph
 from hw.elaborate import GraphTop, HwConfig, MemoryMap
+from hw.litedram import DramGraphTop
 
 from .uart import HostBridge, UARTRx, UARTTx
 
@@ -68,16 +79,23 @@ def design_ident(top: GraphTop) -> int:
     The bridge returns it for the ``I`` command so the host can refuse a board flashed with a
     different design.
     """
-    text = json.dumps([top.graph.structure_hash(), config_to_json(top.cfg)], sort_keys=True)
+    cfg = config_to_json(top.cfg)
+    if top.cfg.line_buffers:  # tensors in DRAM: which, and under which controller
+        cfg["dram"] = [top.dram_board.name, list(top.cfg.onchip)]
+    text = json.dumps([top.graph.structure_hash(), cfg], sort_keys=True)
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
 
 
-def host_view(graph: Graph, cfg: HwConfig) -> tuple[MemoryMap, int]:
-    """What the host needs to drive a board built for ``graph``: its memory map and ident.
+def host_view(graph: Graph, cfg: HwConfig, dram: str | None = None) -> tuple[MemoryMap, int]:
+    """What the host needs to drive a board built for ``graph`` (tensors in board ``dram``'s
+    DRAM when given): its memory map and ident.
 
     The top is elaborated once (no Verilog) so Amaranth does not warn about an unused design.
     """
-    top = GraphTop(graph, cfg)
+    if dram:
+        top = DramGraphTop(graph, cfg, dram, sim=True)  # the same map and ident as the real PHY's
+    else:
+        top = GraphTop(graph, cfg)
     Fragment.get(top, None)
     return top.mmap, design_ident(top)
 
@@ -100,7 +118,10 @@ class BoardCore(wiring.Component):
         m.submodules.accel = top
         m.submodules.rx = rx = UARTRx(self.divisor)
         m.submodules.tx = tx = UARTTx(self.divisor)
-        m.submodules.bridge = bridge = HostBridge(top.mmap.addr_width, self.ident)
+        waits = hasattr(top, "host_wait")  # tensors in DRAM (hw.litedram.DramGraphTop)
+        m.submodules.bridge = bridge = HostBridge(top.mmap.addr_width, self.ident, wait=waits)
+        if waits:
+            m.d.comb += bridge.host_wait.eq(top.host_wait)
         wiring.connect(m, bridge.tx, tx.i)
         m.d.comb += [
             rx.rx.eq(self.uart_rx),
@@ -136,11 +157,21 @@ class BoardTop(Elaboratable):
 
     def uart_divisor(self, platform) -> int:
         """Clock cycles per UART bit.  The oscillator's real frequency sets it, even when the
-        clock's timing constraint was raised to measure Fmax."""
+        clock's timing constraint was raised to measure Fmax; with DRAM, the controller's clock
+        (the PLL's output)."""
+        if self.dram:
+            return round(self.top.dram_board.sys_clk_hz / self.baud)
         return round((self.clock_hz or platform.default_clk_frequency) / self.baud)
+
+    @property
+    def dram(self) -> bool:
+        """The top keeps its tensors in the board's DRAM (a real-PHY ``DramGraphTop``)."""
+        return getattr(self.top, "sdram_pins", None) is not None
 
     def elaborate(self, platform):
         m = Module()
+        if self.dram:
+            _dram_board_io(m, platform, self.top)
         m.submodules.core = core = BoardCore(self.top, self.uart_divisor(platform))
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = rx_buf = io.Buffer("i", uart.rx)
@@ -150,6 +181,66 @@ class BoardTop(Elaboratable):
             m.submodules[f"led_{i}"] = buf = io.Buffer("o", led)
             m.d.comb += buf.o.eq(core.leds[i])
         return m
+
+
+def ecp5_pll(m: Module, clk_in, f_in: float, f_out: float):
+    """An ECP5 ``EHXPLLL`` from ``clk_in`` (``f_in`` Hz) to ``f_out`` Hz on its ``CLKOP``, with
+    the VCO in 400..800 MHz; returns ``(clock, locked)``.  Refused if no integer dividers give
+    ``f_out`` within 0.1 %."""
+    best = None
+    for ref_div in range(1, 129):
+        for fb_div in range(1, 81):
+            for op_div in range(1, 129):
+                vco = f_in / ref_div * fb_div * op_div
+                out = vco / op_div
+                if 400e6 <= vco <= 800e6 and abs(out - f_out) <= f_out * 1e-3:
+                    cand = (abs(out - f_out), ref_div, fb_div, op_div)
+                    best = min(best, cand) if best else cand
+            if best:
+                break
+        if best:
+            break
+    if best is None:
+        raise ValueError(f"ECP5 PLL: no dividers give {f_out / 1e6:g} MHz from {f_in / 1e6:g} MHz")
+    _, ref_div, fb_div, op_div = best
+    clk, locked = Signal(name="pll_clk"), Signal(name="pll_locked")
+    m.submodules.pll = Instance(
+        "EHXPLLL",
+        a_FREQUENCY_PIN_CLKI=f"{f_in / 1e6:g}", a_FREQUENCY_PIN_CLKOP=f"{f_out / 1e6:g}",
+        a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1", a_MFG_GMCREF_SEL="2",
+        p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+        p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_CLKOP_ENABLE="ENABLED",
+        p_CLKI_DIV=ref_div, p_CLKFB_DIV=fb_div, p_CLKOP_DIV=op_div, p_CLKOP_CPHASE=op_div - 1,
+        p_CLKOP_FPHASE=0, p_FEEDBK_PATH="CLKOP",
+        i_CLKI=clk_in, i_CLKFB=clk, i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=0,
+        i_PHASESTEP=0, i_PHASELOADREG=0, i_PLLWAKESYNC=0, i_ENCLKOP=0,
+        o_CLKOP=clk, o_LOCK=locked)
+    return clk, locked
+
+
+def _dram_board_io(m: Module, platform, top) -> None:
+    """The ``sync`` domain at the DRAM controller's clock (a PLL from the board's oscillator,
+    held in reset until it locks) and the SDRAM's pins: the controller's outputs through output
+    buffers, its data pins straight into the controller (its PHY has the tristate), and the
+    SDRAM clock from a DDR output, inverted, so commands and data are sampled mid-cycle."""
+    clk_res = platform.request(platform.default_clk, dir="-")
+    m.submodules.clk_in = clk_buf = io.Buffer("i", clk_res)
+    clk, locked = ecp5_pll(m, clk_buf.i, platform.default_clk_frequency, top.dram_board.sys_clk_hz)
+    m.domains.sync = ClockDomain("sync")
+    m.d.comb += ClockSignal("sync").eq(clk)
+    m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
+    platform.add_clock_constraint(clk, top.dram_board.sys_clk_hz)
+    sd = platform.request("sdram", 0, dir="-")
+    pins = top.sdram_pins
+    outs = {"a": pins["a"], "ba": pins["ba"], "cs": ~pins["cs_n"], "we": ~pins["we_n"], "ras": ~pins["ras_n"],
+            "cas": ~pins["cas_n"], "clk_en": pins["cke"], "dqm": pins["dm"]}
+    for name, value in outs.items():
+        m.submodules[f"sdram_{name}"] = buf = io.Buffer("o", getattr(sd, name))
+        m.d.comb += buf.o.eq(value)
+    m.submodules.sdram_clk = ck = io.DDRBuffer("o", sd.clk)
+    m.d.comb += ck.o.eq(0b10)  # low after the rising edge, high after the falling one
+    top.sdram_dq = sd.dq.io
+    platform.add_file("litedram_core.v", top.dram_verilog)
 
 
 def _request_leds(platform, n: int) -> list:

@@ -1,7 +1,8 @@
 """Will a graph's tensors fit on the chip?  A check made before anything is elaborated.
 
 A board top keeps every tensor array in on-chip RAM (block RAM, and on ECP5 the LUTs'
-distributed RAM).  The arrays' sizes follow from the tensor shapes and formats and the
+distributed RAM), except, on a board with DRAM, the tensors placed there (their nodes keep only
+line buffers; the DRAM's own size bounds them).  The arrays' sizes follow from the tensor shapes and formats and the
 ``--max-nnz`` bounds alone (:func:`hw.elaborate.tensor_arrays`), so a design whose tensors need
 more bits than the device's RAM holds is refused at once, naming the tensors that need them,
 instead of after minutes of elaboration and synthesis.  The test is a lower bound on the need
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fuseflow.ir.memory import word_bytes
 from fuseflow.ir.samml import Graph
 from hw.elaborate import HwConfig, tensor_arrays
 
 from .boards import Board
 
-__all__ = ["DEVICE_RAM", "DeviceRam", "TooLargeForChip", "check_fits", "onchip_bits"]
+__all__ = ["DEVICE_RAM", "DeviceRam", "TooLargeForChip", "check_fits", "dram_bytes", "in_dram", "onchip_bits"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,29 @@ class TooLargeForChip(ValueError):
     """The tensors of a graph need more on-chip RAM than the board's device has."""
 
 
+def in_dram(cfg: HwConfig, tensor: str) -> bool:
+    """``tensor`` lives in the board's DRAM under ``cfg`` (a top with line buffers places every
+    tensor there but the ``onchip`` ones; their nodes keep a few lines, left out of the bound)."""
+    return cfg.line_buffers and not cfg.memory.ideal and tensor not in cfg.onchip
+
+
 def onchip_bits(graph: Graph, cfg: HwConfig) -> dict[str, int]:
-    """Bits of on-chip memory each tensor of ``graph``'s top needs, largest first."""
+    """Bits of on-chip memory each tensor of ``graph``'s top needs, largest first (tensors in
+    DRAM: none)."""
     per: dict[str, int] = {}
     for tensor, depth, width in tensor_arrays(graph, cfg).values():
-        per[tensor] = per.get(tensor, 0) + depth * width
+        if not in_dram(cfg, tensor):
+            per[tensor] = per.get(tensor, 0) + depth * width
+    return dict(sorted(per.items(), key=lambda kv: -kv[1]))
+
+
+def dram_bytes(graph: Graph, cfg: HwConfig) -> dict[str, int]:
+    """Bytes of DRAM each tensor placed there needs (its arrays at their capacities, each word
+    in a power-of-two number of bytes, as the DRAM layout stores it), largest first."""
+    per: dict[str, int] = {}
+    for tensor, depth, width in tensor_arrays(graph, cfg).values():
+        if in_dram(cfg, tensor):
+            per[tensor] = per.get(tensor, 0) + depth * word_bytes(width)
     return dict(sorted(per.items(), key=lambda kv: -kv[1]))
 
 
@@ -71,8 +91,17 @@ def _mbit(bits: int) -> str:
     return f"{bits / 2**20:.2f} Mbit" if bits >= 2**20 else f"{bits / 1024:.1f} kbit"
 
 
-def check_fits(graph: Graph, cfg: HwConfig, board: Board) -> None:
-    """Raise :class:`TooLargeForChip` when ``graph``'s tensors cannot fit ``board``'s device."""
+def check_fits(graph: Graph, cfg: HwConfig, board: Board, dram_size: int | None = None) -> None:
+    """Raise :class:`TooLargeForChip` when ``graph``'s tensors cannot fit ``board``'s device
+    (those in DRAM: its ``dram_size`` bytes)."""
+    if dram_size is not None:
+        per = dram_bytes(graph, cfg)
+        if sum(per.values()) > dram_size:
+            listed = "; ".join(f"{t} {b / 2**20:.1f} MB" for t, b in list(per.items())[:_LISTED])
+            raise TooLargeForChip(
+                f"graph {graph.name!r} does not fit the {board.name}'s DRAM: its tensors there need "
+                f"{sum(per.values()) / 2**20:.1f} MB, the board has {dram_size / 2**20:.0f} MB; largest: "
+                f"{listed}.  Bound sparse tensors with --max-nnz TENSOR=N, or run smaller data")
     ram = DEVICE_RAM.get(board.device)
     if ram is None:
         return  # a device without a RAM record: synthesis is the check
@@ -91,4 +120,5 @@ def check_fits(graph: Graph, cfg: HwConfig, board: Board) -> None:
         f"graph {graph.name!r} does not fit the {board.name} ({board.device}): its tensors need "
         f"{_mbit(need)} of on-chip RAM, the device has {_mbit(ram.bits)} ({ram.describe()}); "
         f"largest: {'; '.join(largest)}{more}.  Bound sparse tensors with --max-nnz TENSOR=N, "
-        f"or run smaller data")
+        f"or run smaller data" + ("" if not cfg.line_buffers else
+                                  " (these tensors are kept on chip: --onchip or --dram-min-bytes)"))

@@ -12,7 +12,7 @@ tested in simulation is the code that talks to the FPGA.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,7 +32,7 @@ from hw.elaborate import (
     MemoryMap,
 )
 
-from .uart import ACK, CMD_IDENT, CMD_READ, CMD_WRITE
+from .uart import ACK, CMD_IDENT, CMD_READ, CMD_WRITE, checksum
 
 __all__ = [
     "MAX_BURST",
@@ -108,24 +108,40 @@ class BoardLink:
 
     def __init__(self, transport: ByteTransport) -> None:
         self.t = transport
+        self.sent_bytes = 0  # bytes of write transfers sent (the load's traffic)
+        self.resent = 0  # transfers sent again after a wrong checksum
 
-    async def write_words(self, addr: int, words: list[int]) -> None:
+    retries = 3  # re-sends of a transfer whose checksum came back wrong
+
+    async def write_words(self, addr: int, words: list[int], progress=None) -> None:
+        """Write ``words`` from ``addr`` in transfers of up to ``MAX_BURST`` words.  Each is
+        checked against the checksum the board returns and re-sent (up to :attr:`retries`
+        times) if the board received it wrong.  ``progress(n)``: called with the words of each
+        transfer the board confirmed."""
         for start in range(0, len(words), MAX_BURST):
-            chunk = words[start : start + MAX_BURST]
-            payload = struct.pack(
-                f"<BIH{len(chunk)}I",
-                CMD_WRITE,
-                addr + start,
-                len(chunk),
-                *[w & 0xFFFFFFFF for w in chunk],
-            )
-            await self.t.write(payload)
-            ack = await self.t.read(1)
-            if ack[0] != ACK:
-                raise LinkError(
-                    f"write of {len(chunk)} words at {addr + start:#x}: expected ack {ACK:#04x}, "
-                    f"got {ack[0]:#04x}"
-                )
+            chunk = [w & 0xFFFFFFFF for w in words[start : start + MAX_BURST]]
+            payload = struct.pack(f"<BIH{len(chunk)}I", CMD_WRITE, addr + start, len(chunk), *chunk)
+            want = checksum(chunk)
+            for attempt in range(self.retries + 1):
+                await self.t.write(payload)
+                reply = await self.t.read(5)
+                self.sent_bytes += len(payload)
+                if reply[0] != ACK:
+                    raise LinkError(
+                        f"write of {len(chunk)} words at {addr + start:#x}: expected ack {ACK:#04x}, "
+                        f"got {reply[0]:#04x}"
+                    )
+                got = struct.unpack("<I", reply[1:])[0]
+                if got == want:
+                    break
+                self.resent += 1
+                if attempt == self.retries:
+                    raise LinkError(
+                        f"write of {len(chunk)} words at {addr + start:#x}: the board's checksum "
+                        f"{got:#010x} is not {want:#010x} after {self.retries + 1} attempts (a noisy link? "
+                        "try a lower --baud)")
+            if progress is not None:
+                progress(len(chunk))
 
     async def read_words(self, addr: int, n: int) -> list[int]:
         out: list[int] = []
@@ -154,6 +170,8 @@ class BoardResult:
     # the nodes whose sticky overflow flag the hardware set (OVERFLOW words, hw.elaborate)
     overflow: list[str] = field(default_factory=list)
     status: int = 0  # the STATUS register: bit 0 overflow, bit 1 writer overrun
+    load_bytes: int = 0  # bytes the load of the inputs sent over the link
+    resent: int = 0  # load transfers sent again after a wrong checksum
 
 
 def load_words(
@@ -221,6 +239,8 @@ async def run_on_board(
     max_polls: int = 100_000,
     on_overflow: str = "raise",
     numerics: str = "the datapath's",
+    loaded: dict[str, int] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> BoardResult:
     """Load the inputs, start, poll until done, read the cycle counter, the STATUS register and
     OVERFLOW words (the nodes the hardware flagged) and the outputs.
@@ -231,6 +251,10 @@ async def run_on_board(
 
     ``ident`` (see :func:`fpga.board_top.design_ident`) is checked first when given, so a board
     flashed with another design is refused instead of producing garbage.
+
+    The load is resumable: ``loaded`` (region -> words the board confirmed) is updated as each
+    transfer's checksum comes back right, and a call given the same dict after a
+    :class:`LinkError` skips what is there.  ``progress(done, total)`` counts the words loaded.
     """
     if ident is not None:
         got = await link.ident()
@@ -240,8 +264,24 @@ async def run_on_board(
                 f"{graph.name!r} (flash the matching bitstream)"
             )
     graph.verify(data)
-    for name, words in load_words(graph, data, mmap).items():
-        await link.write_words(mmap.region(name).base, words)
+    loaded = {} if loaded is None else loaded
+    regions = load_words(graph, data, mmap)
+    total = sum(len(w) for w in regions.values())
+    done = sum(min(loaded.get(n, 0), len(w)) for n, w in regions.items())
+    sent0 = link.sent_bytes
+    resent0 = link.resent
+    for name, words in regions.items():
+        start = loaded.get(name, 0)
+
+        def confirmed(n: int, name: str = name) -> None:
+            nonlocal done
+            loaded[name] = loaded.get(name, 0) + n
+            done += n
+            if progress is not None:
+                progress(done, total)
+
+        await link.write_words(mmap.region(name).base + start, words[start:], confirmed)
+    load_bytes, resent = link.sent_bytes - sent0, link.resent - resent0
     await link.write(REG_CTRL, 1)  # clear + start
     polls = 0
     while True:
@@ -275,4 +315,4 @@ async def run_on_board(
             "region depth: the board disagrees with itself"
         )
     enforce([Overflow(n, 1, None, numerics) for n in flagged], on_overflow, f"graph {graph.name!r} (board)")
-    return BoardResult(decode_outputs(graph, arrays, mmap), cycles, polls, flagged, status)
+    return BoardResult(decode_outputs(graph, arrays, mmap), cycles, polls, flagged, status, load_bytes, resent)

@@ -106,6 +106,8 @@ async def run_jobs(dut):
                 "polls": res.polls,
                 "overflow": res.overflow,
                 "status": res.status,
+                "load_bytes": res.load_bytes,
+                "resent": res.resent,
                 "outputs": {t: td.arrays() for t, td in res.outputs.items()},
                 "leds": int(dut.leds.value),
             }

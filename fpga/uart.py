@@ -5,12 +5,16 @@ Wire protocol (all integers little-endian; the host speaks first, the bridge ans
 =========  =======================================  ==========================================
 command    request bytes                            reply bytes
 =========  =======================================  ==========================================
-``W``      ``0x57`` addr:u32 n:u16 then n × u32     ``0x4B`` (``K``) once the n words are written
+``W``      ``0x57`` addr:u32 n:u16 then n × u32     ``0x4B`` (``K``) once the n words are written,
+                                                    then checksum:u32 of the words received
 ``R``      ``0x52`` addr:u32 n:u16                  n × u32: the words at addr, addr+1, …
 ``I``      ``0x49``                                 ident:u32 (identifies the built design)
 =========  =======================================  ==========================================
 
-Word ``i`` of a ``W``/``R`` goes to / comes from host-port address ``addr + i``.  Unknown command
+Word ``i`` of a ``W``/``R`` goes to / comes from host-port address ``addr + i``.  The checksum
+of a write (:func:`checksum`) starts at 0 and takes each word ``w`` as ``c = rotl(c, 1) ^ w``:
+any single flipped bit, and most bursts, change it, so the host re-sends a transfer the board
+received wrong (:mod:`fpga.host`).  Unknown command
 bytes are ignored, so a host can resynchronise by sending a few zero bytes.  The host-port
 registers (CTRL, CYCLES, lengths) and the tensor regions are those of :class:`hw.elaborate.MemoryMap`.
 """
@@ -22,9 +26,17 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ACK", "CMD_IDENT", "CMD_READ", "CMD_WRITE", "HostBridge", "UARTRx", "UARTTx"]
+__all__ = ["ACK", "CMD_IDENT", "CMD_READ", "CMD_WRITE", "HostBridge", "UARTRx", "UARTTx", "checksum"]
 
 CMD_WRITE, CMD_READ, CMD_IDENT, ACK = 0x57, 0x52, 0x49, 0x4B
+
+
+def checksum(words) -> int:
+    """The bridge's checksum of the words of a write (module docstring)."""
+    c = 0
+    for w in words:
+        c = (((c << 1) | (c >> 31)) & 0xFFFFFFFF) ^ (w & 0xFFFFFFFF)
+    return c
 
 
 class UARTRx(wiring.Component):
@@ -124,11 +136,15 @@ class HostBridge(wiring.Component):
     two cycles after the address: the graph top's read latency plus the register
     :class:`fpga.board_top.BoardCore` puts after its read multiplexer (so the block-RAM
     clock-to-output and that multiplexer have a cycle of their own).  ``activity`` pulses for
-    every command byte taken.
+    every command byte taken.  With ``wait`` (a top with its tensors in DRAM) a write is held,
+    and a read's data waited for, while ``host_wait`` is high; the longest hold (a DRAM write,
+    a refresh) is far shorter than a byte on the line, so no byte is missed; the ident reply
+    waits for it too, so a host that starts with the ident (as :mod:`fpga.host` does) never
+    writes while the DRAM initialises.
     """
 
-    def __init__(self, addr_width: int, ident: int) -> None:
-        self.addr_width, self.ident = addr_width, ident & 0xFFFFFFFF
+    def __init__(self, addr_width: int, ident: int, wait: bool = False) -> None:
+        self.addr_width, self.ident, self.wait = addr_width, ident & 0xFFFFFFFF, wait
         super().__init__(
             {
                 "rx_data": In(8),
@@ -139,6 +155,9 @@ class HostBridge(wiring.Component):
                 "host_we": Out(1),
                 "host_rdata": In(32),
                 "activity": Out(1),
+                # ``wait``: a top that is not always ready (DRAM: initialising, a write on its way,
+                # a read being fetched) holds a write, and a read's data, while this is high
+                "host_wait": In(1),
             }
         )
 
@@ -148,6 +167,7 @@ class HostBridge(wiring.Component):
         addr = Signal(self.addr_width)  # the bits of the u32 address the host port decodes
         count = Signal(16)
         word = Signal(32)
+        csum = Signal(32)  # the checksum of this write's words
         nbyte = Signal(range(4))
         byte_in = self.rx_data
         got = self.rx_valid
@@ -155,11 +175,14 @@ class HostBridge(wiring.Component):
         m.d.sync += self.activity.eq(0)
         with m.FSM():
             with m.State("CMD"), m.If(got):
-                m.d.sync += [cmd.eq(byte_in), nbyte.eq(0), self.activity.eq(1)]
+                m.d.sync += [cmd.eq(byte_in), nbyte.eq(0), self.activity.eq(1), csum.eq(0)]
                 with m.If((byte_in == CMD_WRITE) | (byte_in == CMD_READ)):
                     m.next = "ADDR"
                 with m.Elif(byte_in == CMD_IDENT):
                     m.d.sync += [word.eq(self.ident), nbyte.eq(0)]
+                    m.next = "IWAIT" if self.wait else "SEND"
+            if self.wait:  # the ident answers once the top is ready (DRAM initialised)
+                with m.State("IWAIT"), m.If(~self.host_wait):
                     m.next = "SEND"
             with m.State("ADDR"), m.If(got):
                 m.d.sync += nbyte.eq(nbyte + 1)
@@ -185,18 +208,22 @@ class HostBridge(wiring.Component):
                         m.next = "CMD"
             with m.State("WDATA"), m.If(got):
                 _shift_in(m, word, byte_in, nbyte, 4, "WRITE")
-            with m.State("WRITE"):
+            with m.State("WRITE"), m.If(~self.host_wait if self.wait else 1):
                 m.d.comb += self.host_we.eq(1)
-                m.d.sync += [addr.eq(addr + 1), count.eq(count - 1)]
+                m.d.sync += [addr.eq(addr + 1), count.eq(count - 1), csum.eq(Cat(csum[31], csum[:31]) ^ word)]
                 m.next = "WDATA"
                 with m.If(count == 1):
                     m.next = "ACK"
-            with m.State("ACK"):
+            with m.State("ACK"):  # then the checksum of the words written
                 m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(ACK)]
                 with m.If(self.tx.ready):
-                    m.next = "CMD"
+                    m.d.sync += [word.eq(csum), nbyte.eq(0)]
+                    m.next = "SEND"
             with m.State("RADDR"):  # host_addr = addr this cycle; the top reads it at the edge
-                m.next = "RWAIT"
+                m.next = "RHOLD" if self.wait else "RWAIT"
+            if self.wait:
+                with m.State("RHOLD"), m.If(~self.host_wait):  # the top has the word at addr now
+                    m.next = "RWAIT"
             with m.State("RWAIT"):  # ... and BoardCore registers host_rdata at the next one
                 m.next = "RDATA"
             with m.State("RDATA"):

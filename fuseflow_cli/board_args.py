@@ -15,6 +15,8 @@ from fuseflow.ir.graph_file import load_graph
 from fuseflow.ir.samml import Graph, GraphError
 from fuseflow.ir.tensor import Format, TensorData
 from hw.elaborate import HwConfig
+from hw.litedram import DRAM_BOARDS, dram_placement, dram_timings
+from rtl_sim.dram import dram_config
 
 from .argtypes import int_range
 from .cmd_common import (
@@ -27,15 +29,19 @@ from .cmd_common import (
     parse_max_nnz,
     resolve_widths,
 )
+from .cmd_rtl_dram import DEFAULT_MIN_BYTES
 from .errors import UserError
 
 __all__ = [
+    "DramSetup",
     "add_baud_arg",
     "add_board_arg",
     "add_board_parser",
+    "add_dram_placement_args",
     "add_graph_args",
     "board_from_args",
     "config_from_args",
+    "dram_setup",
     "graph_from_args",
     "load_inputs",
     "random_inputs",
@@ -75,6 +81,59 @@ def add_board_parser(subparsers, name: str, help: str, doc: str, *, graph: bool
         add_graph_args(p)
     add_board_arg(p)
     return p
+
+
+def add_dram_placement_args(p: argparse.ArgumentParser) -> None:
+    """``--dram`` / ``--no-dram``, ``--onchip`` and ``--dram-min-bytes``: where a board with DRAM
+    keeps the tensors (docs/board.md)."""
+    p.add_argument("--dram", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep tensors in the board's DRAM through a generated LiteDRAM controller "
+                        "(default on boards with DRAM: " + ", ".join(_dram_boards()) + "); "
+                        "--no-dram keeps every tensor in on-chip RAM")
+    p.add_argument("--onchip", action="append", default=[], metavar="TENSOR[,TENSOR]",
+                   help="with DRAM: keep these tensors on chip; repeatable")
+    p.add_argument("--dram-min-bytes", type=int_range(0), default=DEFAULT_MIN_BYTES, metavar="N",
+                   help=f"with DRAM: tensors smaller than N bytes stay on chip (default {DEFAULT_MIN_BYTES})")
+
+
+def _dram_boards() -> list[str]:
+    return [n for b in DRAM_BOARDS.values() for n in b.boards]
+
+
+class DramSetup:
+    """The DRAM of a board top: the LiteDRAM board name, the config with its placement, and
+    where every tensor went (``placement``: rows of tensor, place, bytes, why)."""
+
+    def __init__(self, dram: str, cfg: HwConfig, placement: list[dict], size_bytes: int) -> None:
+        self.dram, self.cfg, self.placement, self.size_bytes = dram, cfg, placement, size_bytes
+
+    def lines(self) -> list[str]:
+        return [f"  {r['tensor']}: {'DRAM' if r['place'] == 'dram' else 'on chip'}, {r['bytes']:,} bytes"
+                + (f" ({r['why']})" if r["why"] else "") for r in self.placement]
+
+
+def dram_setup(args: argparse.Namespace, board: Board, graph: Graph, cfg: HwConfig) -> DramSetup | None:
+    """The DRAM placement of the command line on ``board`` (None: every tensor on chip)."""
+    dram = next((name for name, b in DRAM_BOARDS.items() if board.name in b.boards), None)
+    want = getattr(args, "dram", None)
+    names = [t.strip() for item in getattr(args, "onchip", None) or [] for t in item.split(",") if t.strip()]
+    if want and dram is None:
+        raise UserError(f"--dram: board {board.name!r} has no DRAM (boards with DRAM: {', '.join(_dram_boards())})")
+    if dram is None or want is False:
+        if names:
+            raise UserError(f"--onchip {','.join(names)}: every tensor is on chip already "
+                            + ("(--no-dram)" if want is False else f"(board {board.name!r} has no DRAM)"))
+        return None
+    unknown = sorted(set(names) - set(graph.tensors))
+    if unknown:
+        raise UserError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in graph {graph.name!r} "
+                        f"(its tensors: {', '.join(graph.tensors)})")
+    try:
+        dcfg = dram_config(graph, cfg, dram, onchip=names, min_bytes=args.dram_min_bytes)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    rows = dram_placement(graph, names, min_bytes=args.dram_min_bytes, cw=cfg.cw, vw=cfg.vw, max_nnz=cfg.max_nnz)
+    return DramSetup(dram, dcfg, rows, dram_timings(dram)["size_bytes"])
 
 
 def add_baud_arg(p: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +32,10 @@ from .argtypes import fraction, int_range, positive_float
 from .board_args import (
     add_baud_arg,
     add_board_parser,
+    add_dram_placement_args,
     board_from_args,
     config_from_args,
+    dram_setup,
     graph_from_args,
     load_inputs,
     random_inputs,
@@ -71,6 +74,9 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--timeout", type=positive_float, default=2.0, help="seconds to wait for each reply from the board"
     )
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON (outputs' check, cycles, sw_sim's, wall and load time)")
+    add_dram_placement_args(p)
     add_overflow_arg(p)
 
 
@@ -91,7 +97,13 @@ def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
         graph = load_graph(files["graph.json"])
     except GraphError as exc:
         raise UserError(f"--build {args.build}: {exc}") from None
-    cfg = config_from_json(json.loads(files["design.json"].read_text())["hw_config"])
+    design = json.loads(files["design.json"].read_text())
+    cfg = config_from_json(design["hw_config"])
+    if "dram" in design:  # built with its tensors in DRAM: the same placement
+        if args.onchip or args.dram is False:
+            raise UserError(f"--build {args.build}: the placement is the build's; drop --onchip / --no-dram")
+        onchip = [r["tensor"] for r in design["dram"]["placement"] if r["place"] == "onchip"]
+        args.dram, args.onchip, args.dram_min_bytes = True, [",".join(onchip)] if onchip else [], 0
     return graph, cfg, int(report["baud"])
 
 
@@ -106,13 +118,13 @@ def _design(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
 
 
 def _run_hardware(args: argparse.Namespace, graph: Graph, cfg: HwConfig, baud: int,
-                  data: dict[str, TensorData]) -> BoardResult:
+                  data: dict[str, TensorData], dram: str | None) -> BoardResult:
     """One run on the simulated board top (``--sim``) or on the board behind ``--port``."""
     try:
         if args.sim:
-            [result] = simulate_board(graph, [data], cfg=cfg, on_overflow="ignore")  # checked in run()
+            [result] = simulate_board(graph, [data], cfg=cfg, on_overflow="ignore", dram=dram)  # checked in run()
             return result
-        mmap, ident = host_view(graph, cfg)
+        mmap, ident = host_view(graph, cfg, dram)
         transport = SerialTransport(args.port, baud, timeout=args.timeout)
         try:
             return asyncio.run(run_on_board(BoardLink(transport), graph, data, mmap, ident, on_overflow="ignore"))
@@ -125,8 +137,11 @@ def _run_hardware(args: argparse.Namespace, graph: Graph, cfg: HwConfig, baud: i
 def run(args: argparse.Namespace) -> int:
     board = board_from_args(args)
     graph, cfg, baud = _design(args)
+    setup = dram_setup(args, board, graph, cfg)
+    if setup is not None:
+        cfg = setup.cfg
     try:  # the board's device must hold the tensors (before the data, sw_sim and the top)
-        check_fits(graph, cfg, board)
+        check_fits(graph, cfg, board, dram_size=setup.size_bytes if setup else None)
     except TooLargeForChip as exc:
         raise UserError(str(exc)) from None
     if not 0 < args.density <= 1:
@@ -137,30 +152,57 @@ def run(args: argparse.Namespace) -> int:
         else random_inputs(graph, cfg, args.density, args.seed)
     )
     try:  # the cycle model first: a graph that deadlocks stops here, naming the stalled nodes
+        # under the board's DRAM preset when the tensors are in DRAM
+        mem = {"memory": cfg.memory, "onchip": cfg.onchip} if setup else {}
         sw = sw_sim.run_graph(graph, data, val_width=cfg.vw, numerics=cfg.numerics,
-                              on_overflow="ignore")  # --on-overflow is applied after the board run
+                              on_overflow="ignore", **mem)  # --on-overflow is applied after the board run
     except (sw_sim.SimError, ValueError) as exc:
         raise UserError(f"sw_sim pre-check: {exc}") from None
-    hw = _run_hardware(args, graph, cfg, baud, data)
+    t0 = time.perf_counter()
+    hw = _run_hardware(args, graph, cfg, baud, data, setup.dram if setup else None)
+    wall = time.perf_counter() - t0
     ok = True
     where = "simulated board" if args.sim else f"{args.board} on {args.port}"
-    print(f"{graph.name} on {where}")
+    report: dict = {"graph": graph.name, "board": args.board, "sim": bool(args.sim), "outputs": {},
+                    "placement": setup.placement if setup else None}
+    lines = [f"{graph.name} on {where}"]
+    if setup:
+        lines.append(f"  tensors in DRAM (LiteDRAM {setup.dram}): "
+                     + ", ".join(r["tensor"] for r in setup.placement if r["place"] == "dram"))
     for t, ref in sw.outputs.items():
         got, want = hw.outputs[t].to_dense(), ref.to_dense()
         same = got.shape == want.shape and bool(np.array_equal(got, want))
         ok &= same
-        bad = (
-            ""
-            if same
-            else f" ({int(np.sum(got != want)) if got.shape == want.shape else 'shape'} differ)"
-        )
-        print(f"  {t}: {'equal to sw_sim' if same else 'DIFFERS from sw_sim'}{bad}")
-    cycles_ok = hw.cycles == sw.cycles
+        differ = None if same else (int(np.sum(got != want)) if got.shape == want.shape else "shape")
+        report["outputs"][t] = {"equal_to_sw_sim": same, "differ": differ}
+        lines.append(f"  {t}: {'equal to sw_sim' if same else 'DIFFERS from sw_sim'}"
+                     + ("" if same else f" ({differ} differ)"))
+    if setup:  # the real controller against the preset: a statistical model, reported as a ratio
+        ratio = hw.cycles / sw.cycles if sw.cycles else None
+        lines.append(f"  cycles: hardware {hw.cycles}, sw_sim {sw.cycles} under preset {cfg.memory.name} "
+                     f"(ratio {ratio:.3f}; the DRAM preset is statistical, docs/dram.md)")
+        cycles_ok = True
+    else:
+        ratio = None
+        cycles_ok = hw.cycles == sw.cycles
+        lines.append(f"  cycles: hardware {hw.cycles}, sw_sim {sw.cycles}{'' if cycles_ok else '  MISMATCH'}")
     ok &= cycles_ok
-    print(f"  cycles: hardware {hw.cycles}, sw_sim {sw.cycles}{'' if cycles_ok else '  MISMATCH'}")
-    print(f"  {hw_overflow_text(hw.overflow, 'hardware')}")
+    lines.append(f"  load: {hw.load_bytes:,} bytes over the link ({hw.load_bytes * 10 / baud:.3f} s at "
+                 f"{baud:,} baud{f'; {hw.resent} transfers re-sent' if hw.resent else ''})")
+    lines.append(f"  {hw_overflow_text(hw.overflow, 'hardware')}")
     mismatches = overflow_mismatches(sw.overflows, hw.overflow, "the hardware")
-    for line in mismatches:
-        print(f"  {line}")
-    ok &= overflow_verdict(args, sw.overflow_records, f"graph {graph.name!r} (sw_sim)")
-    return 0 if ok and not mismatches else 1
+    lines += [f"  {line}" for line in mismatches]
+    verdict = overflow_verdict(args, sw.overflow_records, f"graph {graph.name!r} (sw_sim)")
+    ok &= verdict
+    ok = ok and not mismatches
+    report.update({"cycles": hw.cycles, "sw_sim_cycles": sw.cycles, "cycles_ratio": ratio,
+                   "cycles_equal": hw.cycles == sw.cycles, "overflow": list(hw.overflow),
+                   "wall_seconds": round(wall, 3), "load_bytes": hw.load_bytes,
+                   # the UART time of the load at --baud (8N1: 10 bits a byte), not the simulation's
+                   "load_seconds": round(hw.load_bytes * 10 / baud, 6), "baud": baud, "resent": hw.resent,
+                   "check": "pass" if ok else "fail"})
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print("\n".join(lines))
+    return 0 if ok else 1

@@ -20,6 +20,7 @@ from fpga.synth import SynthError, synthesize
 from fuseflow.compiler.passes.fifo import set_accumulator_buffers
 from fuseflow.ir.samml import Graph
 from hw.elaborate import GraphTop, HwConfig
+from hw.litedram import DramGraphTop
 
 from . import board_args
 from .argtypes import int_range, positive_float
@@ -77,6 +78,7 @@ def add_parser(subparsers) -> None:
         "accumulation (twice the sum words), 1 does not; default: "
         + _family_defaults(lambda f: str(f.spacc_buffers)),
     )
+    board_args.add_dram_placement_args(p)
     add_model_args(p, build=True)
 
 
@@ -124,9 +126,16 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")
     if args.baud <= 0:
         raise UserError(f"--baud {args.baud}: must be positive")
+    dram = board_args.dram_setup(args, board, graph, cfg)
+    if dram is not None:
+        cfg = dram.cfg
+        if not args.json:
+            print(f"tensors in the {board.name}'s DRAM (LiteDRAM {dram.dram}) unless listed on chip:")
+            print("\n".join(dram.lines()))
     try:
-        check_fits(graph, cfg, board)  # before minutes of elaboration
-        top = GraphTop(graph, cfg)
+        # before minutes of elaboration
+        check_fits(graph, cfg, board, dram_size=dram.size_bytes if dram else None)
+        top = DramGraphTop(graph, cfg, dram.dram, sim=False) if dram else GraphTop(graph, cfg)
         with phases(f"synthesising {graph.name!r} for the {board.name}", enabled=not args.json) as progress:
             report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=args.baud,
                                 seed=args.seed, progress=progress)

@@ -43,7 +43,7 @@ from .dram import CYCLE_WIDTH, SLOT_WIDTH, MemBus, bus_link, line_width, round_r
 from .elaborate import GraphTop, tensor_capacities
 
 __all__ = ["DRAM_BOARDS", "DramBoard", "DramGraphTop", "LineEngine", "LiteDRAMCore", "dram_layout",
-           "dram_memory_model", "dram_onchip", "generate_core", "placement_report", "sdram_pins"]
+           "dram_memory_model", "dram_onchip", "dram_placement", "generate_core", "placement_report", "sdram_pins"]
 
 
 # --------------------------------------------------------------------------- boards
@@ -363,19 +363,29 @@ def tensor_bytes(graph, caps: dict[str, dict[str, int]], cw: int, vw: int) -> di
             for t, c in caps.items() if t in graph.tensors}
 
 
-def dram_onchip(graph, onchip=(), *, min_bytes: int = 0, cw: int = 16, vw: int = 32,
-                max_nnz: tuple = ()) -> tuple[str, ...]:
-    """The placement rule on DRAM boards: every tensor lives in DRAM except those named in
-    ``onchip``, those whose arrays hold fewer than ``min_bytes`` bytes, and those a node scans
-    with coordinate skipping (skipping searches its crd array on chip).  Returns the tensors
-    kept on chip."""
+def dram_placement(graph, onchip=(), *, min_bytes: int = 0, cw: int = 16, vw: int = 32,
+                   max_nnz: tuple = ()) -> list[dict]:
+    """The placement rule on DRAM boards, tensor by tensor: every tensor lives in DRAM except
+    those named in ``onchip``, those whose arrays hold fewer than ``min_bytes`` bytes, and those
+    a node scans with coordinate skipping (skipping searches its crd array on chip).  Rows
+    ``{"tensor", "place": "dram" | "onchip", "bytes", "why"}`` in tensor order."""
     caps = {t: tensor_capacities(s, dict(max_nnz).get(t)) for t, s in graph.tensors.items()}
     size = tensor_bytes(graph, caps, cw, vw)
-    keep = set(onchip) | {t for t, b in size.items() if b < min_bytes}
-    for node in graph.nodes.values():
-        if node.spec.tensor is not None and node.spec.tensor.level and node.params.get("skip"):
-            keep.add(node.params["tensor"])
-    return tuple(sorted(keep))
+    skipped = {node.params["tensor"] for node in graph.nodes.values()
+               if node.spec.tensor is not None and node.spec.tensor.level and node.params.get("skip")}
+    rows = []
+    for t in sorted(graph.tensors):
+        why = ("--onchip" if t in onchip else f"under {min_bytes} bytes" if size.get(t, 0) < min_bytes
+               else "scanned with skipping" if t in skipped else "")
+        rows.append({"tensor": t, "place": "onchip" if why else "dram", "bytes": size.get(t, 0), "why": why})
+    return rows
+
+
+def dram_onchip(graph, onchip=(), *, min_bytes: int = 0, cw: int = 16, vw: int = 32,
+                max_nnz: tuple = ()) -> tuple[str, ...]:
+    """The tensors :func:`dram_placement` keeps on chip."""
+    return tuple(r["tensor"] for r in dram_placement(graph, onchip, min_bytes=min_bytes, cw=cw, vw=vw,
+                                                     max_nnz=max_nnz) if r["place"] == "onchip")
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from .toolchain import (
     LINT_WAIVERS,
 )
 
-__all__ = ["DRAM_HARNESS", "dram_config", "dram_graph_build", "run_graph_dram"]
+__all__ = ["DRAM_HARNESS", "DRAM_WAIVERS", "dram_config", "dram_graph_build", "run_graph_dram"]
 
 _TOP = "fuseflow_top"
 _WAIT = ("        for (uint64_t w = 0; top->host_wait; ++w) {  // DRAM: initialising or a write on its way\n"
@@ -94,8 +94,9 @@ endmodule
 """
 
 # LiteX's Verilog writes <= in combinational blocks and leaves some loops Verilator flags
-_WAIVERS = [*LINT_WAIVERS, "-Wno-COMBDLY", "-Wno-UNOPTFLAT", "-Wno-MULTIDRIVEN", "-Wno-BLKSEQ",
+DRAM_WAIVERS = ["-Wno-COMBDLY", "-Wno-UNOPTFLAT", "-Wno-MULTIDRIVEN", "-Wno-BLKSEQ",
             "-Wno-SYNCASYNCNET", "-Wno-MULTIDRIVEN", "-Wno-LATCH"]
+_WAIVERS = [*LINT_WAIVERS, *DRAM_WAIVERS]
 
 
 def dram_config(graph: Graph, cfg: HwConfig = DEFAULT_HW, board: str = "ulx3s", *,
@@ -104,7 +105,7 @@ def dram_config(graph: Graph, cfg: HwConfig = DEFAULT_HW, board: str = "ulx3s", 
     (:func:`hw.litedram.dram_onchip`: all tensors in DRAM but ``onchip`` ones, those under
     ``min_bytes`` and those scanned with skipping)."""
     keep = dram_onchip(graph, onchip, min_bytes=min_bytes, cw=cfg.cw, vw=cfg.vw, max_nnz=cfg.max_nnz)
-    return replace(cfg, memory=dram_memory_model(board), onchip=keep)
+    return replace(cfg, memory=dram_memory_model(board), onchip=keep, line_buffers=True)
 
 
 def _flags() -> list[str]:

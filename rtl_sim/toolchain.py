@@ -11,7 +11,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -178,7 +178,7 @@ def pch_makeflags() -> None:
 
 
 def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], toplevel: str,
-                    *, waves: bool = False) -> Path:
+                    *, waves: bool = False, extra_args: Sequence[str] = ()) -> Path:
     """Build (once per ``key``) a Verilator model of the Verilog from ``make_verilog`` for cocotb.
 
     ``make_verilog`` returns ``(verilog_text, meta)``; meta is stored as ``meta.json`` beside the
@@ -195,7 +195,8 @@ def verilator_build(key: str, make_verilog: Callable[[], tuple[str, dict]], topl
         pch_makeflags()
         try:
             runner.build(sources=[vfile], hdl_toplevel=toplevel, build_dir=d / "sim", always=True,
-                         build_args=["-Wno-fatal", *LINT_WAIVERS, "-O2", "--x-assign", "0", "--x-initial", "0"],
+                         build_args=["-Wno-fatal", *LINT_WAIVERS, *extra_args, "-O2", "--x-assign", "0",
+                                     "--x-initial", "0"],
                          timescale=("1ns", "1ps"), waves=waves, log_file=log)
         except Exception as exc:  # noqa: BLE001 - whatever cocotb's runner raises becomes one ToolchainError with the log
             tail = log.read_text()[-3000:] if log.exists() else ""

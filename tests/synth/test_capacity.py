@@ -50,11 +50,31 @@ def test_passes_what_fits():
 
 
 @pytest.mark.parametrize("command", [
-    ["synth", "--kernel", "spmv", "--size", "2048", "--board", "ulx3s-85f", "-o", "{out}"],
-    ["run", "--kernel", "spmv", "--size", "2048", "--board", "ulx3s-85f", "--sim"],
+    ["synth", "--kernel", "spmv", "--size", "2048", "--board", "ulx3s-85f", "--no-dram", "-o", "{out}"],
+    ["run", "--kernel", "spmv", "--size", "2048", "--board", "ulx3s-85f", "--no-dram", "--sim"],
 ])
 def test_commands_refuse_before_elaborating(command, tmp_path, capsys):
     assert main([a.format(out=tmp_path / "o") for a in command]) == 2
     err = capsys.readouterr().err
     assert "does not fit the ulx3s-85f (LFE5U-85F)" in err and "largest: B " in err
     assert not (tmp_path / "o").exists()  # nothing elaborated, nothing written
+
+
+def test_dram_takes_what_the_chip_cannot_and_its_own_size_is_checked(tmp_path, capsys):
+    """On a board with DRAM the tensors placed there need no block RAM; the DRAM's size bounds
+    them instead (SpMV 2048: B's dense capacity, counted here from the shapes: 4 Mi values of 4
+    bytes and 4 Mi coordinates of 2 bytes, is 24 MB of the ULX3S's 32 MB; 4096 needs 96 MB)."""
+    from fpga.capacity import dram_bytes
+    from rtl_sim.dram import dram_config
+
+    g = KERNELS["spmv"](2048)
+    cfg = dram_config(g, HwConfig(), "ulx3s", min_bytes=64)
+    check_fits(g, cfg, get_board("ulx3s-85f"), dram_size=32 << 20)  # the same graph as above fits
+    assert dram_bytes(g, cfg)["B"] >= 2048 * 2048 * (4 + 2)
+    big = KERNELS["spmv"](4096)
+    with pytest.raises(TooLargeForChip, match=r"ulx3s-85f's DRAM: its tensors there need 9\d\.\d MB"):
+        check_fits(big, dram_config(big, HwConfig(), "ulx3s"), get_board("ulx3s-85f"), dram_size=32 << 20)
+    assert main(["synth", "--kernel", "spmv", "--size", "4096", "--board", "ulx3s-85f",
+                 "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "ulx3s-85f's DRAM" in err and "32 MB" in err and not (tmp_path / "o").exists()

@@ -11,6 +11,7 @@ import struct
 import threading
 import warnings
 
+import numpy as np
 import pytest
 from amaranth.hdl import UnusedElaboratable
 
@@ -20,8 +21,9 @@ from fpga.boards import BOARDS, get_board
 from fpga.families import FAMILIES
 from fpga.host import tensor_from_arrays
 from fpga.synth import _yosys_cells
-from fuseflow.kernels import KERNELS
 from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.tensor import TensorData
+from fuseflow.kernels import KERNELS
 from fuseflow_cli.board_args import config_from_args
 from fuseflow_cli.cli import main
 from fuseflow_cli.errors import UserError
@@ -129,12 +131,23 @@ def test_run_serial_port_errors_name_the_port(capsys):
     assert code == 2 and "/dev/fuseflow-no-such-tty" in err
 
 
-class _LoopbackBoard:
-    """A byte transport that plays the bridge's side of the protocol over a word dict."""
+def _rotl_xor(words) -> int:
+    """The bridge's write checksum, written out from the protocol text (docstring of fpga.uart)."""
+    c = 0
+    for w in words:
+        c = int(np.uint32((c << 1) & 0xFFFFFFFF) | np.uint32(c >> 31)) ^ w
+    return c
 
-    def __init__(self) -> None:
-        self.mem: dict[int, int] = {}
+
+class _LoopbackBoard:
+    """A byte transport that plays the bridge's side of the protocol over a word dict.
+    ``corrupt``: numbers of write transfers (counted from 0) whose first word arrives with bit 0
+    flipped; ``drop``: numbers of write transfers that break the link (LinkError) instead."""
+
+    def __init__(self, corrupt=(), drop=()) -> None:
+        self.mem: dict[int, int] = {host.REG_CTRL: 2}  # CTRL reads done
         self.reply = b""
+        self.corrupt, self.drop, self.writes = set(corrupt), set(drop), 0
 
     async def write(self, data: bytes) -> None:
         cmd = data[0]
@@ -143,9 +156,18 @@ class _LoopbackBoard:
             return
         addr, n = struct.unpack_from("<IH", data, 1)
         if cmd == 0x57:
-            for i, w in enumerate(struct.unpack_from(f"<{n}I", data, 7)):
+            k, self.writes = self.writes, self.writes + 1
+            if k in self.drop:
+                self.drop.discard(k)
+                raise host.LinkError("the cable was pulled")
+            words = list(struct.unpack_from(f"<{n}I", data, 7))
+            if k in self.corrupt:
+                words[0] ^= 1
+            for i, w in enumerate(words):
                 self.mem[addr + i] = w
-            self.reply += b"K"
+            if addr == host.REG_CTRL:
+                self.mem[addr] = 2
+            self.reply += b"K" + struct.pack("<I", _rotl_xor(words))
         else:
             self.reply += struct.pack(f"<{n}I", *[self.mem.get(addr + i, 0) for i in range(n)])
 
@@ -164,6 +186,41 @@ def test_link_framing_and_bursts(monkeypatch):
     assert [board.mem[100 + i] for i in range(len(words))] == [w & 0xFFFFFFFF for w in words]
     assert asyncio.run(link.read_words(100, len(words))) == [w & 0xFFFFFFFF for w in words]
     assert asyncio.run(link.ident()) == 0xC0FFEE
+
+
+def test_a_transfer_received_wrong_is_sent_again(monkeypatch):
+    monkeypatch.setattr(host, "MAX_BURST", 4)
+    board = _LoopbackBoard(corrupt={1})
+    link = host.BoardLink(board)
+    words = list(range(100, 110))
+    asyncio.run(link.write_words(7, words))
+    assert [board.mem[7 + i] for i in range(10)] == words and link.resent == 1 and board.writes == 4
+    always = _LoopbackBoard(corrupt=set(range(10)))
+    with pytest.raises(host.LinkError, match="checksum"):
+        asyncio.run(host.BoardLink(always).write_words(0, [5, 6]))
+
+
+def test_a_broken_load_resumes_where_it_stopped(monkeypatch):
+    """run_on_board with the same ``loaded`` dict after a LinkError sends only what the board has
+    not confirmed, and the memory ends up as a clean load leaves it."""
+    monkeypatch.setattr(host, "MAX_BURST", 8)
+    g = KERNELS["spmv"](16)
+    data = {t: TensorData.from_dense(np.eye(16, dtype=np.int64) * 3 if t == "B" else np.arange(16),
+                                     g.tensors[t].fmt) for t in g.input_tensors()}
+    mmap, _ = host_view(g, HwConfig())
+    clean = _LoopbackBoard()
+    full = asyncio.run(host.run_on_board(host.BoardLink(clean), g, data, mmap))
+    board = _LoopbackBoard(drop={3})
+    link = host.BoardLink(board)
+    loaded: dict[str, int] = {}
+    seen = []
+    with pytest.raises(host.LinkError):
+        asyncio.run(host.run_on_board(link, g, data, mmap, loaded=loaded))
+    assert 0 < sum(loaded.values()) < sum(len(v) for v in host.load_words(g, data, mmap).values())
+    again = asyncio.run(host.run_on_board(link, g, data, mmap, loaded=loaded,
+                                          progress=lambda d, t: seen.append((d, t))))
+    assert again.load_bytes < full.load_bytes and seen[-1][0] == seen[-1][1]
+    assert {a: v for a, v in board.mem.items()} == {a: v for a, v in clean.mem.items()}
 
 
 def test_yosys_stat_json_totals(tmp_path):
@@ -224,7 +281,7 @@ class _SwSimBoard:
                     self.mem[addr + i] = w
                 if addr == 0 and words and words[0] & 1:
                     self._start()
-                os.write(self.master, b"K")
+                os.write(self.master, b"K" + struct.pack("<I", _rotl_xor(words)))
             elif cmd == 0x52:
                 os.write(
                     self.master,
