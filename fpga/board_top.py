@@ -34,6 +34,7 @@ from .uart import HostBridge, UARTRx, UARTTx
 
 __all__ = [
     "DEFAULT_BAUD",
+    "DRAM_BAUD",
     "N_LEDS",
     "BoardCore",
     "BoardTop",
@@ -45,6 +46,9 @@ __all__ = [
 
 N_LEDS = 3  # running, done, UART activity
 DEFAULT_BAUD = 115_200
+# with DRAM the bridge runs at the controller's 50 MHz, which 2 Mbaud divides exactly (25 cycles
+# a bit); the boards' USB-serial chips (FT231X on the ULX3S) carry it
+DRAM_BAUD = 2_000_000
 
 
 def config_to_json(cfg: HwConfig) -> dict[str, Any]:

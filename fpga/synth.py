@@ -307,9 +307,17 @@ def synthesize(
     platform = b.make_platform(clock_mhz * 1e6 if clock_mhz is not None else None)
     clock_hz = platform.default_clk_frequency  # the constraint
     board_hz = b.platform_class()().default_clk_frequency  # the oscillator
-    if board_hz / baud < 4:
+    # the bridge's clock: the oscillator, or with DRAM the controller's (a PLL's output)
+    uart_hz = top.dram_board.sys_clk_hz if getattr(top, "sdram_pins", None) is not None else board_hz
+    if uart_hz / baud < 4:
         raise ValueError(
-            f"baud rate {baud} is too fast for the {board_hz / 1e6:g} MHz clock (needs >= 4 cycles/bit)"
+            f"baud rate {baud} is too fast for the {uart_hz / 1e6:g} MHz clock (needs >= 4 cycles/bit)"
+        )
+    if abs(uart_hz / baud / round(uart_hz / baud) - 1) > 0.02:
+        raise ValueError(
+            f"baud rate {baud} is {abs(uart_hz / baud / round(uart_hz / baud) - 1):.1%} off the "
+            f"{uart_hz / 1e6:g} MHz clock's nearest divisor ({round(uart_hz / baud)}); a UART needs it "
+            f"within 2 % (e.g. {uart_hz / round(uart_hz / baud):.0f})"
         )
     report_json = f"{name}.report.json"
     # --timing-allow-fail: a missed constraint is a measurement to report, not a failed build

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpga.board_top import DEFAULT_BAUD
+from fpga.board_top import DEFAULT_BAUD, DRAM_BAUD
 from fpga.boards import BOARDS, Board, get_board
 from fuseflow.ir.graph_file import load_graph
 from fuseflow.ir.samml import Graph, GraphError
@@ -38,6 +38,7 @@ __all__ = [
     "add_board_arg",
     "add_board_parser",
     "add_dram_placement_args",
+    "baud_of",
     "add_graph_args",
     "board_from_args",
     "config_from_args",
@@ -138,8 +139,15 @@ def dram_setup(args: argparse.Namespace, board: Board, graph: Graph, cfg: HwConf
 
 def add_baud_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--baud", type=int_range(1), default=DEFAULT_BAUD, help=f"UART baud rate (default {DEFAULT_BAUD})"
+        "--baud", type=int_range(1), default=None,
+        help=f"UART baud rate (default {DEFAULT_BAUD:,}; with DRAM {DRAM_BAUD:,}, which the controller's "
+             "50 MHz clock divides exactly)"
     )
+
+
+def baud_of(args: argparse.Namespace, dram) -> int:
+    """``--baud``, else the default of the design (with DRAM or without)."""
+    return args.baud or (DRAM_BAUD if dram else DEFAULT_BAUD)
 
 
 def board_from_args(args: argparse.Namespace) -> Board:

@@ -33,6 +33,7 @@ from .board_args import (
     add_baud_arg,
     add_board_parser,
     add_dram_placement_args,
+    baud_of,
     board_from_args,
     config_from_args,
     dram_setup,
@@ -138,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
     board = board_from_args(args)
     graph, cfg, baud = _design(args)
     setup = dram_setup(args, board, graph, cfg)
+    baud = baud or baud_of(args, setup)
     if setup is not None:
         cfg = setup.cfg
     try:  # the board's device must hold the tensors (before the data, sw_sim and the top)

@@ -124,9 +124,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = _config(args, graph, board)
     if args.clock_mhz is not None and args.clock_mhz <= 0:
         raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")
-    if args.baud <= 0:
-        raise UserError(f"--baud {args.baud}: must be positive")
     dram = board_args.dram_setup(args, board, graph, cfg)
+    baud = board_args.baud_of(args, dram)
     if dram is not None:
         cfg = dram.cfg
         if not args.json:
@@ -137,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         check_fits(graph, cfg, board, dram_size=dram.size_bytes if dram else None)
         top = DramGraphTop(graph, cfg, dram.dram, sim=False) if dram else GraphTop(graph, cfg)
         with phases(f"synthesising {graph.name!r} for the {board.name}", enabled=not args.json) as progress:
-            report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=args.baud,
+            report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=baud,
                                 seed=args.seed, progress=progress)
     except (SynthError, ValueError) as exc:
         raise UserError(str(exc)) from None

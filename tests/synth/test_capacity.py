@@ -78,3 +78,18 @@ def test_dram_takes_what_the_chip_cannot_and_its_own_size_is_checked(tmp_path, c
                  "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "ulx3s-85f's DRAM" in err and "32 MB" in err and not (tmp_path / "o").exists()
+
+
+def test_dram_boards_default_to_an_exact_2_mbaud_and_refuse_an_inexact_divisor(tmp_path, capsys):
+    """With DRAM the bridge runs at the controller's 50 MHz: 2 Mbaud is 25 cycles a bit; 2.7 Mbaud
+    would be 18.5 (2.5 % off 19), refused before anything is built."""
+    from fuseflow_cli.board_args import baud_of
+
+    class A:
+        baud = None
+
+    assert baud_of(A, object()) == 2_000_000 and 50e6 / 2_000_000 == 25
+    assert main(["synth", "--kernel", "spmv", "--size", "8", "--board", "ulx3s-85f", "--baud", "2700000",
+                 "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "baud rate 2700000" in err and "2.5% off" in err and "50 MHz" in err
