@@ -91,7 +91,7 @@ class SynthReport:
     family: str
     design: str
     clock_mhz: float  # the clock constraint nextpnr placed and routed for
-    board_clock_mhz: float  # the oscillator the bitstream runs from
+    board_clock_mhz: float  # the clock the bitstream runs at: the oscillator, or with DRAM the PLL's
     fmax_mhz: float  # nextpnr's achieved Fmax of the system clock
     resources: dict[
         str, ResourceUse
@@ -353,7 +353,7 @@ def synthesize(
         design=top.graph.name,
         clock_mhz=constraint if constraint else clock_hz / 1e6,
         fmax_mhz=fmax,
-        board_clock_mhz=board_hz / 1e6,
+        board_clock_mhz=uart_hz / 1e6,  # the clock the design runs at (with DRAM: the PLL's)
         resources=resources,
         critical_path=_critical_path(report),
         bitstream=f"{name}.{b.bitstream}",
