@@ -8,7 +8,9 @@ taken out by :func:`plain`).
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib.metadata
+import os
 import re
 import sys
 import textwrap
@@ -28,15 +30,19 @@ from . import (
     cmd_sweep,
     cmd_synth,
 )
-from .errors import UserError
+from .errors import UserError, cli_syntax
 
-__all__ = ["UserError", "build_parser", "main", "plain"]
+__all__ = ["BROKEN_PIPE", "UserError", "build_parser", "main", "parse_args", "plain"]
 
 DESCRIPTION = ("Sparse ML on dataflow hardware: compile Einsum programs and PyTorch models to SAMML "
                "graphs, simulate them cycle by cycle (sw_sim), elaborate them to Verilog, run the RTL "
                "in Verilator and build, flash and run them on open FPGA boards.")
 EPILOG = ("Run 'fuseflow-hw COMMAND --help' for a command's options.  Exit status: 0 done, 1 a check "
-          "failed, 2 bad input, 3 an unexpected error (--debug shows its traceback), 130 interrupted.")
+          "failed, 2 bad input (an unknown option is named, with the nearest ones), 3 an unexpected "
+          "error (--debug shows its traceback), 130 interrupted, 141 the output pipe was closed "
+          "(as in '| head': the rest of the output is dropped quietly, as for a tool stopped by "
+          "SIGPIPE).")
+BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool that SIGPIPE stopped
 
 # subcommand name -> its module, in the order of ``fuseflow-hw --help``
 SUBCOMMANDS = {
@@ -106,14 +112,92 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _unknown_options(parser: argparse.ArgumentParser, argv: list[str]
+                     ) -> tuple[argparse.ArgumentParser, list[str]] | None:
+    """The subcommand's parser and the options in ``argv`` it does not know (argparse's own
+    abbreviations of a long option are known), or None."""
+    top = parser._option_string_actions
+    choices = parser._subparsers._group_actions[0].choices
+    rest = iter(argv)
+    for tok in rest:
+        if tok in choices:
+            break
+        if not tok.startswith("-"):
+            return None  # an unknown command: argparse names it
+    else:
+        return None
+    sub = choices[tok]
+    known = sub._option_string_actions
+    unknown = []
+    for tok in rest:
+        if tok == "--":
+            break
+        if not tok.startswith("-") or tok == "-" or re.fullmatch(r"-\d.*|-\.\d.*", tok):
+            continue
+        name = tok.split("=", 1)[0]
+        if name in known or (not name.startswith("--") and name[:2] in known):  # -oDIR
+            continue
+        if name.startswith("--") and sub.allow_abbrev and [o for o in known if o.startswith(name)]:
+            continue  # an abbreviation (argparse says so if it is ambiguous)
+        if name not in top:
+            unknown.append(name)
+    return (sub, unknown) if unknown else None
+
+
+def _did_you_mean(sub: argparse.ArgumentParser, flags: list[str]) -> str:
+    """``unknown option --sise (did you mean --size?)`` for each flag, from the subcommand's
+    own option strings."""
+    options = [o for o in sub._option_string_actions if o.startswith("--")]
+    parts = []
+    for flag in flags:
+        close = difflib.get_close_matches(flag, options, n=3, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else f" (see {sub.prog} --help)"
+        parts.append(f"unknown option {flag}{hint}")
+    return "; ".join(parts)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line parsed; an unknown option of a subcommand is an error (exit 2) naming
+    it and the subcommand's nearest options (before argparse's own checks, which would
+    otherwise report a missing required option or print the top-level usage)."""
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    found = _unknown_options(parser, argv)
+    if found:
+        sub, flags = found
+        sub.error(_did_you_mean(sub, flags))
+    return parser.parse_args(argv)
+
+
+def _quiet_stdout() -> None:
+    """Send what is still buffered for a closed stdout to /dev/null (no second broken pipe at
+    exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file (a test's capture): nothing to silence
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand.  Exit status: 0 done, 1 a check failed, 2 bad input (a message naming
-    it), 3 an unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted."""
-    args = build_parser().parse_args(argv)
+    it), 3 an unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted,
+    141 stdout closed by its reader (``| head``: the rest is dropped without a message)."""
     try:
-        return int(SUBCOMMANDS[args.command].run(args) or 0)
+        args = parse_args(argv)  # --help may meet a closed pipe too
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE
+    try:
+        rc = int(SUBCOMMANDS[args.command].run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return rc
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE
     except UserError as exc:
-        print(f"fuseflow-hw {args.command}: error: {exc}", file=sys.stderr)
+        print(f"fuseflow-hw {args.command}: error: {cli_syntax(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # the command has stopped what it started (fuseflow.executor)
         detail = f" ({exc})" if str(exc) else ""  # what was kept, if the command says (sweep)

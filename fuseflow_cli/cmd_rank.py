@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--per-group must be at least 1 and --simulate at least 0")
     args.schedule, args.par = None, []
     model, placement = resolve_memory(args)
-    _, ir, cm = load_compiled(args)
+    case, ir, cm = load_compiled(args)
     onchip = Placement(placement.onchip, strict=False)
     try:
         placement.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                          "bytes": round(c.estimate.bytes_read + c.estimate.bytes_written),
                          "sim_cycles": c.simulated} for k, c in enumerate(ranking.configs)]}, indent=1))
         return 0
-    print(f"{args.model} on {args.dataset}; memory {model.describe()}")
+    print(f"{case.description}; memory {model.describe()}")
     print(f"{ranking.enumerated} configurations allowed by the compiler ({ranking.pruned_by_compiler} "
           f"index orders pruned by its constraints); {len(ranking.configs)} estimated, "
           f"{ranking.not_built} combinations of per-group orders not built; {ranking.seconds:.2f} s")

@@ -200,7 +200,7 @@ def load_sweep(path: str | Path) -> Sweep:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
     unknown = set(doc) - {"name", "description", "defaults", "grid"}
     if unknown:
-        raise UserError(f"{path}: unknown top-level key(s) {sorted(unknown)}; a sweep file has name, "
+        raise UserError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}; a sweep file has name, "
                         f"description, [defaults] and [[grid]] tables")
     defaults = doc.get("defaults", {})
     grids = doc.get("grid", [])

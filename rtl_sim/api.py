@@ -253,15 +253,16 @@ def _memory_runs(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], met
 
 def run_graph_batch(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], *, cfg: HwConfig = DEFAULT_HW,
                     waves: bool = False, wave_file: Path | None = None, memory: MemoryModel | str | None = None,
-                    onchip: Placement | Iterable[str] | None = None, runner: str = "cocotb",
+                    onchip: Placement | Iterable[str] | None = None, runner: str = "native",
                     max_cycles: int | None = None, on_overflow: str = "raise") -> list[RtlResult]:
     """Run ``graph`` in RTL on each dataset (one Verilator build, one simulator process).
     ``memory`` / ``onchip`` (as in ``sw_sim.run_graph``) override ``cfg.memory`` / ``cfg.onchip``.
 
-    ``runner``: ``"cocotb"`` (the cocotb testbench ``rtl_sim/tb_graph.py``), ``"native"`` (the
-    compiled harness of ``rtl_sim/native.py``: the same bus protocol, results and cycle counts,
-    about a hundred times faster), both on Verilator, or ``"amaranth"`` (amaranth.sim, no
-    Verilator: ``rtl_sim/amaranth_sim.py``, the same protocol, results and cycle counts); each
+    ``runner``: ``"native"`` (the default, as in ``fuseflow-hw rtl``: the compiled harness of
+    ``rtl_sim/native.py``), ``"cocotb"`` (the cocotb testbench ``rtl_sim/tb_graph.py``: the same
+    bus protocol, results and cycle counts, about a hundred times slower), both on Verilator,
+    or ``"amaranth"`` (amaranth.sim, no Verilator: ``rtl_sim/amaranth_sim.py``, the same
+    protocol, results and cycle counts); each
     writes a waveform to ``wave_file`` with ``waves`` (VCD, or FST for a ``.fst`` file) and a
     GTKWave save file beside it (:mod:`rtl_sim.waves`).
     ``max_cycles``: a run not done within that many cycles of its start raises an error
@@ -363,7 +364,7 @@ def stall_report(graph: Graph, datasets: Sequence[Mapping[str, TensorData]], cfg
 
 def run_graph(graph: Graph, data: Mapping[str, TensorData], *, cfg: HwConfig = DEFAULT_HW, waves: bool = False,
               wave_file: Path | None = None, memory: MemoryModel | str | None = None,
-              onchip: Placement | Iterable[str] | None = None, runner: str = "cocotb",
+              onchip: Placement | Iterable[str] | None = None, runner: str = "native",
               max_cycles: int | None = None, on_overflow: str = "raise") -> RtlResult:
     """One dataset of :func:`run_graph_batch`."""
     return run_graph_batch(graph, [data], cfg=cfg, waves=waves, wave_file=wave_file, memory=memory,

@@ -26,12 +26,40 @@ fills it is :mod:`fuseflow.models.fx_trace`, which :func:`trace` imports when it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .ir import FrontendError, MKind, MNode, ModelIR
 
-__all__ = ["FrontendError", "MKind", "MNode", "ModelIR", "trace"]
+__all__ = ["FrontendError", "MKind", "MNode", "ModelIR", "check_input_names", "trace"]
+
+
+def check_input_names(module, names: Iterable[str], where: str = "inputs") -> None:
+    """A :class:`FrontendError` when ``names`` (the inputs of ``module(**inputs)``) do not fit
+    ``module.forward``'s parameters: it names the missing required ones and the unknown ones,
+    with the signature.  (``*args`` / ``**kwargs`` take anything; an unreadable signature passes.)"""
+    forward = getattr(module, "forward", None)
+    try:
+        sig = inspect.signature(forward)
+    except (TypeError, ValueError):
+        return
+    params = sig.parameters.values()
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    given = list(names)
+    missing = [p.name for p in named if p.default is p.empty and p.name not in given]
+    unknown = ([] if any(p.kind is p.VAR_KEYWORD for p in params)
+               else [n for n in given if n not in {p.name for p in named}])
+    if not missing and not unknown:
+        return
+    why = []
+    if missing:
+        why.append(f"no input for {', '.join(missing)}")
+    if unknown:
+        why.append(f"{', '.join(unknown)} {'is not a parameter' if len(unknown) == 1 else 'are not parameters'}")
+    cls = type(module).__name__
+    raise FrontendError(f"{where}: {'; '.join(why)} of {cls}.forward{sig} (given: "
+                        f"{', '.join(given) or 'none'}); name the inputs after forward's parameters")
 
 
 def trace(module, inputs: Mapping[str, Any], formats: Mapping[str, str] | None = None,
@@ -46,4 +74,5 @@ def trace(module, inputs: Mapping[str, Any], formats: Mapping[str, str] | None =
     # the model IR above, and fuseflow.models with it, import without torch
     from .capture import trace_module
 
+    check_input_names(module, inputs)
     return trace_module(module, inputs, formats, name, capture)

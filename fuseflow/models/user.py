@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .frontend import check_input_names
 from .ir import FrontendError
 from .zoo import ModelCase
 
@@ -132,6 +133,7 @@ def load_user_model(spec: str, inputs: str | None = None, formats: str | None = 
     module, ins, fmts = made
     if inputs is not None:
         ins = _load_inputs(Path(inputs), module)
+        check_input_names(module, ins, f"--inputs {inputs}")
     if not ins:
         raise FrontendError(f"--model {spec}: no inputs: give --inputs inputs.npz|pt (or return them "
                             "from a factory)")

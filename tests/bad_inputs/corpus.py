@@ -234,9 +234,9 @@ cli("choice:correlate:--runner", ["correlate", "--suite", "spine", "-o", "{d}/ou
 for _cmd in ("sim", "rtl", "build", "estimate"):
     _extra = ["-o", "{d}/out"] if _cmd == "build" else []
     cli(f"choice:{_cmd}:--kernel", [_cmd, "--kernel", "spmx", *_extra], "--kernel", "spmx")
-    _says = "unrecognized arguments: --memory" if _cmd == "build" else "hbm9"
+    _says = "unknown option --memory" if _cmd == "build" else "hbm9"
     cli(f"choice:{_cmd}:--memory", [_cmd, "--kernel", "spmv", "--memory", "hbm9", *_extra], _says)
-    _says = "unrecognized arguments: --memory" if _cmd == "build" else "'Q'"
+    _says = "unknown option --memory" if _cmd == "build" else "'Q'"
     cli(f"choice:{_cmd}:--onchip", [_cmd, "--kernel", "spmv", "--memory", "hbm2", "--onchip", "Q", *_extra], _says)
     cli(f"choice:{_cmd}:no-graph", [_cmd, *_extra], "GRAPH")
 for _cmd in ("sim", "build", "estimate", "rank", "synth"):

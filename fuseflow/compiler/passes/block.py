@@ -131,7 +131,7 @@ def block_program(program: Program, block: Mapping[str, int], lanes: int | None 
     if not block:
         return program
     if len(block) > 1:
-        raise ProgramError(f"block {dict(block)}: one blocked dimension per program (got {len(block)})")
+        raise ProgramError(f"block {','.join(f'{i}={b}' for i, b in block.items())}: one blocked dimension per program (got {len(block)})")
     [(key, size)] = block.items()
     lanes = lanes or size
     modes = dimension_of(program, key)

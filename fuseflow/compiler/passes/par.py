@@ -118,7 +118,7 @@ def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True) -> lis
     try:
         g.verify()
     except GraphError as exc:  # a rewrite the checks above should have refused
-        raise ParallelError(f"par {dict(wanted)}: the parallel graph is not valid: {exc}") from None
+        raise ParallelError(f"par {','.join(f'{i}={n}' for i, n in wanted.items())}: the parallel graph is not valid: {exc}") from None
     if resize:
         size_fifos(g)
     return regions
