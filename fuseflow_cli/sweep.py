@@ -62,7 +62,7 @@ def _pass_key(opt: Option) -> tuple[str, type | str]:
 KEYS: dict[str, tuple[str, type | str]] = {
     "model": ("--model", str), "dataset": ("--dataset", str), "fusion": ("--fusion", str),
     "hidden": ("--hidden", int), "features": ("--features", int), "nodes": ("--nodes", int),
-    "seq": ("--seq", int), "dmodel": ("--dmodel", int), "heads": ("--heads", int),
+    "feature_density": ("--feature-density", float), "seq": ("--seq", int), "dmodel": ("--dmodel", int), "heads": ("--heads", int),
     "blocks": ("--blocks", int), "numerics": ("--numerics", str),
     "kernel": ("--kernel", str), "graph": ("", "path"), "size": ("--size", int),
     "block": ("--block", int), "lanes": ("--lanes", int),  # the bspmm kernel's (not the block pass's)

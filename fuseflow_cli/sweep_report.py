@@ -21,7 +21,7 @@ __all__ = ["NUMERIC_AXES", "ROW_FIELDS", "speedups", "write_results"]
 ROW_FIELDS = ("status", "message", "cycles", "check", "rel_error", "wall_seconds", "flops", "bytes_read",
               "bytes_written", "bytes_offchip", "intensity", "graphs", "engine", "source", "worker",
               "run_seconds", "finished", "key", "cached")
-NUMERIC_AXES = ("size", "density", "nodes", "features", "hidden", "seq", "dmodel", "lanes")
+NUMERIC_AXES = ("size", "density", "feature_density", "nodes", "features", "hidden", "seq", "dmodel", "lanes")
 
 
 def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:

@@ -92,3 +92,15 @@ def test_density_refused_where_it_does_nothing(capsys) -> None:
     assert "--density" in capsys.readouterr().err
     assert main(["sim", "--kernel", "spmv", "--size", "8", "--feature-density", "0.3"]) == 2
     assert "--feature-density" in capsys.readouterr().err
+
+
+def test_sweep_axes_reach_the_synthetic_graphs(tmp_path) -> None:
+    from fuseflow_cli.sweep import load_sweep
+
+    f = tmp_path / "s.toml"
+    f.write_text('[[grid]]\nmodel = "gcn"\ndataset = "powerlaw"\nnodes = 40\n'
+                 'density = [0.05, 0.4]\nfeature_density = 0.2\n')
+    argvs = [c.argv for c in load_sweep(f).configs]
+    assert len(argvs) == 2
+    for argv, d in zip(argvs, ("0.05", "0.4")):
+        assert argv[argv.index("--density") + 1] == d and argv[argv.index("--feature-density") + 1] == "0.2"
