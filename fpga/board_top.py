@@ -83,6 +83,9 @@ def design_ident(top: GraphTop) -> int:
     The bridge returns it for the ``I`` command so the host can refuse a board flashed with a
     different design.
     """
+    if hasattr(top, "subs"):  # a model's graphs in one top (hw.dram_model.ModelTop)
+        text = json.dumps(["model", [design_ident(s) for s in top.subs]])
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
     cfg = config_to_json(top.cfg)
     if top.cfg.line_buffers:  # tensors in DRAM: which, and under which controller
         cfg["dram"] = [top.dram_board.name, list(top.cfg.onchip)]
@@ -123,7 +126,8 @@ class BoardCore(wiring.Component):
         m.submodules.rx = rx = UARTRx(self.divisor)
         m.submodules.tx = tx = UARTTx(self.divisor)
         waits = hasattr(top, "host_wait")  # tensors in DRAM (hw.litedram.DramGraphTop)
-        m.submodules.bridge = bridge = HostBridge(top.mmap.addr_width, self.ident, wait=waits)
+        aw = top.addr_width if hasattr(top, "subs") else top.mmap.addr_width  # a model's top: graph | local
+        m.submodules.bridge = bridge = HostBridge(aw, self.ident, wait=waits)
         if waits:
             m.d.comb += bridge.host_wait.eq(top.host_wait)
         wiring.connect(m, bridge.tx, tx.i)

@@ -174,6 +174,15 @@ class BoardResult:
     resent: int = 0  # load transfers sent again after a wrong checksum
 
 
+def region_tensor(region: str) -> str:
+    """The tensor of memory region ``region`` (``T.vals`` or ``T.<level>.seg|crd``; a tensor
+    name may hold dots)."""
+    head, _, last = region.rpartition(".")
+    if last == "vals":
+        return head
+    return head.rpartition(".")[0]
+
+
 def load_words(
     graph: Graph, data: Mapping[str, TensorData], mmap: MemoryMap
 ) -> dict[str, list[int]]:
@@ -241,6 +250,7 @@ async def run_on_board(
     numerics: str = "the datapath's",
     loaded: dict[str, int] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> BoardResult:
     """Load the inputs, start, poll until done, read the cycle counter, the STATUS register and
     OVERFLOW words (the nodes the hardware flagged) and the outputs.
@@ -255,6 +265,8 @@ async def run_on_board(
     The load is resumable: ``loaded`` (region -> words the board confirmed) is updated as each
     transfer's checksum comes back right, and a call given the same dict after a
     :class:`LinkError` skips what is there.  ``progress(done, total)`` counts the words loaded.
+    Input tensors in ``skip`` are not loaded: they are in the board's memory already (a tensor
+    an earlier graph of a model wrote into DRAM, :mod:`fpga.model_run`).
     """
     if ident is not None:
         got = await link.ident()
@@ -265,7 +277,7 @@ async def run_on_board(
             )
     graph.verify(data)
     loaded = {} if loaded is None else loaded
-    regions = load_words(graph, data, mmap)
+    regions = {n: w for n, w in load_words(graph, data, mmap).items() if region_tensor(n) not in skip}
     total = sum(len(w) for w in regions.values())
     done = sum(min(loaded.get(n, 0), len(w)) for n, w in regions.items())
     sent0 = link.sent_bytes

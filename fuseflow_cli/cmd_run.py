@@ -41,8 +41,16 @@ from .board_args import (
     load_inputs,
     random_inputs,
 )
-from .cmd_common import add_overflow_arg, hw_overflow_text, overflow_mismatches, overflow_verdict
+from .cmd_common import (
+    add_numerics_arg,
+    add_overflow_arg,
+    hw_overflow_text,
+    overflow_mismatches,
+    overflow_verdict,
+)
+from .cmd_run_model import run_model_on_board
 from .errors import UserError
+from .models import add_model_args, reject_model_options
 
 __all__ = ["add_parser", "run"]
 
@@ -69,7 +77,8 @@ def add_parser(subparsers) -> None:
         "(default: seeded random integers)",
     )
     p.add_argument(
-        "--density", type=fraction, default=0.1, help="density of random sparse inputs (default 0.1)"
+        "--density", type=fraction, default=None,
+        help="density of random sparse inputs (default 0.1); with --model: of a synthetic graph's adjacency"
     )
     p.add_argument("--seed", type=int_range(0), default=0, help="seed of the random inputs")
     p.add_argument(
@@ -79,6 +88,8 @@ def add_parser(subparsers) -> None:
                    help="print the result as JSON (outputs' check, cycles, sw_sim's, wall and load time)")
     add_dram_placement_args(p)
     add_overflow_arg(p)
+    add_numerics_arg(p)
+    add_model_args(p, build=True)
 
 
 def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
@@ -137,6 +148,11 @@ def _run_hardware(args: argparse.Namespace, graph: Graph, cfg: HwConfig, baud: i
 
 def run(args: argparse.Namespace) -> int:
     board = board_from_args(args)
+    if args.model:
+        return run_model_on_board(args, board)
+    reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
+    if args.density is None:
+        args.density = 0.1
     graph, cfg, baud = _design(args)
     setup = dram_setup(args, board, graph, cfg)
     baud = baud or baud_of(args, setup)

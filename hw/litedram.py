@@ -42,8 +42,23 @@ from .base import MemRead, MemWrite, addr_bits
 from .dram import CYCLE_WIDTH, SLOT_WIDTH, MemBus, bus_link, line_width, round_robin
 from .elaborate import GraphTop, tensor_capacities
 
-__all__ = ["DRAM_BOARDS", "DramBoard", "DramGraphTop", "LineEngine", "LiteDRAMCore", "dram_layout",
-           "dram_memory_model", "dram_onchip", "dram_placement", "generate_core", "placement_report", "sdram_pins"]
+__all__ = [
+    "DRAM_BOARDS",
+    "DramAllocator",
+    "DramBoard",
+    "DramGraphTop",
+    "LineEngine",
+    "LiteDRAMCore",
+    "connect_native",
+    "dram_layout",
+    "dram_memory_model",
+    "dram_onchip",
+    "dram_placement",
+    "generate_core",
+    "native_quiet",
+    "placement_report",
+    "sdram_pins",
+]
 
 
 # --------------------------------------------------------------------------- boards
@@ -396,27 +411,41 @@ class ArraySlot:
     word_bytes: int
 
 
+class DramAllocator:
+    """Base addresses in one DRAM for the arrays of one or more graph tops: each array at the
+    start of a DRAM row, its capacity rounded up to whole lines plus one line (the prefetch past
+    its end reads there).  LiteDRAM maps addresses row | bank | column, so consecutive rows of an
+    array go round the banks; the array with number ``array_id`` starts in bank ``array_id mod
+    banks``, as the cycle model places it (``fuseflow.ir.memory.MemPort.bank_row``).  An array
+    placed again under the same name (a tensor one graph writes and a later one reads, in the
+    same format) gets the same slot if it fits there."""
+
+    def __init__(self, line_bytes: int, row_bytes: int, banks: int = 4) -> None:
+        self.line_bytes, self.row_bytes, self.banks = line_bytes, row_bytes, banks
+        self.next = 0
+        self.slots: dict[str, ArraySlot] = {}
+
+    def place(self, name: str, depth: int, word_bytes: int, array_id: int) -> ArraySlot:
+        nbytes = (-(-depth * word_bytes // self.line_bytes) + 1) * self.line_bytes
+        old = self.slots.get(name)
+        if old is not None and old.word_bytes == word_bytes and old.nbytes >= nbytes:
+            return old
+        addr = self.next
+        while (addr // self.row_bytes) % self.banks != array_id % self.banks:
+            addr += self.row_bytes
+        slot = self.slots[name] = ArraySlot(name, addr, nbytes, word_bytes)
+        self.next = -(-(addr + nbytes) // self.row_bytes) * self.row_bytes
+        return slot
+
+
 def dram_layout(mmap, ports: list[MemPort], line_bytes: int, row_bytes: int,
-                banks: int = 4) -> dict[str, ArraySlot]:
-    """The DRAM memory map: every off-chip array (a region of ``mmap`` some port uses) gets a
-    base address at the start of a DRAM row, in region order, reserving its capacity rounded up
-    to whole lines plus one line (the prefetch past its end reads there).  LiteDRAM maps
-    addresses row | bank | column, so consecutive rows of an array go round the banks; the
-    array with number ``array_id`` starts in bank ``array_id mod banks``, as the cycle model
-    places it (``fuseflow.ir.memory.MemPort.bank_row``)."""
+                banks: int = 4, allocator: DramAllocator | None = None) -> dict[str, ArraySlot]:
+    """The DRAM memory map of a graph top: every off-chip array (a region of ``mmap`` some port
+    uses) gets a slot from ``allocator`` (default: a fresh one, from address 0), in region order."""
+    alloc = allocator or DramAllocator(line_bytes, row_bytes, banks)
     used = {_region_of(p): p for p in ports}
-    out: dict[str, ArraySlot] = {}
-    addr = 0
-    for r in mmap.regions:
-        if r.name not in used:
-            continue
-        p = used[r.name]
-        while (addr // row_bytes) % banks != p.array_id % banks:
-            addr += row_bytes
-        nbytes = (-(-r.depth * p.word_bytes // line_bytes) + 1) * line_bytes
-        out[r.name] = ArraySlot(r.name, addr, nbytes, p.word_bytes)
-        addr = -(-(addr + nbytes) // row_bytes) * row_bytes
-    return out
+    return {r.name: alloc.place(r.name, r.depth, used[r.name].word_bytes, used[r.name].array_id)
+            for r in mmap.regions if r.name in used}
 
 
 def _region_of(p: MemPort) -> str:
@@ -672,7 +701,12 @@ class DramGraphTop(GraphTop):
     nodes' memories; output arrays are written back to DRAM by their writers and stay readable
     from the writers' memories."""
 
-    def __init__(self, graph, cfg, board: str = "ulx3s", sim: bool = True) -> None:
+    def __init__(self, graph, cfg, board: str = "ulx3s", sim: bool = True, *,
+                 allocator: DramAllocator | None = None, shared: bool = False) -> None:
+        # ``allocator``: the DRAM slots, shared with other tops of one model; ``shared``: the
+        # controller is outside (hw.dram_model.ModelTop): the top drives ``dram_port`` and takes
+        # ``init_done_in`` and ``quiet_in`` (no read of the controller's port outstanding)
+        self.allocator, self.shared = allocator, shared
         b = dram_board(board)
         text, info = generate_core(b.name, sim)
         self.dram_info, self.dram_verilog, self.dram_board = info, text, b
@@ -716,9 +750,12 @@ def _wire(self, graph, cfg) -> None:
     self.mem_ports = mem_ports
     info, b = self.dram_info, self.dram_board
     t = info["timings"]
-    self.layout = dram_layout(self.mmap, ports, b.line_bytes, t["row_bytes"], t["banks"])
+    self.layout = dram_layout(self.mmap, ports, b.line_bytes, t["row_bytes"], t["banks"], self.allocator)
     aw, dw = info["address_width"], info["data_width"]
     self.engine_native = NativePort(aw, dw).create(path=("engine",))
+    if self.shared:
+        self.dram_port = NativePort(aw, dw).create(path=("dram_port",))
+        self.init_done_in, self.quiet_in = Signal(name="init_done_in"), Signal(name="quiet_in")
     if not ports:
         return
     slots, depths, widths, addr_widths = [], [], [], []
@@ -730,7 +767,7 @@ def _wire(self, graph, cfg) -> None:
         addr_widths.append(len(getattr(self.components[p.node], f"{p.array}_{'rd' if p.write else 'wr'}").addr))
     eng = self.core.subs["memory"] = LineEngine(ports, slots, depths, widths, addr_widths, cfg.cw, b.line_bytes,
                                                 aw, dw)
-    self.core.stmts.append(_connect(eng.native, self.engine_native))
+    self.core.stmts.append(connect_native(eng.native, self.engine_native))
     offchip = {_region_of(p) for p in ports}
     self.dram_reads = {}  # output region -> the host's view of it (read from DRAM after the run)
     for p in ports:
@@ -752,7 +789,7 @@ def _wire(self, graph, cfg) -> None:
         self.bus.writes.pop(region, None)
 
 
-def _connect(src, dst) -> list:
+def connect_native(src, dst) -> list:
     """Statements joining two native-port interfaces of the same direction (engine -> top)."""
     out = []
     for name, member in src.signature.members.items():
@@ -765,7 +802,11 @@ def _elaborate(self, platform):
     m = GraphTop.elaborate(self, platform)
     info = self.dram_info
     aw, dw = info["address_width"], info["data_width"]
-    m.submodules.dram = ctrl = LiteDRAMCore(info, self.sdram_pins, self.sdram_dq)
+    if self.shared:
+        port, init_done = self.dram_port, self.init_done_in
+    else:
+        m.submodules.dram = ctrl = LiteDRAMCore(info, self.sdram_pins, self.sdram_dq)
+        port, init_done = ctrl.port, ctrl.init_done
     # host writes into off-chip input arrays and reads of off-chip outputs -> the loader
     width = max([r.width for r in self.mmap.regions] + [32])
     m.submodules.loader = ld = _Loader(aw, dw, width)
@@ -778,9 +819,7 @@ def _elaborate(self, platform):
     m.d.comb += active.eq(self.running & ~self.done)
     # native reads whose data has not come back (a line the graph prefetched before its end may
     # still arrive after it): the host waits for them, so the loader never takes their data
-    outstanding = Signal(8)
-    port = ctrl.port
-    m.d.sync += outstanding.eq(outstanding + (port.cmd_valid & port.cmd_ready & ~port.cmd_we) - port.rdata_valid)
+    quiet = self.quiet_in if self.shared else native_quiet(m, port)
     for r in self.mmap.regions:
         slot = self.layout.get(r.name)
         if slot is None:
@@ -796,7 +835,7 @@ def _elaborate(self, platform):
             m.d.comb += self.dram_reads[r.name].data.eq(ld.rdata)
             with m.If(inside & ~(fetched_ok & (fetched == addr))):  # (the host never writes here)
                 m.d.comb += need.eq(1)
-                with m.If(~pending & ~ld.busy & ctrl.init_done & ~active & (outstanding == 0)):
+                with m.If(~pending & ~ld.busy & init_done & ~active & quiet):
                     m.d.comb += [ld.re.eq(1), ld.pieces.eq(pieces), ld.addr.eq(target)]
     with m.If(ld.re):
         m.d.sync += [fetched.eq(addr), fetched_ok.eq(0), pending.eq(1)]
@@ -807,8 +846,17 @@ def _elaborate(self, platform):
     # the native port: the engine while the graph runs, the loader otherwise
     eng = self.engine_native
     with m.If(active):
-        m.d.comb += _connect(eng, ctrl.port)
+        m.d.comb += connect_native(eng, port)
     with m.Else():
-        m.d.comb += _connect(ld.native, ctrl.port)
-    m.d.comb += self.host_wait.eq(~ctrl.init_done | ld.busy | pending | need | (outstanding != 0))
+        m.d.comb += connect_native(ld.native, port)
+    m.d.comb += self.host_wait.eq(~init_done | ld.busy | pending | need | ~quiet)
     return m
+
+
+def native_quiet(m: Module, port) -> Signal:
+    """High while every read command taken on native ``port`` has had its data back."""
+    outstanding = Signal(8)
+    m.d.sync += outstanding.eq(outstanding + (port.cmd_valid & port.cmd_ready & ~port.cmd_we) - port.rdata_valid)
+    quiet = Signal()
+    m.d.comb += quiet.eq(outstanding == 0)
+    return quiet

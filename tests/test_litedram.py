@@ -131,8 +131,9 @@ def test_dram_top_needs_the_board_model():
 
 
 @pytest.mark.rtl
+@pytest.mark.slow
 def test_board_top_with_dram_over_the_uart():
-    """The suite's one LiteDRAM Verilator build: the board top (UART bridge, line buffers, line
+    """A LiteDRAM Verilator build under cocotb (the default suite's is tests/test_board_model.py): the board top (UART bridge, line buffers, line
     engine, generated controller with LiteDRAM's SDRAM model) in cocotb, CSR x CSR with every
     tensor in DRAM.  The host loads the inputs over the UART into DRAM (checksummed transfers),
     reads the output back from DRAM, and runs two datasets in one simulation (the second

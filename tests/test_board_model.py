@@ -1,0 +1,49 @@
+"""A whole model on one board top, simulated: the 2-layer GCN on the karate graph, both graphs in
+``hw.dram_model.ModelTop`` with their tensors in the ULX3S's DRAM (LiteDRAM's SDRAM model behind
+the generated controller), driven over the UART by the host driver (``fpga.model_run``).  The
+suite's LiteDRAM Verilator build.  References: PyTorch (within the q16.16 bound) and sw_sim's run
+of the same model (values equal; cycles under the board's DRAM preset, a statistical model)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from fpga.model_run import BoardModel, build_model_top, model_graphs, model_hw_config
+from fuseflow.ir.memory import Placement
+from fuseflow.models.bounds import check_model
+from fuseflow.models.frontend import trace
+from fuseflow.models.plan import compile_model, run_model
+from fuseflow.models.zoo import make_case
+from hw.elaborate import HwConfig
+from sw_sim import run_graph
+
+
+@pytest.mark.rtl
+def test_gcn_whole_on_the_simulated_ulx3s():
+    case = make_case("gcn", "karate")
+    ir = trace(case.module, case.inputs, case.formats, name=case.name)
+    cm = compile_model(ir, "partial")
+    graphs = model_graphs(cm)
+    assert len(graphs) == 2
+    cfg = model_hw_config(cm, ir, HwConfig.for_numerics("q16.16"), "ulx3s")
+    bdir, meta = build_model_top(graphs, cfg, "ulx3s", 8)
+    bm, pipe = BoardModel.simulated(bdir, meta)
+    with pipe:
+        res = run_model(cm, numerics="q16.16", simulate=bm.simulate)
+    sw = run_model(cm, numerics="q16.16", simulate=run_graph, memory=cfg.memory,
+                   onchip=Placement(cfg.onchip, strict=False))
+    [out] = ir.outputs
+    assert np.array_equal(res.outputs[out], sw.outputs[out])
+    checks = check_model(cm, res, case.reference(), "q16.16")
+    assert all(c.ok for c in checks), [c.to_json() for c in checks]
+    first, second = bm.runs
+    # the second graph reads the first one's output (t4_relu) and the adjacency the host loaded
+    # for the first one from DRAM, without loading them again
+    assert {"adj", "x"} <= set(first.loaded) and first.from_dram == []
+    assert set(second.from_dram) >= {"adj", "t4_relu"} and "adj" not in second.loaded
+    assert second.load_bytes < first.load_bytes / 4
+    for r, (name, cycles) in zip(bm.runs, sw.cycles):
+        assert r.graph == name and abs(r.cycles / cycles - 1) < 0.15  # the preset's statistical bound
