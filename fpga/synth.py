@@ -295,8 +295,10 @@ def synthesize(
     (:class:`~fpga.capacity.TooLargeForChip`) before anything is elaborated.
     """
     b = get_board(board) if isinstance(board, str) else board
+    model = hasattr(top, "subs")  # a whole model's graphs in one top (hw.dram_model.ModelTop)
     if precheck:
-        check_fits(top.graph, top.cfg, b)
+        for sub in top.subs if model else [top]:
+            check_fits(sub.graph, sub.cfg, b)
     out = Path(build_dir)
     out.mkdir(parents=True, exist_ok=True)
     tools = b.family.tools + tuple(tool for tool, _ in b.extra_tools)
@@ -350,7 +352,7 @@ def synthesize(
         board=b.name,
         device=b.device,
         family=b.family.name,
-        design=top.graph.name,
+        design=top.name if model else top.graph.name,
         clock_mhz=constraint if constraint else clock_hz / 1e6,
         fmax_mhz=fmax,
         board_clock_mhz=uart_hz / 1e6,  # the clock the design runs at (with DRAM: the PLL's)
@@ -362,12 +364,18 @@ def synthesize(
         baud=baud,
         nextpnr_utilisation={k: v for k, v in util.items() if v.used},
     )
-    (out / "memory_map.json").write_text(json.dumps(top.mmap.to_json(), indent=1) + "\n")
+    mmap = top.host_map() if model else top.mmap.to_json()
+    (out / "memory_map.json").write_text(json.dumps(mmap, indent=1) + "\n")
     (out / "design.json").write_text(
         json.dumps(top.summary() | {"hw_config": config_to_json(top.cfg)}, indent=1, default=str)
         + "\n"
     )
-    top.graph.save(out / "graph.json")
+    if model:  # every graph, and the order they run in
+        (out / "graphs").mkdir(exist_ok=True)
+        for g in top.graphs:
+            g.save(out / "graphs" / f"{g.name}.json")
+    else:
+        top.graph.save(out / "graph.json")
     (out / "synth_report.json").write_text(json.dumps(result.to_json(), indent=1) + "\n")
     return result
 

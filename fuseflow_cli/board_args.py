@@ -42,6 +42,7 @@ __all__ = [
     "baud_of",
     "board_from_args",
     "config_from_args",
+    "dram_name",
     "dram_setup",
     "graph_from_args",
     "load_inputs",
@@ -113,9 +114,14 @@ class DramSetup:
                 + (f" ({r['why']})" if r["why"] else "") for r in self.placement]
 
 
+def dram_name(board: Board) -> str | None:
+    """The LiteDRAM board name of ``board``'s DRAM (None: it has none)."""
+    return next((name for name, b in DRAM_BOARDS.items() if board.name in b.boards), None)
+
+
 def dram_setup(args: argparse.Namespace, board: Board, graph: Graph, cfg: HwConfig) -> DramSetup | None:
     """The DRAM placement of the command line on ``board`` (None: every tensor on chip)."""
-    dram = next((name for name, b in DRAM_BOARDS.items() if board.name in b.boards), None)
+    dram = dram_name(board)
     want = getattr(args, "dram", None)
     names = [t.strip() for item in getattr(args, "onchip", None) or [] for t in item.split(",") if t.strip()]
     if want and dram is None:

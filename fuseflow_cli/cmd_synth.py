@@ -16,11 +16,14 @@ from dataclasses import replace
 from fpga.boards import Board
 from fpga.capacity import check_fits
 from fpga.families import FAMILIES
+from fpga.model_run import model_graphs, model_hw_config
 from fpga.synth import SynthError, synthesize
 from fuseflow.compiler.passes.fifo import set_accumulator_buffers
+from fuseflow.ir.memory import MemoryError
 from fuseflow.ir.samml import Graph
+from hw.dram_model import ModelTop
 from hw.elaborate import GraphTop, HwConfig
-from hw.litedram import DramGraphTop
+from hw.litedram import DramGraphTop, dram_timings
 
 from . import board_args
 from .argtypes import int_range, positive_float
@@ -112,8 +115,52 @@ def _config(args: argparse.Namespace, graph: Graph, board: Board) -> HwConfig:
     return with_numerics(cfg, args.numerics, args.model is not None)
 
 
+def _synth_model(args: argparse.Namespace, board: Board, dram: str) -> tuple[object, HwConfig, str]:
+    """A whole model on a board with DRAM: every graph in one top (hw.dram_model.ModelTop)."""
+    if args.graph is not None or args.kernel is not None:
+        raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")
+    _, ir, cm = load_compiled(args)
+    graphs = model_graphs(cm)
+    buffers = args.spacc_buffers or board.family.spacc_buffers
+    for g in graphs:
+        set_accumulator_buffers(g, buffers)
+    cfg = _config(args, cm.largest_graph(), board)
+    names = [t.strip() for item in args.onchip or [] for t in item.split(",") if t.strip()]
+    every = {t for g in graphs for t in g.tensors}
+    unknown = sorted(set(names) - every)
+    if unknown:
+        raise UserError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in model {args.model} "
+                        f"(its tensors: {', '.join(sorted(every))})")
+    try:
+        cfg = model_hw_config(cm, ir, cfg, dram, onchip=names, min_bytes=args.dram_min_bytes)
+        top = ModelTop(graphs, cfg, dram, sim=False, name=args.model)
+    except (ValueError, MemoryError) as exc:
+        raise UserError(str(exc)) from None
+    size = dram_timings(dram)["size_bytes"]
+    if top.allocator.next > size:
+        top.discard()
+        raise UserError(f"model {args.model} does not fit the {board.name}'s DRAM: its tensors need "
+                        f"{top.allocator.next / 2**20:.1f} MB, the board has {size / 2**20:.0f} MB")
+    if not args.json:
+        print(f"{args.model} / {args.fusion}: {len(graphs)} graphs in one top ({', '.join(g.name for g in graphs)}), "
+              f"tensors in the {board.name}'s DRAM ({top.allocator.next:,} bytes, LiteDRAM {dram}) but "
+              f"{', '.join(cfg.onchip) or 'none'}")
+    return top, cfg, args.model
+
+
 def run(args: argparse.Namespace) -> int:
     board = board_args.board_from_args(args)
+    dram_name = board_args.dram_name(board)
+    if args.model is not None and dram_name and args.dram is not False:
+        top, cfg, what = _synth_model(args, board, dram_name)
+        baud = board_args.baud_of(args, True)
+        try:
+            with phases(f"synthesising model {what!r} for the {board.name}", enabled=not args.json) as progress:
+                report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=baud,
+                                    seed=args.seed, progress=progress)
+        except (SynthError, ValueError) as exc:
+            raise UserError(str(exc)) from None
+        return _print_report(args, report)
     graph = _graph(args)
     buffers = args.spacc_buffers or board.family.spacc_buffers
     changed = set_accumulator_buffers(graph, buffers)
@@ -140,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
                                 seed=args.seed, progress=progress)
     except (SynthError, ValueError) as exc:
         raise UserError(str(exc)) from None
+    return _print_report(args, report)
+
+
+def _print_report(args: argparse.Namespace, report) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=1))
         return 0

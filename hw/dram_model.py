@@ -40,9 +40,10 @@ class ModelTop(wiring.Component):
     :func:`rtl_sim.dram.dram_config`) in one top on board ``board``'s DRAM; ``sim``: LiteDRAM's
     SDRAM model behind the controller instead of the pins."""
 
-    def __init__(self, graphs, cfg, board: str = "ulx3s", sim: bool = True) -> None:
+    def __init__(self, graphs, cfg, board: str = "ulx3s", sim: bool = True, name: str = "model") -> None:
         if not graphs:
             raise ValueError("ModelTop: no graphs")
+        self.name = name
         b = dram_board(board)
         text, info = generate_core(b.name, sim)
         self.dram_info, self.dram_verilog, self.dram_board = info, text, b
@@ -71,8 +72,14 @@ class ModelTop(wiring.Component):
         """The host address of graph ``k``'s local address 0."""
         return k << self.local_width
 
+    def host_map(self) -> dict:
+        """The host's view: the address width and, per graph in run order, its base and memory map."""
+        return {"addr_width": self.addr_width, "local_width": self.local_width,
+                "graphs": [{"name": s.graph.name, "base": self.graph_base(k), "memory_map": s.mmap.to_json(),
+                            "layout": {r: v.base for r, v in s.layout.items()}} for k, s in enumerate(self.subs)]}
+
     def summary(self) -> dict:
-        return {"graphs": [s.graph.name for s in self.subs], "local_width": self.local_width,
+        return {"model": self.name, "graphs": [s.graph.name for s in self.subs], "local_width": self.local_width,
                 "dram": {"board": self.dram_board.name, "verilog_lines": self.dram_info["verilog_lines"],
                          "slots": {k: {"base": v.base, "bytes": v.nbytes} for k, v in self.allocator.slots.items()},
                          "bytes": self.allocator.next},

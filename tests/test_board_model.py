@@ -47,3 +47,23 @@ def test_gcn_whole_on_the_simulated_ulx3s():
     assert second.load_bytes < first.load_bytes / 4
     for r, (name, cycles) in zip(bm.runs, sw.cycles):
         assert r.graph == name and abs(r.cycles / cycles - 1) < 0.15  # the preset's statistical bound
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--board", "ulx3s-85f", "--sim", "--model", "gcn", "--onchip", "nosuch"],
+    ["synth", "--board", "ulx3s-85f", "--model", "gcn", "--onchip", "nosuch", "-o", "{out}"],
+])
+def test_a_model_on_a_dram_board_names_an_unknown_onchip_tensor(command, tmp_path, capsys):
+    from fuseflow_cli.cli import main
+
+    assert main([a.format(out=tmp_path / "o") for a in command]) == 2
+    err = capsys.readouterr().err
+    assert "--onchip: no tensor 'nosuch' in model gcn" in err and "adj" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_whole_model_needs_a_board_with_dram(capsys):
+    from fuseflow_cli.cli import main
+
+    assert main(["run", "--board", "icebreaker", "--sim", "--model", "gcn"]) == 2
+    assert "a whole model runs on a board with DRAM" in capsys.readouterr().err
