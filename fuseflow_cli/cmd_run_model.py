@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 
 from fpga.capacity import DEVICE_RAM, onchip_bits
+from fpga.host import LinkError, SerialTransport
 from fpga.model_run import BoardModel, build_model_top, model_graphs, model_hw_config
+from fuseflow.ir.graph_file import load_graph
 from fuseflow.ir.memory import MemoryError, Placement
 from fuseflow.models.bounds import check_model
 from fuseflow.models.plan import run_model
@@ -48,12 +51,41 @@ def _dram_of(args: argparse.Namespace, board) -> str:
     return dram
 
 
+def _from_build(args: argparse.Namespace, board, graphs) -> tuple[dict, int]:
+    """The host's view of a ``synth --model`` build directory: per graph its base, memory map and
+    DRAM layout, the design's ident and the baud rate; refused if it was built for another board
+    or another compilation of the model."""
+    d = Path(args.build)
+    files = {n: d / n for n in ("memory_map.json", "design.json", "synth_report.json")}
+    missing = [n for n, f in files.items() if not f.exists()]
+    if missing or not (d / "graphs").is_dir():
+        raise UserError(f"--build {args.build}: not a synth --model build directory (missing "
+                        f"{', '.join(missing) or 'graphs/'})")
+    report = json.loads(files["synth_report.json"].read_text())
+    if report["board"] != board.name:
+        raise UserError(f"--build {args.build} was built for board {report['board']!r}, not {board.name!r}")
+    host = json.loads(files["memory_map.json"].read_text())
+    built = [g["name"] for g in host.get("graphs", [])]
+    if built != [g.name for g in graphs]:
+        raise UserError(f"--build {args.build} holds graphs {built}, but model {args.model} ({args.fusion}) "
+                        f"compiles to {[g.name for g in graphs]}: build it with the same options")
+    for g in graphs:
+        saved = load_graph(d / "graphs" / f"{g.name}.json")
+        if saved.structure_hash() != g.structure_hash():
+            raise UserError(f"--build {args.build}: graph {g.name!r} differs from this compilation of "
+                            f"{args.model} (other options or another version): build it again")
+    dram_bytes = json.loads(files["design.json"].read_text()).get("dram", {}).get("bytes", 0)
+    return {"ident": report["ident"], "graphs": host["graphs"], "dram_bytes": dram_bytes}, int(report["baud"])
+
+
 def run_model_on_board(args: argparse.Namespace, board) -> int:
     if args.graph or args.kernel:
         raise UserError("give --model M or GRAPH.json / --kernel NAME, not both")
-    if args.build or args.port:
-        raise UserError("run --model: on the simulated board (--sim) so far; a physical board needs the "
-                        "whole-model bitstream's host driver over --port, which is not there yet")
+    if args.port and not args.build:
+        raise UserError("run --model --port: give --build DIR, the directory of the board's "
+                        "synth --model build (its memory map and ident)")
+    if args.build and not args.port:
+        raise UserError("run --model --build DIR: with --port (--sim builds its own top)")
     dram = _dram_of(args, board)
     case, ir, cm = load_compiled(args)
     cfg = with_numerics(HwConfig(), args.numerics, True)
@@ -81,17 +113,28 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
         raise UserError(f"model {args.model}: the tensors kept on chip need {need / 1024:.0f} kbit, the "
                         f"{board.device} has {ram.bits / 1024:.0f} kbit (--dram-min-bytes, --onchip)")
     baud = baud_of(args, True)
+    sim_cycles = None
     try:
-        with spinner(f"building the model top ({len(graphs)} graphs, LiteDRAM {dram}) in Verilator",
-                     enabled=not args.json):
-            bdir, meta = build_model_top(graphs, cfg, dram, SIM_DIVISOR)
-        t0 = time.perf_counter()
-        bm, pipe = BoardModel.simulated(bdir, meta)
-        with pipe:
-            res = run_model(cm, numerics=num, simulate=bm.simulate, on_overflow="report")
-            sim_cycles = pipe.cycles()
+        if args.port:
+            meta, baud = _from_build(args, board, graphs)
+            transport = SerialTransport(args.port, baud, timeout=args.timeout)
+            t0 = time.perf_counter()
+            try:
+                bm = BoardModel(transport, meta)
+                res = run_model(cm, numerics=num, simulate=bm.simulate, on_overflow="report")
+            finally:
+                transport.close()
+        else:
+            with spinner(f"building the model top ({len(graphs)} graphs, LiteDRAM {dram}) in Verilator",
+                         enabled=not args.json):
+                bdir, meta = build_model_top(graphs, cfg, dram, SIM_DIVISOR)
+            t0 = time.perf_counter()
+            bm, pipe = BoardModel.simulated(bdir, meta)
+            with pipe:
+                res = run_model(cm, numerics=num, simulate=bm.simulate, on_overflow="report")
+                sim_cycles = pipe.cycles()
         wall = time.perf_counter() - t0
-    except (ToolchainError, ValueError) as exc:
+    except (ToolchainError, ValueError, LinkError) as exc:
         raise UserError(str(exc)) from None
     sw = run_model(cm, numerics=num, simulate=run_graph, memory=cfg.memory,
                    onchip=Placement(cfg.onchip, strict=False), on_overflow="report")
@@ -106,7 +149,7 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
     offchip = sum(c.get("bytes_offchip", 0) for _, c in sw.counters)
     peak = dram_timings(dram)["word_bytes"]  # bytes a cycle: one native word
     record = {
-        "model": args.model, "board": board.name, "sim": True, "fusion": args.fusion, "numerics": num,
+        "model": args.model, "board": board.name, "sim": bool(args.sim), "fusion": args.fusion, "numerics": num,
         "graphs": [{"graph": r.graph, "cycles": r.cycles, "sw_sim_cycles": sw_cycles.get(r.graph),
                     "ratio": round(r.cycles / sw_cycles[r.graph], 4) if sw_cycles.get(r.graph) else None,
                     "load_bytes": r.load_bytes, "from_dram": r.from_dram, "loaded": r.loaded} for r in bm.runs],
@@ -122,7 +165,8 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
     if args.json:
         print(json.dumps(record, indent=1))
         return 0 if ok else 1
-    print(f"{args.model} ({args.fusion}, {num}) whole on the simulated {board.name}: {len(graphs)} graphs in one "
+    where = f"the simulated {board.name}" if args.sim else f"the {board.name} on {args.port}"
+    print(f"{args.model} ({args.fusion}, {num}) whole on {where}: {len(graphs)} graphs in one "
           f"top, tensors in DRAM ({meta['dram_bytes']:,} bytes) but {', '.join(cfg.onchip) or 'none'}")
     for g in record["graphs"]:
         kept = f"; in DRAM already: {', '.join(g['from_dram'])}" if g["from_dram"] else ""

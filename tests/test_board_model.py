@@ -67,3 +67,23 @@ def test_a_whole_model_needs_a_board_with_dram(capsys):
 
     assert main(["run", "--board", "icebreaker", "--sim", "--model", "gcn"]) == 2
     assert "a whole model runs on a board with DRAM" in capsys.readouterr().err
+
+
+def test_run_model_on_a_port_checks_the_build_directory(tmp_path, capsys):
+    """``run --model --port --build DIR`` takes the memory map and ident of a ``synth --model``
+    build; a directory of another compilation is refused before the port is opened."""
+    import json
+
+    from fuseflow_cli.cli import main
+
+    base = ["run", "--board", "ulx3s-85f", "--model", "gcn", "--port", "/dev/fuseflow-no-such-tty"]
+    assert main(base) == 2
+    assert "give --build DIR" in capsys.readouterr().err
+    d = tmp_path / "build"
+    (d / "graphs").mkdir(parents=True)
+    (d / "synth_report.json").write_text(json.dumps({"board": "ulx3s-85f", "ident": 1, "baud": 2000000}))
+    (d / "design.json").write_text("{}")
+    (d / "memory_map.json").write_text(json.dumps({"graphs": [{"name": "other_g0"}]}))
+    assert main([*base, "--build", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert "holds graphs ['other_g0']" in err and "gcn_t1_matmul_g0" in err
