@@ -26,6 +26,7 @@ from .cmd_common import (
     apply_par,
     kernel_graph_of,
     kernel_options,
+    onchip_names,
     parse_max_nnz,
     resolve_widths,
 )
@@ -46,6 +47,8 @@ __all__ = [
     "dram_setup",
     "graph_from_args",
     "load_inputs",
+    "model_onchip",
+    "onchip_names",
     "random_inputs",
 ]
 
@@ -114,6 +117,17 @@ class DramSetup:
                 + (f" ({r['why']})" if r["why"] else "") for r in self.placement]
 
 
+def model_onchip(args: argparse.Namespace, graphs) -> list[str]:
+    """``--onchip`` for a whole model: each name must be a tensor of one of its graphs."""
+    names = onchip_names(args)
+    every = {t for g in graphs for t in g.tensors}
+    unknown = sorted(set(names) - every)
+    if unknown:
+        raise UserError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in model {args.model} "
+                        f"(its tensors: {', '.join(sorted(every))})")
+    return names
+
+
 def dram_name(board: Board) -> str | None:
     """The LiteDRAM board name of ``board``'s DRAM (None: it has none)."""
     return next((name for name, b in DRAM_BOARDS.items() if board.name in b.boards), None)
@@ -123,7 +137,7 @@ def dram_setup(args: argparse.Namespace, board: Board, graph: Graph, cfg: HwConf
     """The DRAM placement of the command line on ``board`` (None: every tensor on chip)."""
     dram = dram_name(board)
     want = getattr(args, "dram", None)
-    names = [t.strip() for item in getattr(args, "onchip", None) or [] for t in item.split(",") if t.strip()]
+    names = onchip_names(args)
     if want and dram is None:
         raise UserError(f"--dram: board {board.name!r} has no DRAM (boards with DRAM: {', '.join(_dram_boards())})")
     if dram is None or want is False:

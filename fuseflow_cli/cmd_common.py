@@ -62,9 +62,9 @@ __all__ = [
     "add_schedule_args",
     "add_scheduler_arg",
     "add_width_args",
-    "has_flag",
     "apply_par",
     "compare_rtl",
+    "has_flag",
     "hw_overflow_text",
     "kernel_graph_of",
     "kernel_options",
@@ -236,6 +236,11 @@ def add_memory_args(p: argparse.ArgumentParser) -> None:
                         "non-ideal --memory); repeatable")
 
 
+def onchip_names(args: argparse.Namespace) -> list[str]:
+    """The tensors ``--onchip`` names (repeatable, comma-separated)."""
+    return [t.strip() for item in getattr(args, "onchip", None) or [] for t in item.split(",") if t.strip()]
+
+
 def resolve_memory(args: argparse.Namespace, sched: Schedule | None = None) -> tuple[MemoryModel, Placement]:
     """The memory model and placement of the command line: ``--memory`` / ``--onchip``, else the
     schedule's, else ideal with nothing named."""
@@ -245,7 +250,7 @@ def resolve_memory(args: argparse.Namespace, sched: Schedule | None = None) -> t
         model = parse_memory(text) if text else (sched.memory or parse_memory(None))
     except MemoryError as exc:
         raise UserError(str(exc)) from None
-    names = [t.strip() for item in getattr(args, "onchip", None) or [] for t in item.split(",") if t.strip()]
+    names = onchip_names(args)
     if not names and sched.onchip:
         names = list(sched.onchip)
     return model, Placement.of(names)

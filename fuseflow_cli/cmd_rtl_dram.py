@@ -13,7 +13,7 @@ from rtl_sim import ToolchainError
 from rtl_sim.dram import dram_config, dram_graph_build, run_graph_dram
 from sw_sim import SimError, run_graph
 
-from .cmd_common import compare_rtl
+from .cmd_common import compare_rtl, onchip_names
 from .errors import UserError
 
 __all__ = ["DEFAULT_MIN_BYTES", "DRAM_MEMORIES", "add_dram_args", "is_dram_memory", "run_dram"]
@@ -42,7 +42,7 @@ def run_dram(args, job) -> int:
         raise UserError(f"--memory {args.memory}: runs on the native Verilator harness only (not {args.runner})")
     if getattr(args, "waves", None):
         raise UserError(f"--memory {args.memory}: --waves is not supported yet")
-    names = [t.strip() for item in getattr(args, "onchip", None) or [] for t in item.split(",") if t.strip()]
+    names = onchip_names(args)
     unknown = sorted(set(names) - set(job.graph.tensors))
     if unknown:
         raise UserError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in graph {job.graph.name!r}")

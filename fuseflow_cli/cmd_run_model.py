@@ -30,7 +30,7 @@ from hw.litedram import DRAM_BOARDS, dram_timings
 from rtl_sim import ToolchainError
 from sw_sim import run_graph
 
-from .board_args import baud_of
+from .board_args import baud_of, model_onchip
 from .cmd_common import with_numerics
 from .errors import UserError
 from .models import _reference, load_compiled
@@ -90,13 +90,8 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
     case, ir, cm = load_compiled(args)
     cfg = with_numerics(HwConfig(), args.numerics, True)
     num = str(cfg.num)
-    names = [t.strip() for item in args.onchip or [] for t in item.split(",") if t.strip()]
-    every = {t for g in cm.graphs for t in g.tensors}
-    unknown = sorted(set(names) - every)
-    if unknown:
-        raise UserError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in model {args.model} "
-                        f"(its tensors: {', '.join(sorted(every))})")
     graphs = model_graphs(cm)
+    names = model_onchip(args, graphs)
     try:
         cfg = model_hw_config(cm, ir, cfg, dram, onchip=names, min_bytes=args.dram_min_bytes)
         top = ModelTop(graphs, cfg, dram, sim=True)  # the layout (no Verilog yet)

@@ -125,12 +125,7 @@ def _synth_model(args: argparse.Namespace, board: Board, dram: str) -> tuple[obj
     for g in graphs:
         set_accumulator_buffers(g, buffers)
     cfg = _config(args, cm.largest_graph(), board)
-    names = [t.strip() for item in args.onchip or [] for t in item.split(",") if t.strip()]
-    every = {t for g in graphs for t in g.tensors}
-    unknown = sorted(set(names) - every)
-    if unknown:
-        raise UserError(f"--onchip: no tensor {', '.join(map(repr, unknown))} in model {args.model} "
-                        f"(its tensors: {', '.join(sorted(every))})")
+    names = board_args.model_onchip(args, graphs)
     try:
         cfg = model_hw_config(cm, ir, cfg, dram, onchip=names, min_bytes=args.dram_min_bytes)
         top = ModelTop(graphs, cfg, dram, sim=False, name=args.model)
