@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from fuseflow.cost import rank_model
 from fuseflow.ir.memory import MemoryError, Placement
 from fuseflow.models.plan import run_model
-from fuseflow.cost import rank_model
 from sw_sim import SimError, run_graph
 
 from .argtypes import int_range

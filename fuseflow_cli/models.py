@@ -14,12 +14,12 @@ import sw_sim
 from fuseflow.compiler.pipeline import pass_options
 from fuseflow.ir.check import Check
 from fuseflow.ir.memory import MemoryError, Placement
+from fuseflow.ir.numerics import Mode, Numerics
 from fuseflow.models.bounds import check_model
 from fuseflow.models.datasets import DATASETS, SYNTHETIC, load_dataset
 from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.plan import compile_model
 from fuseflow.models.plan import run_model as simulate_model
-from fuseflow.ir.numerics import Mode, Numerics
 from fuseflow.options import Source
 from hw import HwConfig, build_graph
 from sw_sim import run_graph
