@@ -87,3 +87,20 @@ def test_run_model_on_a_port_checks_the_build_directory(tmp_path, capsys):
     assert main([*base, "--build", str(d)]) == 2
     err = capsys.readouterr().err
     assert "holds graphs ['other_g0']" in err and "gcn_t1_matmul_g0" in err
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_cora_gcn_whole_on_the_simulated_ulx3s(capsys):
+    """The Cora-sized 2-layer GCN (all 1,433 features) whole on the simulated ULX3S-85F: values
+    equal sw_sim's and within PyTorch's bound, cycles within 5 % of sw_sim's under the board's
+    preset (about 7 minutes: 88 M simulated cycles, most of them the UART load)."""
+    import json
+
+    from fuseflow_cli.cli import main
+
+    assert main(["run", "--board", "ulx3s-85f", "--sim", "--model", "gcn", "--dataset", "cora", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["check"] == "pass" and all(r["equal_to_sw_sim"].values())
+    assert abs(r["cycles_ratio"] - 1) <= 0.05
+    assert "t4_relu" in r["graphs"][1]["from_dram"]
