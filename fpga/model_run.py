@@ -125,6 +125,7 @@ class BoardModel:
         self.runs: list[GraphRun] = []
         self._checked = False
         self._written: list = []  # keeps the tensors the board wrote alive (their ids are keys)
+        self.progress = None  # progress(done, total) of each graph's load (fpga.host.run_on_board)
 
     def simulate(self, graph: Graph, data, numerics=None, **_):
         g = self.graphs.get(graph.name)
@@ -140,7 +141,7 @@ class BoardModel:
         link = _OffsetLink(self.link, g["base"])
         ident = None if self._checked else self.meta["ident"]
         res = asyncio.run(run_on_board(link, graph, data, mmap, ident, on_overflow="ignore",
-                                       skip=frozenset(resident)))
+                                       skip=frozenset(resident), progress=self.progress))
         self._checked = True
         # what is in DRAM now: the outputs the graph wrote, and the inputs the host loaded
         # (no graph writes an input's slot)

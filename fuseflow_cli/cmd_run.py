@@ -51,6 +51,7 @@ from .cmd_common import (
 from .cmd_run_model import run_model_on_board
 from .errors import UserError
 from .models import add_model_args, reject_model_options
+from .ui import load_progress
 
 __all__ = ["add_parser", "run"]
 
@@ -139,7 +140,9 @@ def _run_hardware(args: argparse.Namespace, graph: Graph, cfg: HwConfig, baud: i
         mmap, ident = host_view(graph, cfg, dram)
         transport = SerialTransport(args.port, baud, timeout=args.timeout)
         try:
-            return asyncio.run(run_on_board(BoardLink(transport), graph, data, mmap, ident, on_overflow="ignore"))
+            with load_progress(f"loading {graph.name} over {args.port}", enabled=not args.json) as progress:
+                return asyncio.run(run_on_board(BoardLink(transport), graph, data, mmap, ident, on_overflow="ignore",
+                                                progress=progress))
         finally:
             transport.close()
     except (LinkError, ValueError) as exc:

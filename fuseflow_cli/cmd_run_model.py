@@ -34,7 +34,7 @@ from .board_args import baud_of, model_onchip
 from .cmd_common import with_numerics
 from .errors import UserError
 from .models import _reference, load_compiled
-from .ui import spinner
+from .ui import load_progress, spinner
 
 __all__ = ["run_model_on_board"]
 
@@ -116,7 +116,9 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
             t0 = time.perf_counter()
             try:
                 bm = BoardModel(transport, meta)
-                res = run_model(cm, numerics=num, simulate=bm.simulate, on_overflow="report")
+                with load_progress(f"loading over {args.port}", enabled=not args.json) as progress:
+                    bm.progress = progress
+                    res = run_model(cm, numerics=num, simulate=bm.simulate, on_overflow="report")
             finally:
                 transport.close()
         else:

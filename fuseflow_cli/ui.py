@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 from rich import box
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -91,3 +92,21 @@ def phases(what: str, enabled: bool = True, quiet: tuple[str, ...] = ("yosys",)
             line(tool, step)
             status.update(f"{what}: {tool}: {step}  ({time.perf_counter() - t0:.0f} s)")
         yield progress
+
+
+@contextmanager
+def load_progress(text: str, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr (terminals only) while a load runs; yields ``update(done,
+    total)`` (words loaded of the total)."""
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield lambda done, total: None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task(text, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
