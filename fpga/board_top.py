@@ -237,7 +237,7 @@ def _dram_board_io(m: Module, platform, top) -> None:
     m.domains.sync = ClockDomain("sync")
     m.d.comb += ClockSignal("sync").eq(clk)
     m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
-    platform.add_clock_constraint(clk, top.dram_board.sys_clk_hz)
+    # (no constraint on the PLL's output: nextpnr derives it from the oscillator's and the dividers)
     sd = platform.request("sdram", 0, dir="-")
     pins = top.sdram_pins
     outs = {"a": pins["a"], "ba": pins["ba"], "cs": ~pins["cs_n"], "we": ~pins["we_n"], "ras": ~pins["ras_n"],
