@@ -147,15 +147,8 @@ def run(args: argparse.Namespace) -> int:
     board = board_args.board_from_args(args)
     dram_name = board_args.dram_name(board)
     if args.model is not None and dram_name and args.dram is not False:
-        top, cfg, what = _synth_model(args, board, dram_name)
-        baud = board_args.baud_of(args, True)
-        try:
-            with phases(f"synthesising model {what!r} for the {board.name}", enabled=not args.json) as progress:
-                report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=baud,
-                                    seed=args.seed, progress=progress)
-        except (SynthError, ValueError) as exc:
-            raise UserError(str(exc)) from None
-        return _print_report(args, report)
+        top, _, what = _synth_model(args, board, dram_name)
+        return _synthesize(args, board, lambda: top, f"model {what!r}", board_args.baud_of(args, True))
     graph = _graph(args)
     buffers = args.spacc_buffers or board.family.spacc_buffers
     changed = set_accumulator_buffers(graph, buffers)
@@ -173,11 +166,20 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"tensors in the {board.name}'s DRAM (LiteDRAM {dram.dram}) unless listed on chip:")
             print("\n".join(dram.lines()))
+
+    def make_top():
+        check_fits(graph, cfg, board, dram_size=dram.size_bytes if dram else None)  # before minutes of elaboration
+        return DramGraphTop(graph, cfg, dram.dram, sim=False) if dram else GraphTop(graph, cfg)
+
+    return _synthesize(args, board, make_top, repr(graph.name), baud)
+
+
+def _synthesize(args: argparse.Namespace, board: Board, make_top, what: str, baud: int) -> int:
+    """Build the top ``make_top()`` returns for ``board`` (a refusal or a tool failure: a clear
+    error) and print its report."""
     try:
-        # before minutes of elaboration
-        check_fits(graph, cfg, board, dram_size=dram.size_bytes if dram else None)
-        top = DramGraphTop(graph, cfg, dram.dram, sim=False) if dram else GraphTop(graph, cfg)
-        with phases(f"synthesising {graph.name!r} for the {board.name}", enabled=not args.json) as progress:
+        top = make_top()
+        with phases(f"synthesising {what} for the {board.name}", enabled=not args.json) as progress:
             report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=baud,
                                 seed=args.seed, progress=progress)
     except (SynthError, ValueError) as exc:
