@@ -29,12 +29,33 @@ from .word import (
     stop_word,
 )
 
+ISOLATE_GROUP = 32  # bits per group of :func:`isolate_lowest` (one short carry chain each)
+
+
+def isolate_lowest(m: Module, bits: Value, n: int, name: str, group: int = ISOLATE_GROUP) -> Signal:
+    """``bits & -bits`` (``n`` wide): the lowest set bit alone, one-hot (0 when none).
+
+    Up to ``group`` bits on one carry chain; wider, in groups of that many, each isolating its
+    own lowest bit on a short chain while the lowest non-empty group is isolated (recursively)
+    from the groups' any-bits, so the longest chain is a group's, not ``n`` bits long (a
+    1,433-wide sparse accumulator's single chain limited an ECP5 design to 15 MHz).  The same
+    value in every case."""
+    low = Signal(n, name=f"{name}_iso{n}")
+    if n <= group:
+        m.d.comb += low.eq(bits[:n] & (~bits[:n] + 1)[:n])
+        return low
+    groups = [bits[k:min(k + group, n)] for k in range(0, n, group)]
+    first = isolate_lowest(m, Cat(*[grp.any() for grp in groups]), len(groups), f"{name}_first", group)
+    m.d.comb += low.eq(Cat(*[isolate_lowest(m, grp, len(grp), f"{name}_g{g}", group)
+                             & first[g].replicate(len(grp)) for g, grp in enumerate(groups)]))
+    return low
+
 
 def lowest_bit(m: Module, bits: Value, n: int, name: str) -> tuple[Signal, Signal]:
     """The index of the lowest set bit of ``bits`` (``n`` wide; 0 when none) and ``bits``
-    without it: ``x & -x`` isolates the bit on a carry chain, an OR tree encodes it."""
+    without it: :func:`isolate_lowest` isolates the bit, an OR tree encodes it."""
     low = Signal(n, name=f"{name}_low")
-    m.d.comb += low.eq(bits & (~bits + 1)[:n])
+    m.d.comb += low.eq(isolate_lowest(m, bits, n, name))
     index = Signal(range(max(n, 2)), name=f"{name}_index")
     for b in range(len(index)):
         m.d.comb += index[b].eq(Cat(*[low[i] for i in range(n) if (i >> b) & 1]).any())
@@ -267,8 +288,8 @@ class SpAcc1(StreamPrimitive):
         whose index is kept for that (all from registers).  While flushing they walk one step
         ahead: ``rest`` is kept as its lowest bit, one-hot (``nxt``), and the bits above it
         (``above``), so emitting ``first`` loads ``first`` from ``nxt`` encoded (an OR tree)
-        and ``nxt`` / ``above`` from the lowest bit of ``above`` isolated as ``x & -x`` (a
-        carry chain) and the bits without it: each register's input is one half of the
+        and ``nxt`` / ``above`` from the lowest bit of ``above`` isolated
+        (:func:`isolate_lowest`) and the bits without it: each register's input is one half of the
         encoder.  Same values in every cycle as the encoder of the valid bits."""
         dim = self.dim
         pend, pend_hit, c, _ = pending
@@ -276,7 +297,7 @@ class SpAcc1(StreamPrimitive):
         nxt_idx = Signal(range(max(dim, 2)), name="nxt_idx")  # its index (kept outside a flush)
         above = Signal(dim, name="above")  # the set bits above ``nxt``
         low = Signal(dim, name="above_low")
-        m.d.comb += [rest.eq(nxt | above), low.eq(above & (~above + 1)[:dim])]
+        m.d.comb += [rest.eq(nxt | above), low.eq(isolate_lowest(m, above, dim, "above"))]
         encoded = Signal(len(first), name="nxt_encoded")
         for b in range(len(first)):
             terms = [nxt[k] for k in range(dim) if (k >> b) & 1]
