@@ -27,7 +27,9 @@ RTL_JSON_FIELDS = {"source", "graph", "runner", "rtl_cycles", "sw_cycles", "rati
                    "overflows", "rtl_overflow"}
 
 
-@pytest.mark.parametrize("kernel", ["spmv", "spmm_csr", "add"])
+# spmv in the default suite; the other two kernels (about two minutes of cocotb) behind -m slow
+@pytest.mark.parametrize("kernel", ["spmv", pytest.param("spmm_csr", marks=pytest.mark.slow),
+                                    pytest.param("add", marks=pytest.mark.slow)])
 def test_native_equals_cocotb_and_sw_sim(kernel):
     """Several datasets through one build of each runner (edge cases included): the output
     arrays and cycle counts of the native runner equal the cocotb runner's and sw_sim's, and the
