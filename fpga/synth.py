@@ -36,10 +36,12 @@ from .families import FAMILIES, Family
 __all__ = [
     "BuildWatch",
     "DoesNotFit",
+    "Prepared",
     "ResourceUse",
     "SynthError",
     "SynthReport",
     "ToolMissing",
+    "prepare",
     "resolve_tools",
     "synthesize",
 ]
@@ -271,7 +273,25 @@ def _run_script(script: str, out: Path, env: dict[str, str], watch: BuildWatch,
 COLLISION_DONT_CARE = "setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 r:CLK_ENABLE=1 %i"
 
 
-def synthesize(
+@dataclass
+class Prepared:
+    """A board top's build files in a directory, the tools not run yet (:func:`prepare`)."""
+
+    board: Board
+    out: Path
+    name: str
+    script: str  # the build script's stem: ``{script}.sh`` (POSIX) and ``{script}.bat``
+    report_json: str  # nextpnr's ``--report`` file
+    clock_hz: float  # the timing constraint nextpnr places and routes for
+    uart_hz: float  # the clock the design runs at (the oscillator, or with DRAM the PLL's)
+    baud: int
+    design: str  # the graph's name, or the model's
+    ident: int
+    verilog: str | None  # the design as Verilog (amaranth's, for reading; the tools take the RTLIL)
+    elaborate_s: float
+
+
+def prepare(
     top: GraphTop,
     board: str | Board,
     build_dir: str | Path,
@@ -282,18 +302,16 @@ def synthesize(
     name: str = "top",
     progress: Callable[[str, str], None] | None = None,
     precheck: bool = True,
-) -> SynthReport:
-    """Build ``top`` behind the UART bridge for ``board`` in ``build_dir``; return the report.
-
-    ``clock_mhz`` sets the timing constraint nextpnr places and routes for (default: the board's
-    oscillator, which is also the clock the bitstream runs at).  Writes into ``build_dir`` the
-    amaranth build files, the bitstream, ``memory_map.json``, ``graph.json``, ``design.json``
-    (:meth:`GraphTop.summary`, with the hardware config) and ``synth_report.json``.  Raises :class:`DoesNotFit` naming the exhausted resource.
-    ``progress(tool, step)`` is called as each phase starts (``("elaborate", ...)``, then yosys'
-    passes, nextpnr's stages and the packer; :class:`BuildWatch`).  First, unless ``precheck``
-    is false, :func:`fpga.capacity.check_fits` refuses tensors that cannot fit the device's RAM
-    (:class:`~fpga.capacity.TooLargeForChip`) before anything is elaborated.
-    """
+    verilog: bool = False,
+) -> Prepared:
+    """Elaborate ``top`` behind the UART bridge for ``board`` and write its build files into
+    ``build_dir`` without running a tool: amaranth's build plan (``{name}.il``, the yosys script,
+    the constraints, ``build_{name}.sh``; with DRAM the LiteDRAM core's Verilog), with
+    ``verilog`` the design as Verilog (``{name}.debug.v``, for reading: the tools take the
+    RTLIL; minutes for a large model), ``memory_map.json``, ``design.json`` (:meth:`GraphTop.summary`
+    with the hardware config) and the graph(s) (``graph.json``, or ``graphs/`` for a model).
+    ``build_{name}.sh`` then runs yosys, nextpnr and the packer; :func:`synthesize` runs it and
+    reads the report.  The options are :func:`synthesize`'s."""
     b = get_board(board) if isinstance(board, str) else board
     model = hasattr(top, "subs")  # a whole model's graphs in one top (hw.dram_model.ModelTop)
     if precheck:
@@ -301,8 +319,6 @@ def synthesize(
             check_fits(sub.graph, sub.cfg, b)
     out = Path(build_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tools = b.family.tools + tuple(tool for tool, _ in b.extra_tools)
-    env = {**os.environ, **resolve_tools(tools, dict(b.extra_tools))}
     t0 = time.perf_counter()
     if progress is not None:
         progress("amaranth", "elaborating the board top")
@@ -331,39 +347,13 @@ def synthesize(
     opts["script_after_synth"] = f"tee -q -o {name}.stat.json stat -json"
     if b.family.synth_opts:
         opts["synth_opts"] = b.family.synth_opts
+    if verilog:
+        opts["debug_verilog"] = True
     plan: BuildPlan = platform.prepare(BoardTop(top, baud, board_hz), name, **opts)
     plan.extract(out)
-    t1 = time.perf_counter()
     for stale in (report_json, f"{name}.{b.bitstream}", f"{name}.rpt", f"{name}.tim",
-                  f"{name}.stat.json"):
+                  f"{name}.stat.json", "synth_report.json"):
         (out / stale).unlink(missing_ok=True)
-    code, output = _run_script(f"{plan.script}.sh", out, env, BuildWatch(out, name, b.family), progress)
-    t2 = time.perf_counter()
-    if code != 0:
-        _raise_failure(b, out, name, output)
-    report = json.loads((out / report_json).read_text())
-    util = {
-        k: ResourceUse(int(v["used"]), int(v["available"]))
-        for k, v in report["utilization"].items()
-    }
-    resources = _categories(b.family, util, out / f"{name}.stat.json")
-    fmax, constraint = _sync_fmax(report)
-    result = SynthReport(
-        board=b.name,
-        device=b.device,
-        family=b.family.name,
-        design=top.name if model else top.graph.name,
-        clock_mhz=constraint if constraint else clock_hz / 1e6,
-        fmax_mhz=fmax,
-        board_clock_mhz=uart_hz / 1e6,  # the clock the design runs at (with DRAM: the PLL's)
-        resources=resources,
-        critical_path=_critical_path(report),
-        bitstream=f"{name}.{b.bitstream}",
-        seconds={"elaborate": round(t1 - t0, 2), "yosys+nextpnr+pack": round(t2 - t1, 2)},
-        ident=design_ident(top),
-        baud=baud,
-        nextpnr_utilisation={k: v for k, v in util.items() if v.used},
-    )
     mmap = top.host_map() if model else top.mmap.to_json()
     (out / "memory_map.json").write_text(json.dumps(mmap, indent=1) + "\n")
     (out / "design.json").write_text(
@@ -376,6 +366,69 @@ def synthesize(
             g.save(out / "graphs" / f"{g.name}.json")
     else:
         top.graph.save(out / "graph.json")
+    return Prepared(board=b, out=out, name=name, script=plan.script, report_json=report_json,
+                    clock_hz=clock_hz, uart_hz=uart_hz, baud=baud,
+                    design=top.name if model else top.graph.name, ident=design_ident(top),
+                    verilog=f"{name}.debug.v" if verilog else None, elaborate_s=time.perf_counter() - t0)
+
+
+def synthesize(
+    top: GraphTop,
+    board: str | Board,
+    build_dir: str | Path,
+    *,
+    clock_mhz: float | None = None,
+    baud: int = DEFAULT_BAUD,
+    seed: int = 1,
+    name: str = "top",
+    progress: Callable[[str, str], None] | None = None,
+    precheck: bool = True,
+) -> SynthReport:
+    """Build ``top`` behind the UART bridge for ``board`` in ``build_dir``; return the report.
+
+    ``clock_mhz`` sets the timing constraint nextpnr places and routes for (default: the board's
+    oscillator, which is also the clock the bitstream runs at).  Writes into ``build_dir`` the
+    files of :func:`prepare`, the bitstream and ``synth_report.json``.  Raises :class:`DoesNotFit`
+    naming the exhausted resource.
+    ``progress(tool, step)`` is called as each phase starts (``("elaborate", ...)``, then yosys'
+    passes, nextpnr's stages and the packer; :class:`BuildWatch`).  First, unless ``precheck``
+    is false, :func:`fpga.capacity.check_fits` refuses tensors that cannot fit the device's RAM
+    (:class:`~fpga.capacity.TooLargeForChip`) before anything is elaborated.
+    """
+    b = get_board(board) if isinstance(board, str) else board
+    tools = b.family.tools + tuple(tool for tool, _ in b.extra_tools)
+    env = {**os.environ, **resolve_tools(tools, dict(b.extra_tools))}  # a missing tool: before elaborating
+    p = prepare(top, b, build_dir, clock_mhz=clock_mhz, baud=baud, seed=seed, name=name,
+                progress=progress, precheck=precheck)
+    out = p.out
+    t1 = time.perf_counter()
+    code, output = _run_script(f"{p.script}.sh", out, env, BuildWatch(out, name, b.family), progress)
+    t2 = time.perf_counter()
+    if code != 0:
+        _raise_failure(b, out, name, output)
+    report = json.loads((out / p.report_json).read_text())
+    util = {
+        k: ResourceUse(int(v["used"]), int(v["available"]))
+        for k, v in report["utilization"].items()
+    }
+    resources = _categories(b.family, util, out / f"{name}.stat.json")
+    fmax, constraint = _sync_fmax(report)
+    result = SynthReport(
+        board=b.name,
+        device=b.device,
+        family=b.family.name,
+        design=p.design,
+        clock_mhz=constraint if constraint else p.clock_hz / 1e6,
+        fmax_mhz=fmax,
+        board_clock_mhz=p.uart_hz / 1e6,  # the clock the design runs at (with DRAM: the PLL's)
+        resources=resources,
+        critical_path=_critical_path(report),
+        bitstream=f"{name}.{b.bitstream}",
+        seconds={"elaborate": round(p.elaborate_s, 2), "yosys+nextpnr+pack": round(t2 - t1, 2)},
+        ident=p.ident,
+        baud=p.baud,
+        nextpnr_utilisation={k: v for k, v in util.items() if v.used},
+    )
     (out / "synth_report.json").write_text(json.dumps(result.to_json(), indent=1) + "\n")
     return result
 

@@ -32,7 +32,7 @@ from .errors import UserError
 from .models import add_model_args, load_compiled, reject_model_options
 from .ui import phases, print_table
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "board_top", "run"]
 
 
 def _family_defaults(what) -> str:
@@ -105,10 +105,11 @@ def _config(args: argparse.Namespace, graph: Graph, board: Board) -> HwConfig:
     """The hardware config of the options, with the board family's block-RAM defaults."""
     cfg = board_args.config_from_args(args, graph)
     family = board.family
-    ram = args.ram_fifo_depth if args.ram_fifo_depth is not None else family.ram_fifo_depth
+    ram = getattr(args, "ram_fifo_depth", None)
+    ram = ram if ram is not None else family.ram_fifo_depth
     if ram is not None and ram != 0 and ram < 2:
         raise UserError(f"--ram-fifo-depth {ram}: use 0 (never) or a depth of at least 2")
-    spacc_bram = args.spacc_block_ram
+    spacc_bram = getattr(args, "spacc_block_ram", None)
     if spacc_bram is None:
         spacc_bram = family.spacc_block_ram
     cfg = replace(cfg, ram_fifo_depth=ram or None, spacc_block_ram=spacc_bram)
@@ -121,7 +122,7 @@ def _synth_model(args: argparse.Namespace, board: Board, dram: str) -> tuple[obj
         raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")
     _, ir, cm = load_compiled(args)
     graphs = model_graphs(cm)
-    buffers = args.spacc_buffers or board.family.spacc_buffers
+    buffers = getattr(args, "spacc_buffers", None) or board.family.spacc_buffers
     for g in graphs:
         set_accumulator_buffers(g, buffers)
     cfg = _config(args, cm.largest_graph(), board)
@@ -136,34 +137,35 @@ def _synth_model(args: argparse.Namespace, board: Board, dram: str) -> tuple[obj
         top.discard()
         raise UserError(f"model {args.model} does not fit the {board.name}'s DRAM: its tensors need "
                         f"{top.allocator.next / 2**20:.1f} MB, the board has {size / 2**20:.0f} MB")
-    if not args.json:
+    if not getattr(args, "json", False):
         print(f"{args.model} / {args.fusion}: {len(graphs)} graphs in one top ({', '.join(g.name for g in graphs)}), "
               f"tensors in the {board.name}'s DRAM ({top.allocator.next:,} bytes, LiteDRAM {dram}) but "
               f"{', '.join(cfg.onchip) or 'none'}")
     return top, cfg, args.model
 
 
-def run(args: argparse.Namespace) -> int:
-    board = board_args.board_from_args(args)
+def board_top(args: argparse.Namespace, board: Board):
+    """``(make_top, what, baud)`` of the options: the board top to build (made by ``make_top()``,
+    after the capacity check), what it is for the messages, and the UART's baud rate.  A whole
+    model on a board with DRAM is every graph in one top; otherwise the graph (a model's
+    largest)."""
     dram_name = board_args.dram_name(board)
     if args.model is not None and dram_name and args.dram is not False:
         top, _, what = _synth_model(args, board, dram_name)
-        return _synthesize(args, board, lambda: top, f"model {what!r}", board_args.baud_of(args, True))
+        return (lambda: top), f"model {what!r}", board_args.baud_of(args, True)
     graph = _graph(args)
-    buffers = args.spacc_buffers or board.family.spacc_buffers
+    buffers = getattr(args, "spacc_buffers", None) or board.family.spacc_buffers
     changed = set_accumulator_buffers(graph, buffers)
-    if changed:
+    if changed and not getattr(args, "json", False):
         print(f"sparse accumulators {', '.join(changed)}: {buffers} bank(s) of sums "
               f"({board.family.title} default; --spacc-buffers to choose); the cycle count is "
               "that of this graph (graph.json in the output directory)")
     cfg = _config(args, graph, board)
-    if args.clock_mhz is not None and args.clock_mhz <= 0:
-        raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")
     dram = board_args.dram_setup(args, board, graph, cfg)
     baud = board_args.baud_of(args, dram)
     if dram is not None:
         cfg = dram.cfg
-        if not args.json:
+        if not getattr(args, "json", False):
             print(f"tensors in the {board.name}'s DRAM (LiteDRAM {dram.dram}) unless listed on chip:")
             print("\n".join(dram.lines()))
 
@@ -171,7 +173,15 @@ def run(args: argparse.Namespace) -> int:
         check_fits(graph, cfg, board, dram_size=dram.size_bytes if dram else None)  # before minutes of elaboration
         return DramGraphTop(graph, cfg, dram.dram, sim=False) if dram else GraphTop(graph, cfg)
 
-    return _synthesize(args, board, make_top, repr(graph.name), baud)
+    return make_top, repr(graph.name), baud
+
+
+def run(args: argparse.Namespace) -> int:
+    board = board_args.board_from_args(args)
+    if args.clock_mhz is not None and args.clock_mhz <= 0:
+        raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")
+    make_top, what, baud = board_top(args, board)
+    return _synthesize(args, board, make_top, what, baud)
 
 
 def _synthesize(args: argparse.Namespace, board: Board, make_top, what: str, baud: int) -> int:

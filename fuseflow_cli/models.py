@@ -20,6 +20,7 @@ from fuseflow.models.datasets import DATASETS, SYNTHETIC, load_dataset
 from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.plan import compile_model
 from fuseflow.models.plan import run_model as simulate_model
+from fuseflow.models.steps import ConvertStep
 from fuseflow.options import Source
 from hw import HwConfig, build_graph
 from sw_sim import run_graph
@@ -315,18 +316,41 @@ def counters_text(c: dict, stats: bool = False) -> str:
 
 
 def build_model(args: argparse.Namespace) -> int:
-    """Elaborate the model's largest graph (most nodes) to Verilog; say which one it is."""
+    """Elaborate every graph of the model to Verilog, each in its own directory, and write
+    ``model.json``: the steps in the order they run (graphs with their Verilog, inputs and
+    outputs; host steps with what they read)."""
     _, _, cm = load_compiled(args)
-    g = cm.largest_graph()
-    print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs; building the largest one, "
-          f"{g.name!r} ({len(g.nodes)} nodes). The other graphs are not built.")
     out = Path(args.out)
     cfg = with_numerics(HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth),
                         getattr(args, "numerics", None), True)
-    summary = build_graph(g, out, cfg)
-    (out / "graph.dot").write_text(g.to_dot())
-    print(f"{g.name} -> {out / summary['verilog']} ({summary['verilog_lines']} lines, "
-          f"{cfg.num} values)")
+    steps: list[dict] = []
+    rows: list[list] = []
+    for step in cm.steps:
+        if not step.graphs:
+            made = step.output if isinstance(step, ConvertStep) else step.node.name
+            steps.append({"kind": "host", "what": step.kind, "label": step.label(), "reads": list(step.reads),
+                          "output": made})
+            rows.append([f"host ({step.kind})", made, "", ", ".join(step.reads)])
+            continue
+        built = []
+        for g in step.graphs:
+            try:
+                summary = build_graph(g, out / g.name, cfg)
+            except ValueError as exc:
+                raise UserError(f"model {args.model}, graph {g.name!r}: {exc}") from None
+            (out / g.name / "graph.dot").write_text(g.to_dot())
+            built.append({"name": g.name, "dir": g.name, "verilog": f"{g.name}/{summary['verilog']}",
+                          "top": summary["top"], "nodes": len(g.nodes), "inputs": g.input_tensors(),
+                          "outputs": g.output_tensors()})
+            rows.append(["graph", g.name, f"{g.name}/{summary['verilog']} ({summary['verilog_lines']:,} lines)",
+                         ", ".join(g.input_tensors())])
+        steps.append({"kind": "graphs", "label": step.label(), "graphs": built})
+    manifest = {"model": args.model, "fusion": args.fusion, "numerics": str(cfg.num), "cw": cfg.cw, "vw": cfg.vw,
+                "graphs": [g.name for g in cm.graphs], "steps": steps}
+    (out / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, {len(cm.host_steps)} host steps "
+          f"({cfg.num} values) -> {out}/ (model.json: the steps in order)")
+    print_table(rows, ["step", "name", "verilog", "reads"])
     return 0
 
 

@@ -126,15 +126,18 @@ def test_cli_sim_model_passes_and_kernel_path_still_works(capsys) -> None:
     assert "check against numpy: PASS" in capsys.readouterr().out
 
 
-def test_cli_build_model_names_the_graph(tmp_path, capsys) -> None:
+def test_cli_build_model_builds_every_graph(tmp_path, capsys) -> None:
     assert main(["build", "--model", "sae", "--fusion", "partial", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "building the largest one" in out and (tmp_path / "fuseflow_top.v").exists()
     assert "q16.16 values" in out  # model graphs build with fixed-point arithmetic by default
     import json
 
-    config = json.loads((tmp_path / "summary.json").read_text())["config"]
-    assert config["numerics"] == {"mode": "fixed", "width": 32, "frac": 16}
+    graphs = json.loads((tmp_path / "model.json").read_text())["graphs"]
+    assert graphs and all(g in out for g in graphs)  # every graph, each named
+    for g in graphs:
+        assert (tmp_path / g / "fuseflow_top.v").exists()
+        config = json.loads((tmp_path / g / "summary.json").read_text())["config"]
+        assert config["numerics"] == {"mode": "fixed", "width": 32, "frac": 16}
 
 
 def test_cli_numerics_errors_name_the_option(tmp_path, capsys) -> None:

@@ -411,3 +411,57 @@ def test_crd_width_auto_fits_the_graph_and_too_narrow_is_refused(tmp_path, capsy
         config_from_args(ns, g)
     code, _, err = _run(["build", "--kernel", "spmv", "--cw", "12", "-o", str(tmp_path)], capsys)
     assert code == 2 and "crd/ref width 12 is too narrow" in err and "'B'" in err and "13 bits" in err
+
+
+def test_build_board_writes_the_top_synth_would_build_without_the_tools(tmp_path, capsys, monkeypatch):
+    """``build --board`` writes the board top's Verilog and build files without running a tool
+    (none is found here): the accelerator's memory map is the plain build's, and the build
+    script is the one synth runs (yosys on the RTLIL, nextpnr, the packer)."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    plain, board = tmp_path / "plain", tmp_path / "board"
+    base = ["build", "--kernel", "spmv", "--size", "8"]
+    assert main([*base, "-o", str(plain)]) == 0
+    code, out, err = _run([*base, "--board", "icebreaker", "-o", str(board)], capsys)
+    assert code == 0, err
+    assert f"'spmv' for the icebreaker -> {board}/top.debug.v" in out
+    verilog = (board / "top.debug.v").read_text()
+    assert "module top(" in verilog and "SB_" in verilog  # the board top with iCE40 primitives
+    script = (board / "build_top.sh").read_text()
+    assert "top.ys" in script and "nextpnr-ice40" in script.replace("NEXTPNR_ICE40", "")
+    assert "read_rtlil" in (board / "top.ys").read_text() or "top.il" in (board / "top.ys").read_text()
+    regions = [(r["name"], r["depth"]) for r in json.loads((board / "memory_map.json").read_text())["regions"]]
+    assert regions == [(r["name"], r["depth"]) for r in json.loads((plain / "memory_map.json").read_text())["regions"]]
+    assert not (board / "top.bin").exists() and not (board / "synth_report.json").exists()
+    # board-only options without a board are refused, naming them
+    code, _, err = _run([*base, "--baud", "9600", "-o", str(plain)], capsys)
+    assert code == 2 and "--baud: only with --board" in err
+    code, _, err = _run([*base, "--board", "nosuch", "-o", str(plain)], capsys)
+    assert code == 2 and "nosuch" in err
+
+
+def test_build_model_writes_every_graph_and_the_steps_in_order(tmp_path, capsys):
+    """``build --model``: every graph's Verilog in its own directory and ``model.json`` with the
+    steps in order; each graph reads only model inputs and tensors made by an earlier step, and
+    the graphs are those ``compile --model`` writes."""
+    out, comp = tmp_path / "b", tmp_path / "c"
+    small = ["--model", "gpt", "--seq", "8", "--dmodel", "8", "--blocks", "1", "--fusion", "partial"]
+    code, text, err = _run(["build", *small, "-o", str(out)], capsys)
+    assert code == 0, err
+    assert main(["compile", *small, "-o", str(comp)]) == 0
+    m = json.loads((out / "model.json").read_text())
+    assert sorted(m["graphs"]) == sorted(p.stem for p in comp.glob("*.json") if p.stem != "program")
+    assert m["numerics"] == "q16.16" and "host (data movement)" in text
+    every = {t for s in m["steps"] for t in ([s["output"]] if s["kind"] == "host" else
+                                             [o for g in s["graphs"] for o in g["outputs"]])}
+    made: set[str] = set()
+    for step in m["steps"]:
+        reads = step["reads"] if step["kind"] == "host" else [i for g in step["graphs"] for i in g["inputs"]]
+        early = [t for t in reads if t in every and t not in made]
+        assert not early, f"{step['label']} reads {early} before a step makes them"
+        if step["kind"] == "host":
+            made.add(step["output"])
+        else:
+            for g in step["graphs"]:
+                assert (out / g["verilog"]).read_text().count("module ") >= 1
+                made |= set(g["outputs"])
+    assert len(made) > len(m["graphs"])  # host steps and graphs both make the results read later
