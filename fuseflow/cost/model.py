@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.densify import is_iteration_tensor, iteration_data
 from ..ir.tensor import Format, TensorData, TensorFormat
 from ..models.ir import MKind
 from ..models.steps import CompiledModel, CompilerStep, MLStep, _input_format
@@ -41,6 +42,9 @@ def estimate_model(cm: CompiledModel, **kw: Any) -> Estimate:
                                                   local[p.source].levels[-1].nnz)
             for cg in prog.groups:
                 g = cg.graph
+                for t in g.input_tensors():  # densified iteration (compiler.densify): one dense level
+                    if is_iteration_tensor(t) and t not in local:
+                        local[t] = stats_of(iteration_data(t))
                 _, written = estimate_graph(g, {t: local[t] for t in g.input_tensors()}, est=est, **kw)
                 local.update(written)
                 for t, st in written.items():
