@@ -669,3 +669,24 @@ def test_two_permuted_copies_of_one_tensor_with_different_levels() -> None:
               "y0": torch.randn(8, 1, generator=g, dtype=torch.float64)}
     torch.manual_seed(0)
     assert_matches_pytorch(GeluLinearMm().eval(), inputs, None, "unfused")
+
+
+class _SoftmaxChain(nn.Module):
+    """Fuzz seed 346: softmax, sigmoid, a row-normalised division, a masked softmax, one row."""
+
+    def forward(self, x, m0):
+        h1 = torch.sigmoid(x.softmax(-1))
+        h2 = torch.div(h1, (h1 * h1).sum(-1, keepdim=True) + 1.0)
+        return F.softmax(torch.where(m0, h2, float("-inf")), dim=-1).select(0, 3)
+
+
+def test_par_over_an_index_one_graph_iterates_and_another_reduces() -> None:
+    """Fixed: ``par b=3`` on a fused graph that iterates ``b`` and reduces a ``b`` of another
+    statement (as a fresh ``u0``) was refused as "no graph iterates index 'b' (the graphs
+    iterate b, u0)"; the graph's own ``b`` takes the lanes, and the values are PyTorch's."""
+    g = torch.Generator().manual_seed(346)
+    x = torch.randn(4, 8, generator=g, dtype=torch.float64)
+    m0 = torch.rand(4, 8, generator=g) < 0.3
+    m0[3, 0] = True  # the selected row keeps an entry
+    assert_matches_pytorch(_SoftmaxChain(), {"x": x, "m0": m0.to_sparse_csr()}, {"m0": "csr"}, "full",
+                           par={"b": 3})

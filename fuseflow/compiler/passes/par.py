@@ -480,7 +480,7 @@ def _run(state: ProgramIR, g: GroupIR) -> Rejected | None:
     mine = {}
     for key, factor in sorted(par.items(), key=lambda kv: ":" in kv[0]):
         graph, _, index = key.rpartition(":")
-        fused = _fused_index(g.group, index)
+        fused = _fused_index(g.group, index, g.graph.indices)
         if graph in ("", g.graph.name) and fused in g.graph.indices:
             mine[fused] = factor
     try:
@@ -495,7 +495,7 @@ def check_par_used(par: Mapping[str, int] | None, groups: list[tuple[Group, Grap
     ``GRAPH:INDEX``: by graph GRAPH)."""
     def used(key: str) -> bool:
         name, _, index = key.rpartition(":")
-        return any(_fused_index(grp, index) in graph.indices for grp, graph in groups
+        return any(_fused_index(grp, index, graph.indices) in graph.indices for grp, graph in groups
                    if name in ("", graph.name))
 
     unused = [i for i in (par or {}) if not used(i)]
@@ -505,9 +505,12 @@ def check_par_used(par: Mapping[str, int] | None, groups: list[tuple[Group, Grap
                           f"graphs iterate {', '.join(have) or 'nothing'}; see --explain)")
 
 
-def _fused_index(group: Group, index: str) -> str:
-    """``index`` as the graph names it: itself, or the one fresh index (``u0``, …) that stands
-    for the reduced index ``index`` of a statement."""
+def _fused_index(group: Group, index: str, indices) -> str:
+    """``index`` as the graph (iterating ``indices``) names it: itself when the graph iterates
+    it, else the one fresh index (``u0``, …) that stands for the reduced index ``index`` of a
+    statement (a name the graph both iterates and reduces elsewhere was refused as unused)."""
+    if index in indices:
+        return index
     fresh = [u for u, origin in group.origins.items() if origin.startswith(f"index {index} of ")]
     return fresh[0] if len(fresh) == 1 else index
 
