@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from fuseflow.ir.memory import MemoryError, MemoryModel, Placement, parse_memory
 from fuseflow.ir.numerics import Mode, Numerics
 from fuseflow.ir.overflow import OVERFLOW_POLICIES, NumericOverflowError, Overflow
 from fuseflow.ir.samml import Graph, GraphError
-from fuseflow.ir.tensor import TensorData
+from fuseflow.ir.tensor import Format, TensorData
 from fuseflow.ir.validate import saturate_inputs
 from fuseflow.kernels import (
     KERNELS,
@@ -473,8 +474,16 @@ def parse_max_nnz(items: list[str] | None, graph: Graph) -> tuple[tuple[str, int
             )
         if int(value) < 1:
             raise UserError(f"--max-nnz {item!r}: the capacity must be at least 1")
+        if not sparse_in(graph, tensor):
+            raise UserError(f"--max-nnz {item!r}: tensor {tensor!r} of graph {graph.name!r} is dense "
+                            f"(its memories hold its dense size, {math.prod(graph.tensors[tensor].shape):,} values)")
         caps[tensor] = int(value)
     return tuple(sorted(caps.items()))
+
+
+def sparse_in(graph: Graph, tensor: str) -> bool:
+    """Whether ``tensor`` has a compressed level in ``graph`` (``--max-nnz`` sizes only those)."""
+    return any(f is not Format.DENSE for f in graph.tensors[tensor].fmt.levels)
 
 
 def table(rows: list[list], header: list[str]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,14 +16,16 @@ from fuseflow.compiler.pipeline import pass_options
 from fuseflow.ir.check import Check
 from fuseflow.ir.memory import MemoryError, Placement
 from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.ir.samml import Graph
 from fuseflow.models.bounds import check_model
 from fuseflow.models.datasets import DATASETS, SYNTHETIC, load_dataset
 from fuseflow.models.frontend import FrontendError, trace
 from fuseflow.models.plan import compile_model
 from fuseflow.models.plan import run_model as simulate_model
-from fuseflow.models.steps import ConvertStep
+from fuseflow.models.steps import CompilerStep, ConvertStep
 from fuseflow.options import Source
 from hw import HwConfig, build_graph
+from rtl_sim.toolchain import lint
 from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
@@ -35,6 +38,7 @@ from .cmd_common import (
     resolve_memory,
     resolve_schedule,
     saturated_text,
+    sparse_in,
     with_numerics,
 )
 from .errors import UserError
@@ -317,14 +321,18 @@ def counters_text(c: dict, stats: bool = False) -> str:
 
 def build_model(args: argparse.Namespace) -> int:
     """Elaborate every graph of the model to Verilog, each in its own directory, and write
-    ``model.json``: the steps in the order they run (graphs with their Verilog, inputs and
-    outputs; host steps with what they read)."""
+    ``model.json``: the steps in the order they run (graphs with their Verilog, inputs, outputs
+    and what they compute: the fused Einsum and the model's source lines; host steps with what
+    they read).  ``--max-nnz T=N`` applies to the graphs with tensor T (one in no graph is an
+    error); ``--lint`` lints every graph's Verilog."""
     _, _, cm = load_compiled(args)
     out = Path(args.out)
     cfg = with_numerics(HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth),
                         getattr(args, "numerics", None), True)
+    caps = _model_max_nnz(args, cm.graphs)
     steps: list[dict] = []
     rows: list[list] = []
+    built_files: list[tuple[str, Path, str]] = []
     for step in cm.steps:
         if not step.graphs:
             made = step.output if isinstance(step, ConvertStep) else step.node.name
@@ -333,25 +341,69 @@ def build_model(args: argparse.Namespace) -> int:
             rows.append([f"host ({step.kind})", made, "", ", ".join(step.reads)])
             continue
         built = []
-        for g in step.graphs:
+        for g, computes in _graph_texts(step):
+            gcfg = replace(cfg, max_nnz=tuple((t, n) for t, n in caps if t in g.tensors))
             try:
-                summary = build_graph(g, out / g.name, cfg)
+                summary = build_graph(g, out / g.name, gcfg)
             except ValueError as exc:
                 raise UserError(f"model {args.model}, graph {g.name!r}: {exc}") from None
             (out / g.name / "graph.dot").write_text(g.to_dot())
+            built_files.append((g.name, out / g.name / summary["verilog"], summary["top"]))
             built.append({"name": g.name, "dir": g.name, "verilog": f"{g.name}/{summary['verilog']}",
                           "top": summary["top"], "nodes": len(g.nodes), "inputs": g.input_tensors(),
-                          "outputs": g.output_tensors()})
+                          "outputs": g.output_tensors(), "computes": computes})
             rows.append(["graph", g.name, f"{g.name}/{summary['verilog']} ({summary['verilog_lines']:,} lines)",
                          ", ".join(g.input_tensors())])
-        steps.append({"kind": "graphs", "label": step.label(), "graphs": built})
+        entry = {"kind": "graphs", "label": step.label(), "graphs": built,
+                 "source": list(dict.fromkeys(str(n.source) for n in getattr(step, "nodes", [])))}
+        if isinstance(step, CompilerStep) and step.compiled.permuted:
+            entry["conversions"] = [{"name": p.name, "source": p.source, "format": str(p.fmt), "why": p.reason}
+                                    for p in step.compiled.permuted]
+        steps.append(entry)
     manifest = {"model": args.model, "fusion": args.fusion, "numerics": str(cfg.num), "cw": cfg.cw, "vw": cfg.vw,
-                "graphs": [g.name for g in cm.graphs], "steps": steps}
+                "max_nnz": dict(caps), "graphs": [g.name for g in cm.graphs], "steps": steps}
     (out / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, {len(cm.host_steps)} host steps "
-          f"({cfg.num} values) -> {out}/ (model.json: the steps in order)")
+          f"({cfg.num} values) -> {out}/ (model.json: the steps in order, what each graph computes)")
     print_table(rows, ["step", "name", "verilog", "reads"])
+    if args.lint:
+        failed = 0
+        for name, path, top in built_files:
+            res = lint(path, top)
+            print(f"verilator --lint-only {name}: {'clean' if res.returncode == 0 else 'FAILED'}")
+            if res.returncode:
+                failed += 1
+                print(res.stderr[-4000:])
+        return 1 if failed else 0
     return 0
+
+
+def _model_max_nnz(args: argparse.Namespace, graphs) -> tuple[tuple[str, int], ...]:
+    """``--max-nnz`` of a whole model: each tensor must be in one of its graphs."""
+    items = getattr(args, "max_nnz", None) or []
+    every = {t for g in graphs for t in g.tensors}
+    caps: dict[str, int] = {}
+    for item in items:
+        tensor, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit() or int(value) < 1:
+            raise UserError(f"--max-nnz {item!r}: expected TENSOR=N with N at least 1, e.g. B=512")
+        if tensor not in every:
+            raise UserError(f"--max-nnz {item!r}: no graph of model {args.model} has tensor {tensor!r}; "
+                            f"tensors: {', '.join(sorted(every))}")
+        if not any(tensor in g.tensors and sparse_in(g, tensor) for g in graphs):
+            raise UserError(f"--max-nnz {item!r}: tensor {tensor!r} is dense in every graph of model "
+                            f"{args.model} (its memories hold its dense size)")
+        caps[tensor] = int(value)
+    return tuple(sorted(caps.items()))
+
+
+def _graph_texts(step) -> list[tuple[Graph, list[str]]]:
+    """Each graph of ``step`` with what it computes: the fused Einsum and the legend of its fused
+    indices (a compiled program's graph), or the ML subgraph's label."""
+    if isinstance(step, CompilerStep):
+        return [(cg.graph, cg.group.fused_einsum().splitlines()
+                 + [f"{i} is {what}" for i, what in cg.group.origins.items()]) for cg in step.compiled.groups]
+    return [(g, [step.label()]) for g in step.graphs]
 
 
 def compile_model_cmd(args: argparse.Namespace) -> int:

@@ -42,9 +42,7 @@ def estimate_model(cm: CompiledModel, **kw: Any) -> Estimate:
                                                   local[p.source].levels[-1].nnz)
             for cg in prog.groups:
                 g = cg.graph
-                for t in g.input_tensors():  # densified iteration (compiler.densify): one dense level
-                    if is_iteration_tensor(t) and t not in local:
-                        local[t] = stats_of(iteration_data(t))
+                _add_iteration_tensors(local, g.input_tensors())
                 _, written = estimate_graph(g, {t: local[t] for t in g.input_tensors()}, est=est, **kw)
                 local.update(written)
                 for t, st in written.items():
@@ -71,3 +69,11 @@ def _as(entry: tuple[TensorStats, tuple[int, ...], TensorFormat], fmt: TensorFor
     if have == fmt:
         return st
     return uniform_stats(tuple(shape), fmt, st.levels[-1].nnz if st.levels else 0.0)
+
+
+def _add_iteration_tensors(local: dict, inputs: list[str]) -> None:
+    """The compiler's dense iteration tensors among ``inputs`` (``compiler.densify``), which no
+    model input provides: one dense level, as the runner makes them."""
+    for t in inputs:
+        if is_iteration_tensor(t) and t not in local:
+            local[t] = stats_of(iteration_data(t))

@@ -275,6 +275,7 @@ cli("ignored:build:max-nnz-unknown-tensor", ["build", "--kernel", "spmv", "-o", 
 cli("ignored:build:max-nnz-form", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "B8"], "B8")
 cli("ignored:build:max-nnz-zero", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "B=0"], "B=0")
 cli("ignored:build:max-nnz-word", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "B=lots"], "B=lots")
+cli("ignored:build:max-nnz-dense-tensor", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "c=8"], "is dense")
 cli("ignored:sim:--skip-nothing", "sim --kernel spmv --skip", "skip")
 cli("ignored:sim:--schedule-fusion", "sim --kernel spmv --schedule full", "--schedule full")
 cli("ignored:correlate:--list-unknown-suite", "correlate --list --suite nope -o x", "nope")

@@ -465,3 +465,8 @@ def test_build_model_writes_every_graph_and_the_steps_in_order(tmp_path, capsys)
                 assert (out / g["verilog"]).read_text().count("module ") >= 1
                 made |= set(g["outputs"])
     assert len(made) > len(m["graphs"])  # host steps and graphs both make the results read later
+    graphs = [g for s in m["steps"] if s["kind"] == "graphs" for g in s["graphs"]]
+    assert all("=" in g["computes"][0] for g in graphs)  # each graph's fused Einsum
+    # an option that applies to no graph is an error, not ignored
+    code, _, err = _run(["build", *small, "-o", str(out), "--max-nnz", "nosuch=4"], capsys)
+    assert code == 2 and "no graph of model gpt has tensor 'nosuch'" in err
