@@ -127,29 +127,29 @@ def test_cli_sim_model_passes_and_kernel_path_still_works(capsys) -> None:
 
 
 def test_cli_build_model_builds_every_graph(tmp_path, capsys) -> None:
-    assert main(["build", "--model", "sae", "--fusion", "partial", "-o", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "q16.16 values" in out  # model graphs build with fixed-point arithmetic by default
+    """Every graph of the model, each in its directory with Q16.16 values, and ``--max-nnz``
+    reaching the graphs that have the tensor (their value memories hold that many)."""
     import json
 
+    tensor = "layer1_weight"  # sparse (CSR); a dense tensor's memories hold its dense size
+    assert main(["build", "--model", "sae", "-o", str(tmp_path / "d"), "--max-nnz", "x=5"]) == 2
+    assert "tensor 'x' is dense in every graph of model sae" in capsys.readouterr().err
+    assert main(["build", "--model", "sae", "--fusion", "partial", "-o", str(tmp_path),
+                 "--max-nnz", f"{tensor}=5"]) == 0
+    out = capsys.readouterr().out
+    assert "q16.16 values" in out  # model graphs build with fixed-point arithmetic by default
     m = json.loads((tmp_path / "model.json").read_text())
     graphs = m["graphs"]
-    assert graphs and all(g in out for g in graphs)  # every graph, each named
+    assert len(graphs) == 3 and all(g in out for g in graphs)  # every graph, each named
+    readers = {x["name"] for s in m["steps"] if s["kind"] == "graphs" for x in s["graphs"] if tensor in x["inputs"]}
+    assert readers
     for g in graphs:
         assert (tmp_path / g / "fuseflow_top.v").exists()
         config = json.loads((tmp_path / g / "summary.json").read_text())["config"]
         assert config["numerics"] == {"mode": "fixed", "width": 32, "frac": 16}
-    # --max-nnz reaches the graphs that have the tensor: their value memories hold that many
-    tensor = "layer1_weight"  # sparse (CSR); a dense tensor's memories hold its dense size
-    assert main(["build", "--model", "sae", "-o", str(tmp_path / "d"), "--max-nnz", "x=5"]) == 2
-    assert "tensor 'x' is dense in every graph of model sae" in capsys.readouterr().err
-    assert main(["build", "--model", "sae", "--fusion", "partial", "-o", str(tmp_path / "n"),
-                 "--max-nnz", f"{tensor}=5"]) == 0
-    for g in graphs:
-        regions = json.loads((tmp_path / "n" / g / "memory_map.json").read_text())["regions"]
+        regions = json.loads((tmp_path / g / "memory_map.json").read_text())["regions"]
         vals = [r["depth"] for r in regions if r["name"] == f"{tensor}.vals"]
-        assert vals == ([5] if any(x["name"] == g and tensor in x["inputs"] for s in m["steps"]
-                                   if s["kind"] == "graphs" for x in s["graphs"]) else [])
+        assert vals == ([5] if g in readers else [])
 
 
 def test_cli_numerics_errors_name_the_option(tmp_path, capsys) -> None:
