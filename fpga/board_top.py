@@ -61,6 +61,7 @@ def config_to_json(cfg: HwConfig) -> dict[str, Any]:
         "numerics": None if cfg.numerics is None else str(cfg.numerics),
         "ram_fifo_depth": cfg.ram_fifo_depth,
         "spacc_block_ram": cfg.spacc_block_ram,
+        "spacc_block_ram_min_dim": cfg.spacc_block_ram_min_dim,
     }
 
 
@@ -74,6 +75,7 @@ def config_from_json(d: dict[str, Any]) -> HwConfig:
         numerics=None if num is None else Numerics.parse(num),
         ram_fifo_depth=d.get("ram_fifo_depth"),
         spacc_block_ram=bool(d.get("spacc_block_ram", False)),
+        spacc_block_ram_min_dim=d.get("spacc_block_ram_min_dim"),
     )
 
 

@@ -61,6 +61,8 @@ class Family:
     synth_opts: str = ""  # extra options of yosys' synth_<family> command
     ram_fifo_depth: int | None = None  # FIFOs this deep or deeper in block RAM by default
     spacc_block_ram: bool = False  # sparse-accumulator sums in block RAM by default
+    # else those of accumulators with at least this many entries (None: none)
+    spacc_block_ram_min_dim: int | None = None
     # sparse-accumulator banks on the board: 1 by default on both families (ECP5: the second
     # bank deepens the LUT-RAM read-add-write path, GCN layer 101.6 -> 93.3 MHz; iCE40: block RAM
     # is scarce and dims above 128 need twice the blocks); --spacc-buffers 2 overlaps the flush
@@ -133,6 +135,9 @@ ECP5 = Family(
     ),
     programmer=Programmer(("openFPGALoader",), "OPENFPGALOADER"),
     fmax_goal_mhz=100.0,
+    # a wide accumulator's sums and read multiplexers in LUT RAM dominate a design: the Cora
+    # GCN's 1,433-entry one was 32.6 k of its 62 k LUTs (13.6 k of 39.7 k in block RAM)
+    spacc_block_ram_min_dim=256,
     packed_cell_markers=("TRELLIS_", "LUT4", "DFF", "CCU2C", "DP16KD", "MULT18"),
 )
 

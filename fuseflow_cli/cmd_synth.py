@@ -70,7 +70,8 @@ def add_parser(subparsers) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="keep sparse-accumulator sums in block RAM (same timing); default: "
-        + _family_defaults(lambda f: "on" if f.spacc_block_ram else "off"),
+        + _family_defaults(lambda f: "on" if f.spacc_block_ram else
+                           f"on from {f.spacc_block_ram_min_dim} entries" if f.spacc_block_ram_min_dim else "off"),
     )
     p.add_argument(
         "--spacc-buffers",
@@ -110,9 +111,10 @@ def _config(args: argparse.Namespace, graph: Graph, board: Board) -> HwConfig:
     if ram is not None and ram != 0 and ram < 2:
         raise UserError(f"--ram-fifo-depth {ram}: use 0 (never) or a depth of at least 2")
     spacc_bram = getattr(args, "spacc_block_ram", None)
+    min_dim = None  # --spacc-block-ram / --no-spacc-block-ram: every accumulator, or none
     if spacc_bram is None:
-        spacc_bram = family.spacc_block_ram
-    cfg = replace(cfg, ram_fifo_depth=ram or None, spacc_block_ram=spacc_bram)
+        spacc_bram, min_dim = family.spacc_block_ram, family.spacc_block_ram_min_dim
+    cfg = replace(cfg, ram_fifo_depth=ram or None, spacc_block_ram=spacc_bram, spacc_block_ram_min_dim=min_dim)
     return with_numerics(cfg, args.numerics, args.model is not None)
 
 

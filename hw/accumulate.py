@@ -29,6 +29,7 @@ from .word import (
     stop_word,
 )
 
+GROUPED_MAX = 128  # the widest :func:`lowest_bit_grouped` builds its own prefix ORs for
 ISOLATE_GROUP = 32  # bits per group of :func:`isolate_lowest` (one short carry chain each)
 
 
@@ -68,7 +69,10 @@ def lowest_bit(m: Module, bits: Value, n: int, name: str) -> tuple[Signal, Signa
 def lowest_bit_grouped(m: Module, bits: Value, n: int, name: str) -> tuple[Signal, Signal]:
     """:func:`lowest_bit` without a carry chain, for 4-input LUT fabrics: the bits in groups
     of four, the first non-empty group found from the groups' any-bits, the index as (that
-    group, the first bit inside it)."""
+    group, the first bit inside it).  Its prefix ORs grow with the square of the width: above
+    :data:`GROUPED_MAX` bits it is :func:`lowest_bit` (groups of 32, short carry chains)."""
+    if n > GROUPED_MAX:
+        return lowest_bit(m, bits, n, name)
     g_n = (n + 3) // 4
     groups = [bits[4 * g:min(4 * g + 4, n)] for g in range(g_n)]
     ga = Signal(g_n, name=f"{name}_ga")
@@ -590,7 +594,13 @@ class SpAcc2Double(SpAcc2):
 def _spacc1(b: HwBuild):
     p, cfg = b.params, b.cfg
     return SpAcc1(dim=p["dim"], op=p.get("op", ReduceOp.ADD), cw=cfg.cw, vw=cfg.vw, numerics=cfg.num,
-                  depths=b.depths, block_ram=cfg.spacc_block_ram, lanes=b.lanes, buffers=p.get("buffers", 1)), {}
+                  depths=b.depths, block_ram=spacc_in_block_ram(cfg, p["dim"]), lanes=b.lanes,
+                  buffers=p.get("buffers", 1)), {}
+
+
+def spacc_in_block_ram(cfg, dim: int) -> bool:
+    """Whether a sparse accumulator of ``dim`` entries keeps its sums in block RAM under ``cfg``."""
+    return cfg.spacc_block_ram or (cfg.spacc_block_ram_min_dim is not None and dim >= cfg.spacc_block_ram_min_dim)
 
 
 @rtl("spacc2")

@@ -23,8 +23,10 @@ class HwConfig:
     numerics: Numerics | None = None  # value arithmetic (fuseflow.ir.numerics); None: int<vw>
     # output FIFOs at least this deep are hw.fifo.RamFIFO (block RAM, same timing); None: never
     ram_fifo_depth: int | None = None
-    # sparse accumulators keep their sums in block RAM (synchronous reads, same timing)
+    # sparse accumulators keep their sums in block RAM (synchronous reads, same timing): all of
+    # them, or those of at least ``spacc_block_ram_min_dim`` entries (None: by the flag only)
     spacc_block_ram: bool = False
+    spacc_block_ram_min_dim: int | None = None
     # off-chip memory timing (hw.dram): every array of a tensor not in ``onchip`` is behind a
     # memory port unless the model is ideal; the data stays in block RAM
     memory: MemoryModel = IDEAL

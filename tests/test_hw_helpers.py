@@ -15,7 +15,7 @@ from hw.accumulate import lowest_bit_grouped as _lowest_bit_grouped
 
 
 @pytest.mark.parametrize(("helper", "n"), [(helper, n) for helper in (_lowest_bit, _lowest_bit_grouped)
-                                           for n in (1, 2, 3, 5, 8, 16, 34, 100)])
+                                           for n in (1, 2, 3, 5, 8, 16, 34, 100, 200)])
 def test_lowest_bit(helper, n: int) -> None:
     """The index of the lowest set bit (0 when none) and the bits without it, as Python
     computes them (the random values include sparse ones, whose lowest bit lies in a late

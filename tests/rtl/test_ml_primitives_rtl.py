@@ -26,6 +26,7 @@ from vectors import fiber_stream
 from fuseflow.ir.numerics import DEFAULT_FIXED, Numerics
 from fuseflow.ir.tensor import CSR, DENSE2, TensorData
 from fuseflow.ir.tokens import DONE, EMPTY, Stop, Token, format_stream
+from hw.accumulate import spacc_in_block_ram
 from hw.elaborate import HwConfig
 from rtl_sim import run_graph as rtl_run_graph
 from rtl_sim.api import run_primitive_batch
@@ -184,6 +185,16 @@ def test_spacc1_random_stalls(block_ram):
     runs, cfg = _many_fiber_runs(82, dim=13), replace(CFG, spacc_block_ram=block_ram)
     _check("spacc1", {"dim": 13}, runs, cfg)
     _same_tokens_under_stalls("spacc1", {"dim": 13}, runs, cfg)
+
+
+@pytest.mark.parametrize("cfg_kw", [{}, {"spacc_block_ram_min_dim": 256}], ids=["lutram", "block_ram_by_width"])
+def test_spacc1_wide(cfg_kw):
+    """300 entries, sparse fibers: the lowest valid bit found over ten groups of 32 (LUT RAM,
+    walking ahead; block RAM, as the ECP5 default picks it from 256 entries, where the
+    encoder is the grouped one): the same tokens and cycles as sw_sim."""
+    cfg = replace(CFG, **cfg_kw)
+    assert spacc_in_block_ram(cfg, 300) == bool(cfg_kw) and not spacc_in_block_ram(cfg, 255)
+    _check("spacc1", {"dim": 300}, _many_fiber_runs(83, dim=300), cfg)
 
 
 def test_value_repeat():

@@ -360,6 +360,7 @@ def test_hw_config_json_round_trip():
         HwConfig(max_nnz=(("A", 7), ("B", 512))),
         HwConfig(numerics=Numerics.fixed(16, 16)),
         HwConfig(ram_fifo_depth=16),
+        HwConfig(spacc_block_ram_min_dim=256),
     ):
         assert config_from_json(json.loads(json.dumps(config_to_json(cfg)))) == cfg
 
