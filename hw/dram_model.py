@@ -94,11 +94,18 @@ class ModelTop(wiring.Component):
         sel_q = Signal(self.sel_width)
         m.d.sync += sel_q.eq(sel)  # host_rdata is one cycle after the address
         active = [s.running & ~s.done for s in self.subs]
+        # The port's owner is registered: its multiplexers sit between the controller and every
+        # graph, so a select computed from one graph's state in the same cycle crossed the chip
+        # twice (the Cora GCN top's critical path, 33 ns, ran from the second graph's running
+        # flag to the first graph's write FIFO).  The host addresses a graph before it starts
+        # it, so the owner is that graph already when it starts: no cycle changes.
         owner = Signal(self.sel_width)
-        m.d.comb += owner.eq(sel)
+        owner_next = Signal(self.sel_width)
+        m.d.comb += owner_next.eq(sel)
         for k in reversed(range(len(self.subs))):  # the running graph owns the port
             with m.If(active[k]):
-                m.d.comb += owner.eq(k)
+                m.d.comb += owner_next.eq(k)
+        m.d.sync += owner.eq(owner_next)
         running = Signal()
         for k, s in enumerate(self.subs):
             m.submodules[f"g{k}"] = s
