@@ -134,6 +134,8 @@ def test_cli_build_model_builds_every_graph(tmp_path, capsys) -> None:
     tensor = "layer1_weight"  # sparse (CSR); a dense tensor's memories hold its dense size
     assert main(["build", "--model", "sae", "-o", str(tmp_path / "d"), "--max-nnz", "x=5"]) == 2
     assert "tensor 'x' is dense in every graph of model sae" in capsys.readouterr().err
+    assert main(["build", "--model", "sae", "-o", str(tmp_path / "d"), "--max-nnz", "nosuch=5"]) == 2
+    assert "no graph of model sae has tensor 'nosuch'" in capsys.readouterr().err
     assert main(["build", "--model", "sae", "--fusion", "partial", "-o", str(tmp_path),
                  "--max-nnz", f"{tensor}=5"]) == 0
     out = capsys.readouterr().out

@@ -440,6 +440,7 @@ def test_build_board_writes_the_top_synth_would_build_without_the_tools(tmp_path
     assert code == 2 and "nosuch" in err
 
 
+@pytest.mark.slow  # about a minute (GPT graphs' Verilog); the SAE build runs in the default suite
 def test_build_model_writes_every_graph_and_the_steps_in_order(tmp_path, capsys):
     """``build --model``: every graph's Verilog in its own directory and ``model.json`` with the
     steps in order; each graph reads only model inputs and tensors made by an earlier step, and
