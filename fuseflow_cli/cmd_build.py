@@ -93,6 +93,10 @@ def run(args) -> int:
 def _build_board(args) -> int:
     """``build --board``: the top ``synth`` would build, written with its build files; the
     tools are not run."""
+    unused = [flag for flag, used in (("--lint", args.lint), ("--fifo-depth", args.fifo_depth is not None)) if used]
+    if unused:
+        raise UserError(f"{', '.join(unused)}: not with --board (the board top is synth's, which has no such "
+                        "option; build without --board for a linted or deeper-FIFO graph top)")
     if args.cw is None:
         args.cw = "auto"
     board = board_args.board_from_args(args)

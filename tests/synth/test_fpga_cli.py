@@ -436,6 +436,8 @@ def test_build_board_writes_the_top_synth_would_build_without_the_tools(tmp_path
     # board-only options without a board are refused, naming them
     code, _, err = _run([*base, "--baud", "9600", "-o", str(plain)], capsys)
     assert code == 2 and "--baud: only with --board" in err
+    code, _, err = _run([*base, "--board", "icebreaker", "--lint", "-o", str(plain)], capsys)
+    assert code == 2 and "--lint: not with --board" in err
     code, _, err = _run([*base, "--board", "nosuch", "-o", str(plain)], capsys)
     assert code == 2 and "nosuch" in err
 
