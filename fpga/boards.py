@@ -82,6 +82,11 @@ _ORANGECRAB = {
     ),
     "note": "UART on feather pins 0 (RX) / 1 (TX): attach a 3.3 V USB-serial adapter",
 }
+# ECPIX-5: the FT2232's second channel is the UART; openFPGALoader knows the board's JTAG cable
+_ECPIX5 = {
+    "family": ECP5,
+    "programmer": Programmer(("openFPGALoader", "-b", "ecpix5"), "OPENFPGALOADER"),
+}
 _ICE40 = {"family": ICE40}
 
 BOARDS: dict[str, Board] = {
@@ -93,6 +98,8 @@ BOARDS: dict[str, Board] = {
         Board("ulx3s-25f", "ulx3s:ULX3S_25F_Platform", device="LFE5U-25F", **_ULX3S),
         Board("ulx3s-45f", "ulx3s:ULX3S_45F_Platform", device="LFE5U-45F", **_ULX3S),
         Board("ulx3s-85f", "ulx3s:ULX3S_85F_Platform", device="LFE5U-85F", **_ULX3S),
+        Board("ecpix5-45f", "ecpix5:ECPIX545Platform", device="LFE5UM5G-45F", **_ECPIX5),
+        Board("ecpix5-85f", "ecpix5:ECPIX585Platform", device="LFE5UM5G-85F", **_ECPIX5),
         Board(
             "orangecrab-25f",
             "orangecrab_r0_2:OrangeCrabR0_2_25FPlatform",

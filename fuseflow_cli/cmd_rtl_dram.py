@@ -1,4 +1,5 @@
-"""``fuseflow-hw rtl --memory <board>-sdram``: run a graph with its tensors in a board's DRAM,
+"""``fuseflow-hw rtl --memory <board>-<kind>`` (``ulx3s-sdram``, ``ecpix5-ddr3``): run a graph
+with its tensors in a board's DRAM,
 through the LiteDRAM controller generated for the board and LiteDRAM's SDRAM model, in
 Verilator, and compare with sw_sim under the board's preset (``docs/dram.md``)."""
 
@@ -18,8 +19,8 @@ from .errors import UserError
 
 __all__ = ["DEFAULT_MIN_BYTES", "DRAM_MEMORIES", "add_dram_args", "is_dram_memory", "run_dram"]
 
-# --memory spellings: the board's DRAM behind the real controller
-DRAM_MEMORIES = {f"{b}-sdram": b for b in DRAM_BOARDS}
+# --memory spellings: the board's DRAM behind the real controller (ulx3s-sdram, ecpix5-ddr3)
+DRAM_MEMORIES = {b.memory_name: name for name, b in DRAM_BOARDS.items()}
 # tensors smaller than this stay on chip (a whole line fetched for a few words costs more than
 # the block RAM it saves)
 DEFAULT_MIN_BYTES = 64
