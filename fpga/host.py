@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -41,8 +41,12 @@ __all__ = [
     "ByteTransport",
     "LinkError",
     "SerialTransport",
+    "check_ident",
     "decode_outputs",
+    "load_inputs",
     "load_words",
+    "poll_done",
+    "read_results",
     "run_on_board",
     "tensor_from_arrays",
 ]
@@ -184,12 +188,15 @@ def region_tensor(region: str) -> str:
 
 
 def load_words(
-    graph: Graph, data: Mapping[str, TensorData], mmap: MemoryMap
+    graph: Graph, data: Mapping[str, TensorData], mmap: MemoryMap, skip: frozenset[str] = frozenset()
 ) -> dict[str, list[int]]:
-    """Memory-region contents for the input tensors (as :func:`rtl_sim.api.run_graph` loads them)."""
+    """Memory-region contents for the input tensors but those in ``skip`` (as
+    :func:`rtl_sim.api.run_graph` loads them)."""
     names = {r.name for r in mmap.regions}
     mem: dict[str, list[int]] = {}
     for t in graph.input_tensors():
+        if t in skip:
+            continue
         for array, values in data[t].arrays().items():
             name = f"{t}.{array}"
             if name not in names:
@@ -268,16 +275,41 @@ async def run_on_board(
     Input tensors in ``skip`` are not loaded: they are in the board's memory already (a tensor
     an earlier graph of a model wrote into DRAM, :mod:`fpga.model_run`).
     """
+    await check_ident(link, ident, f"graph {graph.name!r}")
+    load_bytes, resent = await load_inputs(link, graph, data, mmap, loaded=loaded, progress=progress, skip=skip)
+    await link.write(REG_CTRL, 1)  # clear + start
+    polls = await poll_done(link, REG_CTRL, _CTRL_DONE, max_polls, f"graph {graph.name!r}")
+    res = await read_results(link, graph, mmap, on_overflow=on_overflow, numerics=numerics)
+    return replace(res, polls=polls, load_bytes=load_bytes, resent=resent)
+
+
+async def check_ident(link: BoardLink, ident: int | None, what: str) -> None:
+    """Refuse a board that runs another design than ``ident`` (built for ``what``)."""
     if ident is not None:
         got = await link.ident()
         if got != ident:
             raise LinkError(
-                f"the board runs design {got:#010x}, not {ident:#010x} built for graph "
-                f"{graph.name!r} (flash the matching bitstream)"
+                f"the board runs design {got:#010x}, not {ident:#010x} built for {what} "
+                f"(flash the matching bitstream)"
             )
-    graph.verify(data)
+
+
+async def load_inputs(
+    link: BoardLink,
+    graph: Graph,
+    data: Mapping[str, TensorData],
+    mmap: MemoryMap,
+    *,
+    loaded: dict[str, int] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    skip: frozenset[str] = frozenset(),
+) -> tuple[int, int]:
+    """Load ``graph``'s inputs but those in ``skip`` (resumable, see :func:`run_on_board`);
+    returns the bytes sent and the transfers sent again."""
+    # (a tensor in ``skip`` may have no data yet: an earlier graph of a sequence writes it)
+    graph.verify(data if all(t in data for t in graph.input_tensors()) else None)
     loaded = {} if loaded is None else loaded
-    regions = {n: w for n, w in load_words(graph, data, mmap).items() if region_tensor(n) not in skip}
+    regions = load_words(graph, data, mmap, skip)
     total = sum(len(w) for w in regions.values())
     done = sum(min(loaded.get(n, 0), len(w)) for n, w in regions.items())
     sent0 = link.sent_bytes
@@ -293,15 +325,30 @@ async def run_on_board(
                 progress(done, total)
 
         await link.write_words(mmap.region(name).base + start, words[start:], confirmed)
-    load_bytes, resent = link.sent_bytes - sent0, link.resent - resent0
-    await link.write(REG_CTRL, 1)  # clear + start
+    return link.sent_bytes - sent0, link.resent - resent0
+
+
+async def poll_done(link: BoardLink, addr: int, mask: int, max_polls: int, what: str) -> int:
+    """Poll the register at ``addr`` until a bit of ``mask`` is set; returns the polls."""
     polls = 0
     while True:
         polls += 1
-        if await link.read(REG_CTRL) & _CTRL_DONE:
-            break
+        if await link.read(addr) & mask:
+            return polls
         if polls >= max_polls:
-            raise LinkError(f"graph {graph.name!r} not done after {max_polls} polls of CTRL")
+            raise LinkError(f"{what} not done after {max_polls} polls of its control register")
+
+
+async def read_results(
+    link: BoardLink,
+    graph: Graph,
+    mmap: MemoryMap,
+    *,
+    on_overflow: str = "raise",
+    numerics: str = "the datapath's",
+) -> BoardResult:
+    """After a run of ``graph``: its cycle counter, STATUS, the flagged nodes and the outputs
+    (see :func:`run_on_board`; no load, one poll)."""
     cycles = await link.read(REG_CYCLES)
     status = await link.read(REG_STATUS)
     words = await link.read_words(REG_OVF0, mmap.overflow_words) if mmap.overflow_words else []
@@ -327,4 +374,4 @@ async def run_on_board(
             "region depth: the board disagrees with itself"
         )
     enforce([Overflow(n, 1, None, numerics) for n in flagged], on_overflow, f"graph {graph.name!r} (board)")
-    return BoardResult(decode_outputs(graph, arrays, mmap), cycles, polls, flagged, status, load_bytes, resent)
+    return BoardResult(decode_outputs(graph, arrays, mmap), cycles, 1, flagged, status, 0, 0)

@@ -22,6 +22,8 @@ from types import SimpleNamespace
 import numpy as np
 import scipy.sparse as sp
 
+from fuseflow.compiler.runner import initial_tensors, permuted_copy, program_result
+from fuseflow.ir.overflow import check_policy
 from fuseflow.ir.samml import Graph
 from hw.build import to_verilog
 from hw.dram_model import ModelTop
@@ -30,9 +32,9 @@ from rtl_sim.dram import DRAM_WAIVERS, dram_config
 
 from .board_pipe import PipeBoard, pipe_build
 from .board_top import BoardCore, config_to_json
-from .host import BoardLink, region_tensor, run_on_board
+from .host import BoardLink, check_ident, load_inputs, poll_done, read_results, region_tensor, run_on_board
 
-__all__ = ["BoardModel", "GraphRun", "build_model_top", "model_graphs", "model_hw_config"]
+__all__ = ["BoardModel", "GraphRun", "SequenceRun", "build_model_top", "model_graphs", "model_hw_config"]
 
 _TOP = "fuseflow_board"
 
@@ -56,6 +58,12 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
+def _sim_run(res, numerics) -> SimpleNamespace:
+    """A board result as a simulator's (:class:`fuseflow.ir.simulator.SimRun`)."""
+    return SimpleNamespace(outputs=res.outputs, cycles=res.cycles, overflows={n: 1 for n in res.overflow},
+                           numerics=numerics)
+
+
 def build_model_top(graphs: list[Graph], cfg: HwConfig, board: str, divisor: int) -> tuple[Path, dict]:
     """The cached Verilator build of ``graphs`` in one board top (LiteDRAM's SDRAM model behind the
     controller), with the pipe harness; its meta: per graph the host base, memory map and DRAM
@@ -68,11 +76,9 @@ def build_model_top(graphs: list[Graph], cfg: HwConfig, board: str, divisor: int
         top = ModelTop(graphs, cfg, board, sim=True)
         core = BoardCore(top, divisor)
         text = to_verilog(core, _TOP) + "\n" + top.dram_verilog
+        host = top.host_map()
         meta = {"memory_map": {"addr_width": top.addr_width}, "ident": core.ident, "divisor": divisor,
-                "dram_bytes": top.allocator.next,
-                "graphs": [{"name": s.graph.name, "base": top.graph_base(k), "memory_map": s.mmap.to_json(),
-                            "layout": {r: v.base for r, v in s.layout.items()}}
-                           for k, s in enumerate(top.subs)]}
+                "dram_bytes": top.allocator.next, "sequencer": host["sequencer"], "graphs": host["graphs"]}
         return text, meta
 
     return pipe_build(key, make, DRAM_WAIVERS)
@@ -104,57 +110,183 @@ class _OffsetLink:
 @dataclass
 class GraphRun:
     """One graph's run on the board: its cycles, the bytes its load sent, the input tensors
-    it found in DRAM (written there by an earlier graph, or loaded for one) and those loaded."""
+    it found in DRAM (written there by an earlier graph, or loaded for one) and those loaded;
+    ``sequence``: the index of the on-chip sequence it ran in (``None``: started by the host)."""
 
     graph: str
     cycles: int
     load_bytes: int
     from_dram: list[str] = field(default_factory=list)
     loaded: list[str] = field(default_factory=list)
+    sequence: int | None = None
+
+
+@dataclass
+class SequenceRun:
+    """Graphs the on-chip sequencer ran back to back: their names and the cycles from its start
+    to the last graph's done (the graphs' own cycles and the gaps between them)."""
+
+    graphs: list[str]
+    cycles: int
 
 
 class BoardModel:
     """The model top of build ``meta`` behind ``transport`` as a simulator for
-    :func:`fuseflow.models.run.run_model`: :meth:`simulate` runs one graph on the board."""
+    :func:`fuseflow.models.run.run_model`: :meth:`simulate` runs one graph on the board, and
+    :meth:`run_program` the graphs of a compiler step, back to back on the on-chip sequencer
+    where nothing has to happen on the host between them."""
 
     def __init__(self, transport, meta: dict) -> None:
         self.link = BoardLink(transport)
         self.meta = meta
         self.graphs = {g["name"]: g for g in meta["graphs"]}
+        self.order = [g["name"] for g in meta["graphs"]]
         self.in_dram: dict[str, tuple[int, int]] = {}  # region -> (DRAM base, id of the tensor written)
         self.runs: list[GraphRun] = []
+        self.sequences: list[SequenceRun] = []
         self._checked = False
         self._written: list = []  # keeps the tensors the board wrote alive (their ids are keys)
         self.progress = None  # progress(done, total) of each graph's load (fpga.host.run_on_board)
 
-    def simulate(self, graph: Graph, data, numerics=None, **_):
+    def _graph(self, graph: Graph) -> tuple[dict, MemoryMap]:
         g = self.graphs.get(graph.name)
         if g is None:
             raise ValueError(f"graph {graph.name!r} is not in this model top ({', '.join(self.graphs)})")
-        mmap = MemoryMap.from_json(g["memory_map"])
-        layout = g["layout"]
-        resident = set()
+        return g, MemoryMap.from_json(g["memory_map"])
+
+    def _regions(self, graph: Graph, t: str, access: str) -> list[str]:
+        """The names of ``graph``'s memory regions of tensor ``t`` the host writes (``"w"``,
+        its inputs) or reads (``"r"``, its outputs)."""
+        _, mmap = self._graph(graph)
+        return [r.name for r in mmap.regions if r.access == access and region_tensor(r.name) == t]
+
+    def _resident(self, graph: Graph, data) -> set[str]:
+        """The inputs of ``graph`` in DRAM already: in every region, the same tensor (written by
+        an earlier graph, or loaded for one)."""
+        layout = self._graph(graph)[0]["layout"]
+        out = set()
         for t in graph.input_tensors():
-            regions = [r.name for r in mmap.regions if r.access == "w" and region_tensor(r.name) == t]
-            if regions and all(r in layout and self.in_dram.get(r) == (layout[r], id(data[t])) for r in regions):
-                resident.add(t)
-        link = _OffsetLink(self.link, g["base"])
-        ident = None if self._checked else self.meta["ident"]
-        res = asyncio.run(run_on_board(link, graph, data, mmap, ident, on_overflow="ignore",
-                                       skip=frozenset(resident), progress=self.progress))
-        self._checked = True
-        # what is in DRAM now: the outputs the graph wrote, and the inputs the host loaded
-        # (no graph writes an input's slot)
-        now = {**{t: data[t] for t in graph.input_tensors() if t not in resident}, **res.outputs}
+            regions = self._regions(graph, t, "w")
+            if t in data and regions and all(r in layout and self.in_dram.get(r) == (layout[r], id(data[t]))
+                                             for r in regions):
+                out.add(t)
+        return out
+
+    def _record(self, graph: Graph, now: dict) -> None:
+        """``now`` (tensor -> data) is in ``graph``'s DRAM slots: the outputs it wrote and the
+        inputs the host loaded (no graph writes an input's slot)."""
+        g, mmap = self._graph(graph)
         for t, td in now.items():
             self._written.append(td)
             for r in mmap.regions:
-                if region_tensor(r.name) == t and r.name in layout:
-                    self.in_dram[r.name] = (layout[r.name], id(td))
+                if region_tensor(r.name) == t and r.name in g["layout"]:
+                    self.in_dram[r.name] = (g["layout"][r.name], id(td))
+
+    def _ident(self) -> int | None:
+        ident = None if self._checked else self.meta["ident"]
+        self._checked = True
+        return ident
+
+    def simulate(self, graph: Graph, data, numerics=None, **_):
+        g, mmap = self._graph(graph)
+        resident = self._resident(graph, data)
+        link = _OffsetLink(self.link, g["base"])
+        res = asyncio.run(run_on_board(link, graph, data, mmap, self._ident(), on_overflow="ignore",
+                                       skip=frozenset(resident), progress=self.progress))
+        self._record(graph, {**{t: data[t] for t in graph.input_tensors() if t not in resident}, **res.outputs})
         self.runs.append(GraphRun(graph.name, res.cycles, res.load_bytes, sorted(resident),
                                   sorted(set(graph.input_tensors()) - resident)))
-        return SimpleNamespace(outputs=res.outputs, cycles=res.cycles, overflows={n: 1 for n in res.overflow},
-                               numerics=numerics)
+        return _sim_run(res, numerics)
+
+    def run_program(self, compiled, data, *, numerics=None, on_overflow="raise", **_):
+        """The graphs of ``compiled`` (a compiler step's program) on the board, as
+        :func:`fuseflow.compiler.runner.run_program` runs them: each longest run of graphs
+        that :meth:`sequence` allows goes to the on-chip sequencer in one start; the permuted
+        copies the program makes between graphs are made on the host."""
+        check_policy(on_overflow)
+        return program_result(compiled, self._program_runs(compiled, data, numerics))
+
+    def _program_runs(self, compiled, data, numerics):
+        tensors = initial_tensors(compiled, data)
+        graphs = [cg.graph for cg in compiled.groups]
+        i = 0
+        while i < len(graphs):
+            seg = self.sequence(compiled, graphs, i)
+            if len(seg) == 1:
+                runs = [(seg[0], self.simulate(seg[0], {t: tensors[t] for t in seg[0].input_tensors()}, numerics))]
+            else:
+                runs = self._run_sequence(seg, tensors, numerics)
+            for g, res in runs:
+                yield g, res
+                tensors.update(res.outputs)
+                for p in compiled.permuted:
+                    if p.source in res.outputs:
+                        tensors[p.name] = permuted_copy(res.outputs[p.source], p.fmt)
+            i += len(seg)
+
+    def sequence(self, compiled, graphs: list[Graph], i: int) -> list[Graph]:
+        """The longest run of ``graphs`` from ``i`` that the sequencer can run in one start:
+        consecutive in the top, and every input of a later graph that an earlier one writes is
+        read from the DRAM slots it was written to (not on chip in either graph, and not a
+        permuted copy, which the host makes)."""
+        seg = [graphs[i]]
+        writer: dict[str, Graph] = {t: graphs[i] for t in graphs[i].output_tensors()}
+        for h in graphs[i + 1:]:
+            k = self.order.index(seg[-1].name)
+            if k + 1 >= len(self.order) or self.order[k + 1] != h.name or not self._follows(compiled, writer, h):
+                break
+            seg.append(h)
+            writer.update({t: h for t in h.output_tensors()})
+        return seg
+
+    def _follows(self, compiled, writer: dict[str, Graph], h: Graph) -> bool:
+        copies = {p.name for p in compiled.permuted if p.source in writer}
+        layout = self._graph(h)[0]["layout"]
+        for t in h.input_tensors():
+            if t in copies:
+                return False
+            if t in writer:
+                wrote = self._graph(writer[t])[0]["layout"]
+                regions = self._regions(h, t, "w")
+                if not regions or any(r not in layout or wrote.get(r) != layout[r] for r in regions):
+                    return False
+        return True
+
+    def _run_sequence(self, seg: list[Graph], tensors: dict, numerics) -> list:
+        """Load every input of ``seg``'s graphs that no graph of it writes and that is not in
+        DRAM already, start the sequencer over them, wait, and read each graph's results."""
+        return asyncio.run(self._sequence_async(seg, tensors, numerics))
+
+    async def _sequence_async(self, seg: list[Graph], tensors: dict, numerics) -> list:
+        seq = self.meta["sequencer"]
+        ident = self._ident()
+        if ident is not None:
+            await check_ident(self.link, ident, f"model top {', '.join(self.order)}")
+        written: set[str] = set()
+        plans = []
+        for g in seg:
+            meta, mmap = self._graph(g)
+            link = _OffsetLink(self.link, meta["base"])
+            data = {t: tensors[t] for t in g.input_tensors() if t not in written}
+            resident = self._resident(g, data) | (set(g.input_tensors()) & written)
+            load_bytes, _ = await load_inputs(link, g, data, mmap, progress=self.progress,
+                                              skip=frozenset(resident))
+            self._record(g, {t: data[t] for t in g.input_tensors() if t not in resident})
+            plans.append((g, link, mmap, resident, load_bytes))
+            written |= set(g.output_tensors())
+        first, last = self.order.index(seg[0].name), self.order.index(seg[-1].name)
+        seq_link = _OffsetLink(self.link, seq["base"])
+        await seq_link.write(seq["ctrl"], 1 | (first << 8) | (last << 16))
+        await poll_done(seq_link, seq["ctrl"], 2, 1_000_000, f"the sequence of graphs {first}..{last}")
+        self.sequences.append(SequenceRun([g.name for g in seg], await seq_link.read(seq["cycles"])))
+        out = []
+        for g, link, mmap, resident, load_bytes in plans:
+            res = await read_results(link, g, mmap, on_overflow="ignore")
+            self._record(g, res.outputs)
+            self.runs.append(GraphRun(g.name, res.cycles, load_bytes, sorted(resident),
+                                      sorted(set(g.input_tensors()) - resident), len(self.sequences) - 1))
+            out.append((g, _sim_run(res, numerics)))
+        return out
 
     @classmethod
     def simulated(cls, bdir: Path, meta: dict) -> tuple[BoardModel, PipeBoard]:

@@ -74,8 +74,12 @@ def _from_build(args: argparse.Namespace, board, graphs) -> tuple[dict, int]:
         if saved.structure_hash() != g.structure_hash():
             raise UserError(f"--build {args.build}: graph {g.name!r} differs from this compilation of "
                             f"{args.model} (other options or another version): build it again")
+    if "sequencer" not in host:
+        raise UserError(f"--build {args.build} was built by an earlier version (its top has no on-chip "
+                        f"sequencer): build it again")
     dram_bytes = json.loads(files["design.json"].read_text()).get("dram", {}).get("bytes", 0)
-    return {"ident": report["ident"], "graphs": host["graphs"], "dram_bytes": dram_bytes}, int(report["baud"])
+    return ({"ident": report["ident"], "graphs": host["graphs"], "sequencer": host["sequencer"],
+             "dram_bytes": dram_bytes}, int(report["baud"]))
 
 
 def run_model_on_board(args: argparse.Namespace, board) -> int:
@@ -118,7 +122,8 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
                 bm = BoardModel(transport, meta)
                 with load_progress(f"loading over {args.port}", enabled=not args.json) as progress:
                     bm.progress = progress
-                    res = run_model(cm, numerics=num, simulate=bm.simulate, on_overflow="report")
+                    res = run_model(cm, numerics=num, simulate=bm.simulate, program_runner=bm.run_program,
+                                    on_overflow="report")
             finally:
                 transport.close()
         else:
@@ -128,7 +133,8 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
             t0 = time.perf_counter()
             bm, pipe = BoardModel.simulated(bdir, meta)
             with pipe:
-                res = run_model(cm, numerics=num, simulate=bm.simulate, on_overflow="report")
+                res = run_model(cm, numerics=num, simulate=bm.simulate, program_runner=bm.run_program,
+                                    on_overflow="report")
                 sim_cycles = pipe.cycles()
         wall = time.perf_counter() - t0
     except (ToolchainError, ValueError, LinkError) as exc:
@@ -141,6 +147,9 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
     sw_cycles = dict(sw.cycles)
     clock = DRAM_BOARDS[dram].sys_clk_hz
     hw_total = sum(r.cycles for r in bm.runs)
+    # the board's own time: each on-chip sequence from its start to its last graph's done, and
+    # the graphs the host started alone
+    board_cycles = sum(q.cycles for q in bm.sequences) + sum(r.cycles for r in bm.runs if r.sequence is None)
     sw_total = sum(sw_cycles.values())
     load_bytes = sum(r.load_bytes for r in bm.runs)
     offchip = sum(c.get("bytes_offchip", 0) for _, c in sw.counters)
@@ -149,10 +158,13 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
         "model": args.model, "board": board.name, "sim": bool(args.sim), "fusion": args.fusion, "numerics": num,
         "graphs": [{"graph": r.graph, "cycles": r.cycles, "sw_sim_cycles": sw_cycles.get(r.graph),
                     "ratio": round(r.cycles / sw_cycles[r.graph], 4) if sw_cycles.get(r.graph) else None,
-                    "load_bytes": r.load_bytes, "from_dram": r.from_dram, "loaded": r.loaded} for r in bm.runs],
+                    "load_bytes": r.load_bytes, "from_dram": r.from_dram, "loaded": r.loaded,
+                    "sequence": r.sequence} for r in bm.runs],
+        "sequences": [{"graphs": q.graphs, "cycles": q.cycles} for q in bm.sequences],
+        "board_cycles": board_cycles,
         "host_steps": [h["step"] for h in res.host],
         "cycles": hw_total, "sw_sim_cycles": sw_total, "cycles_ratio": round(hw_total / sw_total, 4) if sw_total else None,
-        "clock_mhz": clock / 1e6, "run_seconds": hw_total / clock,
+        "clock_mhz": clock / 1e6, "run_seconds": board_cycles / clock,
         "load_bytes": load_bytes, "baud": baud, "load_seconds": round(load_bytes * 10 / baud, 6),
         "dram_bytes": meta["dram_bytes"], "dram_bytes_moved": offchip,
         "dram_bandwidth_use": round(offchip / hw_total / peak, 4) if hw_total else None,
@@ -169,10 +181,13 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
         kept = f"; in DRAM already: {', '.join(g['from_dram'])}" if g["from_dram"] else ""
         print(f"  {g['graph']}: {g['cycles']:,} cycles, sw_sim {g['sw_sim_cycles']:,} (ratio {g['ratio']}); "
               f"loaded {', '.join(g['loaded']) or 'nothing'} ({g['load_bytes']:,} bytes){kept}")
+    for q in bm.sequences:
+        print(f"  on-chip sequencer: {', '.join(q.graphs)} back to back, {q.cycles:,} cycles from its start "
+              f"to the last done")
     if record["host_steps"]:
         print(f"  host steps between graphs: {', '.join(record['host_steps'])}")
     print(f"  cycles: {hw_total:,} (sw_sim {sw_total:,} under {cfg.memory.name}, ratio {record['cycles_ratio']}); "
-          f"{record['run_seconds'] * 1e3:.3f} ms at {clock / 1e6:g} MHz")
+          f"on the board {board_cycles:,}: {record['run_seconds'] * 1e3:.3f} ms at {clock / 1e6:g} MHz")
     print(f"  load: {load_bytes:,} bytes over the UART, {record['load_seconds']:.3f} s at {baud:,} baud")
     print(f"  DRAM: {offchip:,} bytes moved (sw_sim's count), {record['dram_bandwidth_use']:.1%} of the "
           f"{peak} bytes a cycle the controller's port carries")

@@ -23,6 +23,8 @@ from sw_sim import run_graph
 
 @pytest.mark.rtl
 def test_gcn_whole_on_the_simulated_ulx3s():
+    """The karate GCN's two graphs on the on-chip sequencer (one start) and started one by one
+    by the host: both equal to sw_sim's values and within PyTorch's bound."""
     case = make_case("gcn", "karate")
     ir = trace(case.module, case.inputs, case.formats, name=case.name)
     cm = compile_model(ir, "partial")
@@ -32,21 +34,31 @@ def test_gcn_whole_on_the_simulated_ulx3s():
     bdir, meta = build_model_top(graphs, cfg, "ulx3s", 8)
     bm, pipe = BoardModel.simulated(bdir, meta)
     with pipe:
-        res = run_model(cm, numerics="q16.16", simulate=bm.simulate)
+        # the graphs back to back on the on-chip sequencer, then each started by the host
+        res = run_model(cm, numerics="q16.16", simulate=bm.simulate, program_runner=bm.run_program)
+        seq_runs = list(bm.runs)
+        host = run_model(cm, numerics="q16.16", simulate=bm.simulate)
     sw = run_model(cm, numerics="q16.16", simulate=run_graph, memory=cfg.memory,
                    onchip=Placement(cfg.onchip, strict=False))
     [out] = ir.outputs
     assert np.array_equal(res.outputs[out], sw.outputs[out])
+    assert np.array_equal(host.outputs[out], sw.outputs[out])
     checks = check_model(cm, res, case.reference(), "q16.16")
     assert all(c.ok for c in checks), [c.to_json() for c in checks]
-    first, second = bm.runs
-    # the second graph reads the first one's output (t4_relu) and the adjacency the host loaded
-    # for the first one from DRAM, without loading them again
-    assert {"adj", "x"} <= set(first.loaded) and first.from_dram == []
-    assert set(second.from_dram) >= {"adj", "t4_relu"} and "adj" not in second.loaded
-    assert second.load_bytes < first.load_bytes / 4
-    for r, (name, cycles) in zip(bm.runs, sw.cycles):
-        assert r.graph == name and abs(r.cycles / cycles - 1) < 0.15  # the preset's statistical bound
+    [seq] = bm.sequences  # one start for both graphs: nothing runs on the host between them
+    assert seq.graphs == [g.name for g in graphs]
+    assert [r.sequence for r in seq_runs] == [0, 0] and [r.sequence for r in bm.runs[2:]] == [None, None]
+    # the sequence's own counter: both graphs' cycles and the starts between them (a few cycles)
+    assert 0 <= seq.cycles - sum(r.cycles for r in seq_runs) <= 16
+    for first, second in (seq_runs, bm.runs[2:]):
+        # the second graph reads the first one's output (t4_relu) and the adjacency the host
+        # loaded for the first one from DRAM, without loading them again
+        assert {"adj", "x"} <= set(first.loaded) and first.from_dram == []
+        assert set(second.from_dram) >= {"adj", "t4_relu"} and "adj" not in second.loaded
+        assert second.load_bytes < first.load_bytes / 4
+    for runs in (seq_runs, bm.runs[2:]):
+        for r, (name, cycles) in zip(runs, sw.cycles):
+            assert r.graph == name and abs(r.cycles / cycles - 1) < 0.15  # the preset's statistical bound
 
 
 @pytest.mark.parametrize("command", [
@@ -83,7 +95,7 @@ def test_run_model_on_a_port_checks_the_build_directory(tmp_path, capsys):
     (d / "graphs").mkdir(parents=True)
     (d / "synth_report.json").write_text(json.dumps({"board": "ulx3s-85f", "ident": 1, "baud": 2000000}))
     (d / "design.json").write_text("{}")
-    (d / "memory_map.json").write_text(json.dumps({"graphs": [{"name": "other_g0"}]}))
+    (d / "memory_map.json").write_text(json.dumps({"graphs": [{"name": "other_g0"}], "sequencer": {}}))
     assert main([*base, "--build", str(d)]) == 2
     err = capsys.readouterr().err
     assert "holds graphs ['other_g0']" in err and "gcn_t1_matmul_g0" in err
@@ -104,3 +116,31 @@ def test_cora_gcn_whole_on_the_simulated_ulx3s(capsys):
     assert r["check"] == "pass" and all(r["equal_to_sw_sim"].values())
     assert abs(r["cycles_ratio"] - 1) <= 0.05
     assert "t4_relu" in r["graphs"][1]["from_dram"]
+
+
+@pytest.mark.parametrize("onchip, lengths", [((), [2]), (("t4_relu",), [1, 1])])
+def test_the_sequencer_runs_graphs_whose_intermediates_stay_in_dram(onchip, lengths):
+    """The graphs of one compiler step go to the on-chip sequencer together when each one's
+    inputs written by an earlier one are in the DRAM slots it wrote; an intermediate kept on
+    chip (here the first layer's output, ``--onchip t4_relu``) goes through the host, so the
+    step runs as single graphs the host starts."""
+    from fuseflow.models.steps import CompilerStep
+    from hw.dram_model import ModelTop
+
+    case = make_case("gcn", "karate")
+    ir = trace(case.module, case.inputs, case.formats, name=case.name)
+    cm = compile_model(ir, "partial")
+    graphs = model_graphs(cm)
+    cfg = model_hw_config(cm, ir, HwConfig.for_numerics("q16.16"), "ulx3s", onchip=list(onchip))
+    assert set(onchip) <= set(cfg.onchip)
+    top = ModelTop(graphs, cfg, "ulx3s", sim=True)
+    top.discard()
+    bm = BoardModel(None, {**top.host_map(), "ident": 0})
+    [step] = [s for s in cm.steps if isinstance(s, CompilerStep)]
+    step_graphs = [cg.graph for cg in step.compiled.groups]
+    got, i = [], 0
+    while i < len(step_graphs):
+        seg = bm.sequence(step.compiled, step_graphs, i)
+        got.append(len(seg))
+        i += len(seg)
+    assert got == lengths

@@ -5,7 +5,7 @@ copies made on the host."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +20,7 @@ from .passes.lower import CompiledProgram
 from .program import BinOp, Op, Program, ProgramError, Unary, UnOp, VectorLayout
 from .semantics import check_denominators
 
-__all__ = ["ProgramResult", "graph_runs", "reference", "reference_all", "run_program"]
+__all__ = ["ProgramResult", "graph_runs", "initial_tensors", "program_result", "reference", "reference_all", "run_program"]
 
 
 @dataclass
@@ -123,12 +123,19 @@ def run_program(compiled: CompiledProgram, data: Mapping[str, np.ndarray | Tenso
     and nodes); ``on_overflow="report"`` returns the results with the counts
     (:attr:`ProgramResult.overflows`) and a warning instead."""
     check_policy(on_overflow)
+    return program_result(compiled, ((g, res) for g, _, res in
+                                     graph_runs(compiled, data, simulate=simulate, on_overflow=on_overflow,
+                                                **sim_args)))
+
+
+def program_result(compiled: CompiledProgram, runs: Iterable[tuple[Graph, SimRun]]) -> ProgramResult:
+    """The program's result from its graphs' runs ``(graph, result)`` in order."""
     cycles: list[int] = []
     counters: list[dict] = []
     written: dict[str, TensorData] = {}
     overflows: dict[str, int] = {}
     records: list[Overflow] = []
-    for g, _, res in graph_runs(compiled, data, simulate=simulate, on_overflow=on_overflow, **sim_args):
+    for g, res in runs:
         cycles.append(res.cycles)
         if getattr(res, "counters", None):
             counters.append(res.counters)

@@ -79,7 +79,7 @@ def quantized_input(name: str, value, shape: tuple[int, ...], num: Numerics, fmt
 def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
               numerics: str = "float", max_cycles: int | None = None, *,
               simulate: Simulator, saturate: bool = False, on_overflow: str = "raise",
-              **sim_args) -> ModelRun:
+              program_runner=None, **sim_args) -> ModelRun:
     """Run every step with ``simulate`` (``sw_sim.run_graph``); ``data`` overrides the traced
     input values; ``max_cycles`` raises the simulator's per-graph cycle limit (default: its own).
 
@@ -91,7 +91,11 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     ``numerics``: ``"float"`` (default), or a fixed-point format such as ``"q16.16"`` — inputs
     are quantised (``Numerics.quantize``), host steps move raw values, and the outputs are
     dequantised back to floats.  An input or weight outside the numerics' range is an error,
-    unless ``saturate``: then it is clamped and counted in :attr:`ModelRun.saturated`."""
+    unless ``saturate``: then it is clamped and counted in :attr:`ModelRun.saturated`.
+
+    ``program_runner(compiled, data, numerics=, **sim_args)`` runs the graphs of each compiler
+    step instead of :func:`run_program` with ``simulate`` (a board that runs them back to back:
+    :meth:`fpga.model_run.BoardModel.run_program`)."""
     t0 = time.perf_counter()
     num = Numerics.parse(numerics)
     limit = {} if max_cycles is None else {"max_cycles": max_cycles}
@@ -117,7 +121,10 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
         if isinstance(s, CompilerStep):
             data_in = {a: tensors[converted_name(a, s.converted[a])] if a in s.converted else tensors[a]
                        for a in s.inputs}
-            res = run_program(s.compiled, data_in, simulate=simulate, numerics=numerics, **limit)
+            if program_runner is None:
+                res = run_program(s.compiled, data_in, simulate=simulate, numerics=numerics, **limit)
+            else:
+                res = program_runner(s.compiled, data_in, numerics=numerics, **limit)
             for g, c in zip(s.graphs, res.cycles):
                 cycles.append((g.name, c))
             counters += [(g.name, c) for g, c in zip(s.graphs, res.counters)]
