@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from fuseflow.compiler.runner import initial_tensors, permuted_copy, program_result
 from fuseflow.ir.overflow import check_policy
 from fuseflow.ir.samml import Graph
+from fuseflow.models.steps import CompilerStep
 from hw.build import to_verilog
 from hw.dram_model import ModelTop
 from hw.elaborate import HwConfig, MemoryMap
@@ -34,7 +35,8 @@ from .board_pipe import PipeBoard, pipe_build
 from .board_top import BoardCore, config_to_json
 from .host import BoardLink, check_ident, load_inputs, poll_done, read_results, region_tensor, run_on_board
 
-__all__ = ["BoardModel", "GraphRun", "SequenceRun", "build_model_top", "model_graphs", "model_hw_config"]
+__all__ = ["BoardModel", "GraphRun", "SequenceRun", "build_model_top", "host_work", "model_graphs", "model_hw_config",
+           "model_sequences"]
 
 _TOP = "fuseflow_board"
 
@@ -293,6 +295,39 @@ class BoardModel:
         """The model top of a :func:`build_model_top` build, in Verilator behind a pipe."""
         board = PipeBoard(bdir, meta["divisor"])
         return cls(board, meta), board
+
+
+def model_sequences(cm, meta: dict) -> list[list[str]]:
+    """The graphs of compiled model ``cm`` as the board top of ``meta`` (its host map) runs
+    them: each list the graphs one start of the on-chip sequencer runs (one graph: the host
+    starts it), in order (:meth:`BoardModel.sequence`)."""
+    bm = BoardModel(None, meta)
+    out: list[list[str]] = []
+    for step in cm.steps:
+        if isinstance(step, CompilerStep):
+            graphs = [cg.graph for cg in step.compiled.groups]
+            i = 0
+            while i < len(graphs):
+                seg = bm.sequence(step.compiled, graphs, i)
+                out.append([g.name for g in seg])
+                i += len(seg)
+        else:
+            out += [[g.name] for g in step.graphs]
+    return out
+
+
+def host_work(cm) -> list[str]:
+    """What the host does between the graphs of compiled model ``cm`` on a board: its host steps
+    (graph breaks, conversions, data movement) and the permuted copies a compiled program makes
+    of a tensor one of its graphs writes."""
+    out = []
+    for step in cm.steps:
+        if isinstance(step, CompilerStep):
+            written = {t for cg in step.compiled.groups for t in cg.graph.output_tensors()}
+            out += [f"permuted copy {p.name} of {p.source}" for p in step.compiled.permuted if p.source in written]
+        elif not step.graphs:
+            out.append(f"{step.kind}: {step.label()}")
+    return out
 
 
 def model_hw_config(cm, ir, cfg: HwConfig, board: str, *, onchip=(), min_bytes: int = 64) -> HwConfig:

@@ -21,7 +21,7 @@ from .cmd_common import (
     parse_max_nnz,
     with_numerics,
 )
-from .cmd_synth import board_top  # the same design as synth's
+from .cmd_synth import board_top, write_manifest  # the same design as synth's
 from .errors import UserError
 from .models import add_model_args, build_model, reject_model_options
 from .ui import print_table, spinner
@@ -108,6 +108,7 @@ def _build_board(args) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     out = Path(args.out)
+    write_manifest(top, out)
     verilog = out / str(p.verilog)
     print(f"{what} for the {board.name} -> {verilog} ({verilog.read_text().count(chr(10)):,} lines); "
           f"ident {p.ident:#010x}, UART {p.baud:,} baud at {p.uart_hz / 1e6:g} MHz")
@@ -115,7 +116,8 @@ def _build_board(args) -> int:
     print(f"build files: {p.name}.il (what yosys reads), {p.name}.ys, the constraints"
           + (f", {', '.join(extra)}" if extra else "")
           + f", {p.script}.sh; memory_map.json, design.json, "
-          + ("graphs/" if hasattr(top, "subs") else "graph.json"))
+          + ("graphs/, model.json (the steps in order, the graphs' places in the top and the on-chip "
+             "sequencer's runs)" if hasattr(top, "subs") else "graph.json"))
     print(f"run the tools: fuseflow-hw synth with the same options (or sh {out}/{p.script}.sh with "
           "yosys and nextpnr on PATH)")
     return 0

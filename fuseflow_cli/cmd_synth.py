@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import replace
+from pathlib import Path
 
 from fpga.boards import Board
 from fpga.capacity import check_fits
@@ -29,7 +30,7 @@ from . import board_args
 from .argtypes import int_range, positive_float
 from .cmd_common import add_numerics_arg, with_numerics
 from .errors import UserError
-from .models import add_model_args, load_compiled, reject_model_options
+from .models import add_model_args, board_model_manifest, load_compiled, reject_model_options
 from .ui import phases, print_table
 
 __all__ = ["add_parser", "board_top", "run"]
@@ -132,6 +133,7 @@ def _synth_model(args: argparse.Namespace, board: Board, dram: str) -> tuple[obj
     try:
         cfg = model_hw_config(cm, ir, cfg, dram, onchip=names, min_bytes=args.dram_min_bytes)
         top = ModelTop(graphs, cfg, dram, sim=False, name=args.model)
+        top.manifest = board_model_manifest(args, cm, top, board.name)  # model.json beside the build files
     except (ValueError, MemoryError) as exc:
         raise UserError(str(exc)) from None
     size = dram_timings(dram)["size_bytes"]
@@ -196,7 +198,15 @@ def _synthesize(args: argparse.Namespace, board: Board, make_top, what: str, bau
                                 seed=args.seed, progress=progress)
     except (SynthError, ValueError) as exc:
         raise UserError(str(exc)) from None
+    write_manifest(top, args.outdir)
     return _print_report(args, report)
+
+
+def write_manifest(top, out) -> None:
+    """A whole model's top: its ``model.json`` (:func:`fuseflow_cli.models.board_model_manifest`)."""
+    manifest = getattr(top, "manifest", None)
+    if manifest is not None:
+        (Path(out) / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 def _print_report(args: argparse.Namespace, report) -> int:

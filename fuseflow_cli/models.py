@@ -330,36 +330,27 @@ def build_model(args: argparse.Namespace) -> int:
     cfg = with_numerics(HwConfig(cw=args.cw, vw=args.vw, fifo_depth=args.fifo_depth),
                         getattr(args, "numerics", None), True)
     caps = _model_max_nnz(args, cm.graphs)
-    steps: list[dict] = []
     rows: list[list] = []
     built_files: list[tuple[str, Path, str]] = []
-    for step in cm.steps:
-        if not step.graphs:
-            made = step.output if isinstance(step, ConvertStep) else step.node.name
-            steps.append({"kind": "host", "what": step.kind, "label": step.label(), "reads": list(step.reads),
-                          "output": made})
-            rows.append([f"host ({step.kind})", made, "", ", ".join(step.reads)])
-            continue
-        built = []
-        for g, computes in _graph_texts(step):
-            gcfg = replace(cfg, max_nnz=tuple((t, n) for t, n in caps if t in g.tensors))
-            try:
-                summary = build_graph(g, out / g.name, gcfg)
-            except ValueError as exc:
-                raise UserError(f"model {args.model}, graph {g.name!r}: {exc}") from None
-            (out / g.name / "graph.dot").write_text(g.to_dot())
-            built_files.append((g.name, out / g.name / summary["verilog"], summary["top"]))
-            built.append({"name": g.name, "dir": g.name, "verilog": f"{g.name}/{summary['verilog']}",
-                          "top": summary["top"], "nodes": len(g.nodes), "inputs": g.input_tensors(),
-                          "outputs": g.output_tensors(), "computes": computes})
-            rows.append(["graph", g.name, f"{g.name}/{summary['verilog']} ({summary['verilog_lines']:,} lines)",
-                         ", ".join(g.input_tensors())])
-        entry = {"kind": "graphs", "label": step.label(), "graphs": built,
-                 "source": list(dict.fromkeys(str(n.source) for n in getattr(step, "nodes", [])))}
-        if isinstance(step, CompilerStep) and step.compiled.permuted:
-            entry["conversions"] = [{"name": p.name, "source": p.source, "format": str(p.fmt), "why": p.reason}
-                                    for p in step.compiled.permuted]
-        steps.append(entry)
+
+    def build(g, computes) -> dict:
+        gcfg = replace(cfg, max_nnz=tuple((t, n) for t, n in caps if t in g.tensors))
+        try:
+            summary = build_graph(g, out / g.name, gcfg)
+        except ValueError as exc:
+            raise UserError(f"model {args.model}, graph {g.name!r}: {exc}") from None
+        (out / g.name / "graph.dot").write_text(g.to_dot())
+        built_files.append((g.name, out / g.name / summary["verilog"], summary["top"]))
+        rows.append(["graph", g.name, f"{g.name}/{summary['verilog']} ({summary['verilog_lines']:,} lines)",
+                     ", ".join(g.input_tensors())])
+        return {"name": g.name, "dir": g.name, "verilog": f"{g.name}/{summary['verilog']}",
+                "top": summary["top"], "nodes": len(g.nodes), "inputs": g.input_tensors(),
+                "outputs": g.output_tensors(), "computes": computes}
+
+    def host(step, made) -> None:
+        rows.append([f"host ({step.kind})", made, "", ", ".join(step.reads)])
+
+    steps = model_steps(cm, build, host)
     manifest = {"model": args.model, "fusion": args.fusion, "numerics": str(cfg.num), "cw": cfg.cw, "vw": cfg.vw,
                 "max_nnz": dict(caps), "graphs": [g.name for g in cm.graphs], "steps": steps}
     (out / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
@@ -376,6 +367,50 @@ def build_model(args: argparse.Namespace) -> int:
                 print(res.stderr[-4000:])
         return 1 if failed else 0
     return 0
+
+
+def model_steps(cm, graph_entry, on_host=None) -> list[dict]:
+    """The steps of compiled model ``cm`` in the order they run, as ``model.json`` lists them:
+    host steps with what they read and make (``on_host(step, made)`` is told of each), graph
+    steps with ``graph_entry(graph, computes)`` for each graph, the model's source lines and the
+    conversions a compiled program makes."""
+    steps: list[dict] = []
+    for step in cm.steps:
+        if not step.graphs:
+            made = step.output if isinstance(step, ConvertStep) else step.node.name
+            steps.append({"kind": "host", "what": step.kind, "label": step.label(), "reads": list(step.reads),
+                          "output": made})
+            if on_host is not None:
+                on_host(step, made)
+            continue
+        entry = {"kind": "graphs", "label": step.label(),
+                 "graphs": [graph_entry(g, computes) for g, computes in _graph_texts(step)],
+                 "source": list(dict.fromkeys(str(n.source) for n in getattr(step, "nodes", [])))}
+        if isinstance(step, CompilerStep) and step.compiled.permuted:
+            entry["conversions"] = [{"name": p.name, "source": p.source, "format": str(p.fmt), "why": p.reason}
+                                    for p in step.compiled.permuted]
+        steps.append(entry)
+    return steps
+
+
+def board_model_manifest(args: argparse.Namespace, cm, top, board: str) -> dict:
+    """``model.json`` of a whole model's board top (``build --board``, ``synth``): the steps in
+    order, each graph with its place in the top (index, host base), and the runs of graphs the
+    on-chip sequencer starts at once (the others the host starts, with the host steps between)."""
+    from fpga.model_run import host_work, model_sequences
+
+    host_map = top.host_map()
+    place = {g["name"]: (k, g["base"]) for k, g in enumerate(host_map["graphs"])}
+
+    def entry(g, computes) -> dict:
+        k, base = place[g.name]
+        return {"name": g.name, "index": k, "base": base, "inputs": g.input_tensors(),
+                "outputs": g.output_tensors(), "computes": computes}
+
+    return {"model": args.model, "fusion": args.fusion, "board": board, "numerics": str(top.cfg.num),
+            "graphs": [g["name"] for g in host_map["graphs"]], "sequencer": host_map["sequencer"],
+            "sequences": model_sequences(cm, host_map), "host_work": host_work(cm),
+            "steps": model_steps(cm, entry)}
 
 
 def _model_max_nnz(args: argparse.Namespace, graphs) -> tuple[tuple[str, int], ...]:

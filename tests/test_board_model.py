@@ -144,3 +144,33 @@ def test_the_sequencer_runs_graphs_whose_intermediates_stay_in_dram(onchip, leng
         got.append(len(seg))
         i += len(seg)
     assert got == lengths
+
+
+def test_the_board_manifest_places_every_graph_and_names_the_host_work():
+    """``model.json`` of a model's board top (``build --board``, ``synth``): every step in order,
+    each graph with its index and host base in the top, the sequencer's runs; and the host's
+    work between graphs, none for the GCN and the reshapes for the GPT block."""
+    import argparse
+
+    from fpga.model_run import host_work
+    from fuseflow_cli.models import board_model_manifest
+    from hw.dram_model import ModelTop
+
+    case = make_case("gcn", "karate")
+    ir = trace(case.module, case.inputs, case.formats, name=case.name)
+    cm = compile_model(ir, "partial")
+    graphs = model_graphs(cm)
+    cfg = model_hw_config(cm, ir, HwConfig.for_numerics("q16.16"), "ulx3s")
+    top = ModelTop(graphs, cfg, "ulx3s", sim=False)
+    top.discard()
+    m = board_model_manifest(argparse.Namespace(model="gcn", fusion="partial"), cm, top, "ulx3s-85f")
+    placed = [g for s in m["steps"] if s["kind"] == "graphs" for g in s["graphs"]]
+    assert [(g["name"], g["index"], g["base"]) for g in placed] == \
+        [(g.name, k, top.graph_base(k)) for k, g in enumerate(graphs)]
+    assert m["sequences"] == [[g.name for g in graphs]] and m["host_work"] == []
+    assert m["sequencer"]["base"] == len(graphs) << top.local_width
+    assert placed[1]["inputs"].count("t4_relu") == 1 and "t4_relu" in placed[0]["outputs"]
+    gpt = make_case("gpt")
+    gcm = compile_model(trace(gpt.module, gpt.inputs, gpt.formats, name=gpt.name), "partial")
+    work = host_work(gcm)
+    assert work and all(w.startswith("data movement: host reshape") for w in work[:3])
