@@ -233,6 +233,9 @@ def _dram_board_io(m: Module, platform, top) -> None:
     held in reset until it locks) and the SDRAM's pins: the controller's outputs through output
     buffers, its data pins straight into the controller (its PHY has the tristate), and the
     SDRAM clock from a DDR output, inverted, so commands and data are sampled mid-cycle."""
+    if top.dram_info.get("own_clock"):
+        _ddr3_board_io(m, platform, top)
+        return
     clk_res = platform.request(platform.default_clk, dir="-")
     m.submodules.clk_in = clk_buf = io.Buffer("i", clk_res)
     clk, locked = ecp5_pll(m, clk_buf.i, platform.default_clk_frequency, top.dram_board.sys_clk_hz)
@@ -250,6 +253,29 @@ def _dram_board_io(m: Module, platform, top) -> None:
     m.submodules.sdram_clk = ck = io.DDRBuffer("o", sd.clk)
     m.d.comb += ck.o.eq(0b10)  # low after the rising edge, high after the falling one
     top.sdram_dq = sd.dq.io
+    platform.add_file("litedram_core.v", top.dram_verilog)
+
+
+# the ECPIX-5's ddr3 resource (amaranth-boards) by the core's pin names (LiteDRAM's)
+_DDR3_PINS = {"sdram_clk_p": "clk", "sdram_a": "a", "sdram_ba": "ba", "sdram_cke": "clk_en", "sdram_ras_n": "ras",
+              "sdram_cas_n": "cas", "sdram_we_n": "we", "sdram_odt": "odt", "sdram_dm": "dm", "sdram_dq": "dq",
+              "sdram_dqs_p": "dqs"}
+
+
+def _ddr3_board_io(m: Module, platform, top) -> None:
+    """The ``sync`` domain and the DDR3's pins of a controller that makes its own clocks (the
+    real ECP5DDRPHY, ``hw.litedram``): the core takes the oscillator's pin and drives the domain's
+    clock and reset; every DDR3 pin goes straight to the core (its DDR output and input cells and
+    tristates sit at the pads), the active-low ones as the pins are (the core's ``*_n``), the
+    differential clock and strobes by their true pin (the ECP5 drives the pair from it)."""
+    m.domains.sync = ClockDomain("sync")
+    clk = platform.request(platform.default_clk, dir="-")
+    d = platform.request("ddr3", 0, dir="-")
+    pins = {"clk_in": clk.io}
+    for core, res in _DDR3_PINS.items():
+        port = getattr(d, res)
+        pins[core] = port.p if hasattr(port, "p") else port.io
+    top.sdram_dq = pins
     platform.add_file("litedram_core.v", top.dram_verilog)
 
 

@@ -315,6 +315,83 @@ def _init_sequencer(dfi, steps: list[dict]):
 
 
 CORE_NAME = "litedram_core"
+# the board oscillator's input of a core that makes its own clocks (ECP5DDRPHY), and its frequency
+CLK_IN = "clk_in"
+ECP5_DDR_CLK_IN_HZ = 100e6  # the ECPIX-5's oscillator
+
+
+def _ecp5_overrides() -> dict:
+    """migen's special overrides for the ECP5 under yosys/nextpnr (LiteX's, for the reset
+    synchronisers), with tristates as ``TRELLIS_IO`` cells whose pad is an ``inout`` of the core
+    (the data and strobe pins go straight to the board top's pins)."""
+    from litex.build.lattice.common import lattice_ecp5_trellis_special_overrides
+    from migen import Instance, Module
+    from migen.fhdl.specials import Tristate
+
+    class _Impl(Module):
+        def __init__(self, pad, o, oe, i):
+            n = len(pad)
+            for bit in range(n):
+                self.specials += Instance("TRELLIS_IO", p_DIR="BIDIR", io_B=pad[bit] if n > 1 else pad,
+                                          i_I=o[bit] if n > 1 else o, o_O=i[bit] if n > 1 else i, i_T=~oe)
+
+    class _Tristate:
+        @staticmethod
+        def lower(dr):
+            return _Impl(dr.target, dr.o, dr.oe, dr.i)
+
+    return {**lattice_ecp5_trellis_special_overrides, Tristate: _Tristate}
+
+
+def _ecp5_ddr_clocking(top, phy, board: DramBoard) -> set:
+    """The clocks of a real ECP5DDRPHY inside the generated core: an ``EHXPLLL`` (LiteX's
+    ``ECP5PLL``) from the oscillator (``clk_in``) to twice the controller clock and to 25 MHz for
+    the PHY's start-up (``init``: LiteDRAM's ``ECP5DDRPHYInit`` locks the ``DDRDLLA`` and then
+    stops, resets and restarts the edge clock); the edge clock (``sys2x``) through
+    ``ECLKBRIDGECS``/``ECLKSYNCB`` (stopped by the start-up) and the controller clock ``sys``
+    divided from it by ``CLKDIVF`` (2), so the two are phase-aligned as the PHY's ``ODDRX2F``
+    and ``IDDRX2F`` need.  ``sys_clk``/``sys_rst`` become outputs: the rest of the design runs
+    on them.  A power-on counter on the oscillator holds the PLL in reset for 2**16 cycles
+    after configuration.  The PHY's read-leveling controls are ports too (``phy_*``)."""
+    from litex.soc.cores.clock import ECP5PLL
+    from migen import ClockDomain, Instance, If
+    from migen import Signal as MSignal
+    from migen.genlib.resetsync import AsyncResetSynchronizer
+
+    clk_in = MSignal(name=CLK_IN)
+    top.clock_domains.cd_init = ClockDomain("init")
+    top.clock_domains.cd_por = ClockDomain("por", reset_less=True)
+    top.clock_domains.cd_sys2x = ClockDomain("sys2x")
+    top.clock_domains.cd_sys2x_i = ClockDomain("sys2x_i", reset_less=True)
+    por = MSignal(16, reset=2**16 - 1)
+    top.comb += top.cd_por.clk.eq(clk_in)
+    top.sync.por += If(por != 0, por.eq(por - 1))
+    top.submodules.pll = pll = ECP5PLL()
+    top.comb += pll.reset.eq(por != 0)
+    pll.register_clkin(clk_in, ECP5_DDR_CLK_IN_HZ)
+    pll.create_clkout(top.cd_sys2x_i, 2 * board.sys_clk_hz, with_reset=False)
+    pll.create_clkout(top.cd_init, 25e6)
+    ecs = MSignal()
+    top.specials += [
+        Instance("ECLKBRIDGECS", i_CLK0=top.cd_sys2x_i.clk, i_SEL=0, o_ECSOUT=ecs),
+        Instance("ECLKSYNCB", i_ECLKI=ecs, i_STOP=phy.init.stop, o_ECLKO=top.cd_sys2x.clk),
+        Instance("CLKDIVF", p_DIV="2.0", i_ALIGNWD=0, i_CLKI=top.cd_sys2x.clk, i_RST=phy.init.reset,
+                 o_CDIVX=top.cd_sys.clk),
+        AsyncResetSynchronizer(top.cd_sys, ~pll.locked | phy.init.reset),
+        AsyncResetSynchronizer(top.cd_sys2x, ~pll.locked | phy.init.reset),
+    ]
+    # read leveling (docs/dram.md): the PHY's CSRs as ports; a strobe is one cycle high
+    lanes = len(phy._dly_sel.storage)
+    ctl = {"phy_dly_sel": MSignal(lanes, name="phy_dly_sel"), "phy_rdly_rst": MSignal(name="phy_rdly_rst"),
+           "phy_rdly_inc": MSignal(name="phy_rdly_inc"), "phy_bitslip_rst": MSignal(name="phy_bitslip_rst"),
+           "phy_bitslip": MSignal(name="phy_bitslip"), "phy_burstdet_clr": MSignal(name="phy_burstdet_clr")}
+    seen = MSignal(lanes, name="phy_burstdet_seen")
+    top.comb += [phy._dly_sel.storage.eq(ctl["phy_dly_sel"]), phy._rdly_dq_rst.re.eq(ctl["phy_rdly_rst"]),
+                 phy._rdly_dq_inc.re.eq(ctl["phy_rdly_inc"]),
+                 phy._rdly_dq_bitslip_rst.re.eq(ctl["phy_bitslip_rst"]),
+                 phy._rdly_dq_bitslip.re.eq(ctl["phy_bitslip"]), phy._burstdet_clr.re.eq(ctl["phy_burstdet_clr"]),
+                 seen.eq(phy._burstdet_seen.status)]
+    return {clk_in, seen, *ctl.values()}
 
 
 @functools.lru_cache(maxsize=8)
@@ -333,13 +410,11 @@ def generate_core(name: str, sim: bool = True) -> tuple[str, dict]:
 
     board = dram_board(name)
     module = _module(board)
-    if not sim and board.phy != "GENSDRPHY":
-        raise ValueError(f"{board.name}: the real {board.phy} (board builds) is not supported yet; "
-                         "simulation only (sim=True)")
 
     class _Top(Module):
         def __init__(self):
             self.ios = set()
+            self.extra = {}  # more info (a core that makes its own clocks: its pins)
             self.clock_domains.cd_sys = ClockDomain("sys")
             self.ios |= {self.cd_sys.clk, self.cd_sys.rst}
             if sim:
@@ -352,6 +427,14 @@ def generate_core(name: str, sim: bool = True) -> tuple[str, dict]:
                     sig = getattr(pads, fname)
                     sig.name_override = f"sdram_{fname}"
                     self.ios.add(sig)
+                if board.phy == "ECP5DDRPHY":
+                    self.ios |= _ecp5_ddr_clocking(self, phy, board)
+                    # the core's pins, each direct to the FPGA's pad: i (oscillator), o, io
+                    self.extra = {"own_clock": True, "leveling_inputs": {
+                        "phy_dly_sel": len(phy._dly_sel.storage), "phy_rdly_rst": 1, "phy_rdly_inc": 1,
+                        "phy_bitslip_rst": 1, "phy_bitslip": 1, "phy_burstdet_clr": 1},
+                        "pins": {CLK_IN: "i", **{f"sdram_{f}": "io" if f in ("dq", "dqs_p") else "o"
+                                                 for f, _ in pads.layout}}}
             self.settings = ControllerSettings()  # fresh: LiteDRAM writes into it
             self.submodules.core = core = _Core(phy=phy, geom_settings=module.geom_settings,
                                                 timing_settings=module.timing_settings,
@@ -404,14 +487,17 @@ def generate_core(name: str, sim: bool = True) -> tuple[str, dict]:
             return set(io.values())
 
     top = _Top()
-    text = str(convert(top, ios=top.ios, name=CORE_NAME))
+    overrides = {}
+    if not sim and board.phy == "ECP5DDRPHY":  # tristates and reset synchronisers as ECP5 cells
+        overrides = _ecp5_overrides()
+    text = str(convert(top, ios=top.ios, name=CORE_NAME, special_overrides=overrides))
     # the generation time (a "Date" line at the top, "Auto-Generated by LiteX on <date>" at the
     # end) is removed, so equal configurations give equal text (and equal build keys)
     text = re.sub(r"//[^\n]*(Date\s*:|Auto-Generated by LiteX on)[^\n]*\n", "", text)
     info = {"board": board.name, "sim": sim, "timings": dram_timings(name),
             "address_width": top.port.address_width, "data_width": top.port.data_width,
             "init_steps": top.steps, "init_cycles": sum(s["wait"] + 1 for s in top.steps) + 1,
-            "verilog_lines": text.count("\n"),
+            "verilog_lines": text.count("\n"), **top.extra,
             "digest": hashlib.sha256(text.encode()).hexdigest()[:12]}
     return text, info
 
@@ -427,7 +513,13 @@ def NativePort(aw: int, dw: int) -> wiring.Signature:
 
 class LiteDRAMCore(wiring.Component):
     """The generated controller (:func:`generate_core`) as an ``Instance`` in the ``sync``
-    domain; its reset is the domain's (it restarts the init sequence)."""
+    domain; its reset is the domain's (it restarts the init sequence).  A core that makes its
+    own clocks (``info["own_clock"]``: the real ECP5DDRPHY) drives the ``sync`` domain's clock
+    and reset instead, from the oscillator pin it is given.
+
+    The real PHY's pins: ``pins`` (SDR: output signals the board top buffers) and ``dq`` (SDR:
+    the data pins' I/O port; with ``own_clock``: a dict of every pin the core drives or reads
+    directly, by core port name: ``clk_in``, ``sdram_a``, ``sdram_dq``, ...)."""
 
     def __init__(self, info: dict, pins: dict[str, Signal] | None = None, dq=None) -> None:
         self.info, self.pins, self.dq = info, pins, dq
@@ -436,8 +528,12 @@ class LiteDRAMCore(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        kw: dict[str, Any] = {"i_sys_clk": ClockSignal("sync"), "i_sys_rst": ResetSignal("sync"),
-                              "o_init_done": self.init_done, "o_dbg_refresh": self.dbg_refresh}
+        kw: dict[str, Any] = {"o_init_done": self.init_done, "o_dbg_refresh": self.dbg_refresh}
+        own = self.info.get("own_clock", False)
+        if own:
+            kw.update(o_sys_clk=ClockSignal("sync"), o_sys_rst=ResetSignal("sync"))
+        else:
+            kw.update(i_sys_clk=ClockSignal("sync"), i_sys_rst=ResetSignal("sync"))
         for name, member in self.port.signature.members.items():
             kw[("o_" if member.flow == Out else "i_") + f"user_port0_{name}"] = getattr(self.port, name)
         if not self.info["sim"]:  # the real PHY: its pins (the data pins bidirectional)
@@ -446,14 +542,26 @@ class LiteDRAMCore(wiring.Component):
                                  "(fpga.board_top.BoardTop gives them)")
             for name, sig in self.pins.items():
                 kw[f"o_sdram_{name}"] = sig
-            kw["io_sdram_dq"] = self.dq
+            if own:
+                missing = sorted(set(self.info["pins"]) - set(self.dq))
+                if missing:
+                    raise ValueError(f"LiteDRAMCore: pins {', '.join(missing)} not given")
+                for name, kind in self.info["pins"].items():
+                    kw[f"{kind}_{name}"] = self.dq[name]
+                for name, width in self.info["leveling_inputs"].items():  # no leveling: rest values
+                    kw[f"i_{name}"] = Const(0, width)
+            else:
+                kw["io_sdram_dq"] = self.dq
         m.submodules.ctrl = Instance(CORE_NAME, **kw)
         return m
 
 
 def sdram_pins(info: dict) -> dict[str, Signal]:
     """The output pins of a real-PHY SDR controller (:func:`generate_core` with ``sim=False``),
-    as LiteDRAM names them (active-low ``*_n``); ``dq`` is bidirectional and is given apart."""
+    as LiteDRAM names them (active-low ``*_n``); ``dq`` is bidirectional and is given apart.
+    A core that makes its own clocks (DDR3) drives every pin itself: none here."""
+    if info.get("own_clock"):
+        return {}
     t = info["timings"]
     widths = {"a": t["addressbits"], "ba": t["bankbits"], "cs_n": 1, "cke": 1, "ras_n": 1, "cas_n": 1,
               "we_n": 1, "dm": t["bus_bits"] // 8}
