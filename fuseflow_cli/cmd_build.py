@@ -23,7 +23,7 @@ from .cmd_common import (
 )
 from .cmd_synth import board_top, write_manifest  # the same design as synth's
 from .errors import UserError
-from .models import add_model_args, build_model, reject_model_options
+from .models import add_host_steps_arg, add_model_args, build_model, reject_model_options
 from .ui import print_table, spinner
 
 
@@ -46,6 +46,7 @@ def add_parser(sub) -> None:
     board_args.add_baud_arg(p)
     board_args.add_dram_placement_args(p)
     add_model_args(p, build=True)
+    add_host_steps_arg(p)
 
 
 def run(args) -> int:
@@ -53,7 +54,8 @@ def run(args) -> int:
         return _build_board(args)
     board_only = [flag for flag, used in (("--baud", args.baud is not None), ("--dram/--no-dram", args.dram is not None),
                                           ("--onchip", bool(args.onchip)),
-                                          ("--dram-min-bytes", args.dram_min_bytes != DEFAULT_MIN_BYTES)) if used]
+                                          ("--dram-min-bytes", args.dram_min_bytes != DEFAULT_MIN_BYTES),
+                                          ("--no-host-steps", args.no_host_steps)) if used]
     if board_only:
         raise UserError(f"{', '.join(board_only)}: only with --board (a board top)")
     if args.cw is None:

@@ -50,7 +50,7 @@ from .cmd_common import (
 )
 from .cmd_run_model import run_model_on_board
 from .errors import UserError
-from .models import add_model_args, reject_model_options
+from .models import add_host_steps_arg, add_model_args, reject_model_options
 from .ui import load_progress
 
 __all__ = ["add_parser", "run"]
@@ -91,6 +91,7 @@ def add_parser(subparsers) -> None:
     add_overflow_arg(p)
     add_numerics_arg(p)
     add_model_args(p, build=True)
+    add_host_steps_arg(p)
 
 
 def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:

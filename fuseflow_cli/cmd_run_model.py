@@ -33,7 +33,7 @@ from sw_sim import run_graph
 from .board_args import baud_of, model_onchip
 from .cmd_common import with_numerics
 from .errors import UserError
-from .models import _reference, load_compiled
+from .models import _reference, load_compiled, refuse_host_work
 from .ui import load_progress, spinner
 
 __all__ = ["run_model_on_board"]
@@ -92,6 +92,7 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
         raise UserError("run --model --build DIR: with --port (--sim builds its own top)")
     dram = _dram_of(args, board)
     case, ir, cm = load_compiled(args)
+    refuse_host_work(args, cm)
     cfg = with_numerics(HwConfig(), args.numerics, True)
     num = str(cfg.num)
     graphs = model_graphs(cm)

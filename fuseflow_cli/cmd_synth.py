@@ -30,7 +30,14 @@ from . import board_args
 from .argtypes import int_range, positive_float
 from .cmd_common import add_numerics_arg, with_numerics
 from .errors import UserError
-from .models import add_model_args, board_model_manifest, load_compiled, reject_model_options
+from .models import (
+    add_host_steps_arg,
+    add_model_args,
+    board_model_manifest,
+    load_compiled,
+    refuse_host_work,
+    reject_model_options,
+)
 from .ui import phases, print_table
 
 __all__ = ["add_parser", "board_top", "run"]
@@ -85,6 +92,7 @@ def add_parser(subparsers) -> None:
     )
     board_args.add_dram_placement_args(p)
     add_model_args(p, build=True)
+    add_host_steps_arg(p)
 
 
 def _graph(args: argparse.Namespace) -> Graph:
@@ -124,6 +132,7 @@ def _synth_model(args: argparse.Namespace, board: Board, dram: str) -> tuple[obj
     if args.graph is not None or args.kernel is not None:
         raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")
     _, ir, cm = load_compiled(args)
+    refuse_host_work(args, cm)
     graphs = model_graphs(cm)
     buffers = getattr(args, "spacc_buffers", None) or board.family.spacc_buffers
     for g in graphs:
@@ -157,6 +166,9 @@ def board_top(args: argparse.Namespace, board: Board):
     if args.model is not None and dram_name and args.dram is not False:
         top, _, what = _synth_model(args, board, dram_name)
         return (lambda: top), f"model {what!r}", board_args.baud_of(args, True)
+    if getattr(args, "no_host_steps", False):
+        raise UserError(f"--no-host-steps: a whole model is one top only on a board with DRAM (with --dram); "
+                        f"on the {board.name} the model's largest graph is built alone")
     graph = _graph(args)
     buffers = getattr(args, "spacc_buffers", None) or board.family.spacc_buffers
     changed = set_accumulator_buffers(graph, buffers)

@@ -127,7 +127,7 @@ _MODEL_PASS_OPTIONS = {o.name: o for o in pass_options(Source.MODEL)
 _MODEL_OPTIONS = {"dataset": None, "fusion": "partial", "hidden": 16, "features": None, "nodes": 256,
                   "feature_density": None, "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2,
                   **{n: o.default for n, o in _MODEL_PASS_OPTIONS.items()}, "explain": False,
-                  "numerics": "float", "inputs": None, "formats": None, "strict": False}
+                  "numerics": "float", "inputs": None, "formats": None, "strict": False, "no_host_steps": False}
 _ZOO_ONLY = ("dataset", "hidden", "features", "nodes", "feature_density", "seq", "dmodel", "heads", "blocks")
 
 
@@ -391,6 +391,26 @@ def model_steps(cm, graph_entry, on_host=None) -> list[dict]:
                                     for p in step.compiled.permuted]
         steps.append(entry)
     return steps
+
+
+def add_host_steps_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-host-steps", action="store_true",
+                   help="with --model on a board: refuse a model that needs the host between its graphs "
+                        "(graph breaks, conversions, data movement, permuted copies), naming each")
+
+
+def refuse_host_work(args: argparse.Namespace, cm) -> None:
+    """``--no-host-steps``: a model whose graphs need the host between them is refused, naming
+    what the host would do (:func:`fpga.model_run.host_work`)."""
+    if not getattr(args, "no_host_steps", False):
+        return
+    from fpga.model_run import host_work
+
+    work = host_work(cm)
+    if work:
+        shown = "; ".join(work[:5]) + (f"; and {len(work) - 5} more" if len(work) > 5 else "")
+        raise UserError(f"--no-host-steps: model {args.model} ({args.fusion}) needs the host between its graphs "
+                        f"for {len(work)} step(s): {shown}")
 
 
 def board_model_manifest(args: argparse.Namespace, cm, top, board: str) -> dict:

@@ -174,3 +174,21 @@ def test_the_board_manifest_places_every_graph_and_names_the_host_work():
     gcm = compile_model(trace(gpt.module, gpt.inputs, gpt.formats, name=gpt.name), "partial")
     work = host_work(gcm)
     assert work and all(w.startswith("data movement: host reshape") for w in work[:3])
+
+
+@pytest.mark.parametrize("command, expect", [
+    (["run", "--board", "ulx3s-85f", "--sim", "--model", "gpt"], "needs the host between its graphs for 18 step(s)"),
+    (["synth", "--board", "ulx3s-85f", "--model", "gpt", "-o", "{out}"], "data movement: host reshape t5_bias"),
+    (["synth", "--board", "icebreaker", "--model", "gcn", "-o", "{out}"], "only on a board with DRAM"),
+    (["build", "--model", "gcn", "-o", "{out}"], "only with --board"),
+    (["run", "--board", "ulx3s-85f", "--sim", "--kernel", "spmv"], "is not a model"),
+])
+def test_no_host_steps_refuses_a_model_that_needs_the_host(command, expect, tmp_path, capsys):
+    """``--no-host-steps``: the GPT block's reshapes and permutes run on the host between its
+    graphs, so it is refused before anything is built, naming them; the flag means nothing
+    without a whole model on a DRAM board, and is refused there too."""
+    from fuseflow_cli.cli import main
+
+    assert main([a.format(out=tmp_path / "o") for a in command] + ["--no-host-steps"]) == 2
+    assert expect in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
