@@ -314,6 +314,160 @@ def _init_sequencer(dfi, steps: list[dict]):
     return _InitSequencer()
 
 
+def level_pattern(lanes: int, words: int = 8) -> list[int]:
+    """The read-leveling test burst: ``words`` user words (one BL8 burst of a x16 part: a word
+    a beat, lane ``l`` its byte ``l``), every byte of a lane different, so a read a beat early
+    or late (a wrong bitslip) or a garbled capture (a wrong delay) does not compare equal."""
+    return [sum((((0x35 * (i + 1) + 0x5A * lane) ^ (0x0F * lane)) & 0xFF) << (8 * lane) for lane in range(lanes))
+            for i in range(words)]
+
+
+def _phy_leveling_controls(top, phy, sim: bool) -> dict:
+    """The PHY's read-leveling CSRs as signals the leveler drives (LiteX drives them from its
+    CPU): lane select (its DQSBUFM is paused while selected), read-delay reset and increment,
+    bitslip reset and increment.  The simulation model has no delays: free signals there."""
+    from migen import Signal as MSignal
+    lanes = phy.settings.databits // 8
+    ctl = {"sel": MSignal(lanes), "rdly_rst": MSignal(), "rdly_inc": MSignal(), "bitslip_rst": MSignal(),
+           "bitslip": MSignal()}
+    if not sim:
+        top.comb += [phy._dly_sel.storage.eq(ctl["sel"]), phy._rdly_dq_rst.re.eq(ctl["rdly_rst"]),
+                     phy._rdly_dq_inc.re.eq(ctl["rdly_inc"]), phy._rdly_dq_bitslip_rst.re.eq(ctl["bitslip_rst"]),
+                     phy._rdly_dq_bitslip.re.eq(ctl["bitslip"])]
+    return ctl
+
+
+def _read_leveler(port, ctl: dict, lanes: int, bitslips: int, delays: int):
+    """Read leveling in hardware, from ``start`` (the DRAM initialised) until ``done``, owning
+    the user ``port`` meanwhile: write :func:`level_pattern` at words 0..7 once; for every
+    bitslip ``b`` and read delay ``d`` (all lanes at once) set the PHY (``ctl``), let it settle,
+    read the burst back and note per lane whether its bytes compare equal; then per lane take
+    the bitslip with the longest run of passing delays and the middle delay of that run, and set
+    each lane so.  ``done`` rises only if every lane passed somewhere (else the port stays
+    closed).  ``choice`` holds the lanes' (bitslip, delay) after (lane 0 lowest, 8 bits each)."""
+    from migen import FSM, Array, Cat, Constant, If, Module, Mux, NextState, NextValue
+    from migen import Signal as MSignal
+
+    words = 8
+    pattern = level_pattern(lanes, words)
+    width = len(port.wdata.data)
+    if width != 8 * lanes:
+        raise ValueError(f"read leveling: a user word of {width} bits is not one beat of {lanes} byte lanes")
+    n = bitslips * delays
+
+    class _Leveler(Module):
+        def __init__(self):
+            self.start, self.done = MSignal(), MSignal()
+            self.cmd_valid, self.cmd_we, self.cmd_addr = MSignal(), MSignal(), MSignal(len(port.cmd.addr))
+            self.cmd_ready, self.wdata_take, self.rdata_valid = MSignal(), MSignal(), MSignal()
+            self.wdata, self.rdata = MSignal(width), MSignal(width)
+            self.choice = MSignal(16 * lanes)
+            pat = Array([Constant(w, width) for w in pattern])
+            expected = MSignal(width)
+            issued, taken, got = MSignal(max=words + 1), MSignal(max=words + 1), MSignal(max=words + 1)
+            b, d = MSignal(max=bitslips), MSignal(max=delays)
+            k = MSignal(max=delays + bitslips + 4)  # the step inside SET
+            wait = MSignal(6)
+            lane_ok = MSignal(lanes)
+            self.passed = passed = [MSignal(n, name=f"passed{lane}") for lane in range(lanes)]
+            # the window search, per lane: runs of passing delays of one bitslip
+            run_len = [MSignal(max=delays + 1) for _ in range(lanes)]
+            run_start = [MSignal(max=delays) for _ in range(lanes)]
+            best_len = [MSignal(max=delays + 1) for _ in range(lanes)]
+            best_start = [MSignal(max=delays) for _ in range(lanes)]
+            best_b = [MSignal(max=bitslips) for _ in range(lanes)]
+            lane = MSignal(max=lanes + 1)  # APPLY: the lane being set
+            tgt_b, tgt_d = MSignal(max=bitslips), MSignal(max=delays)
+            applying = MSignal()
+            sel = MSignal(lanes)
+            self.comb += [self.wdata.eq(pat[taken]), self.cmd_addr.eq(issued), expected.eq(pat[got]),
+                          ctl["sel"].eq(sel)]
+            self.sync += If(self.wdata_take, taken.eq(taken + 1))
+            # a read's data, lane by lane, against the pattern
+            for lane_i in range(lanes):
+                lo = 8 * lane_i
+                self.sync += If(self.rdata_valid & (self.rdata[lo:lo + 8] != expected[lo:lo + 8]),
+                                lane_ok[lane_i].eq(0))
+            self.sync += If(self.rdata_valid, got.eq(got + 1))
+            idx = MSignal(max=n)
+            self.comb += idx.eq(b * delays + d)
+            self.submodules.fsm = fsm = FSM(reset_state="IDLE")
+            fsm.act("IDLE", If(self.start, NextValue(issued, 0), NextState("WRITE")))
+            fsm.act("WRITE",
+                    self.cmd_valid.eq(1), self.cmd_we.eq(1),
+                    If(self.cmd_ready, NextValue(issued, issued + 1),
+                       If(issued == words - 1, NextState("WDRAIN"))))
+            fsm.act("WDRAIN", If(taken == words, NextValue(k, 0), NextValue(b, 0), NextValue(d, 0),
+                                 NextValue(tgt_b, 0), NextValue(tgt_d, 0), NextState("SET")))
+            # SET: lanes selected for the whole state; step 1 resets the delay, then tgt_d
+            # increments, a bitslip reset, tgt_b bitslips
+            fsm.act("SET",
+                    NextValue(k, k + 1),
+                    If(k == 1, ctl["rdly_rst"].eq(1)),
+                    If((k >= 2) & (k < 2 + tgt_d), ctl["rdly_inc"].eq(1)),
+                    If(k == 2 + tgt_d, ctl["bitslip_rst"].eq(1)),
+                    If((k > 2 + tgt_d) & (k <= 2 + tgt_d + tgt_b), ctl["bitslip"].eq(1)),
+                    If(k == 3 + tgt_d + tgt_b,
+                       NextValue(wait, 0),
+                       If(applying, NextState("NEXT_LANE")).Else(NextState("SETTLE"))))
+            fsm.act("SETTLE", NextValue(wait, wait + 1),
+                    If(wait == 2 ** len(wait) - 1, NextValue(issued, 0), NextValue(got, 0),
+                       NextValue(lane_ok, 2 ** lanes - 1), NextState("READ")))
+            fsm.act("READ",
+                    self.cmd_valid.eq(1),
+                    If(self.cmd_ready, NextValue(issued, issued + 1),
+                       If(issued == words - 1, NextState("RWAIT"))))
+            fsm.act("RWAIT",
+                    If(got == words,
+                       *[NextValue(passed[i], passed[i] | (lane_ok[i] << idx)) for i in range(lanes)],
+                       If(d == delays - 1,
+                          NextValue(d, 0),
+                          If(b == bitslips - 1, NextValue(b, 0), NextState("PICK")
+                             ).Else(NextValue(b, b + 1), NextValue(tgt_b, b + 1), NextValue(tgt_d, 0),
+                                    NextValue(k, 0), NextState("SET"))
+                          ).Else(NextValue(d, d + 1), NextValue(tgt_d, d + 1), NextValue(k, 0), NextState("SET"))))
+            # PICK: one (b, d) a cycle; a run of passing delays ends at a failing one or at the
+            # end of the bitslip's delays
+            pick = []
+            for i in range(lanes):
+                bit = MSignal()
+                self.comb += bit.eq((passed[i] >> idx)[0])
+                length = MSignal(max=delays + 1)
+                self.comb += length.eq(Mux(d == 0, 0, run_len[i]) + 1)
+                pick.append(If(bit,
+                               NextValue(run_len[i], length),
+                               If(length == 1, NextValue(run_start[i], d)),
+                               If(length > best_len[i], NextValue(best_len[i], length), NextValue(best_b[i], b),
+                                  NextValue(best_start[i], Mux(length == 1, d, run_start[i]))))
+                            .Else(NextValue(run_len[i], 0)))
+            fsm.act("PICK", *pick,
+                    If(d == delays - 1,
+                       NextValue(d, 0),
+                       If(b == bitslips - 1, NextState("CHECK")).Else(NextValue(b, b + 1))
+                       ).Else(NextValue(d, d + 1)))
+            every = MSignal()
+            self.comb += every.eq(Cat(*[best_len[i] != 0 for i in range(lanes)]) == 2 ** lanes - 1)
+            fsm.act("CHECK", If(every, NextValue(lane, 0), NextState("NEXT_LANE")).Else(NextState("FAILED")))
+            fsm.act("FAILED")  # no window: the port stays closed (the host sees host_wait high)
+            mid = [MSignal(max=delays) for _ in range(lanes)]
+            for i in range(lanes):
+                self.comb += mid[i].eq(best_start[i] + ((best_len[i] - 1) >> 1))
+                self.comb += [self.choice[16 * i:16 * i + 8].eq(mid[i]), self.choice[16 * i + 8:16 * i + 16].eq(best_b[i])]
+            fsm.act("NEXT_LANE",
+                    If(lane == lanes,
+                       NextState("DONE")
+                       ).Else(NextValue(applying, 1), NextValue(k, 0),
+                              NextValue(tgt_b, Array(best_b)[lane]), NextValue(tgt_d, Array(mid)[lane]),
+                              NextValue(lane, lane + 1), NextState("SET")))
+            fsm.act("DONE", self.done.eq(1))
+            # the lanes selected in SET: all while scanning, the one being set while applying
+            self.comb += If(fsm.ongoing("SET"),
+                            If(applying, sel.eq(Array([Constant(1 << i, lanes) for i in range(lanes)])[lane - 1])
+                               ).Else(sel.eq(2 ** lanes - 1)))
+
+    return _Leveler()
+
+
 CORE_NAME = "litedram_core"
 # the board oscillator's input of a core that makes its own clocks (ECP5DDRPHY), and its frequency
 CLK_IN = "clk_in"
@@ -352,7 +506,7 @@ def _ecp5_ddr_clocking(top, phy, board: DramBoard) -> set:
     divided from it by ``CLKDIVF`` (2), so the two are phase-aligned as the PHY's ``ODDRX2F``
     and ``IDDRX2F`` need.  ``sys_clk``/``sys_rst`` become outputs: the rest of the design runs
     on them.  A power-on counter on the oscillator holds the PLL in reset for 2**16 cycles
-    after configuration.  The PHY's read-leveling controls are ports too (``phy_*``)."""
+    after configuration."""
     from litex.soc.cores.clock import ECP5PLL
     from migen import ClockDomain, Instance, If
     from migen import Signal as MSignal
@@ -380,18 +534,7 @@ def _ecp5_ddr_clocking(top, phy, board: DramBoard) -> set:
         AsyncResetSynchronizer(top.cd_sys, ~pll.locked | phy.init.reset),
         AsyncResetSynchronizer(top.cd_sys2x, ~pll.locked | phy.init.reset),
     ]
-    # read leveling (docs/dram.md): the PHY's CSRs as ports; a strobe is one cycle high
-    lanes = len(phy._dly_sel.storage)
-    ctl = {"phy_dly_sel": MSignal(lanes, name="phy_dly_sel"), "phy_rdly_rst": MSignal(name="phy_rdly_rst"),
-           "phy_rdly_inc": MSignal(name="phy_rdly_inc"), "phy_bitslip_rst": MSignal(name="phy_bitslip_rst"),
-           "phy_bitslip": MSignal(name="phy_bitslip"), "phy_burstdet_clr": MSignal(name="phy_burstdet_clr")}
-    seen = MSignal(lanes, name="phy_burstdet_seen")
-    top.comb += [phy._dly_sel.storage.eq(ctl["phy_dly_sel"]), phy._rdly_dq_rst.re.eq(ctl["phy_rdly_rst"]),
-                 phy._rdly_dq_inc.re.eq(ctl["phy_rdly_inc"]),
-                 phy._rdly_dq_bitslip_rst.re.eq(ctl["phy_bitslip_rst"]),
-                 phy._rdly_dq_bitslip.re.eq(ctl["phy_bitslip"]), phy._burstdet_clr.re.eq(ctl["phy_burstdet_clr"]),
-                 seen.eq(phy._burstdet_seen.status)]
-    return {clk_in, seen, *ctl.values()}
+    return {clk_in}
 
 
 @functools.lru_cache(maxsize=8)
@@ -430,11 +573,9 @@ def generate_core(name: str, sim: bool = True) -> tuple[str, dict]:
                 if board.phy == "ECP5DDRPHY":
                     self.ios |= _ecp5_ddr_clocking(self, phy, board)
                     # the core's pins, each direct to the FPGA's pad: i (oscillator), o, io
-                    self.extra = {"own_clock": True, "leveling_inputs": {
-                        "phy_dly_sel": len(phy._dly_sel.storage), "phy_rdly_rst": 1, "phy_rdly_inc": 1,
-                        "phy_bitslip_rst": 1, "phy_bitslip": 1, "phy_burstdet_clr": 1},
-                        "pins": {CLK_IN: "i", **{f"sdram_{f}": "io" if f in ("dq", "dqs_p") else "o"
-                                                 for f, _ in pads.layout}}}
+                    self.extra = {"own_clock": True,
+                                  "pins": {CLK_IN: "i", **{f"sdram_{f}": "io" if f in ("dq", "dqs_p") else "o"
+                                                           for f, _ in pads.layout}}}
             self.settings = ControllerSettings()  # fresh: LiteDRAM writes into it
             self.submodules.core = core = _Core(phy=phy, geom_settings=module.geom_settings,
                                                 timing_settings=module.timing_settings,
@@ -443,10 +584,21 @@ def generate_core(name: str, sim: bool = True) -> tuple[str, dict]:
             self.submodules.init = init = _init_sequencer(core.dfii.ext_dfi, self.steps)
             self.comb += core.dfii.ext_dfi_sel.eq(init.sel)
             done, refresh = MSignal(name="init_done"), MSignal(name="dbg_refresh")
-            self.comb += [done.eq(init.done), refresh.eq(core.controller.refresher.cmd.valid)]
+            self.comb += refresh.eq(core.controller.refresher.cmd.valid)
             self.ios |= {done, refresh}
             self.port = port = self._user_port(core)
-            self.ios |= self._expose(port, init.done)
+            ready = init.done
+            self.leveler = None
+            if phy.settings.read_leveling:  # before the user: the PHY's read delays found
+                ctl = _phy_leveling_controls(self, phy, sim)
+                self.submodules.leveler = self.leveler = _read_leveler(
+                    port, ctl, phy.settings.databits // 8, phy.settings.bitslips, phy.settings.delays)
+                self.comb += self.leveler.start.eq(init.done)
+                ready = init.done & self.leveler.done
+                self.extra["read_leveling"] = {"bitslips": phy.settings.bitslips, "delays": phy.settings.delays,
+                                               "pattern": level_pattern(phy.settings.databits // 8)}
+            self.comb += [done.eq(ready)]
+            self.ios |= self._expose(port, ready)
 
         def _user_port(self, core):
             """The native port; narrower than the controller's word, through LiteDRAM's converter."""
@@ -469,11 +621,24 @@ def generate_core(name: str, sim: bool = True) -> tuple[str, dict]:
                   "wdata_we": s("wdata_we", port.data_width // 8), "wdata_data": s("wdata_data", port.data_width),
                   "rdata_valid": s("rdata_valid"), "rdata_data": s("rdata_data", port.data_width)}
             native = port.data_width == self.core.crossbar.controller.data_width
-            self.comb += [port.cmd.valid.eq(io["cmd_valid"] & en), io["cmd_ready"].eq(port.cmd.ready & en),
-                          port.cmd.we.eq(io["cmd_we"]), port.cmd.addr.eq(io["cmd_addr"]),
+            lev = self.leveler
+            if lev is None:
+                drive = [port.cmd.valid.eq(io["cmd_valid"] & en), port.cmd.we.eq(io["cmd_we"]),
+                         port.cmd.addr.eq(io["cmd_addr"])]
+                wdata = [port.wdata.we.eq(io["wdata_we"]), port.wdata.data.eq(io["wdata_data"])]
+            else:  # the leveler owns the port until it is done
+                drive = [If(en, port.cmd.valid.eq(io["cmd_valid"]), port.cmd.we.eq(io["cmd_we"]),
+                            port.cmd.addr.eq(io["cmd_addr"])
+                            ).Else(port.cmd.valid.eq(lev.cmd_valid), port.cmd.we.eq(lev.cmd_we),
+                                   port.cmd.addr.eq(lev.cmd_addr))]
+                wdata = [If(en, port.wdata.we.eq(io["wdata_we"]), port.wdata.data.eq(io["wdata_data"])
+                            ).Else(port.wdata.we.eq(2 ** len(port.wdata.we) - 1), port.wdata.data.eq(lev.wdata))]
+                self.comb += [lev.cmd_ready.eq(port.cmd.ready & ~en), lev.wdata_take.eq(port.wdata.valid &
+                              port.wdata.ready & ~en), lev.rdata_valid.eq(port.rdata.valid & ~en),
+                              lev.rdata.eq(port.rdata.data)]
+            self.comb += [*drive[:1], io["cmd_ready"].eq(port.cmd.ready & en), *drive[1:],
                           *([port.wdata.valid.eq(en)] if native else []),
-                          io["wdata_ready"].eq(port.wdata.ready & en),
-                          port.wdata.we.eq(io["wdata_we"]), port.wdata.data.eq(io["wdata_data"]),
+                          io["wdata_ready"].eq(port.wdata.ready & en), *wdata,
                           io["rdata_valid"].eq(port.rdata.valid & en), port.rdata.ready.eq(1),
                           io["rdata_data"].eq(port.rdata.data)]
             if not native:
@@ -548,8 +713,6 @@ class LiteDRAMCore(wiring.Component):
                     raise ValueError(f"LiteDRAMCore: pins {', '.join(missing)} not given")
                 for name, kind in self.info["pins"].items():
                     kw[f"{kind}_{name}"] = self.dq[name]
-                for name, width in self.info["leveling_inputs"].items():  # no leveling: rest values
-                    kw[f"i_{name}"] = Const(0, width)
             else:
                 kw["io_sdram_dq"] = self.dq
         m.submodules.ctrl = Instance(CORE_NAME, **kw)
