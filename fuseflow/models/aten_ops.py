@@ -14,9 +14,10 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
-from .aten_values import _C, _T, _letters, _Multi, _scalar, _Unsupported
+from .aten_values import _C, _G, _T, _letters, _Multi, _scalar, _Unsupported
 from .ir import FrontendError, MKind
 
 aten = torch.ops.aten
@@ -136,6 +137,16 @@ def _const_tensor(low, c: _C) -> _T:
 
 
 def binary(low, kind: str, a, b) -> _T:
+    if isinstance(a, _G) or isinstance(b, _G):
+        g = _scaled_gather(kind, a, b)
+        if g is not None:
+            return g
+        if kind == "div" and isinstance(b, _G) and b.weight is None and _softmax_normaliser(low.node):
+            # exp(s) / sum[dst] with sum = Σ exp(s) over the edges into dst (+ eps) > 0:
+            # times (rsqrt(sum)²)[dst], the reciprocal made where the sum is (the nodes)
+            r = _unary(low, _plain(low, b.src, "div operand"), "rsqrt")
+            return binary(low, "mul", a, _G(_tensor_tensor(low, "mul", r, r), b.index))
+        a, b = low.gathered(a), low.gathered(b)
     sa, sb = _scalar(a), _scalar(b)
     if isinstance(a, _T) and sb is not None and (not isinstance(b, _C) or b.value.dim() <= len(a.shape)):
         return _scalar_op(low, kind, a, sb, left=False)
@@ -149,6 +160,8 @@ def binary(low, kind: str, a, b) -> _T:
         a = _const_tensor(low, _C(torch.tensor(float(a))))
     if isinstance(b, int | float):
         b = _const_tensor(low, _C(torch.tensor(float(b))))
+    if kind == "div" and isinstance(b, _T) and not b.sqrt and _is_gather(low, b):
+        b = _dense_stored(low, b)
     if kind == "div" and isinstance(b, _T) and b.sqrt:  # a / sqrt(y) = a * rsqrt(y)
         r = _unary(low, replace(b, sqrt=False), "rsqrt")
         return _tensor_tensor(low, "mul", _plain(low, a, "div operand"), r)
@@ -721,6 +734,295 @@ def _masked_fill(low, x, mask, value):
     return _where(low, mask, value, x)
 
 
+# ----------------------------------------------------------------------------- message passing
+# Gathers by a constant index (an integer input such as edge_index, and what is computed from
+# it, is a constant: see export_trace.input_value) are pending values (_G); a scatter of one by
+# a constant destination index is one einsum with the sparse matrix A[dst[e], src[e]] += w[e]
+# (PyG's propagate with sum / mean aggregation: an SpMM over the adjacency).  Any other use of
+# a gather materialises it as a product with a sparse (E, N) selection matrix, and a scatter
+# of any per-edge tensor is a product with the sparse (N, E) transposed selection: both on
+# dataflow.
+
+
+def _const_index(v, what: str) -> np.ndarray:
+    if not isinstance(v, _C) or v.value.dtype.is_floating_point or v.value.dtype == torch.bool:
+        raise _Unsupported(f"{what} by an index computed from the input values (only an index made from "
+                           "integer inputs or constants, such as edge_index, becomes a sparse matrix)")
+    return v.value.detach().reshape(-1).to(torch.int64).numpy()
+
+
+def _check_range(idx: np.ndarray, n: int, what: str, low) -> None:
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise FrontendError(f"{low.src}: {what}: index {int(idx.max() if idx.max() >= n else idx.min())} is out of "
+                  f"range for a dimension of size {n}")
+
+
+def select_rows(low, x: _T, d: int, idx: np.ndarray, weight: np.ndarray | None = None) -> _T:
+    """``x`` indexed by ``idx`` along axis ``d`` (each selected slice times ``weight``): an
+    einsum with the sparse (E, n) selection matrix."""
+    x = _full(low, x, "gather input")
+    n = x.shape[d]
+    idx = np.where(idx < 0, idx + n, idx)
+    e = len(idx)
+    vals = np.ones(e) if weight is None else np.asarray(weight, dtype=np.float64)
+    sel = low.const_sparse("gather", sp.coo_array((vals, (np.arange(e), idx)), shape=(e, n)))
+    nd = len(x.shape)
+    letters = _letters(nd + 1)
+    src, new = letters[:nd], letters[nd]
+    out = src[:d] + new + src[d + 1:]
+    shape = x.shape[:d] + (e,) + x.shape[d + 1:]
+    name = low.emit("gather", MKind.EINSUM, (sel, x.name), shape, spec=f"{new}{src[d]},{src}->{out}")
+    return _T(name, shape, tuple(range(nd)), x.dtype)
+
+
+def _is_gather(low, v: _T) -> bool:
+    return v.name.endswith("_gather") and low.kind_of(v.name) is MKind.EINSUM
+
+
+def _dense_stored(low, v: _T) -> _T:
+    """A gathered divisor (``x / sum[dst]``, a softmax over edges) stored dense: the product
+    with the selection matrix is stored compressed, and the compiler divides only by a dense
+    tensor.  ``(v + 1) - 1`` visits every coordinate (a shift of a sparse tensor is dense) and is
+    exact in fixed point."""
+    return _shift(low, _shift(low, v, 1.0), -1.0)
+
+
+def materialise_gather(low, g: _G) -> _T:
+    return select_rows(low, g.src, 0, g.index.numpy(), None if g.weight is None else g.weight.numpy())
+
+
+def _index_select(low, x, dim, index):
+    idx = _const_index(index, "index_select")
+    x = _full(low, low.gathered(x), "index_select input")
+    d = dim % len(x.shape)
+    _check_range(idx, x.shape[d], "index_select", low)
+    if d == 0:
+        n = x.shape[0]
+        return _G(x, torch.from_numpy(np.where(idx < 0, idx + n, idx)))
+    return select_rows(low, x, d, idx)
+
+
+def _index(low, x, indices):
+    """``x[idx]`` / ``x[:, idx]``: one integer index tensor, the other axes whole."""
+    tensors = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(tensors) != 1:
+        raise _Unsupported("indexing with several index tensors")
+    d, i = tensors[0]
+    if isinstance(i, _C) and i.value.dtype == torch.bool:
+        raise _Unsupported("indexing a computed tensor with a boolean mask (its result's shape depends on "
+                           "the mask's values)")
+    if isinstance(i, _C) and i.value.dim() != 1:
+        raise _Unsupported(f"indexing with a {i.value.dim()}-D index tensor")
+    return _index_select(low, x, d, i)
+
+
+def _scaled_gather(kind: str, a, b) -> _G | None:
+    """A gather times / divided by a number or a constant per-edge column (``w.view(-1, 1) *
+    x_j``): the gather with its weights scaled; None for anything else."""
+    g, c = (a, b) if isinstance(a, _G) else (b, a)
+    if kind not in ("mul", "div") or (kind == "div" and g is not a) or isinstance(c, _G):
+        return None
+    s = _scalar(c)
+    e = g.index.numel()
+    if s is not None:
+        col = torch.full((e,), s, dtype=torch.float64)
+    elif isinstance(c, _C) and c.value.dim() == len(g.shape) and c.value.shape[0] == e and \
+            all(k == 1 for k in c.value.shape[1:]) and c.value.dtype != torch.bool:
+        col = c.value.detach().reshape(e).to(torch.float64)
+    else:
+        return None
+    if kind == "div":
+        if bool((col == 0).any()):
+            return None
+        col = 1.0 / col
+    w = col if g.weight is None else g.weight * col
+    return replace(g, weight=w)
+
+
+def _zero_const(v) -> bool:
+    return isinstance(v, _C) and not bool(v.value.any())
+
+
+def _scatter(low, out_rows: int, dst: np.ndarray, src, extra: np.ndarray | None = None,
+             reduce: str = "add") -> _T:
+    """Σ over edges e (or max) into row ``dst[e]`` of ``extra[e]``·``src[e]``: an einsum with
+    the sparse adjacency (``src`` a pending gather) or the transposed selection matrix."""
+    e = len(dst)
+    _check_range(dst, out_rows, "scatter", low)
+    dst = np.where(dst < 0, dst + out_rows, dst)
+    w = np.ones(e) if extra is None else extra
+    if isinstance(src, _G) and reduce == "add":
+        x = src.src
+        if src.weight is not None:
+            w = w * src.weight.numpy()
+        a = low.const_sparse("adj", sp.coo_array((w, (dst, src.index.numpy())), shape=(out_rows, x.shape[0])))
+        base = "aggregate"
+    else:
+        x = _full(low, low.gathered(src), "scatter source")
+        a = low.const_sparse("scatter", sp.coo_array((w, (dst, np.arange(e))), shape=(out_rows, e)))
+        base = "aggregate" if reduce == "add" else "aggregate_max"
+    nd = len(x.shape)
+    letters = _letters(nd + 1)
+    rows, rest, new = letters[0], letters[1:nd], letters[nd]
+    shape = (out_rows,) + tuple(x.shape[1:])
+    attrs = {"reduce": "max"} if reduce == "max" else {}
+    name = low.emit(base, MKind.EINSUM, (a, x.name), shape, spec=f"{new}{rows},{rows}{rest}->{new}{rest}",
+                    **attrs)
+    return _T(name, shape, tuple(range(nd)), x.dtype)
+
+
+def _with_self(low, out: _T, self_v, what: str) -> _T:
+    if _zero_const(self_v):
+        return out
+    if isinstance(self_v, _C | _T):
+        return binary(low, "add", self_v, out)
+    raise _Unsupported(f"{what} into {self_v!r}")
+
+
+def _scatter_index(index, src, dim: int, what: str) -> np.ndarray:
+    """The destination of each row of ``src`` from scatter's ``index`` (``src``'s shape, the
+    destination broadcast over the other axes, as PyG makes it)."""
+    iv = index.value if isinstance(index, _C) else None
+    _const_index(index, what)
+    if dim != 0:
+        raise _Unsupported(f"{what} along dim {dim} (only along the first axis, the nodes)")
+    if tuple(iv.shape) != tuple(src.shape):
+        raise _Unsupported(f"{what} with an index of shape {list(iv.shape)} for a source of shape "
+                           f"{list(src.shape)}")
+    flat = iv.reshape(iv.shape[0], -1)
+    if flat.shape[1] and not bool((flat == flat[:, :1]).all()):
+        raise _Unsupported(f"{what} whose index differs across the feature axes (not a message-passing "
+                           "scatter)")
+    return flat[:, 0].to(torch.int64).numpy() if flat.shape[1] else np.zeros(0, dtype=np.int64)
+
+
+def _out_rows(self_v) -> int:
+    return int(self_v.shape[0] if isinstance(self_v, _T) else self_v.value.shape[0])
+
+
+def _scatter_add(low, self_v, dim, index, src):
+    nd = len(src.shape)
+    dst = _scatter_index(index, src, dim % nd, "scatter_add")
+    return _with_self(low, _scatter(low, _out_rows(self_v), dst, src), self_v, "scatter_add")
+
+
+def _index_put(low, self_v, indices, values, accumulate=False):
+    if not accumulate:
+        raise _Unsupported("index_put without accumulate (an assignment into a tensor)")
+    tensors = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(tensors) != 1 or tensors[0][0] != 0:
+        raise _Unsupported("index_put / index_add_ other than along the first axis with one index")
+    dst = _const_index(tensors[0][1], "index_add_")
+    if isinstance(values, _C | int | float):
+        raise _Unsupported("index_put of constant values")
+    return _with_self(low, _scatter(low, _out_rows(self_v), dst, values), self_v, "index_add_")
+
+
+def _index_add(low, self_v, dim, index, source, alpha=1):
+    if dim % len(source.shape) != 0:
+        raise _Unsupported("index_add_ along an axis other than the first")
+    dst = _const_index(index, "index_add_")
+    extra = None if alpha == 1 else np.full(len(dst), float(alpha))
+    return _with_self(low, _scatter(low, _out_rows(self_v), dst, source, extra), self_v, "index_add_")
+
+
+def _scatter_reduce(low, self_v, dim, index, src, reduce, include_self=True):
+    nd = len(src.shape)
+    what = f"scatter_reduce(reduce={reduce!r})"
+    dst = _scatter_index(index, src, dim % nd, what)
+    rows = _out_rows(self_v)
+    if reduce == "sum":
+        if not include_self and not _zero_const(self_v):
+            raise _Unsupported(f"{what} with include_self=False into a tensor that is not zero")
+        return _with_self(low, _scatter(low, rows, dst, src), self_v, what)
+    if reduce == "mean":
+        if not _zero_const(self_v):
+            raise _Unsupported(f"{what} into a tensor that is not zero")
+        count = np.bincount(np.where(dst < 0, dst + rows, dst), minlength=rows).astype(np.float64)
+        count += 1.0 if include_self else 0.0
+        return _scatter(low, rows, dst, src, 1.0 / np.maximum(count, 1.0)[np.where(dst < 0, dst + rows, dst)])
+    if reduce in ("amax", "amin"):
+        if reduce == "amax" and _softmax_shift(low.node) and _zero_const(self_v):
+            return _scatter(low, rows, dst, src, reduce="max")
+        raise FrontendError(
+            f"{low.src}: {what} over an index (a max / min aggregation over neighbours) is refused: the "
+            "compiler's max / min reduction runs over every coordinate, implicit zeros included, so a "
+            "maximum over the stored edges has no dataflow form; use sum or mean aggregation (only the "
+            "shift of a softmax over edges, exp(s - max[dst]), is compiled: its max may include 0)")
+    raise _Unsupported(f"{what}")
+
+
+_THROUGH = ("detach", "alias", "clone", "lift_fresh_copy", "contiguous")
+
+
+def _op_name(n) -> str:
+    return getattr(n.target, "__name__", str(n.target)).split(".")[0]
+
+
+def _behind(n):
+    """``n`` without identity ops in front of it."""
+    while getattr(n, "op", None) == "call_function" and _op_name(n) in _THROUGH:
+        n = n.args[0]
+    return n
+
+
+def _softmax_shift(node) -> bool:
+    """Whether a scatter max ``m`` of scores ``s`` is only the shift of a softmax over edges
+    (PyG's ``softmax``): every use is ``exp(s - m[dst])``, and each exp is normalised by a
+    division.  Any per-destination shift gives the same softmax, so the dataflow max, which
+    takes implicit zeros into account (max(0, m)), is exact there."""
+    scores = _behind(node.args[3])
+    for u in node.users:
+        if _op_name(u) not in ("index_select", "index"):
+            return False
+        for sub in u.users:
+            if _op_name(sub) != "sub" or _behind(sub.args[0]) is not scores:
+                return False
+            for ex in sub.users:
+                if _op_name(ex) != "exp":
+                    return False
+                uses = {_op_name(x) for x in ex.users}
+                if "div" not in uses or not uses <= {"div", "scatter_add", "scatter_reduce", "index_put",
+                                                     "index_add", "mul"}:
+                    return False
+    return bool(node.users)
+
+
+def _softmax_normaliser(node) -> bool:
+    """Whether a division ``node`` is ``e / sum[dst]`` of a softmax over edges: ``e`` is an
+    ``exp``, and the divisor gathers a scatter-sum of that same ``e`` (plus a positive number):
+    a positive divisor."""
+    num = _behind(node.args[0])
+    if getattr(num, "op", None) != "call_function" or _op_name(num) != "exp":
+        return False
+    g = _behind(node.args[1])
+    if getattr(g, "op", None) != "call_function" or _op_name(g) not in ("index_select", "index"):
+        return False
+    t = _behind(g.args[0])
+    if _op_name(t) == "add" and len(t.args) == 2 and isinstance(t.args[1], int | float) and t.args[1] > 0:
+        t = _behind(t.args[0])
+    if _op_name(t) == "scatter_add" or (_op_name(t) == "scatter_reduce" and t.args[4] == "sum"):
+        return _behind(t.args[3]) is num
+    if _op_name(t) in ("index_put", "index_add"):
+        return _behind(t.args[2]) is num
+    return False
+
+
+def _like(value: float | None):
+    def handler(low, x, *args, dtype=None, **kw):
+        fill = value if value is not None else args[0]
+        shape = tuple(x.shape)
+        return _C(torch.full(shape, fill, dtype=dtype or x.dtype))
+    return handler
+
+
+def _new(value: float | None):
+    def handler(low, x, size, *args, dtype=None, **kw):
+        fill = value if value is not None else args[0]
+        return _C(torch.full(tuple(size), fill, dtype=dtype or x.dtype))
+    return handler
+
+
 # ----------------------------------------------------------------------------- tables
 DIRECT = {
     aten.linear.default: _linear, aten.matmul.default: _matmul, aten.einsum.default: _einsum,
@@ -757,7 +1059,15 @@ BY_PACKET: dict[str, Any] = {
     "unbind": lambda low, *a, **k: _Multi(low.node, a, k),
     "bitwise_not": _bitwise_not, "logical_not": _bitwise_not,
     "where": _where, "masked_fill": _masked_fill,
+    "index_select": _index_select, "index": _index, "scatter_add": _scatter_add, "index_put": _index_put,
+    "index_add": _index_add, "scatter_reduce": _scatter_reduce,
+    "full_like": _like(None), "zeros_like": _like(0.0), "ones_like": _like(1.0), "empty_like": _like(0.0),
+    "new_zeros": _new(0.0), "new_ones": _new(1.0), "new_full": _new(None), "new_empty": _new(0.0),
 }
+
+# ops that take a pending gather (_G) as it is; any other op materialises it first
+GATHER_AWARE = frozenset({"mul", "div", "scatter_add", "index_put", "index_add", "scatter_reduce"})
+GATHER_PASS = frozenset({"clone", "alias", "detach", "contiguous", "lift_fresh_copy"})
 
 MULTI = {"native_layer_norm": _layer_norm, "max": _max_dim, "min": _min_dim, "var_mean": _var_mean,
          "native_dropout": _native_dropout, "split": _split_item, "split_with_sizes": _split_item,
@@ -792,4 +1102,12 @@ SUPPORTED = {
     "bitwise_not / logical_not of a boolean input": "the mask's complement",
     "where, masked_fill with a boolean input": "-inf fill of a sparse keep-mask: masked scores; "
                                               "otherwise c·a + (1 − c)·b with 0/1 inputs",
+    "index_select, index (x[idx]) by a constant index (edge_index)":
+        "pending gather; read by anything but a scatter: einsum with a sparse selection matrix",
+    "scatter_add, index_put (accumulate: index_add_), index_add, scatter_reduce sum / mean":
+        "of a gather: einsum with the sparse adjacency A[dst, src] (SpMM; mean: rows scaled by "
+        "1 / in-degree); of another per-edge tensor: einsum with the sparse transposed selection",
+    "scatter_reduce amax": "only as a softmax's shift exp(s − max[dst]) (einsum reduce='max'); "
+                           "otherwise refused (error)",
+    "full_like, zeros_like, ones_like, new_zeros, new_ones, new_full": "a constant",
 }

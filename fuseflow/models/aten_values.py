@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["_C", "_T", "_Multi", "_Unsupported", "_letters", "_scalar"]
+__all__ = ["_C", "_G", "_T", "_Multi", "_Unsupported", "_letters", "_scalar"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,28 @@ class _Multi:
     args: tuple
     kwargs: dict
     parts: tuple | None = None  # per-output values when the op is a split
+
+
+@dataclass(frozen=True)
+class _G:
+    """A gather by a constant index not yet materialised (message passing's ``x_j``): row
+    ``index[e]`` of node tensor ``src`` (its first axis), times the constant per-edge
+    ``weight[e]`` (None: 1).  A scatter-add of it by a constant destination index is one
+    product with the sparse matrix ``A[dst[e], index[e]] += weight[e]`` (an SpMM over the
+    adjacency made from ``edge_index``); any other use materialises it as the product of a 0/1
+    (weighted) selection matrix with ``src``."""
+
+    src: _T
+    index: torch.Tensor  # (E,) int64
+    weight: torch.Tensor | None = None  # (E,) float64
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (int(self.index.numel()),) + tuple(self.src.shape[1:])
+
+    @property
+    def dtype(self) -> Any:
+        return self.src.dtype
 
 
 class _Unsupported(Exception):

@@ -44,7 +44,7 @@ import torch
 from fuseflow.compiler import ProgramError, parse_format
 
 from . import aten_ops as _ops
-from .aten_values import _C, _T, _letters, _Multi, _scalar, _Unsupported
+from .aten_values import _C, _G, _T, _letters, _Multi, _scalar, _Unsupported
 from .ir import FrontendError, MKind, MNode, ModelIR, check_format_names
 
 __all__ = ["DENSE_LIMIT", "PRESERVED", "SUPPORTED_OPS", "ExportFailed", "capture", "decomposition_table"]
@@ -282,6 +282,7 @@ class _Lower:
         self.src = ""
         self.region = "main"
         self.consts: dict[tuple, str] = {}
+        self.int_inputs: list[str] = []
 
     # ---- IR construction
     def fresh(self, base: str) -> str:
@@ -326,6 +327,22 @@ class _Lower:
             if fmt:
                 self.s.formats[name] = fmt
             self.s.nodes.append(MNode(name, MKind.INPUT, (), tuple(array.shape), "", "frontend constant"))
+            self.s.region_of[name] = ""
+            self.consts[key] = name
+        return self.consts[key]
+
+    def const_sparse(self, base: str, m: sp.sparray) -> str:
+        """A sparse constant matrix the lowering adds (a graph's adjacency made from
+        ``edge_index``, a selection matrix), stored CSR, deduplicated."""
+        m = sp.csr_array(m, dtype=np.float64)
+        m.sum_duplicates()
+        m.sort_indices()
+        key = (base, m.shape, "csr", m.indptr.tobytes(), m.indices.tobytes(), m.data.tobytes())
+        if key not in self.consts:
+            name = f"_{base}{len(self.consts)}"
+            self.s.data[name] = m
+            self.s.formats[name] = "csr"
+            self.s.nodes.append(MNode(name, MKind.INPUT, (), tuple(m.shape), "", "frontend constant"))
             self.s.region_of[name] = ""
             self.consts[key] = name
         return self.consts[key]
@@ -389,6 +406,16 @@ class _Lower:
         if not isinstance(t, torch.Tensor):
             raise FrontendError(f"input {name!r} must be a torch tensor, got {type(t).__name__}")
         note = None
+        if t.layout == torch.strided and not t.dtype.is_floating_point and t.dtype != torch.bool:
+            # an integer input (a graph's edge_index, an index list) is part of the model's
+            # structure: a constant, so that what is computed from it (self loops, degrees,
+            # normalisations) folds, and gathers / scatters by it become sparse matrices
+            if name not in self.int_inputs:
+                self.int_inputs.append(name)
+                self.s.notes.append(f"{name}: an integer input ({t.dtype}, shape {list(t.shape)}), compiled in "
+                                    "as a constant (the gathers / scatters it indexes are sparse matrices "
+                                    "made from its values; new values need a new trace)")
+            return _C(t.detach().clone())
         if t.layout != torch.strided:
             value, fmt, note = sparse_value(t)
         else:
@@ -397,7 +424,8 @@ class _Lower:
         return _T(ir_name, tuple(t.shape), tuple(range(t.dim())), t.dtype)
 
     def output(self, v) -> str:
-        v = self.env[v.name] if hasattr(v, "name") and not isinstance(v, _T) else v
+        v = self.env[v.name] if hasattr(v, "name") and not isinstance(v, _T | _G) else v
+        v = self.gathered(v)
         if isinstance(v, _C) and v.value.is_floating_point():
             v = self.constant_output(v)
         if not isinstance(v, _T) or v.dtype == torch.bool:
@@ -436,11 +464,17 @@ class _Lower:
         kwargs = _load(node.kwargs, self.env)
         if node.target is operator.getitem:
             return self.getitem(args[0], args[1])
+        packet = getattr(node.target, "__name__", "").split(".")[0]
+        if any(isinstance(v, _G) for v in _flat_values((args, kwargs), {})):
+            if packet in _G_PASS and isinstance(args[0], _G):
+                return args[0]
+            if packet not in _G_AWARE:
+                args, kwargs = self.gathered((args, kwargs))
         if _empty_result(node) or (_empty_operand(args, kwargs) is not None and node.target is not aten.cat.default):
             return self.empty(node, args, kwargs)
-        if all(not isinstance(v, _T | _Multi) for v in _flat_values((args, kwargs), {})):
+        if all(not isinstance(v, _T | _G | _Multi) for v in _flat_values((args, kwargs), {})):
             return self.fold(node, args, kwargs)
-        handler = _DIRECT.get(node.target) or _BY_PACKET.get(getattr(node.target, "__name__", "").split(".")[0])
+        handler = _DIRECT.get(node.target) or _BY_PACKET.get(packet)
         try:
             if handler is None:
                 raise _Unsupported(f"no dataflow form for {_opname(node)}")
@@ -451,6 +485,16 @@ class _Lower:
             raise
         except (ProgramError, ValueError, TypeError, IndexError, KeyError) as exc:
             raise FrontendError(f"{self.src}: {_opname(node)}: {exc}") from None
+
+    def gathered(self, a) -> Any:
+        """``a`` with every pending gather (:class:`_G`) materialised."""
+        if isinstance(a, _G):
+            return _ops.materialise_gather(self, a)
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.gathered(x) for x in a)
+        if isinstance(a, dict):
+            return {k: self.gathered(v) for k, v in a.items()}
+        return a
 
     def fold(self, node, args, kwargs) -> Any:
         """An op on constants only: evaluated now (a constant of the graph)."""
@@ -523,6 +567,7 @@ class _Lower:
         val = node.meta.get("val")
         if isinstance(val, (tuple, list)) and index is None:
             return _Multi(node, args, kwargs)
+        args, kwargs = self.gathered((args, kwargs))
         out = val[index] if index is not None else val
         if not isinstance(out, torch.Tensor):
             raise FrontendError(f"{self.src}: {_opname(node)} returns {type(out).__name__}, not a tensor: "
@@ -673,7 +718,9 @@ def _empty_operand(args, kwargs) -> tuple[int, ...] | None:
 
 def _empty_result(node) -> bool:
     val = node.meta.get("val")
-    return any(isinstance(o, torch.Tensor) and 0 in o.shape
+    # a data-dependent size (an unbacked symbol: the edges left after a boolean mask) is
+    # not known to be 0 here; the fold of the op on constants computes the real shape
+    return any(isinstance(o, torch.Tensor) and any(isinstance(s, int) and s == 0 for s in o.shape)
                for o in (val if isinstance(val, (tuple, list)) else (val,)))
 
 
@@ -698,6 +745,8 @@ def _operand_tensors(a, env):
     for v in _flat_values(a, env):
         if isinstance(v, _T):
             yield v
+        elif isinstance(v, _G):
+            yield v.src
         elif isinstance(v, _Multi):
             yield from _operand_tensors((v.args, v.kwargs, v.parts or ()), {})
 
@@ -715,6 +764,8 @@ def _opname(node) -> str:
 
 
 _DIRECT: dict[Any, Callable] = _ops.DIRECT
+_G_AWARE = _ops.GATHER_AWARE
+_G_PASS = _ops.GATHER_PASS
 _BY_PACKET: dict[str, Callable] = _ops.BY_PACKET
 _MULTI: dict[str, Callable] = _ops.MULTI
 SUPPORTED_OPS: dict[str, str] = _ops.SUPPORTED

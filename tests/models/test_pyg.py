@@ -1,0 +1,274 @@
+"""PyTorch Geometric layers and the edge_index message-passing idiom through the normal
+frontend, against PyG / PyTorch themselves (the independent reference).
+
+``edge_index`` (an integer input) is a constant of the trace: gathers by it and scatters into
+it become products with sparse matrices made from its values, so the aggregation runs in
+dataflow (an SpMM over the adjacency for sum / mean aggregation of gathered node features;
+GAT's scores, softmax over incoming edges and weighted sum through per-edge selection
+matrices).  Every check asserts that no host step computes an aggregation."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the frontend needs PyTorch (pip install -e '.[torch]')")
+pyg_nn = pytest.importorskip("torch_geometric.nn", reason="needs PyTorch Geometric (pip install -e '.[torch]')")
+
+from model_checks import assert_model_matches
+
+from fuseflow.models.datasets import cora_like, karate
+from fuseflow.models.frontend import FrontendError, MKind, trace
+from fuseflow.models.plan import CompilerStep, HostOpStep, HostStep, compile_model, run_model
+from sw_sim import run_graph
+
+warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta state.*")
+
+FUSIONS = ("unfused", "partial", "full")
+
+
+def edge_index_of(ds) -> torch.Tensor:
+    """Both directions of every undirected edge of a dataset's adjacency, as PyG stores them."""
+    a = ds.adjacency.tocoo()
+    return torch.from_numpy(np.stack([a.col, a.row]).astype(np.int64))
+
+
+class TwoLayers(torch.nn.Module):
+    """``conv2(relu(conv1(x, edge_index)), edge_index)``."""
+
+    def __init__(self, conv1, conv2) -> None:
+        super().__init__()
+        self.conv1 = conv1
+        self.conv2 = conv2
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv2(torch.relu(self.conv1(x, edge_index)), edge_index)
+
+
+def layers(kind: str, fin: int, hidden: int, fout: int, **kw):
+    if kind == "gcn":
+        return pyg_nn.GCNConv(fin, hidden), pyg_nn.GCNConv(hidden, fout)
+    if kind == "sage":
+        return pyg_nn.SAGEConv(fin, hidden, **kw), pyg_nn.SAGEConv(hidden, fout, **kw)
+    if kind == "gin":
+        return (pyg_nn.GINConv(torch.nn.Linear(fin, hidden), eps=0.25, train_eps=True),
+                pyg_nn.GINConv(torch.nn.Linear(hidden, fout)))
+    heads = kw.get("heads", 1)
+    return pyg_nn.GATConv(fin, hidden, heads=heads), pyg_nn.GATConv(hidden * heads, fout)
+
+
+def model_case(kind: str, ds, hidden: int = 4, classes: int = 3, seed: int = 0, **kw):
+    torch.manual_seed(seed)
+    m = TwoLayers(*layers(kind, ds.num_features, hidden, classes, **kw)).double().eval()
+    inputs = {"x": torch.from_numpy(ds.features.copy()), "edge_index": edge_index_of(ds)}
+    with torch.no_grad():
+        ref = m(**inputs).numpy()
+    return m, inputs, ref
+
+
+def aggregations_in_dataflow(cm) -> None:
+    """Every aggregation is a compiled einsum; host steps (if any) are reshapes only."""
+    agg = [n for s in cm.steps if isinstance(s, CompilerStep) for n in s.nodes if "aggregate" in n.name]
+    assert agg and all(n.kind is MKind.EINSUM for n in agg)
+    assert not any(isinstance(s, HostOpStep) for s in cm.steps), cm.explain()
+    assert all(s.node.kind in (MKind.RESHAPE, MKind.EINSUM) for s in cm.steps if isinstance(s, HostStep))
+
+
+def adjacency_spmm(cm, ir) -> list:
+    """The aggregation einsums that read a sparse adjacency made from edge_index."""
+    return [n for s in cm.steps if isinstance(s, CompilerStep) for n in s.nodes
+            if n.kind is MKind.EINSUM and n.args[0].startswith("_adj") and n.args[0] in ir.formats]
+
+
+KARATE = karate(features=8, seed=1)
+_TRACED: dict = {}
+
+
+def traced(kind: str, **kw):
+    key = (kind, tuple(sorted(kw.items())))
+    if key not in _TRACED:
+        m, inputs, ref = model_case(kind, KARATE, **kw)
+        _TRACED[key] = (trace(m, inputs, name=f"pyg_{kind}"), ref)
+    return _TRACED[key]
+
+
+# GAT's per-edge scores, softmax and products are E-sized tensors: slower to compile and
+# simulate (unfused ~50 s, full ~200 s on a loaded 2-core machine); partial runs by default
+_GAT_SLOW = [pytest.param("gat", f, marks=pytest.mark.slow) for f in ("unfused", "full")]
+
+
+@pytest.mark.parametrize(("kind", "fusion"), [(k, f) for k in ("gcn", "sage", "gin") for f in FUSIONS]
+                         + [("gat", "partial")] + _GAT_SLOW)
+def test_pyg_layers_on_karate_match_pyg(kind: str, fusion: str) -> None:
+    ir, ref = traced(kind)
+    assert not any(n.kind is MKind.HOST for n in ir.nodes), ir.text()
+    cm = compile_model(ir, fusion)
+    res = run_model(cm, simulate=run_graph)
+    assert_model_matches(cm, res, ref)
+    aggregations_in_dataflow(cm)
+    assert not cm.notes  # no fallback to a finer fusion
+    if kind != "gat":  # sum / mean of gathered features: one SpMM over the adjacency per layer
+        assert len(adjacency_spmm(cm, ir)) == 2
+    if fusion == "unfused":
+        assert len(cm.graphs) > len(compile_model(ir, "partial").graphs)
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gin", pytest.param("gat", marks=pytest.mark.slow)])
+def test_pyg_layers_fixed_point_within_the_derived_bound(kind: str) -> None:
+    ir, ref = traced(kind)
+    cm = compile_model(ir, "partial")
+    res = run_model(cm, numerics="q16.16", simulate=run_graph)
+    assert_model_matches(cm, res, ref, "q16.16")
+
+
+def test_gcn_normalisation_folds_into_the_adjacency() -> None:
+    """GCNConv's self loops and D^-1/2 (A + I) D^-1/2 are computed from edge_index at trace
+    time: the adjacency constant is that matrix."""
+    ir, _ = traced("gcn")
+    adj = [n for n in ir.nodes if n.name.startswith("_adj")]
+    assert len(adj) == 1  # both layers read the same constant
+    a = KARATE.adjacency.toarray() + np.eye(KARATE.num_nodes)
+    d = a.sum(1) ** -0.5
+    np.testing.assert_allclose(ir.data[adj[0].name].toarray(), d[:, None] * a * d[None, :], rtol=1e-12)
+    assert any("edge_index: an integer input" in n for n in ir.notes)
+
+
+@pytest.mark.slow
+def test_gat_multi_head_concat_matches_pyg() -> None:
+    """heads=2 with concatenation: the heads' reshapes are host data movement, the attention and
+    its aggregation are on dataflow."""
+    ir, ref = traced("gat", heads=2)
+    cm = compile_model(ir, "partial")
+    assert_model_matches(cm, run_model(cm, simulate=run_graph), ref)
+    aggregations_in_dataflow(cm)
+
+
+def test_sage_root_weight_off_and_gin_eps_match() -> None:
+    torch.manual_seed(3)
+    m = TwoLayers(pyg_nn.SAGEConv(8, 4, root_weight=False, normalize=False),
+                  pyg_nn.GINConv(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(),
+                                                     torch.nn.Linear(4, 2)), eps=-0.5)).double().eval()
+    inputs = {"x": torch.from_numpy(KARATE.features.copy()), "edge_index": edge_index_of(KARATE)}
+    ir = trace(m, inputs)
+    cm = compile_model(ir, "full")
+    assert_model_matches(cm, run_model(cm, simulate=run_graph), m(**inputs).detach().numpy())
+    aggregations_in_dataflow(cm)
+
+
+# ----------------------------------------------------------------------------- hand-written idioms
+N, F = 12, 5
+EDGES = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1, 3, 3, 5, 0],
+                      [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 0, 0, 7, 2, 1]])  # node 0 -> 1 twice
+
+
+class IndexAdd(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(F, 3)
+
+    def forward(self, x, edge_index):
+        src, dst = edge_index
+        out = torch.zeros_like(x)
+        out.index_add_(0, dst, x.index_select(0, src))
+        return self.lin(out + x)
+
+
+class ScatterAddWeighted(torch.nn.Module):
+    """Per-edge weights computed from edge_index (constants) and given as a float input (on
+    dataflow: the gather, the product and the scatter are products with selection matrices)."""
+
+    def forward(self, x, edge_index, w):
+        src, dst = edge_index[0], edge_index[1]
+        deg = torch.zeros(x.shape[0], dtype=x.dtype).scatter_add(0, dst, torch.ones(dst.shape[0], dtype=x.dtype))
+        msg = x[src] / deg[dst].view(-1, 1)
+        out = torch.zeros_like(x).scatter_add(0, dst.view(-1, 1).expand(-1, x.shape[1]), msg)
+        return out + torch.zeros_like(x).index_add(0, dst, x[src] * w.view(-1, 1))
+
+
+class ScatterMean(torch.nn.Module):
+    def forward(self, x, edge_index):
+        src, dst = edge_index
+        idx = dst.view(-1, 1).expand(-1, x.shape[1])
+        mean = torch.zeros_like(x).scatter_reduce(0, idx, x[src], reduce="mean", include_self=False)
+        return torch.relu(mean) * 2.0 - x
+
+
+def _idiom_inputs():
+    torch.manual_seed(5)
+    return {"x": torch.randn(N, F, dtype=torch.float64), "edge_index": EDGES}
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("model", [IndexAdd, ScatterAddWeighted, ScatterMean], ids=lambda c: c.__name__)
+def test_hand_written_message_passing_matches_pytorch(model, fusion: str) -> None:
+    torch.manual_seed(6)
+    m = model().double().eval()
+    inputs = _idiom_inputs()
+    if model is ScatterAddWeighted:
+        inputs["w"] = torch.rand(EDGES.shape[1], dtype=torch.float64)
+    with torch.no_grad():
+        ref = m(**inputs).numpy()
+    ir = trace(m, inputs)
+    assert not any(n.kind is MKind.HOST for n in ir.nodes), ir.text()
+    cm = compile_model(ir, fusion)
+    assert_model_matches(cm, run_model(cm, simulate=run_graph), ref)
+    aggregations_in_dataflow(cm)
+    if model is not ScatterAddWeighted:
+        a = adjacency_spmm(cm, ir)
+        assert len(a) == 1
+        dense = ir.data[a[0].args[0]].toarray()
+        assert dense[1, 0] == (2.0 if model is IndexAdd else 1.0)  # the repeated edge 0 -> 1
+
+
+def test_max_aggregation_is_refused_naming_it() -> None:
+    torch.manual_seed(7)
+    m = TwoLayers(pyg_nn.SAGEConv(F, 4, aggr="max"), pyg_nn.SAGEConv(4, 2)).double().eval()
+    with pytest.raises(FrontendError, match=r"scatter_reduce\(reduce='amax'\).*max / min aggregation.*refused"):
+        trace(m, _idiom_inputs())
+
+
+def test_gather_by_a_computed_index_is_a_graph_break_naming_it() -> None:
+    class Computed(torch.nn.Module):
+        def forward(self, x, edge_index):
+            idx = (x[:, 0] > 0).long()  # an index made from the input values
+            return x.index_select(0, idx) * 2.0
+
+    ir = trace(Computed(), _idiom_inputs())
+    host = [n for n in ir.nodes if n.kind is MKind.HOST]
+    assert host and any("index" in n.attrs["op"] for n in host)
+    with pytest.raises(Exception, match="index"):
+        compile_model(ir, "partial", strict=True)
+
+
+# ----------------------------------------------------------------------------- the Cora-sized graph
+CORA = None
+
+
+def _cora():
+    global CORA
+    if CORA is None:
+        CORA = cora_like(features=16, seed=0)
+    return CORA
+
+
+@pytest.mark.slow
+def test_gcn_on_the_cora_sized_graph_matches_pyg() -> None:
+    m, inputs, ref = model_case("gcn", _cora(), hidden=4, classes=3)
+    ir = trace(m, inputs)
+    cm = compile_model(ir, "full")
+    assert_model_matches(cm, run_model(cm, simulate=run_graph), ref)
+    aggregations_in_dataflow(cm)
+    assert len(adjacency_spmm(cm, ir)) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gin", "gat"])
+def test_pyg_layers_on_the_cora_sized_graph_match_pyg(kind: str, fusion: str) -> None:
+    m, inputs, ref = model_case(kind, _cora(), hidden=4, classes=3)
+    ir = trace(m, inputs)
+    cm = compile_model(ir, fusion)
+    assert_model_matches(cm, run_model(cm, simulate=run_graph), ref)
+    aggregations_in_dataflow(cm)
