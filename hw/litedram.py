@@ -179,6 +179,8 @@ def dram_timings(name: str) -> dict[str, Any]:
 # on all measured kernels; the errors it reports are each on a kernel the fit did not see).
 DRAM_FITS: dict[str, dict[str, float]] = {
     "ulx3s": {"latency": 4, "bytes_per_cycle": 1.8, "t_turn": 12, "t_switch": 4},
+    # the 16-bit port behind LiteDRAM's converter: one burst in flight (docs/dram.md)
+    "ecpix5": {"latency": 4, "bytes_per_cycle": 0.5, "t_turn": 0, "t_switch": 4},
 }
 
 

@@ -11,7 +11,7 @@ bank only after the last bank's commands issued).  Every error reported is on ke
 did not see: leave one kernel out (each kernel predicted by the terms fitted on the others).
 The preset the project ships (``hw.litedram.DRAM_FITS``) is the fit on all kernels.
 
-    python -m rtl_sim.dram_correlate [--json FILE] [--rtl-from FILE]
+    python -m rtl_sim.dram_correlate [--board ulx3s|ecpix5] [--json FILE] [--rtl-from FILE]
 
 ``--rtl-from`` takes the RTL cycles of an earlier report (same kernels, sizes, densities and
 seeds) instead of building and running them again: for a change of the cycle model alone.
@@ -34,7 +34,7 @@ from sw_sim import run_graph as sw_run
 
 from .dram import dram_config, run_graph_dram
 
-__all__ = ["GRID", "KERNELS", "correlate", "fit_preset", "stats"]
+__all__ = ["GRID", "GRIDS", "KERNELS", "correlate", "fit_preset", "stats"]
 
 # (kernel, size): one Verilator build each
 KERNELS = (("spmv", 32), ("spmm_csr", 16), ("add", 32), ("spmm_dense", 16), ("mul", 32))
@@ -83,13 +83,22 @@ def stats(rtl: list[int], sw: list[int]) -> dict:
 # the fitted terms' grid: (field, values)
 GRID = (("latency", (0, 4, 8)), ("bytes_per_cycle", (2.0, 1.8, 1.6)), ("t_turn", (8, 12, 16, 20, 24)),
         ("t_switch", (0, 2, 4)))
+# per board: the ECPIX-5's 16-bit port behind LiteDRAM's converter moves a 128-bit burst's 8
+# words only after the last burst's data has come back (the converter keeps one command in
+# flight), so its data time per line is about four times the derived preset's
+GRIDS = {
+    "ulx3s": GRID,
+    "ecpix5": (("latency", (0, 4, 8, 12, 16)), ("bytes_per_cycle", (0.45, 0.5, 0.55)), ("t_turn", (0, 4, 8, 12)),
+               ("t_switch", (0, 2, 4))),
+}
 
 
 def _grid_predictions(rows: list[dict], board: str) -> list[tuple[dict, list[int]]]:
-    """sw_sim's cycles for every row under every point of :data:`GRID`."""
-    names = [n for n, _ in GRID]
+    """sw_sim's cycles for every row under every point of the board's grid (:data:`GRIDS`)."""
+    grid = GRIDS[board]
+    names = [n for n, _ in grid]
     return [(dict(zip(names, values)), predict(rows, board, dict(zip(names, values))))
-            for values in itertools.product(*(v for _, v in GRID))]
+            for values in itertools.product(*(v for _, v in grid))]
 
 
 def fit_preset(rows: list[dict], preds: list[tuple[dict, list[int]]], kernels) -> tuple[dict, list[int]]:
@@ -107,7 +116,7 @@ def correlate(board: str = "ulx3s", kernels=KERNELS, densities=DENSITIES, seeds=
               rtl_from: dict | None = None) -> dict:
     """Measure (or take the RTL cycles of ``rtl_from``), fit leaving one kernel out, report the
     held-out errors, the fit on all kernels, and the unfitted preset on all."""
-    rows = measure(board, kernels, densities, seeds) if rtl_from is None else _recorded(rtl_from, kernels)
+    rows = measure(board, kernels, densities, seeds) if rtl_from is None else _recorded(rtl_from, kernels, board)
     sw0 = predict(rows, board)
     preds = _grid_predictions(rows, board)
     names = [k for k, _ in kernels]
@@ -125,7 +134,7 @@ def correlate(board: str = "ulx3s", kernels=KERNELS, densities=DENSITIES, seeds=
     table = [{k: v for k, v in r.items() if k not in ("graph", "data")} | {"sw_preset": a, "sw_fitted": b,
                                                                            "sw_held_out": c}
              for r, a, b, c in zip(rows, sw0, sw1, held)]
-    return {"board": board, "preset": dram_memory_model(board, fitted=False).to_json(), "grid": dict(GRID),
+    return {"board": board, "preset": dram_memory_model(board, fitted=False).to_json(), "grid": dict(GRIDS[board]),
             "fitted": fitted, "preset_all": stats([r["rtl_cycles"] for r in rows], sw0),
             "fitted_all": stats([r["rtl_cycles"] for r in rows], sw1),
             "held_out": stats([r["rtl_cycles"] for r in rows], held), "worst_kernel": worst,
@@ -133,8 +142,10 @@ def correlate(board: str = "ulx3s", kernels=KERNELS, densities=DENSITIES, seeds=
             "values_equal_numpy": all(r["values_equal_numpy"] for r in rows)}
 
 
-def _recorded(report: dict, kernels) -> list[dict]:
+def _recorded(report: dict, kernels, board: str) -> list[dict]:
     """The rows of an earlier report with their graphs and datasets made again."""
+    if "board" in report and report["board"] != board:
+        raise ValueError(f"--rtl-from: the report is board {report['board']!r}'s, not {board!r}'s")
     sizes = dict(kernels)
     rows = []
     for r in report["rows"]:
@@ -148,7 +159,8 @@ def _recorded(report: dict, kernels) -> list[dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--board", default="ulx3s")
+    ap.add_argument("--board", default="ulx3s", choices=sorted(GRIDS),
+                    help="the board's DRAM (hw.litedram.DRAM_BOARDS; default ulx3s)")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--rtl-from", metavar="FILE", help="the RTL cycles of an earlier report")
     a = ap.parse_args(argv)
@@ -156,7 +168,10 @@ def main(argv=None) -> int:
     if a.rtl_from:
         with open(a.rtl_from) as f:
             recorded = json.load(f)
-    rep = correlate(a.board, rtl_from=recorded)
+    try:
+        rep = correlate(a.board, rtl_from=recorded)
+    except ValueError as exc:
+        ap.error(str(exc))
     text = json.dumps(rep, indent=1)
     if a.json:
         with open(a.json, "w") as f:
