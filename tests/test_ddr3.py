@@ -299,3 +299,40 @@ def test_read_leveling_keeps_the_port_closed_without_a_window():
     done, _, held = _level_in_migen_sim(windows, max_cycles=5000)  # the scan and the pick take about 3,000
     assert not done
     assert held == [(3, 7), (3, 7)]  # the whole scan ran (its last setting) and no lane was set after it
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_gcn_whole_on_the_simulated_ecpix5(capsys):
+    """The karate 2-layer GCN whole (both graphs in one top) on the simulated ECPIX-5-85F, its
+    tensors in the DDR3 (the generated controller, converter and leveler with LiteDRAM's PHY
+    model), driven over the UART: values equal sw_sim's and within PyTorch's bound, cycles within
+    the preset's statistical bound; the second graph reads the first one's output from DRAM."""
+    import json
+
+    pytest.importorskip("torch")
+    from fuseflow_cli.cli import main
+
+    assert main(["run", "--board", "ecpix5-85f", "--sim", "--model", "gcn", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["check"] == "pass" and all(r["equal_to_sw_sim"].values())
+    assert abs(r["cycles_ratio"] - 1) < 0.15
+    assert "t4_relu" in r["graphs"][1]["from_dram"]
+
+
+@pytest.mark.slow
+def test_spmv_on_the_ecpix5_places_and_routes(tmp_path, capsys):
+    """synth of an SpMV DRAM design for the ECPIX-5-85F (the real ECP5DDRPHY, its clocks, the
+    leveler): yosys and nextpnr place and route it and meet the 50 MHz controller clock (about
+    15 minutes on two cores)."""
+    import json
+
+    from fuseflow_cli.cli import main
+
+    rc = main(["synth", "--board", "ecpix5-85f", "--kernel", "spmv", "--size", "16", "-o", str(tmp_path), "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert rc == 0 and r["board"] == "ecpix5-85f" and r["board_clock_mhz"] == 50.0
+    assert r["fmax_mhz"] >= 50.0
+    used = r["nextpnr_utilisation"]
+    assert used["DQSBUFM"]["used"] == 2 and used["DDRDLL"]["used"] == 1 and used["CLKDIVF"]["used"] == 1
+    assert (tmp_path / "top.bit").is_file()
