@@ -147,6 +147,10 @@ def binary(low, kind: str, a, b) -> _T:
             r = _unary(low, _plain(low, b.src, "div operand"), "rsqrt")
             return binary(low, "mul", a, _G(_tensor_tensor(low, "mul", r, r), b.index))
         a, b = low.gathered(a), low.gathered(b)
+    if kind == "div" and isinstance(a, _T) and isinstance(b, _C) and b.value.is_floating_point():
+        r = _row_normalised(low, a, b.value)
+        if r is not None:
+            return r
     sa, sb = _scalar(a), _scalar(b)
     if isinstance(a, _T) and sb is not None and (not isinstance(b, _C) or b.value.dim() <= len(a.shape)):
         return _scalar_op(low, kind, a, sb, left=False)
@@ -773,6 +777,35 @@ def select_rows(low, x: _T, d: int, idx: np.ndarray, weight: np.ndarray | None =
     shape = x.shape[:d] + (e,) + x.shape[d + 1:]
     name = low.emit("gather", MKind.EINSUM, (sel, x.name), shape, spec=f"{new}{src[d]},{src}->{out}")
     return _T(name, shape, tuple(range(nd)), x.dtype)
+
+
+def _row_normalised(low, a: _T, d: torch.Tensor) -> _T | None:
+    """``(A · x) / d`` with ``d`` constant along every axis but the rows (a mean aggregation
+    divided by the in-degree, as PyG's mean does it) as ``(D⁻¹ A) · x``: the aggregation's
+    adjacency with its rows scaled; None when ``a`` is not an aggregation read only here."""
+    arg = low.node.args[0] if low.node is not None else None
+    if getattr(arg, "op", None) != "call_function" or len(arg.users) != 1 or not a.full:
+        return None
+    made = next((n for n in reversed(low.s.nodes) if n.name == a.name), None)
+    if made is None or made.kind is not MKind.EINSUM or not made.name.endswith("_aggregate") or \
+            "reduce" in made.attrs or not made.args[0].startswith(("_adj", "_scatter")):
+        return None
+    try:
+        full = torch.broadcast_to(d.to(torch.float64), a.shape)
+    except RuntimeError:
+        return None
+    rows = full.reshape(a.shape[0], -1)
+    if torch.broadcast_shapes(d.shape, a.shape) != torch.Size(a.shape) or not bool((rows == rows[:, :1]).all()) \
+            or not bool((rows[:, 0] != 0).all()):
+        return None
+    old = made.args[0]
+    adj = sp.csr_array(low.s.data[old])
+    scaled = low.const_sparse("adj" if old.startswith("_adj") else "scatter", sp.diags_array(1.0 / rows[:, 0].numpy()) @ adj)
+    low.s.nodes.remove(made)
+    if not any(old in n.args for n in low.s.nodes):  # the unscaled adjacency is read no more
+        low.drop_input(old)
+    name = low.emit("aggregate", MKind.EINSUM, (scaled, *made.args[1:]), made.shape, **made.attrs)
+    return replace(a, name=name)
 
 
 def _is_gather(low, v: _T) -> bool:

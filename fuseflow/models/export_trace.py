@@ -283,6 +283,7 @@ class _Lower:
         self.region = "main"
         self.consts: dict[tuple, str] = {}
         self.int_inputs: list[str] = []
+        self.const_count = 0  # numbers the constants' names (never reused: drop_input)
 
     # ---- IR construction
     def fresh(self, base: str) -> str:
@@ -322,7 +323,8 @@ class _Lower:
         """A constant the lowering adds (ones vectors, selection matrices), deduplicated."""
         key = (base, array.shape, fmt, array.tobytes())
         if key not in self.consts:
-            name = f"_{base}{len(self.consts)}"
+            name = f"_{base}{self.const_count}"
+            self.const_count += 1
             self.s.data[name] = sp.csr_array(array) if fmt == "csr" else array
             if fmt:
                 self.s.formats[name] = fmt
@@ -339,13 +341,22 @@ class _Lower:
         m.sort_indices()
         key = (base, m.shape, "csr", m.indptr.tobytes(), m.indices.tobytes(), m.data.tobytes())
         if key not in self.consts:
-            name = f"_{base}{len(self.consts)}"
+            name = f"_{base}{self.const_count}"
+            self.const_count += 1
             self.s.data[name] = m
             self.s.formats[name] = "csr"
             self.s.nodes.append(MNode(name, MKind.INPUT, (), tuple(m.shape), "", "frontend constant"))
             self.s.region_of[name] = ""
             self.consts[key] = name
         return self.consts[key]
+
+    def drop_input(self, name: str) -> None:
+        """Remove a constant the lowering added that nothing reads any more."""
+        self.s.nodes = [n for n in self.s.nodes if n.name != name]
+        self.s.data.pop(name, None)
+        self.s.formats.pop(name, None)
+        self.s.region_of.pop(name, None)
+        self.consts = {k: v for k, v in self.consts.items() if v != name}
 
     def ones(self, n: int) -> str:
         return self.const_input("ones", np.ones(n))

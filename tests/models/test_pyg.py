@@ -111,6 +111,7 @@ def test_pyg_layers_on_karate_match_pyg(kind: str, fusion: str) -> None:
     assert not cm.notes  # no fallback to a finer fusion
     if kind != "gat":  # sum / mean of gathered features: one SpMM over the adjacency per layer
         assert len(adjacency_spmm(cm, ir)) == 2
+        assert not any(n.kind is MKind.DIV for n in ir.nodes)  # a mean: rows of A scaled
     if fusion == "unfused":
         assert len(cm.graphs) > len(compile_model(ir, "partial").graphs)
 
@@ -200,8 +201,9 @@ def _idiom_inputs():
     return {"x": torch.randn(N, F, dtype=torch.float64), "edge_index": EDGES}
 
 
-@pytest.mark.parametrize("fusion", FUSIONS)
-@pytest.mark.parametrize("model", [IndexAdd, ScatterAddWeighted, ScatterMean], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(("model", "fusion"), [(IndexAdd, f) for f in FUSIONS] + [
+    (ScatterAddWeighted, "unfused"), (ScatterAddWeighted, "full"), (ScatterMean, "partial")],
+    ids=lambda v: v if isinstance(v, str) else v.__name__)
 def test_hand_written_message_passing_matches_pytorch(model, fusion: str) -> None:
     torch.manual_seed(6)
     m = model().double().eval()
@@ -220,6 +222,36 @@ def test_hand_written_message_passing_matches_pytorch(model, fusion: str) -> Non
         assert len(a) == 1
         dense = ir.data[a[0].args[0]].toarray()
         assert dense[1, 0] == (2.0 if model is IndexAdd else 1.0)  # the repeated edge 0 -> 1
+
+
+class EdgeConvMean(pyg_nn.MessagePassing):
+    """A user's own MessagePassing layer: mean of (x_j - x_i) times a per-edge float input."""
+
+    def __init__(self) -> None:
+        super().__init__(aggr="mean")
+        self.lin = torch.nn.Linear(F, 3)
+
+    def forward(self, x, edge_index, w):
+        return self.propagate(edge_index, x=self.lin(x), w=w) + self.lin(x)
+
+    def message(self, x_j, x_i, w):
+        return torch.relu(x_j - x_i) * w.view(-1, 1)
+
+
+@pytest.mark.parametrize("fusion", ["full"])
+def test_own_message_passing_subclass_matches_pyg(fusion: str) -> None:
+    torch.manual_seed(8)
+    m = EdgeConvMean().double().eval()
+    inputs = {**_idiom_inputs(), "w": torch.rand(EDGES.shape[1], dtype=torch.float64)}
+    with torch.no_grad():
+        ref = m(**inputs).numpy()
+    ir = trace(m, inputs)
+    assert not any(n.kind is MKind.HOST for n in ir.nodes), ir.text()
+    cm = compile_model(ir, fusion)
+    assert_model_matches(cm, run_model(cm, simulate=run_graph), ref)
+    aggregations_in_dataflow(cm)
+    # the mean's division by the in-degree is folded into the scatter matrix's rows
+    assert not any(n.kind is MKind.DIV for n in ir.nodes)
 
 
 def test_max_aggregation_is_refused_naming_it() -> None:
