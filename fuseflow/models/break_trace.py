@@ -123,6 +123,7 @@ def capture_with_breaks(module, inputs: Mapping[str, Any], formats: Mapping[str,
     ir = ModelIR(ir_name, low.s.nodes, low.s.data, low.s.formats, outs, {})
     ir.notes = low.s.notes
     ir.capture = f"torch.compile graph breaks ({len(calls)} graphs) + torch.export"
+    ir.fixed_inputs = dict(low.int_inputs)
     return ir
 
 

@@ -282,7 +282,7 @@ class _Lower:
         self.src = ""
         self.region = "main"
         self.consts: dict[tuple, str] = {}
-        self.int_inputs: list[str] = []
+        self.int_inputs: dict[str, np.ndarray] = {}  # integer inputs compiled in as constants
         self.const_count = 0  # numbers the constants' names (never reused: drop_input)
 
     # ---- IR construction
@@ -422,7 +422,7 @@ class _Lower:
             # structure: a constant, so that what is computed from it (self loops, degrees,
             # normalisations) folds, and gathers / scatters by it become sparse matrices
             if name not in self.int_inputs:
-                self.int_inputs.append(name)
+                self.int_inputs[name] = t.detach().numpy().copy()
                 self.s.notes.append(f"{name}: an integer input ({t.dtype}, shape {list(t.shape)}), compiled in "
                                     "as a constant (the gathers / scatters it indexes are sparse matrices "
                                     "made from its values; new values need a new trace)")
@@ -801,6 +801,7 @@ def capture(module, inputs: Mapping[str, Any], formats: Mapping[str, str] | None
     ir = ModelIR(name or type(module).__name__.lower(), low.s.nodes, low.s.data, low.s.formats, outs, {})
     ir.notes = low.s.notes
     ir.capture = "torch.export"
+    ir.fixed_inputs = dict(low.int_inputs)
     return ir
 
 

@@ -65,6 +65,9 @@ class ModelIR:
     reference: dict[str, np.ndarray] = field(default_factory=dict)  # PyTorch values (fx capture)
     notes: list[str] = field(default_factory=list)  # what capture converted (BSR -> CSR, ...)
     capture: str = "torch.export"  # or "torch.fx" (the fallback), "torch.compile (graph breaks)"
+    # integer inputs (a graph's edge_index) compiled in as constants: name -> the traced value;
+    # gathers / scatters by them are sparse matrices of the IR, so other values need a new trace
+    fixed_inputs: dict[str, np.ndarray] = field(default_factory=dict)
 
     def node(self, name: str) -> MNode:
         return self._by_name[name]
