@@ -336,3 +336,19 @@ def test_spmv_on_the_ecpix5_places_and_routes(tmp_path, capsys):
     used = r["nextpnr_utilisation"]
     assert used["DQSBUFM"]["used"] == 2 and used["DDRDLL"]["used"] == 1 and used["CLKDIVF"]["used"] == 1
     assert (tmp_path / "top.bit").is_file()
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_cli_rtl_spmv_in_ddr3(capsys):
+    import json
+
+    from fuseflow_cli.cli import main
+
+    rc = main(["rtl", "--kernel", "spmv", "--size", "16", "--memory", "ecpix5-ddr3", "--dram-min-bytes", "0",
+               "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["outputs_identical"] and out["check"] == "pass"
+    assert out["controller"] == "LiteDRAM MT41K256M16 ECP5DDRPHY" and out["preset"]["name"] == "ecpix5-ddr3"
+    assert {r["tensor"]: r["place"] for r in out["placement"]} == {"B": "dram", "c": "dram", "y": "dram"}
+    assert abs(out["ratio"] - 1) < 0.15
