@@ -657,13 +657,15 @@ def _unbind_item(low, k, x, dim=0):
 
 
 def _cat(low, tensors, dim=0):
-    vals = [_full(low, t, "cat operand") for t in tensors if 0 not in getattr(t, "value", t).shape]  # _T or _C
+    vals = [_full(low, _const_tensor(low, t) if isinstance(t, _C) else t, "cat operand")
+            for t in tensors if 0 not in getattr(t, "value", t).shape]  # _T or _C
     if len(vals) == 1:
         return vals[0]
-    out = _out_shape(low)
-    nd = len(out)
+    nd = len(vals[0].shape)
     d = dim % nd
-    total = out[d]
+    # the operands' shapes (the traced one may be symbolic: edges left by a mask on edge_index)
+    total = sum(v.shape[d] for v in vals)
+    out = tuple(vals[0].shape[:d]) + (total,) + tuple(vals[0].shape[d + 1:])
     letters = _letters(nd + 1)
     src, new = letters[:-1], letters[-1]
     dst = src[:d] + new + src[d + 1:]
@@ -841,9 +843,12 @@ def _index(low, x, indices):
     if len(tensors) != 1:
         raise _Unsupported("indexing with several index tensors")
     d, i = tensors[0]
-    if isinstance(i, _C) and i.value.dtype == torch.bool:
-        raise _Unsupported("indexing a computed tensor with a boolean mask (its result's shape depends on "
-                           "the mask's values)")
+    if isinstance(i, _C) and i.value.dtype == torch.bool and i.value.dim() == 1:
+        # a constant mask (made from edge_index: PyG's self-loop handling keeps the weights of
+        # the edges that are not loops) is the gather of its true positions
+        i = _C(torch.nonzero(i.value).reshape(-1))
+    elif isinstance(i, _C) and i.value.dtype == torch.bool:
+        raise _Unsupported("indexing with a boolean mask of more than one dimension")
     if isinstance(i, _C) and i.value.dim() != 1:
         raise _Unsupported(f"indexing with a {i.value.dim()}-D index tensor")
     return _index_select(low, x, d, i)
@@ -940,15 +945,29 @@ def _scatter_add(low, self_v, dim, index, src):
 
 
 def _index_put(low, self_v, indices, values, accumulate=False):
-    if not accumulate:
-        raise _Unsupported("index_put without accumulate (an assignment into a tensor)")
     tensors = [(d, i) for d, i in enumerate(indices) if i is not None]
     if len(tensors) != 1 or tensors[0][0] != 0:
         raise _Unsupported("index_put / index_add_ other than along the first axis with one index")
-    dst = _const_index(tensors[0][1], "index_add_")
+    i = tensors[0][1]
+    if isinstance(i, _C) and i.value.dtype == torch.bool and i.value.dim() == 1:
+        i = _C(torch.nonzero(i.value).reshape(-1))
+    dst = _const_index(i, "index_put")
     if isinstance(values, _C | int | float):
         raise _Unsupported("index_put of constant values")
-    return _with_self(low, _scatter(low, _out_rows(self_v), dst, values), self_v, "index_add_")
+    rows = _out_rows(self_v)
+    if accumulate:
+        return _with_self(low, _scatter(low, rows, dst, values), self_v, "index_add_")
+    # assignment at distinct constant positions (PyG's self-loop weights): the other rows of
+    # self, plus the values scattered into their rows
+    pos = np.where(dst < 0, dst + rows, dst)
+    if len(np.unique(pos)) != len(pos) or len(values.shape) != (len(self_v.shape)):
+        raise _Unsupported("index_put (assignment) with repeated positions")
+    keep = np.ones(rows)
+    keep[pos] = 0.0
+    shape = (rows,) + (1,) * (len(self_v.shape) - 1)
+    kept = binary(low, "mul", self_v, _C(torch.from_numpy(keep).reshape(shape))) if isinstance(self_v, _T) \
+        else _C(self_v.value * torch.from_numpy(keep).reshape(shape).to(self_v.value.dtype))
+    return _with_self(low, _scatter(low, rows, dst, values), kept, "index_put")
 
 
 def _index_add(low, self_v, dim, index, source, alpha=1):
@@ -1094,12 +1113,14 @@ BY_PACKET: dict[str, Any] = {
     "where": _where, "masked_fill": _masked_fill,
     "index_select": _index_select, "index": _index, "scatter_add": _scatter_add, "index_put": _index_put,
     "index_add": _index_add, "scatter_reduce": _scatter_reduce,
+    "sym_size": lambda low, x, d: int(x.shape[d]), "sym_numel": lambda low, x: int(math.prod(x.shape)),
     "full_like": _like(None), "zeros_like": _like(0.0), "ones_like": _like(1.0), "empty_like": _like(0.0),
     "new_zeros": _new(0.0), "new_ones": _new(1.0), "new_full": _new(None), "new_empty": _new(0.0),
 }
 
 # ops that take a pending gather (_G) as it is; any other op materialises it first
-GATHER_AWARE = frozenset({"mul", "div", "scatter_add", "index_put", "index_add", "scatter_reduce"})
+GATHER_AWARE = frozenset({"mul", "div", "scatter_add", "index_put", "index_add", "scatter_reduce", "sym_size",
+                          "sym_numel"})
 GATHER_PASS = frozenset({"clone", "alias", "detach", "contiguous", "lift_fresh_copy"})
 
 MULTI = {"native_layer_norm": _layer_norm, "max": _max_dim, "min": _min_dim, "var_mean": _var_mean,

@@ -476,6 +476,10 @@ class _Lower:
         if node.target is operator.getitem:
             return self.getitem(args[0], args[1])
         packet = getattr(node.target, "__name__", "").split(".")[0]
+        if packet == "index_put" and any(isinstance(i, _C) and i.value.numel() == 0 or
+                                         isinstance(i, _C) and i.value.dtype == torch.bool and not bool(i.value.any())
+                                         for i in args[1] if i is not None):
+            return args[0]  # puts nothing (PyG's self loops where the graph has none)
         if any(isinstance(v, _G) for v in _flat_values((args, kwargs), {})):
             if packet in _G_PASS and isinstance(args[0], _G):
                 return args[0]
@@ -583,6 +587,10 @@ class _Lower:
         if not isinstance(out, torch.Tensor):
             raise FrontendError(f"{self.src}: {_opname(node)} returns {type(out).__name__}, not a tensor: "
                                 "only tensor-valued ops can run on the host between graphs")
+        if not all(isinstance(d, int) for d in out.shape):
+            raise FrontendError(f"{self.src}: {_opname(node)} has no dataflow form ({why}), and its result's "
+                                f"shape {list(out.shape)} depends on the values of its operands, so it cannot "
+                                "run on the host between graphs either")
         tensors: list[_T] = []
 
         def slot(a):

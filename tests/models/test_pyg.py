@@ -161,6 +161,29 @@ def test_sage_root_weight_off_and_gin_eps_match() -> None:
     aggregations_in_dataflow(cm)
 
 
+def test_gcn_with_an_edge_weight_input_matches_pyg() -> None:
+    """GCNConv(x, edge_index, edge_weight): the weights are on dataflow (degrees, rsqrt,
+    normalised messages, aggregation); PyG's guard for isolated nodes (deg^-1/2 == inf -> 0)
+    is a comparison, which has no dataflow form: two host steps, neither an aggregation."""
+    class Weighted(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = pyg_nn.GCNConv(8, 3)
+
+        def forward(self, x, edge_index, w):
+            return self.conv(x, edge_index, w)
+
+    torch.manual_seed(9)
+    m = Weighted().double().eval()
+    ei = edge_index_of(KARATE)
+    inputs = {"x": torch.from_numpy(KARATE.features.copy()), "edge_index": ei,
+              "w": torch.rand(ei.shape[1], dtype=torch.float64) + 0.5}
+    ir = trace(m, inputs)
+    cm = compile_model(ir, "partial")
+    assert_model_matches(cm, run_model(cm, simulate=run_graph), m(**inputs).detach().numpy())
+    aggregations_in_dataflow(cm, ("aten.eq.Scalar", "aten.where.self"))
+
+
 # ----------------------------------------------------------------------------- hand-written idioms
 N, F = 12, 5
 EDGES = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1, 3, 3, 5, 0],
