@@ -14,14 +14,19 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from .compiler.bounds import check_program
 from .compiler.passes.fifo import size_fifos
+from .compiler.program import Program, einsum
 from .ir.builder import GraphBuilder
+from .ir.check import Check
+from .ir.numerics import INT32, Mode, Numerics
+from .ir.quantize import quantized_input, range_checked
 from .ir.samml import AluOp, Graph, NodeKind, PortRef, ReduceOp, Role, StreamKind
 from .ir.tensor import CSR, DENSE2, BlockFormat, Blocking, Format, TensorFormat, row_blocked
 
-__all__ = ["KERNELS", "KERNEL_OPTIONS", "GraphBuilder", "bspmm", "bspmm_formats", "elementwise", "example",
-           "example_from_matrix", "inner_product", "integer_matrix", "kernel_graph", "random_operands",
-           "sparse_inputs", "spmm", "spmv"]
+__all__ = ["KERNELS", "KERNEL_OPTIONS", "GraphBuilder", "bspmm", "bspmm_formats", "check_kernel",
+           "elementwise", "example", "example_from_matrix", "inner_product", "integer_matrix", "kernel_graph",
+           "kernel_program", "matrix_use", "random_operands", "sparse_inputs", "spmm", "spmv"]
 
 
 def _rows_then_intersect(b: GraphBuilder, a: str, other: str, out: str,
@@ -256,14 +261,15 @@ def sparse_inputs(graph: Graph) -> list[str]:
 
 def integer_matrix(matrix, what: str) -> sp.csr_array:
     """``matrix`` (scipy sparse) as an int64 CSR array; non-integer values are an error naming
-    one (the kernels' datapath is integer)."""
+    one (the integer datapath's; ``--numerics q16.16`` takes real values)."""
     m = sp.csr_array(matrix)
     m.sum_duplicates()
     bad = np.flatnonzero(np.asarray(m.data) != np.round(np.asarray(m.data, dtype=np.float64)))
     if bad.size:
         r = int(np.searchsorted(m.indptr, bad[0], side="right") - 1)
         raise ValueError(f"{what}: the datapath is integer, but entry ({r}, {int(m.indices[bad[0]])}) is "
-                         f"{float(m.data[bad[0]])}; give a pattern or integer matrix")
+                         f"{float(m.data[bad[0]])}; give --numerics q16.16 (fixed point) for real values, "
+                         f"or a pattern or integer matrix")
     return sp.csr_array((np.asarray(m.data).astype(np.int64), m.indices, m.indptr), shape=m.shape)
 
 
@@ -281,35 +287,120 @@ def kernel_graph(kernel: str, n: int, **options) -> Graph:
     return KERNELS[kernel](n, **given)
 
 
-def example_from_matrix(kernel: str, matrix, seed: int = 0, what: str = "matrix", **options):
-    """A built-in kernel on a user's square integer matrix (``scipy.sparse``): every sparse
-    operand is the matrix (SpMM CSR computes A·A, add A + A, the inner product A·Aᵀ), dense
-    operands are seeded random integers; the reference is computed by scipy.  Returns
-    ``(graph, data, operands, expected)`` like :func:`example`; nothing is made dense but the
-    dense operands and the reference of a dense output."""
+def matrix_use(kernel: str, shape: tuple[int, int]) -> str:
+    """What built-in ``kernel`` computes on a user's matrix M of ``shape`` (its sparse operands;
+    c and X are seeded random)."""
+    square = shape[0] == shape[1]
+    return {"spmv": "y = M·c", "spmm_dense": "C = M·X", "spmm_csr": "C = M·M" if square else "C = M·Mᵀ",
+            "add": "C = M + M", "mul": "C = M ∘ M", "spmspm_inner": "C = M·Mᵀ", "bspmm": "Y = M·X"}[kernel]
+
+
+def _matrix_graph(kernel: str, m, x: int, options: dict) -> tuple[Graph, dict[str, object]]:
+    """``kernel``'s graph for matrix ``m`` and its sparse operands (see :func:`matrix_use`)."""
+    rows, cols = m.shape
+    if kernel == "spmv":
+        return spmv(rows, cols), {"B": m}
+    if kernel in ("spmm_dense", "spmm_csr"):
+        if kernel == "spmm_dense":
+            return spmm(rows, cols, x, DENSE2), {"A": m}
+        b = m if rows == cols else sp.csr_array(m.T)
+        return spmm(rows, cols, b.shape[1], CSR), {"A": m, "B": b}
+    if kernel in ("add", "mul"):
+        return elementwise(AluOp.ADD if kernel == "add" else AluOp.MUL, rows, cols), {"A": m, "B": m}
+    if kernel == "spmspm_inner":
+        return inner_product(rows, rows, cols), {"A": m, "B": m}
+    if kernel == "bspmm":
+        kernel_graph(kernel, 1, **options)  # the options' own checks
+        given = {k: v for k, v in options.items() if v is not None}
+        return bspmm(rows, cols, x, given.get("block", 4), given.get("lanes")), {"A": m}
+    raise ValueError(f"unknown kernel {kernel!r}; built-in kernels: {sorted(KERNELS)}")
+
+
+def example_from_matrix(kernel: str, matrix, seed: int = 0, what: str = "matrix", *,
+                        numerics: Numerics | str = INT32, x_cols: int | None = None, **options):
+    """A built-in kernel on a user's matrix (``scipy.sparse``, any shape the kernel's algebra
+    allows: :func:`matrix_use`): dense operands are seeded random integers (``x_cols`` columns
+    for a generated dense matrix, default the matrix's column count), the reference is
+    computed by scipy on the real values.  Integer ``numerics`` need an integer matrix; fixed
+    point quantises real values (out of range: an error naming the tensor), float keeps them.
+    Returns ``(graph, data, operands, expected)`` like :func:`example`: ``data`` the operands
+    in the graph's formats and the datapath's numbers, ``operands`` the real values."""
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; built-in kernels: {sorted(KERNELS)}")
-    m = integer_matrix(matrix, what)
-    if m.shape[0] != m.shape[1]:
-        raise ValueError(f"{what}: kernel {kernel!r} needs a square matrix, got {m.shape[0]}x{m.shape[1]}")
-    g = kernel_graph(kernel, m.shape[0], **options)
+    num = Numerics.parse(numerics)
+    kind = np.asarray(matrix.data if sp.issparse(matrix) else matrix).dtype.kind
+    if kind not in "biuf":
+        raise ValueError(f"{what}: the matrix holds {'complex' if kind == 'c' else 'non-numeric'} values; "
+                         "the datapath takes real numbers")
+    m = sp.csr_array(matrix, dtype=np.float64)
+    m.sum_duplicates()
+    if num.mode is Mode.INT:
+        m = integer_matrix(m, what)
+    if x_cols is not None and x_cols < 1:
+        raise ValueError(f"{what}: a dense operand needs at least one column, not {x_cols}")
+    g, ops = _matrix_graph(kernel, m, x_cols or m.shape[1], options)
     rng = np.random.default_rng(seed)
-    ops = {t: (m if t in sparse_inputs(g) else rng.integers(-8, 9, size=g.tensors[t].operand_shape))
-           for t in g.input_tensors()}
-    data = {t: g.tensors[t].data(v) for t, v in ops.items()}
+    for t in g.input_tensors():
+        if t not in ops:
+            ops[t] = rng.integers(-8, 9, size=g.tensors[t].operand_shape)
+    data = {t: quantized_input(t, v, g.tensors[t].operand_shape, num, g.tensors[t].fmt)
+            if g.tensors[t].block is None else g.tensors[t].data(_quantized_dense(t, v, num))
+            for t, v in ops.items()}
     expected = _REFERENCE[kernel](ops)
     return g, data, ops, expected.toarray() if sp.issparse(expected) else np.asarray(expected)
 
 
-def example(kernel: str, n: int = 64, seed: int = 0, density: float = 0.1, **options):
+def _quantized_dense(name: str, v, num: Numerics) -> np.ndarray:
+    """A blocked tensor's operand as a dense array of the datapath's numbers."""
+    a = v.toarray() if sp.issparse(v) else np.asarray(v, dtype=np.float64)
+    return num.quantize(range_checked(name, a, num, False, None)) if num.mode is not Mode.INT else a.astype(np.int64)
+
+
+def kernel_program(kernel: str, graph: Graph) -> Program:
+    """What built-in ``kernel``'s ``graph`` computes, as an Einsum program over its operands'
+    shapes: the reference of a fixed-point or float run, and the error bound its numerics give
+    (:func:`check_kernel`)."""
+    p = Program(graph.name)
+    t = {n: p.tensor(n, graph.tensors[n].operand_shape, "dense") for n in graph.input_tensors()}
+    [out] = graph.output_tensors()
+    exprs = {
+        "spmv": lambda: einsum("ij,j->i", t.get("B"), t.get("c")),
+        "spmm_dense": lambda: einsum("ik,kj->ij", t.get("A"), t.get("B")),
+        "spmm_csr": lambda: einsum("ik,kj->ij", t.get("A"), t.get("B")),
+        "add": lambda: t["A"] + t["B"],
+        "mul": lambda: t["A"] * t["B"],
+        "spmspm_inner": lambda: einsum("ik,jk->ij", t.get("A"), t.get("B")),
+        "bspmm": lambda: einsum("ik,kj->ij", t.get("A"), t.get("X")),
+    }
+    p.output(p.let(out, exprs[kernel]()))
+    return p
+
+
+def check_kernel(kernel: str, graph: Graph, operands: dict, got: np.ndarray, numerics: Numerics | str) -> Check:
+    """A run's dense result ``got`` (dequantised) of built-in ``kernel`` against scipy's on the
+    real ``operands``, within the bound ``numerics`` derives for it (exact for integers)."""
+    dense = {t: v.toarray() if sp.issparse(v) else np.asarray(v, dtype=np.float64) for t, v in operands.items()}
+    [out] = graph.output_tensors()
+    [check] = check_program(kernel_program(kernel, graph), dense, {out: np.asarray(got, dtype=np.float64)},
+                            numerics)
+    return check
+
+
+def example(kernel: str, n: int = 64, seed: int = 0, density: float = 0.1, *,
+            numerics: Numerics | str = INT32, **options):
     """A built-in kernel graph with seeded random operands and the numpy result.
 
     Returns ``(graph, data, operands, expected)``: ``data`` maps tensor names to
     :class:`TensorData` in the graph's formats, ``operands`` to the dense arrays (of a blocked
     tensor: its original shape).  ``options``: the kernel's (:data:`KERNEL_OPTIONS`, e.g.
     ``block`` and ``lanes`` of ``bspmm``; a blocked kernel's ``density`` is that of its blocks).
+    ``numerics``: the datapath's numbers of ``data`` (fixed point: the integers quantised).
     """
     g = kernel_graph(kernel, n, **options)
     ops = random_operands(g, seed, density)
-    data = {t: g.tensors[t].data(v) for t, v in ops.items()}
+    num = Numerics.parse(numerics)
+    if num.mode is Mode.INT:
+        data = {t: g.tensors[t].data(v) for t, v in ops.items()}
+    else:  # the integer operands as fixed-point or float values
+        data = {t: g.tensors[t].data(_quantized_dense(t, v, num)) for t, v in ops.items()}
     return g, data, ops, _REFERENCE[kernel](ops)

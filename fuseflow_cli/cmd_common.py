@@ -15,20 +15,24 @@ from fuseflow.compiler.passes.par import ParallelError, parallelize
 from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, skip_sites
 from fuseflow.compiler.pipeline import pass_options
 from fuseflow.executor import Executor, ExecutorError, make_executor
+from fuseflow.ir.check import Check, compare
 from fuseflow.ir.graph_file import load_graph
 from fuseflow.ir.memory import PRESETS as MEMORY_PRESETS
 from fuseflow.ir.memory import MemoryError, MemoryModel, Placement, parse_memory
-from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.ir.numerics import INT32, Mode, Numerics
 from fuseflow.ir.overflow import OVERFLOW_POLICIES, NumericOverflowError, Overflow
+from fuseflow.ir.quantize import quantized_input
 from fuseflow.ir.samml import Graph, GraphError
 from fuseflow.ir.tensor import Format, TensorData
 from fuseflow.ir.validate import saturate_inputs
 from fuseflow.kernels import (
     KERNELS,
+    check_kernel,
     example,
     example_from_matrix,
     integer_matrix,
     kernel_graph,
+    matrix_use,
     random_operands,
     sparse_inputs,
 )
@@ -64,7 +68,9 @@ __all__ = [
     "add_scheduler_arg",
     "add_width_args",
     "apply_par",
+    "check_text",
     "compare_rtl",
+    "graph_numerics",
     "has_flag",
     "hw_overflow_text",
     "kernel_graph_of",
@@ -104,6 +110,9 @@ def add_graph_args(p: argparse.ArgumentParser) -> None:
                    "matrix (.mtx Matrix Market or scipy sparse .npz with --kernel; .mtx with a graph "
                    "file) for every sparse input, dense inputs seeded random (default: all seeded random)")
     p.add_argument("--seed", type=int_range(0), default=0, help="seed of the random operands")
+    p.add_argument("--dense-cols", type=int_range(1, MAX_SIZE), metavar="N",
+                   help="--kernel spmm_dense / bspmm with --data: columns of the random dense matrix "
+                        "X in M·X (default: the matrix's column count)")
     p.add_argument("--density", type=fraction, default=None,
                    help="density of the random sparse operands of a kernel or graph file (default "
                         f"{OPERAND_DENSITY}); with --model on the synthetic graphs uniform, powerlaw "
@@ -260,10 +269,39 @@ def resolve_memory(args: argparse.Namespace, sched: Schedule | None = None) -> t
 @dataclass
 class GraphJob:
     graph: Graph
-    data: dict[str, TensorData]
+    data: dict[str, TensorData]  # the datapath's numbers (fixed point: quantised)
     expected: np.ndarray | None  # numpy result for built-in kernels
     source: str
     schedule: Schedule | None = None
+    numerics: Numerics = INT32  # the values' arithmetic (--numerics)
+    kernel: str | None = None  # a built-in kernel's name (its reference and error bound)
+    operands: dict | None = None  # a built-in kernel's real operands
+
+    def check(self, outputs: Mapping[str, TensorData]) -> Check | None:
+        """A built-in kernel's one output against scipy's result: equal for integers, within
+        the numerics' bound for fixed point and float (``None`` for a graph file)."""
+        if self.expected is None:
+            return None
+        [out] = outputs.values()
+        got = out.to_dense()
+        if self.numerics.mode is Mode.INT:  # exact (int32 results: float64 holds them exactly)
+            return compare(self.graph.output_tensors()[0], got, self.expected, 0.0, 0.0, str(self.numerics))
+        return check_kernel(self.kernel, self.graph, self.operands, self.numerics.dequantize(got), self.numerics)
+
+
+def graph_numerics(args: argparse.Namespace, *, rtl: bool) -> Numerics:
+    """``--numerics`` of a graph file or built-in kernel: int (default; 32-bit in sw_sim, the
+    value width in RTL), a fixed-point format (real values, quantised), or float (sw_sim only)."""
+    text = getattr(args, "numerics", None)
+    if text is None or text == "int":
+        return INT32 if not rtl else Numerics.integer(max(getattr(args, "vw", None) or 32, 11))
+    try:
+        num = Numerics.parse(text)
+    except ValueError as exc:
+        raise UserError(f"--numerics {text}: {exc}") from None
+    if rtl and num.mode is Mode.FLOAT:
+        raise UserError(f"--numerics {text}: float is sw_sim only; the RTL needs int or fixed point (e.g. q16.16)")
+    return num
 
 
 def add_saturate_arg(p: argparse.ArgumentParser) -> None:
@@ -329,18 +367,27 @@ def hw_overflow_text(hw: Sequence[str], who: str = "RTL") -> str:
     return f"{who} overflow flags: " + (", ".join(f"node {n!r}" for n in hw) if hw else "none")
 
 
-def compare_rtl(rtl, sw, expected: np.ndarray | None) -> tuple[bool, bool | None]:
-    """Whether an RTL run's outputs all equal sw_sim's, and, for a built-in kernel (``expected``:
-    numpy's result), whether its one output equals numpy's (None without ``expected``)."""
+def check_text(numerics: str, ok: bool, error: float | None, bound: float | None) -> str:
+    """The line of a built-in kernel's check: exact for integers, else its error and bound."""
+    if bound == 0 or error is None:
+        return f"check against numpy: {'PASS' if ok else 'FAIL'}" + ("" if ok or error is None else
+                                                                     f" (max error {error:.3g})")
+    return (f"check against numpy ({numerics}): {'PASS' if ok else 'FAIL'} (max error {error:.3g}, "
+            f"bound {bound:.3g})")
+
+
+def compare_rtl(rtl, sw, job: GraphJob) -> tuple[bool, bool | None]:
+    """Whether an RTL run's outputs all equal sw_sim's, and, for a built-in kernel, whether its
+    one output passes :meth:`GraphJob.check` (None for a graph file)."""
     same = all(np.array_equal(rtl.outputs[t].to_dense(), sw.outputs[t].to_dense()) for t in sw.outputs)
-    if expected is None:
-        return same, None
-    [name] = rtl.outputs
-    return same, bool(np.array_equal(rtl.outputs[name].to_dense(), expected))
+    check = job.check(rtl.outputs)
+    return same, None if check is None else check.ok
 
 
-def load_graph_job(args: argparse.Namespace) -> GraphJob:
-    job = _load_graph_job(args)
+def load_graph_job(args: argparse.Namespace, *, rtl: bool = False) -> GraphJob:
+    """The graph file or built-in kernel of ``args`` with its data in the ``--numerics``'
+    numbers (``rtl``: the RTL's choices), skipping and lanes applied."""
+    job = _load_graph_job(args, graph_numerics(args, rtl=rtl))
     if getattr(args, "skip", False):
         if not any(s.convertible or s.enabled for s in skip_sites(job.graph)):
             why = "; ".join(explain_skipping(job.graph)) or "it has no intersect"
@@ -377,11 +424,13 @@ def _data_file(args: argparse.Namespace) -> Path:
     return path
 
 
-def _matrix_operands(g: Graph, path: Path, seed: int) -> dict[str, object]:
+def _matrix_operands(g: Graph, path: Path, seed: int, num: Numerics) -> dict[str, object]:
     """``--data X.mtx``: the matrix for every sparse input of a graph file, seeded random dense
     operands."""
     try:
-        m = integer_matrix(read_matrix(path), f"--data {str(path)!r}")
+        m = read_matrix(path)
+        if num.mode is Mode.INT:
+            m = integer_matrix(m, f"--data {str(path)!r}")
     except ValueError as exc:
         raise UserError(str(exc)) from None
     targets = sparse_inputs(g)
@@ -397,33 +446,46 @@ def _matrix_operands(g: Graph, path: Path, seed: int) -> dict[str, object]:
     return ops
 
 
-def _kernel_job(args: argparse.Namespace) -> GraphJob:
+def _kernel_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
     opts = kernel_options(args)
+    cols = getattr(args, "dense_cols", None)
+    if cols is not None and not args.data:
+        raise UserError(f"--dense-cols {cols}: the columns of the dense operand next to a matrix given "
+                        "with --data (a random kernel's operands are --size square)")
+    if cols is not None and args.kernel not in ("spmm_dense", "bspmm"):
+        raise UserError(f"--dense-cols {cols}: kernel {args.kernel} has no generated dense matrix "
+                        "(spmm_dense and bspmm have)")
     if not args.data:
         try:
-            g, data, _, expected = example(args.kernel, args.size, args.seed, operand_density(args), **opts)
+            g, data, ops, expected = example(args.kernel, args.size, args.seed, operand_density(args),
+                                             numerics=num, **opts)
         except ValueError as exc:
             raise UserError(str(exc)) from None
-        return GraphJob(g, data, expected, f"kernel {args.kernel} ({args.size}x{args.size})")
+        return GraphJob(g, data, expected, f"kernel {args.kernel} ({args.size}x{args.size})", numerics=num,
+                        kernel=args.kernel, operands=ops)
     path = _data_file(args)
     if path.suffix not in (".mtx", ".npz"):
         raise UserError(f"--data {str(path)!r}: a kernel takes one matrix, a .mtx (Matrix Market) or "
                         "scipy sparse .npz file")
     try:
-        g, data, _, expected = example_from_matrix(args.kernel, read_matrix(path), args.seed,
-                                                   f"--data {str(path)!r}", **opts)
+        g, data, ops, expected = example_from_matrix(args.kernel, read_matrix(path), args.seed,
+                                                     f"--data {str(path)!r}", numerics=num, x_cols=cols, **opts)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    n = g.tensors[sparse_inputs(g)[0]].shape[0]
-    return GraphJob(g, data, expected, f"kernel {args.kernel} on {path.name} ({n}x{n})")
+    shape = g.tensors[sparse_inputs(g)[0]].operand_shape
+    return GraphJob(g, data, expected, f"kernel {args.kernel} on {path.name} ({shape[0]}x{shape[1]}) computing "
+                    f"{matrix_use(args.kernel, shape)}",
+                    numerics=num, kernel=args.kernel, operands=ops)
 
 
-def _load_graph_job(args: argparse.Namespace) -> GraphJob:
+def _load_graph_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
     if args.kernel and args.graph:
         raise UserError("give either a graph file or --kernel, not both")
     if args.kernel:
-        return _kernel_job(args)
+        return _kernel_job(args, num)
     kernel_options(args)
+    if getattr(args, "dense_cols", None) is not None:
+        raise UserError("--dense-cols: the dense operand of a built-in kernel (--kernel spmm_dense or bspmm)")
     if not args.graph:
         raise UserError("no graph: give GRAPH.json or --kernel NAME")
     try:
@@ -431,7 +493,7 @@ def _load_graph_job(args: argparse.Namespace) -> GraphJob:
     except GraphError as exc:
         raise UserError(str(exc)) from None
     if args.data and Path(args.data).suffix == ".mtx":
-        ops = _matrix_operands(g, _data_file(args), args.seed)
+        ops = _matrix_operands(g, _data_file(args), args.seed, num)
     elif args.data:
         path = _data_file(args)
         try:
@@ -455,8 +517,14 @@ def _load_graph_job(args: argparse.Namespace) -> GraphJob:
                             "real numbers (integers, floats or booleans)")
         if tuple(ops[t].shape) != spec.operand_shape:
             raise UserError(f"tensor {t!r}: data shape {tuple(ops[t].shape)} does not match the graph's {spec.operand_shape}")
-        data[t] = spec.data(ops[t])
-    return GraphJob(g, data, None, f"graph {args.graph}")
+        if num.mode is Mode.INT or spec.block is not None:
+            data[t] = spec.data(ops[t])
+        else:
+            try:
+                data[t] = quantized_input(t, ops[t], spec.operand_shape, num, spec.fmt)
+            except ValueError as exc:
+                raise UserError(str(exc)) from None
+    return GraphJob(g, data, None, f"graph {args.graph}", numerics=num)
 
 
 def parse_max_nnz(items: list[str] | None, graph: Graph) -> tuple[tuple[str, int], ...]:
@@ -517,18 +585,25 @@ def with_numerics(cfg: HwConfig, text: str | None, model: bool) -> HwConfig:
 
 def add_width_args(p: argparse.ArgumentParser, *, vw_help: str = "value data width in bits (default 32)") -> None:
     """``--vw BITS`` and ``--cw BITS|auto`` (the crd/ref width; auto: what the graph needs)."""
-    p.add_argument("--vw", type=int_range(2, 64), default=32, help=vw_help)
+    p.add_argument("--vw", type=int_range(2, 64), default=None, help=vw_help)
     p.add_argument("--cw", default="auto", metavar="BITS|auto",
                    help="crd/ref data width in bits (default auto: the narrowest that holds the "
                    "graph's coordinates and references at the --max-nnz capacities, at least 10)")
 
 
 def resolve_widths(args: argparse.Namespace, graph: Graph,
-                   max_nnz: tuple[tuple[str, int], ...] = ()) -> tuple[int, int]:
+                   max_nnz: tuple[tuple[str, int], ...] = (), numerics: Numerics | None = None) -> tuple[int, int]:
     """``(cw, vw)`` of ``--cw`` / ``--vw``: ``--cw auto`` is the narrowest crd/ref width
     ``graph`` needs at the ``max_nnz`` capacities; a narrower explicit width is refused naming
-    the tensor that needs more."""
-    vw = getattr(args, "vw", 32)
+    the tensor that needs more.  Fixed-point ``numerics`` set the value width (a different
+    ``--vw`` is refused)."""
+    vw = getattr(args, "vw", None)
+    if numerics is not None and numerics.mode is Mode.FIXED:
+        if vw is not None and vw != numerics.width:
+            raise UserError(f"--vw {vw} and --numerics {numerics}: the format's values are {numerics.width} "
+                            f"bits wide; give one of them")
+        vw = numerics.width
+    vw = 32 if vw is None else vw
     if vw < 10:
         raise UserError(f"--vw {vw}: values need at least 10 bits (control words use bits 9..0)")
     need, tensor, top = crd_width_needed(graph, max_nnz)

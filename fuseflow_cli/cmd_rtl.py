@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from fuseflow.ir.memory import MemoryError
-from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.numerics import Mode, Numerics
 from hw.elaborate import HwConfig
 from rtl_sim import ToolchainError
 from rtl_sim import run_graph as rtl_run
@@ -24,6 +24,7 @@ from .cmd_common import (
     add_overflow_arg,
     add_saturate_arg,
     add_width_args,
+    check_text,
     compare_rtl,
     hw_overflow_text,
     load_graph_job,
@@ -43,7 +44,7 @@ SIMULATORS = ("verilator", "amaranth")
 # the fields of ``rtl --json`` (README, "Machine-readable output")
 JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
                "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated",
-               "overflows", "rtl_overflow")
+               "overflows", "rtl_overflow", "numerics", "error", "tolerance")
 
 
 def add_parser(sub) -> None:
@@ -68,6 +69,9 @@ def add_parser(sub) -> None:
     add_dram_args(p)  # --memory <board>-sdram: the generated LiteDRAM controller (docs/dram.md)
     add_saturate_arg(p)
     add_overflow_arg(p)
+    p.add_argument("--numerics", help="value arithmetic: int (default for a graph file or kernel: the --vw-bit "
+                   "integers), or a fixed-point format such as q16.16 for real-valued data (sets the value "
+                   "width; the default for --model)")
     g = p.add_argument_group("PyTorch models instead of a graph (needs torch): every graph in RTL")
     add_user_model_args(g)
     add_zoo_args(g)
@@ -95,12 +99,14 @@ def run(args) -> int:
         return rtl_model_cmd(args)
     if args.inputs or args.formats or args.strict:
         raise UserError("--inputs / --formats / --strict: options of --model")
-    reject_model_options(args, "--kernel " + args.kernel if args.kernel else "the graph file", keep=("fusion",))
-    job = load_graph_job(args)
+    reject_model_options(args, "--kernel " + args.kernel if args.kernel else "the graph file",
+                         keep=("fusion", "numerics"))
+    job = load_graph_job(args, rtl=True)
     if is_dram_memory(getattr(args, "memory", None)):  # the board's DRAM, real controller (docs/dram.md)
         return run_dram(args, job)
     model, placement = resolve_memory(args, job.schedule)
-    cw, vw = resolve_widths(args, job.graph)
+    cw, vw = resolve_widths(args, job.graph, numerics=job.numerics)
+    fixed = job.numerics.mode is Mode.FIXED
     if args.max_cycles is not None and args.max_cycles < 1:
         raise UserError(f"--max-cycles {args.max_cycles}: must be at least 1")
     waves = Path(args.waves) if args.waves else None
@@ -108,13 +114,14 @@ def run(args) -> int:
         wave_format(waves)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    saturated = saturate_job(args, job, vw)
+    saturated = saturate_job(args, job, job.numerics if fixed else vw)
     try:
-        cfg = memory_config(HwConfig(cw=cw, vw=vw), model, placement)
+        hw = HwConfig(cw=cw, vw=vw, numerics=job.numerics) if fixed else HwConfig(cw=cw, vw=vw)
+        cfg = memory_config(hw, model, placement)
         with spinner("sw_sim", enabled=not args.json) as status:
             # --on-overflow is applied below, to sw_sim's counts and the RTL's flags
-            sw = run_graph(job.graph, job.data, memory=model, onchip=placement, numerics=_sw_numerics(vw),
-                           on_overflow="ignore")
+            sw = run_graph(job.graph, job.data, memory=model, onchip=placement,
+                           numerics=job.numerics if fixed else _sw_numerics(vw), on_overflow="ignore")
             t0 = time.perf_counter()
             if args.runner != "amaranth":  # amaranth.sim builds nothing ahead of the run
                 status(f"Verilator: building the {args.runner} model (cached after the first build)")
@@ -126,7 +133,8 @@ def run(args) -> int:
         wall = time.perf_counter() - t1
     except (ToolchainError, MemoryError, ValueError, SimError) as exc:
         raise UserError(str(exc)) from None
-    same, check = compare_rtl(rtl, sw, job.expected)
+    same, check = compare_rtl(rtl, sw, job)
+    detail = job.check(rtl.outputs)
     ratio = rtl.cycles / max(sw.cycles, 1)
     if args.json:
         out = {"source": job.source, "graph": job.graph.name, "runner": args.runner, "rtl_cycles": rtl.cycles,
@@ -135,10 +143,11 @@ def run(args) -> int:
                "memory": model.to_json(), "onchip": sorted(placement.onchip), "build_s": round(t1 - t0, 3),
                "wall_s": round(wall, 4), "cycles_per_s": round(rtl.cycles / max(wall, 1e-9)),
                "waves": args.waves, "saturated": saturated if args.saturate else None,
-               "overflows": sw.overflows, "rtl_overflow": rtl.overflow}
+               "overflows": sw.overflows, "rtl_overflow": rtl.overflow, "numerics": str(job.numerics),
+               "error": detail.max_error if detail else None, "tolerance": detail.bound if detail else None}
         print(json.dumps({k: out[k] for k in JSON_FIELDS}, indent=1))
     else:
-        _print_text(args, job, model, rtl, sw, same, check, (cw, vw, wall), saturated)
+        _print_text(args, job, model, rtl, sw, same, detail, (cw, vw, wall), saturated)
     mismatches = overflow_mismatches(sw.overflows, rtl.overflow)
     for line in mismatches:
         print(line, file=sys.stderr if args.json else sys.stdout)
@@ -153,7 +162,7 @@ def _sw_numerics(vw: int) -> Numerics:
     return Numerics.integer(max(vw, 11))
 
 
-def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: tuple[int, int, float],
+def _print_text(args, job, model, rtl, sw, same: bool, check, run: tuple[int, int, float],
                 saturated: dict[str, int]) -> None:
     cw, vw, wall = run
     if not model.ideal:
@@ -164,7 +173,7 @@ def _print_text(args, job, model, rtl, sw, same: bool, check: bool | None, run: 
     print(f"RTL: {args.runner} runner, cw {cw}, vw {vw}, {wall:.2f} s "
           f"({f'{rate / 1e6:.2f} M' if rate >= 1e5 else f'{rate / 1e3:.1f} k'} cycles/s)")
     if check is not None:
-        print(f"check against numpy: {'PASS' if check else 'FAIL'}")
+        print(check_text(str(job.numerics), check.ok, check.max_error, check.bound))
     if args.saturate:
         print(saturated_text(saturated, vw))
     if sw.overflows or rtl.overflow:

@@ -60,7 +60,7 @@ def run_dram(args, job) -> int:
         wall = time.perf_counter() - t1
     except (ToolchainError, ValueError, SimError) as exc:
         raise UserError(str(exc)) from None
-    same, check = compare_rtl(rtl, sw, job.expected)
+    same, check = compare_rtl(rtl, sw, job)
     placement = meta["summary"]["dram"]["placement"]
     out = {"source": job.source, "graph": job.graph.name, "runner": "native", "memory": args.memory,
            "controller": meta["summary"]["dram"]["controller"], "rtl_cycles": rtl.cycles, "sw_cycles": sw.cycles,

@@ -31,9 +31,10 @@ from rtl_sim import ToolchainError
 from sw_sim import run_graph
 
 from .board_args import baud_of, model_onchip
+from .board_model import refuse_host_work
 from .cmd_common import with_numerics
 from .errors import UserError
-from .models import _reference, load_compiled, refuse_host_work
+from .models import _reference, load_compiled
 from .ui import load_progress, spinner
 
 __all__ = ["run_model_on_board"]

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 import sw_sim
 from fuseflow.ir.memory import MemoryError, MemoryModel
-from fuseflow.ir.numerics import INT32
 from fuseflow.ir.samml import GraphError
 from sw_sim import SimError, SimResult, run_graph
 
@@ -17,6 +14,7 @@ from .cmd_common import (
     add_memory_args,
     add_overflow_arg,
     add_saturate_arg,
+    check_text,
     load_graph_job,
     overflow_verdict,
     resolve_memory,
@@ -26,8 +24,6 @@ from .cmd_common import (
 from .errors import UserError
 from .models import add_model_args, counters_text, reject_model_options, run_model
 from .ui import print_table
-
-SIM_NUMERICS = INT32  # graphs and kernels: raw integer values (models choose with --numerics)
 
 
 def add_parser(sub) -> None:
@@ -56,18 +52,17 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
     the memory model."""
     job = load_graph_job(args)
     model, placement = resolve_memory(args, job.schedule)
-    saturated = saturate_job(args, job, SIM_NUMERICS)
+    saturated = saturate_job(args, job, job.numerics)
     try:
-        res = run_graph(job.graph, job.data, memory=model, onchip=placement, numerics=SIM_NUMERICS,
+        res = run_graph(job.graph, job.data, memory=model, onchip=placement, numerics=job.numerics,
                         on_overflow="ignore")  # --on-overflow is applied below
     except (SimError, MemoryError, GraphError) as exc:
         raise UserError(str(exc)) from None
-    ok = None
-    if job.expected is not None:
-        [out] = res.outputs.values()
-        ok = bool(np.array_equal(out.to_dense(), job.expected))
-    record = {"source": job.source, "graph": job.graph.name, "cycles": res.cycles,
-              "ok": ok, "schedule": job.schedule.to_json() if job.schedule else None,
+    check = job.check(res.outputs)
+    record = {"source": job.source, "graph": job.graph.name, "cycles": res.cycles, "numerics": str(job.numerics),
+              "ok": None if check is None else check.ok,
+              "error": None if check is None else check.max_error, "tolerance": None if check is None else check.bound,
+              "schedule": job.schedule.to_json() if job.schedule else None,
               "wall_seconds": round(res.wall_seconds, 4), "engine": sw_sim.ENGINE,
               "memory": model.to_json(), "onchip": sorted(placement.onchip),
               "counters": res.counters, "nodes": node_counters(res.stats),
@@ -78,7 +73,7 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
 def run(args) -> int:
     if args.model:
         return run_model(args)
-    reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"))
+    reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
     record, res, model = simulate_graph(args)
     if args.json:
         print(json.dumps(record, indent=1))
@@ -89,7 +84,7 @@ def run(args) -> int:
           f"{sw_sim.ENGINE} model)")
     print(f"memory: {model.describe()}")
     if args.saturate:
-        print(saturated_text(record["saturated"], SIM_NUMERICS))
+        print(saturated_text(record["saturated"], record["numerics"]))
     ok = overflow_verdict(args, res.overflow_records, f"graph {record['graph']!r}")
     print(counters_text(res.counters, stats=args.stats))
     if args.stats:
@@ -97,5 +92,5 @@ def run(args) -> int:
                 for n, s in res.stats.items()]
         print_table(rows, ["node", "tokens in", "tokens out", "active", "stalled", "starved", "memory wait"])
     if record["ok"] is not None:
-        print(f"check against numpy: {'PASS' if record['ok'] else 'FAIL'}")
+        print(check_text(record["numerics"], record["ok"], record["error"], record["tolerance"]))
     return 0 if ok and record["ok"] is not False else 1

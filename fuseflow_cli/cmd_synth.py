@@ -28,14 +28,13 @@ from hw.litedram import DramGraphTop, dram_timings
 
 from . import board_args
 from .argtypes import int_range, positive_float
+from .board_model import board_model_manifest, refuse_host_work
 from .cmd_common import add_numerics_arg, with_numerics
 from .errors import UserError
 from .models import (
     add_host_steps_arg,
     add_model_args,
-    board_model_manifest,
     load_compiled,
-    refuse_host_work,
     reject_model_options,
 )
 from .ui import phases, print_table

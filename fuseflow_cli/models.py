@@ -87,10 +87,12 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     add_pass_args(g, Source.MODEL, without=Source.GRAPH | Source.KERNEL)  # --no-locate, ...
     if not build:
         g.add_argument("--explain", action="store_true", help="print the compiled steps and graphs")
-        g.add_argument("--numerics", default="float",
-                       help="sw_sim value numerics: float (default) or a fixed-point format such as "
-                            "q16.16; the check against PyTorch is within the bound derived from the "
-                            "format and the op chain (docs/semantics.md)")
+        g.add_argument("--numerics",
+                       help="value numerics: for --model float (default) or a fixed-point format such as "
+                            "q16.16, checked against PyTorch within the bound derived from the format and "
+                            "the op chain (docs/semantics.md); for a graph file or kernel int (default), "
+                            "float, or fixed point for real-valued data (checked against scipy within "
+                            "that bound)")
 
 
 ADJ_DENSITY_HELP = ("the adjacency's non-zero fraction nnz/(n*n), self loops not counted (there are "
@@ -127,7 +129,7 @@ _MODEL_PASS_OPTIONS = {o.name: o for o in pass_options(Source.MODEL)
 _MODEL_OPTIONS = {"dataset": None, "fusion": "partial", "hidden": 16, "features": None, "nodes": 256,
                   "feature_density": None, "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2,
                   **{n: o.default for n, o in _MODEL_PASS_OPTIONS.items()}, "explain": False,
-                  "numerics": "float", "inputs": None, "formats": None, "strict": False, "no_host_steps": False}
+                  "numerics": None, "inputs": None, "formats": None, "strict": False, "no_host_steps": False}
 _ZOO_ONLY = ("dataset", "hidden", "features", "nodes", "feature_density", "seq", "dmodel", "heads", "blocks")
 
 
@@ -226,12 +228,13 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
     ``sim --json`` record and what the text output adds (case, compiled model, memory model,
     merged counters, check description)."""
     case, ir, cm = load_compiled(args)
+    text = args.numerics or "float"
     try:
-        num = Numerics.parse(args.numerics)
+        num = Numerics.parse(text)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     if num.mode is Mode.INT:
-        raise UserError(f"--numerics {args.numerics}: models need float or fixed point (e.g. q16.16)")
+        raise UserError(f"--numerics {text}: models need float or fixed point (e.g. q16.16)")
     model, placement = resolve_memory(args)
     try:
         placement.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
@@ -399,40 +402,6 @@ def add_host_steps_arg(p: argparse.ArgumentParser) -> None:
                         "(graph breaks, conversions, data movement, permuted copies), naming each")
 
 
-def refuse_host_work(args: argparse.Namespace, cm) -> None:
-    """``--no-host-steps``: a model whose graphs need the host between them is refused, naming
-    what the host would do (:func:`fpga.model_run.host_work`)."""
-    if not getattr(args, "no_host_steps", False):
-        return
-    from fpga.model_run import host_work
-
-    work = host_work(cm)
-    if work:
-        shown = "; ".join(work[:5]) + (f"; and {len(work) - 5} more" if len(work) > 5 else "")
-        raise UserError(f"--no-host-steps: model {args.model} ({args.fusion}) needs the host between its graphs "
-                        f"for {len(work)} step(s): {shown}")
-
-
-def board_model_manifest(args: argparse.Namespace, cm, top, board: str) -> dict:
-    """``model.json`` of a whole model's board top (``build --board``, ``synth``): the steps in
-    order, each graph with its place in the top (index, host base), and the runs of graphs the
-    on-chip sequencer starts at once (the others the host starts, with the host steps between)."""
-    from fpga.model_run import host_work, model_sequences
-
-    host_map = top.host_map()
-    place = {g["name"]: (k, g["base"]) for k, g in enumerate(host_map["graphs"])}
-
-    def entry(g, computes) -> dict:
-        k, base = place[g.name]
-        return {"name": g.name, "index": k, "base": base, "inputs": g.input_tensors(),
-                "outputs": g.output_tensors(), "computes": computes}
-
-    return {"model": args.model, "fusion": args.fusion, "board": board, "numerics": str(top.cfg.num),
-            "graphs": [g["name"] for g in host_map["graphs"]], "sequencer": host_map["sequencer"],
-            "sequences": model_sequences(cm, host_map), "host_work": host_work(cm),
-            "steps": model_steps(cm, entry)}
-
-
 def _model_max_nnz(args: argparse.Namespace, graphs) -> tuple[tuple[str, int], ...]:
     """``--max-nnz`` of a whole model: each tensor must be in one of its graphs."""
     items = getattr(args, "max_nnz", None) or []
@@ -503,7 +472,13 @@ def rtl_model_cmd(args: argparse.Namespace) -> int:
     from rtl_sim import run_graph as rtl_run
 
     case, _, cm = load_compiled(args)
-    num = Numerics.parse("q16.16")
+    text = getattr(args, "numerics", None) or "q16.16"
+    try:
+        num = Numerics.parse(text)
+    except ValueError as exc:
+        raise UserError(f"--numerics {text}: {exc}") from None
+    if num.mode is not Mode.FIXED:
+        raise UserError(f"--numerics {text}: a model's RTL runs fixed point (e.g. q16.16, the default)")
     cfg = HwConfig.for_numerics(num)
     rows: list[tuple[str, int, int, bool]] = []
 

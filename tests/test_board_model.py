@@ -153,7 +153,7 @@ def test_the_board_manifest_places_every_graph_and_names_the_host_work():
     import argparse
 
     from fpga.model_run import host_work
-    from fuseflow_cli.models import board_model_manifest
+    from fuseflow_cli.board_model import board_model_manifest
     from hw.dram_model import ModelTop
 
     case = make_case("gcn", "karate")

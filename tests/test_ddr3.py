@@ -218,6 +218,14 @@ def _level_in_migen_sim(windows: list[set[tuple[int, int]]], max_cycles: int = 2
     state = {"rdly": [5] * lanes, "bs": [3] * lanes, "mem": {}, "writes": [], "reads": [], "done": False,
              "bad_read": False}
 
+    def strobes(sel: int):
+        """The PHY's delay and bitslip registers of the selected lanes, moved by the strobes."""
+        rdly_rst, rdly_inc = (yield ctl["rdly_rst"]), (yield ctl["rdly_inc"])
+        bs_rst, bs_inc = (yield ctl["bitslip_rst"]), (yield ctl["bitslip"])
+        for lane in (k for k in range(lanes) if sel >> k & 1):
+            state["rdly"][lane] = 0 if rdly_rst else (state["rdly"][lane] + rdly_inc) % 8
+            state["bs"][lane] = 0 if bs_rst else (state["bs"][lane] + bs_inc) % 4
+
     def bench():
         # every cycle: act on what the leveler sees in this cycle (values written here are seen
         # from the next one)
@@ -225,16 +233,7 @@ def _level_in_migen_sim(windows: list[set[tuple[int, int]]], max_cycles: int = 2
         yield lev.cmd_ready.eq(1)
         for cycle in range(max_cycles):
             sel = yield ctl["sel"]
-            for lane in range(lanes):
-                if sel >> lane & 1:
-                    if (yield ctl["rdly_rst"]):
-                        state["rdly"][lane] = 0
-                    if (yield ctl["rdly_inc"]):
-                        state["rdly"][lane] = (state["rdly"][lane] + 1) % 8
-                    if (yield ctl["bitslip_rst"]):
-                        state["bs"][lane] = 0
-                    if (yield ctl["bitslip"]):
-                        state["bs"][lane] = (state["bs"][lane] + 1) % 4
+            yield from strobes(sel)
             if (yield lev.cmd_valid) and (yield lev.cmd_ready):
                 addr = yield lev.cmd_addr
                 if (yield lev.cmd_we):

@@ -269,7 +269,8 @@ for _cmd in ("sim", "build"):
     cli(f"ignored:{_cmd}:graph-and-kernel", [_cmd, "{d}/g.json", "--kernel", "spmv", *_extra], "not both",
         files={"g.json": graph_json(lambda d: None)})
 cli("ignored:sim:--fusion-with-kernel", "sim --kernel spmv --fusion full", "--fusion")
-cli("ignored:sim:--numerics-with-kernel", "sim --kernel spmv --numerics q8.8", "--numerics")
+cli("ignored:sim:--numerics-unknown", "sim --kernel spmv --numerics int8", "--numerics int8")
+cli("ignored:rtl:--vw-with-fixed-point", "rtl --kernel spmv --numerics q8.8 --vw 32", "--vw 32 and --numerics q8.8")
 cli("ignored:sim:--explain-with-kernel", "sim --kernel spmv --explain", "--explain")
 cli("ignored:build:max-nnz-unknown-tensor", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "Q=8"], "'Q'")
 cli("ignored:build:max-nnz-form", ["build", "--kernel", "spmv", "-o", "{d}/o", "--max-nnz", "B8"], "B8")
@@ -519,7 +520,6 @@ _MTX = {
     "zero-index": (text(_MTX_HEAD + "8 8 1\n0 1 3\n"), "x.mtx"),
     "fractions": (text("%%MatrixMarket matrix coordinate real general\n8 8 1\n1 1 0.5\n"), "0.5"),
     "complex": (text("%%MatrixMarket matrix coordinate complex general\n8 8 1\n1 1 1 2\n"), "x.mtx"),
-    "not-square": (text(_MTX_HEAD + "8 4 1\n1 1 3\n"), "8x4"),
     "garbage": (raw(b"\x00\x01\x02"), "x.mtx"),
     "words": (text(_MTX_HEAD + "8 8 1\na b c\n"), "x.mtx"),
     "huge-value": (text(_MTX_HEAD + "8 8 1\n1 1 1099511627776\n"), "1099511627776"),
