@@ -53,6 +53,9 @@ DEVICE_RAM: dict[str, DeviceRam] = {
     "LFE5U-25F": DeviceRam(56, 18432, 194 * 1024),
     "LFE5U-45F": DeviceRam(108, 18432, 351 * 1024),
     "LFE5U-85F": DeviceRam(208, 18432, 669 * 1024),
+    # the ECP5-5G parts (ECPIX-5): the same block and distributed RAM as the non-5G ones
+    "LFE5UM5G-45F": DeviceRam(108, 18432, 351 * 1024),
+    "LFE5UM5G-85F": DeviceRam(208, 18432, 669 * 1024),
 }
 _LISTED = 4  # tensors named in the refusal, largest first
 
