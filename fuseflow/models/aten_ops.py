@@ -828,9 +828,12 @@ def materialise_gather(low, g: _G) -> _T:
 
 def _index_select(low, x, dim, index):
     idx = _const_index(index, "index_select")
-    x = _full(low, low.gathered(x), "index_select input")
+    x = _plain(low, low.gathered(x), "index_select input")
     d = dim % len(x.shape)
     _check_range(idx, x.shape[d], "index_select", low)
+    if d not in x.keep:  # constant along the gathered axis: the same value, E long
+        return replace(x, shape=x.shape[:d] + (len(idx),) + x.shape[d + 1:])
+    x = low.materialise(x)
     if d == 0:
         n = x.shape[0]
         return _G(x, torch.from_numpy(np.where(idx < 0, idx + n, idx)))
@@ -995,12 +998,16 @@ def _scatter_reduce(low, self_v, dim, index, src, reduce, include_self=True):
         return _scatter(low, rows, dst, src, 1.0 / np.maximum(count, 1.0)[np.where(dst < 0, dst + rows, dst)])
     if reduce in ("amax", "amin"):
         if reduce == "amax" and _softmax_shift(low.node) and _zero_const(self_v):
-            return _scatter(low, rows, dst, src, reduce="max")
+            # any value constant per destination is an exact shift: the maximum over all edges
+            # (a max over E coordinates, where a max over each node's edges would iterate the
+            # dense (N, E) space), kept virtual along the nodes
+            g = _amax(low, _full(low, low.gathered(src), "softmax scores"), [0])
+            return replace(g, shape=(rows,) + tuple(g.shape), keep=tuple(a + 1 for a in g.keep))
         raise FrontendError(
             f"{low.src}: {what} over an index (a max / min aggregation over neighbours) is refused: the "
             "compiler's max / min reduction runs over every coordinate, implicit zeros included, so a "
             "maximum over the stored edges has no dataflow form; use sum or mean aggregation (only the "
-            "shift of a softmax over edges, exp(s - max[dst]), is compiled: its max may include 0)")
+            "shift of a softmax over edges, exp(s - max[dst]), is compiled, as the maximum over all edges)")
     raise _Unsupported(f"{what}")
 
 
@@ -1021,8 +1028,7 @@ def _behind(n):
 def _softmax_shift(node) -> bool:
     """Whether a scatter max ``m`` of scores ``s`` is only the shift of a softmax over edges
     (PyG's ``softmax``): every use is ``exp(s - m[dst])``, and each exp is normalised by a
-    division.  Any per-destination shift gives the same softmax, so the dataflow max, which
-    takes implicit zeros into account (max(0, m)), is exact there."""
+    division.  Any shift constant per destination gives the same softmax there."""
     scores = _behind(node.args[3])
     for u in node.users:
         if _op_name(u) not in ("index_select", "index"):
@@ -1161,7 +1167,7 @@ SUPPORTED = {
     "scatter_add, index_put (accumulate: index_add_), index_add, scatter_reduce sum / mean":
         "of a gather: einsum with the sparse adjacency A[dst, src] (SpMM; mean: rows scaled by "
         "1 / in-degree); of another per-edge tensor: einsum with the sparse transposed selection",
-    "scatter_reduce amax": "only as a softmax's shift exp(s − max[dst]) (einsum reduce='max'); "
-                           "otherwise refused (error)",
+    "scatter_reduce amax": "only as a softmax's shift exp(s − max[dst]): the max over all edges (einsum "
+                           "reduce='max'); otherwise refused (error)",
     "full_like, zeros_like, ones_like, new_zeros, new_ones, new_full": "a constant",
 }
