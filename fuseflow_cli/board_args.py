@@ -12,6 +12,8 @@ import numpy as np
 from fpga.board_top import DEFAULT_BAUD, DRAM_BAUD
 from fpga.boards import BOARDS, Board, get_board
 from fuseflow.ir.graph_file import load_graph
+from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.ir.quantize import quantized_input
 from fuseflow.ir.samml import Graph, GraphError
 from fuseflow.ir.tensor import Format, TensorData
 from hw.elaborate import HwConfig
@@ -195,14 +197,19 @@ def graph_from_args(args: argparse.Namespace) -> Graph:
     return apply_par(args, graph, args.graph)
 
 
-def config_from_args(args: argparse.Namespace, graph: Graph) -> HwConfig:
+def config_from_args(args: argparse.Namespace, graph: Graph, numerics: Numerics | None = None) -> HwConfig:
+    """The hardware config of the graph options: widths, ``--max-nnz`` and fixed-point
+    ``numerics`` (which set the value width)."""
     max_nnz = parse_max_nnz(args.max_nnz, graph)
-    cw, vw = resolve_widths(args, graph, max_nnz)
+    cw, vw = resolve_widths(args, graph, max_nnz, numerics)
+    if numerics is not None and numerics.mode is Mode.FIXED:
+        return HwConfig(cw=cw, vw=vw, max_nnz=max_nnz, numerics=numerics)
     return HwConfig(cw=cw, vw=vw, max_nnz=max_nnz)
 
 
 def random_inputs(graph: Graph, cfg: HwConfig, density: float, seed: int) -> dict[str, TensorData]:
-    """Seeded random integer inputs: sparse tensors at ``density`` (capped by their max_nnz)."""
+    """Seeded random integer inputs: sparse tensors at ``density`` (capped by their max_nnz),
+    quantised under fixed-point numerics."""
     rng = np.random.default_rng(seed)
     data: dict[str, TensorData] = {}
     for t in graph.input_tensors():
@@ -218,19 +225,29 @@ def random_inputs(graph: Graph, cfg: HwConfig, density: float, seed: int) -> dic
                 mask[keep] = True
                 mask = mask.reshape(spec.shape)
             values = values * mask
+        if cfg.num.mode is Mode.FIXED:  # the integers as fixed-point values
+            values = cfg.num.quantize(values.astype(np.float64))
         data[t] = TensorData.from_dense(values, spec.fmt)
     return data
 
 
-def load_inputs(path: str, graph: Graph) -> dict[str, TensorData]:
-    """Inputs from an ``.npz`` (or ``.json``: name -> nested list) of dense arrays per input tensor."""
+def load_inputs(path: str, graph: Graph, num: Numerics | None = None) -> dict[str, TensorData]:
+    """Inputs from an ``.npz`` (or ``.json``: name -> nested list) of dense arrays per input
+    tensor, in the datapath's numbers ``num`` (fixed point: quantised; integers: whole numbers)."""
     file = Path(path)
     if not file.is_file():
         raise UserError(f"data file {path!r} does not exist")
-    if file.suffix == ".json":
-        arrays = {k: np.asarray(v) for k, v in json.loads(file.read_text()).items()}
-    else:
-        arrays = dict(np.load(file))
+    if file.suffix not in (".npz", ".json"):
+        raise UserError(f"--data {path!r}: give a .npz or .json of arrays named by input tensor, or a .mtx "
+                        "matrix (without --build)")
+    try:
+        if file.suffix == ".json":
+            arrays = {k: np.asarray(v) for k, v in json.loads(file.read_text()).items()}
+        else:
+            with np.load(file) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, EOFError, AttributeError) as exc:
+        raise UserError(f"--data {path!r}: not a readable file of named arrays ({exc})") from None
     data: dict[str, TensorData] = {}
     for t in graph.input_tensors():
         if t not in arrays:
@@ -242,5 +259,18 @@ def load_inputs(path: str, graph: Graph) -> dict[str, TensorData]:
             raise UserError(
                 f"{path}: array {t!r} has shape {arrays[t].shape}, graph {graph.name!r} wants {spec.shape}"
             )
-        data[t] = TensorData.from_dense(arrays[t].astype(np.int64), spec.fmt)
+        a = arrays[t]
+        if a.dtype.kind not in "biuf":
+            raise UserError(f"{path}: array {t!r} holds {a.dtype} values, not real numbers")
+        try:
+            if num is not None and num.mode is not Mode.INT:
+                data[t] = quantized_input(t, a, spec.shape, num, spec.fmt)
+                continue
+            whole = np.asarray(a, dtype=np.float64)
+            if not np.all(np.isfinite(whole)) or np.any(whole != np.round(whole)):
+                raise ValueError(f"input {t!r}: values that are not whole numbers; the datapath is integer "
+                                 "(--numerics q16.16 takes real values)")
+        except ValueError as exc:
+            raise UserError(f"{path}: {exc}") from None
+        data[t] = TensorData.from_dense(a.astype(np.int64), spec.fmt)
     return data

@@ -42,9 +42,13 @@ from .board_args import (
     random_inputs,
 )
 from .cmd_common import (
+    GraphJob,
     add_numerics_arg,
     add_overflow_arg,
+    check_text,
+    graph_numerics,
     hw_overflow_text,
+    load_graph_job,
     overflow_mismatches,
     overflow_verdict,
 )
@@ -121,14 +125,20 @@ def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
     return graph, cfg, int(report["baud"])
 
 
-def _design(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
-    """The graph, hardware config and baud rate: from ``--build`` or from the graph options."""
+def _design(args: argparse.Namespace) -> tuple[Graph, HwConfig, int, GraphJob | None]:
+    """The graph, hardware config, baud rate and (``--data M.mtx``) the job with its data: from
+    ``--build`` or from the graph options, with ``--numerics``."""
     if not args.build:
+        if args.data and Path(args.data).suffix == ".mtx":  # the matrix shapes a kernel (as sim / rtl)
+            job = load_graph_job(args, rtl=True)
+            return job.graph, config_from_args(args, job.graph, job.numerics), args.baud, job
         graph = graph_from_args(args)
-        return graph, config_from_args(args, graph), args.baud
+        return graph, config_from_args(args, graph, graph_numerics(args, rtl=True)), args.baud, None
     if args.graph or args.kernel:
         raise UserError("--build takes the graph from the build directory: drop GRAPH.json / --kernel")
-    return _from_build(args)
+    if args.numerics:
+        raise UserError(f"--numerics {args.numerics}: the numerics are the build's (--build {args.build})")
+    return (*_from_build(args), None)
 
 
 def _run_hardware(args: argparse.Namespace, graph: Graph, cfg: HwConfig, baud: int,
@@ -157,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
     if args.density is None:
         args.density = 0.1
-    graph, cfg, baud = _design(args)
+    graph, cfg, baud, job = _design(args)
     setup = dram_setup(args, board, graph, cfg)
     baud = baud or baud_of(args, setup)
     if setup is not None:
@@ -168,11 +178,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if not 0 < args.density <= 1:
         raise UserError(f"--density {args.density}: must be in (0, 1]")
-    data = (
-        load_inputs(args.data, graph)
-        if args.data
-        else random_inputs(graph, cfg, args.density, args.seed)
-    )
+    if job is not None:
+        data = job.data
+    elif args.data:
+        data = load_inputs(args.data, graph, cfg.num)
+    else:
+        data = random_inputs(graph, cfg, args.density, args.seed)
     try:  # the cycle model first: a graph that deadlocks stops here, naming the stalled nodes
         # under the board's DRAM preset when the tensors are in DRAM
         mem = {"memory": cfg.memory, "onchip": cfg.onchip} if setup else {}
@@ -199,6 +210,12 @@ def run(args: argparse.Namespace) -> int:
         report["outputs"][t] = {"equal_to_sw_sim": same, "differ": differ}
         lines.append(f"  {t}: {'equal to sw_sim' if same else 'DIFFERS from sw_sim'}"
                      + ("" if same else f" ({differ} differ)"))
+    check = job.check(hw.outputs) if job is not None else None
+    if check is not None:  # a built-in kernel on the user's matrix: against scipy too
+        ok &= check.ok
+        report["check_against_numpy"] = {"ok": check.ok, "error": check.max_error, "tolerance": check.bound,
+                                         "numerics": str(job.numerics)}
+        lines.append("  " + check_text(str(job.numerics), check.ok, check.max_error, check.bound))
     if setup:  # the real controller against the preset: a statistical model, reported as a ratio
         ratio = hw.cycles / sw.cycles if sw.cycles else None
         lines.append(f"  cycles: hardware {hw.cycles}, sw_sim {sw.cycles} under preset {cfg.memory.name} "

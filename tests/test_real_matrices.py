@@ -113,3 +113,19 @@ def test_sim_float_and_fixed_point_on_a_rectangular_matrix(capsys):
     assert main(["sim", "--kernel", "spmv", "--data", str(DATA / "lp_scsd1.mtx"), "--numerics", "q16.16"]) == 0
     out = capsys.readouterr().out
     assert "kernel spmv on lp_scsd1.mtx (77x760) computing y = M·c" in out and "check against numpy (q16.16): PASS" in out
+
+
+@pytest.mark.rtl
+@pytest.mark.slow  # a LiteDRAM board top in Verilator: minutes
+def test_a_real_rectangular_matrix_on_the_simulated_board(capsys):
+    """``run --board ulx3s-85f --sim --kernel spmv --data lp_scsd1.mtx --numerics q16.16``: the
+    matrix in the board's DRAM, the board's values equal sw_sim's and within the bound of
+    scipy's."""
+    from fuseflow_cli.cli import main
+
+    assert main(["run", "--board", "ulx3s-85f", "--sim", "--kernel", "spmv", "--data", str(DATA / "lp_scsd1.mtx"),
+                 "--numerics", "q16.16", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["check"] == "pass" and r["outputs"]["y"]["equal_to_sw_sim"]
+    c = r["check_against_numpy"]
+    assert c["ok"] and c["numerics"] == "q16.16" and 0 < c["error"] <= c["tolerance"]
