@@ -22,6 +22,7 @@ from fuseflow.ir.memory import MemoryError, MemoryModel, Placement, parse_memory
 from fuseflow.ir.numerics import INT32, Mode, Numerics
 from fuseflow.ir.overflow import OVERFLOW_POLICIES, NumericOverflowError, Overflow
 from fuseflow.ir.quantize import quantized_input
+from fuseflow.ir.results_file import save_results
 from fuseflow.ir.samml import Graph, GraphError
 from fuseflow.ir.tensor import Format, TensorData
 from fuseflow.ir.validate import saturate_inputs
@@ -64,10 +65,12 @@ __all__ = [
     "add_overflow_arg",
     "add_pass_args",
     "add_saturate_arg",
+    "add_save_arg",
     "add_schedule_args",
     "add_scheduler_arg",
     "add_width_args",
     "apply_par",
+    "check_save_path",
     "check_text",
     "compare_rtl",
     "graph_numerics",
@@ -87,6 +90,7 @@ __all__ = [
     "resolve_widths",
     "saturate_job",
     "saturated_text",
+    "save_outputs",
     "table",
     "with_numerics",
 ]
@@ -365,6 +369,36 @@ def overflow_mismatches(sw: Mapping[str, int], hw: Sequence[str], who: str = "th
 def hw_overflow_text(hw: Sequence[str], who: str = "RTL") -> str:
     """The line that reports the nodes the hardware's status registers flagged."""
     return f"{who} overflow flags: " + (", ".join(f"node {n!r}" for n in hw) if hw else "none")
+
+
+def add_save_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--save", metavar="FILE.npz",
+                   help="write every output tensor to FILE.npz by name: dense arrays, sparse matrices as "
+                        "their CSR arrays (NAME.data / .indices / .indptr / .shape); real values in fixed "
+                        "point (fuseflow.ir.results_file.load_results reads it back)")
+
+
+def check_save_path(args: argparse.Namespace) -> None:
+    """``--save``'s directory must exist (checked before the run, not after minutes of it)."""
+    save = getattr(args, "save", None)
+    if save is None:
+        return
+    path = Path(save)
+    if path.is_dir():
+        raise UserError(f"--save {save!r}: a directory; give a file name such as {str(path / 'out.npz')!r}")
+    if path.parent != Path("") and not path.parent.is_dir():
+        raise UserError(f"--save {save!r}: no directory {str(path.parent)!r}")
+
+
+def save_outputs(args: argparse.Namespace, outputs, numerics: Numerics | None) -> Path | None:
+    """``--save``: write ``outputs`` (tensor name -> TensorData in the datapath's words, or real
+    arrays) and return the file written."""
+    if getattr(args, "save", None) is None:
+        return None
+    try:
+        return save_results(args.save, outputs, numerics)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--save {args.save!r}: {exc}") from None
 
 
 def check_text(numerics: str, ok: bool, error: float | None, bound: float | None) -> str:

@@ -23,7 +23,9 @@ from .cmd_common import (
     add_memory_args,
     add_overflow_arg,
     add_saturate_arg,
+    add_save_arg,
     add_width_args,
+    check_save_path,
     check_text,
     compare_rtl,
     hw_overflow_text,
@@ -34,6 +36,7 @@ from .cmd_common import (
     resolve_widths,
     saturate_job,
     saturated_text,
+    save_outputs,
 )
 from .cmd_rtl_dram import add_dram_args, is_dram_memory, run_dram
 from .errors import UserError
@@ -44,7 +47,7 @@ SIMULATORS = ("verilator", "amaranth")
 # the fields of ``rtl --json`` (README, "Machine-readable output")
 JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
                "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated",
-               "overflows", "rtl_overflow", "numerics", "error", "tolerance")
+               "overflows", "rtl_overflow", "numerics", "error", "tolerance", "saved")
 
 
 def add_parser(sub) -> None:
@@ -69,6 +72,7 @@ def add_parser(sub) -> None:
     add_dram_args(p)  # --memory <board>-sdram: the generated LiteDRAM controller (docs/dram.md)
     add_saturate_arg(p)
     add_overflow_arg(p)
+    add_save_arg(p)
     p.add_argument("--numerics", help="value arithmetic: int (default for a graph file or kernel: the --vw-bit "
                    "integers), or a fixed-point format such as q16.16 for real-valued data (sets the value "
                    "width; the default for --model)")
@@ -101,6 +105,7 @@ def run(args) -> int:
         raise UserError("--inputs / --formats / --strict: options of --model")
     reject_model_options(args, "--kernel " + args.kernel if args.kernel else "the graph file",
                          keep=("fusion", "numerics"))
+    check_save_path(args)
     job = load_graph_job(args, rtl=True)
     if is_dram_memory(getattr(args, "memory", None)):  # the board's DRAM, real controller (docs/dram.md)
         return run_dram(args, job)
@@ -135,6 +140,7 @@ def run(args) -> int:
         raise UserError(str(exc)) from None
     same, check = compare_rtl(rtl, sw, job)
     detail = job.check(rtl.outputs)
+    saved = save_outputs(args, rtl.outputs, job.numerics)
     ratio = rtl.cycles / max(sw.cycles, 1)
     if args.json:
         out = {"source": job.source, "graph": job.graph.name, "runner": args.runner, "rtl_cycles": rtl.cycles,
@@ -144,10 +150,13 @@ def run(args) -> int:
                "wall_s": round(wall, 4), "cycles_per_s": round(rtl.cycles / max(wall, 1e-9)),
                "waves": args.waves, "saturated": saturated if args.saturate else None,
                "overflows": sw.overflows, "rtl_overflow": rtl.overflow, "numerics": str(job.numerics),
-               "error": detail.max_error if detail else None, "tolerance": detail.bound if detail else None}
+               "error": detail.max_error if detail else None, "tolerance": detail.bound if detail else None,
+               "saved": str(saved) if saved else None}
         print(json.dumps({k: out[k] for k in JSON_FIELDS}, indent=1))
     else:
         _print_text(args, job, model, rtl, sw, same, detail, (cw, vw, wall), saturated)
+        if saved:
+            print(f"outputs saved: {saved}")
     mismatches = overflow_mismatches(sw.overflows, rtl.overflow)
     for line in mismatches:
         print(line, file=sys.stderr if args.json else sys.stdout)

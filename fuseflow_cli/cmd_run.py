@@ -45,12 +45,15 @@ from .cmd_common import (
     GraphJob,
     add_numerics_arg,
     add_overflow_arg,
+    add_save_arg,
+    check_save_path,
     check_text,
     graph_numerics,
     hw_overflow_text,
     load_graph_job,
     overflow_mismatches,
     overflow_verdict,
+    save_outputs,
 )
 from .cmd_run_model import run_model_on_board
 from .errors import UserError
@@ -93,6 +96,7 @@ def add_parser(subparsers) -> None:
                    help="print the result as JSON (outputs' check, cycles, sw_sim's, wall and load time)")
     add_dram_placement_args(p)
     add_overflow_arg(p)
+    add_save_arg(p)
     add_numerics_arg(p)
     add_model_args(p, build=True)
     add_host_steps_arg(p)
@@ -164,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     board = board_from_args(args)
     if args.model:
         return run_model_on_board(args, board)
+    check_save_path(args)
     reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
     if args.density is None:
         args.density = 0.1
@@ -210,6 +215,10 @@ def run(args: argparse.Namespace) -> int:
         report["outputs"][t] = {"equal_to_sw_sim": same, "differ": differ}
         lines.append(f"  {t}: {'equal to sw_sim' if same else 'DIFFERS from sw_sim'}"
                      + ("" if same else f" ({differ} differ)"))
+    saved = save_outputs(args, hw.outputs, cfg.num)
+    report["saved"] = str(saved) if saved else None
+    if saved:
+        lines.append(f"  outputs saved: {saved}")
     check = job.check(hw.outputs) if job is not None else None
     if check is not None:  # a built-in kernel on the user's matrix: against scipy too
         ok &= check.ok

@@ -32,7 +32,7 @@ from sw_sim import run_graph
 
 from .board_args import baud_of, model_onchip
 from .board_model import refuse_host_work
-from .cmd_common import with_numerics
+from .cmd_common import check_save_path, save_outputs, with_numerics
 from .errors import UserError
 from .models import _reference, load_compiled
 from .ui import load_progress, spinner
@@ -83,19 +83,9 @@ def _from_build(args: argparse.Namespace, board, graphs) -> tuple[dict, int]:
              "dram_bytes": dram_bytes}, int(report["baud"]))
 
 
-def run_model_on_board(args: argparse.Namespace, board) -> int:
-    if args.graph or args.kernel:
-        raise UserError("give --model M or GRAPH.json / --kernel NAME, not both")
-    if args.port and not args.build:
-        raise UserError("run --model --port: give --build DIR, the directory of the board's "
-                        "synth --model build (its memory map and ident)")
-    if args.build and not args.port:
-        raise UserError("run --model --build DIR: with --port (--sim builds its own top)")
-    dram = _dram_of(args, board)
-    case, ir, cm = load_compiled(args)
-    refuse_host_work(args, cm)
-    cfg = with_numerics(HwConfig(), args.numerics, True)
-    num = str(cfg.num)
+def _model_config(args: argparse.Namespace, board, cm, ir, cfg: HwConfig, dram: str) -> HwConfig:
+    """The model top's config on ``board``'s DRAM, refused (before anything is built) when its
+    tensors need more DRAM than the board has, or more block RAM than the device has."""
     graphs = model_graphs(cm)
     names = model_onchip(args, graphs)
     try:
@@ -113,6 +103,12 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
     if ram is not None and need > ram.bits:
         raise UserError(f"model {args.model}: the tensors kept on chip need {need / 1024:.0f} kbit, the "
                         f"{board.device} has {ram.bits / 1024:.0f} kbit (--dram-min-bytes, --onchip)")
+    return cfg
+
+
+def _run_on_board(args: argparse.Namespace, board, cm, graphs, cfg: HwConfig, dram: str, num: str):
+    """The model on the board behind ``--port`` (a ``synth --model`` build) or on the simulated
+    top: ``(run, board model, meta, baud, simulated cycles, wall seconds)``."""
     baud = baud_of(args, True)
     sim_cycles = None
     try:
@@ -136,14 +132,34 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
             bm, pipe = BoardModel.simulated(bdir, meta)
             with pipe:
                 res = run_model(cm, numerics=num, simulate=bm.simulate, program_runner=bm.run_program,
-                                    on_overflow="report")
+                                on_overflow="report")
                 sim_cycles = pipe.cycles()
-        wall = time.perf_counter() - t0
+        return res, bm, meta, baud, sim_cycles, time.perf_counter() - t0
     except (ToolchainError, ValueError, LinkError) as exc:
         raise UserError(str(exc)) from None
+
+
+def run_model_on_board(args: argparse.Namespace, board) -> int:
+    if args.graph or args.kernel:
+        raise UserError("give --model M or GRAPH.json / --kernel NAME, not both")
+    if args.port and not args.build:
+        raise UserError("run --model --port: give --build DIR, the directory of the board's "
+                        "synth --model build (its memory map and ident)")
+    if args.build and not args.port:
+        raise UserError("run --model --build DIR: with --port (--sim builds its own top)")
+    dram = _dram_of(args, board)
+    check_save_path(args)
+    case, ir, cm = load_compiled(args)
+    refuse_host_work(args, cm)
+    cfg = with_numerics(HwConfig(), args.numerics, True)
+    num = str(cfg.num)
+    graphs = model_graphs(cm)
+    cfg = _model_config(args, board, cm, ir, cfg, dram)
+    res, bm, meta, baud, sim_cycles, wall = _run_on_board(args, board, cm, graphs, cfg, dram, num)
     sw = run_model(cm, numerics=num, simulate=run_graph, memory=cfg.memory,
                    onchip=Placement(cfg.onchip, strict=False), on_overflow="report")
     checks = check_model(cm, res, _reference(case), num)
+    saved = save_outputs(args, res.outputs, None)  # the model's outputs: real values already
     equal = {o: bool(np.array_equal(res.outputs[o], sw.outputs[o])) for o in ir.outputs}
     ok = all(c.ok for c in checks) and all(equal.values())
     sw_cycles = dict(sw.cycles)
@@ -172,7 +188,8 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
         "dram_bandwidth_use": round(offchip / hw_total / peak, 4) if hw_total else None,
         "equal_to_sw_sim": equal, "checks": [c.to_json() for c in checks],
         "error": checks[0].max_error, "tolerance": checks[0].bound,
-        "sim_cycles": sim_cycles, "wall_seconds": round(wall, 3), "check": "pass" if ok else "fail"}
+        "sim_cycles": sim_cycles, "wall_seconds": round(wall, 3), "check": "pass" if ok else "fail",
+        "saved": str(saved) if saved else None}
     if args.json:
         print(json.dumps(record, indent=1))
         return 0 if ok else 1
@@ -197,4 +214,6 @@ def run_model_on_board(args: argparse.Namespace, board) -> int:
         print(f"  {o}: {'equal to' if same else 'DIFFERS from'} sw_sim's values")
     for c in checks[:1]:
         print(f"  against PyTorch: max error {c.max_error:.3g}, bound {c.bound:.3g}: {'ok' if c.ok else 'FAILED'}")
+    if saved:
+        print(f"  outputs saved: {saved}")
     return 0 if ok else 1

@@ -14,12 +14,15 @@ from .cmd_common import (
     add_memory_args,
     add_overflow_arg,
     add_saturate_arg,
+    add_save_arg,
+    check_save_path,
     check_text,
     load_graph_job,
     overflow_verdict,
     resolve_memory,
     saturate_job,
     saturated_text,
+    save_outputs,
 )
 from .errors import UserError
 from .models import add_model_args, counters_text, reject_model_options, run_model
@@ -37,6 +40,7 @@ def add_parser(sub) -> None:
     add_memory_args(p)
     add_saturate_arg(p)
     add_overflow_arg(p)
+    add_save_arg(p)
     add_model_args(p)
 
 
@@ -50,6 +54,7 @@ def node_counters(stats) -> dict[str, dict[str, int]]:
 def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
     """Run the graph or kernel of ``args`` in sw_sim: the ``sim --json`` record, the result and
     the memory model."""
+    check_save_path(args)
     job = load_graph_job(args)
     model, placement = resolve_memory(args, job.schedule)
     saturated = saturate_job(args, job, job.numerics)
@@ -59,6 +64,7 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
     except (SimError, MemoryError, GraphError) as exc:
         raise UserError(str(exc)) from None
     check = job.check(res.outputs)
+    saved = save_outputs(args, res.outputs, job.numerics)
     record = {"source": job.source, "graph": job.graph.name, "cycles": res.cycles, "numerics": str(job.numerics),
               "ok": None if check is None else check.ok,
               "error": None if check is None else check.max_error, "tolerance": None if check is None else check.bound,
@@ -66,7 +72,8 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
               "wall_seconds": round(res.wall_seconds, 4), "engine": sw_sim.ENGINE,
               "memory": model.to_json(), "onchip": sorted(placement.onchip),
               "counters": res.counters, "nodes": node_counters(res.stats),
-              "saturated": saturated if args.saturate else None, "overflows": res.overflows}
+              "saturated": saturated if args.saturate else None, "overflows": res.overflows,
+              "saved": str(saved) if saved else None}
     return record, res, model
 
 
@@ -91,6 +98,8 @@ def run(args) -> int:
         rows = [[n, s.tokens_in, s.tokens_out, s.fire_cycles, s.stall_cycles, s.starve_cycles, s.mem_cycles]
                 for n, s in res.stats.items()]
         print_table(rows, ["node", "tokens in", "tokens out", "active", "stalled", "starved", "memory wait"])
+    if record["saved"]:
+        print(f"outputs saved: {record['saved']}")
     if record["ok"] is not None:
         print(check_text(record["numerics"], record["ok"], record["error"], record["tolerance"]))
     return 0 if ok and record["ok"] is not False else 1

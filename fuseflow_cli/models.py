@@ -32,12 +32,14 @@ from sw_sim.counters import merge_counters
 from .argtypes import MAX_SIZE, fraction, int_range
 from .cmd_common import (
     add_pass_args,
+    check_save_path,
     has_flag,
     overflow_verdict,
     pass_values,
     resolve_memory,
     resolve_schedule,
     saturated_text,
+    save_outputs,
     sparse_in,
     with_numerics,
 )
@@ -227,6 +229,7 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
     """Compile the model of ``args``, run it in sw_sim and check it against PyTorch: the
     ``sim --json`` record and what the text output adds (case, compiled model, memory model,
     merged counters, check description)."""
+    check_save_path(args)
     case, ir, cm = load_compiled(args)
     text = args.numerics or "float"
     try:
@@ -259,6 +262,8 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
               "overflows": res.overflows, "capture": ir.capture,
               "host_steps": [{k: h[k] for k in ("step", "kind", "bytes_read", "bytes_written")} for h in res.host],
               "graph_breaks": len(cm.breaks), "materialised_bytes": res.materialised_bytes}
+    saved = save_outputs(args, res.outputs, None)  # the model's outputs: real values already
+    record["saved"] = str(saved) if saved else None
     return record, {"case": case, "compiled": cm, "memory": model, "counters": counters, "checks": checks,
                     "run": res}
 
@@ -295,6 +300,8 @@ def run_model(args: argparse.Namespace) -> int:
           f"{record['cycles']} cycles in sw_sim ({record['wall_seconds']:.1f} s, {sw_sim.ENGINE} model)")
     print(f"memory: {more['memory'].describe()}")
     print(host_text(cm, more["run"]))
+    if record["saved"]:
+        print(f"outputs saved: {record['saved']}")
     if getattr(args, "saturate", False):
         print(saturated_text(record["saturated"], record["numerics"]))
     ok &= overflow_verdict(args, more["run"].overflow_records, f"model {args.model}")

@@ -15,6 +15,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.results_file import load_results, save_results
 from fuseflow.kernels import check_kernel, example_from_matrix
 from sw_sim import run_graph
 
@@ -66,17 +67,24 @@ def test_real_matrix_in_sw_sim_within_the_q16_bound_of_scipy(name, kernel, cols)
 @pytest.mark.parametrize("name, kernel, cols", [("lp_scsd1", "spmv", None),
                                                 pytest.param("bcsstm02", "spmm_csr", None, marks=pytest.mark.slow),
                                                 pytest.param("lp_scsd1", "spmm_dense", 16, marks=pytest.mark.slow)])
-def test_real_matrix_in_rtl_equals_sw_sim(name, kernel, cols, capsys):
+def test_real_matrix_in_rtl_equals_sw_sim(name, kernel, cols, capsys, tmp_path):
     """``rtl --kernel K --data M.mtx --numerics q16.16``: RTL values and cycles equal sw_sim's,
     within the bound of scipy's result."""
     from fuseflow_cli.cli import main
 
-    argv = ["rtl", "--kernel", kernel, "--data", str(DATA / f"{name}.mtx"), "--numerics", "q16.16", "--json"]
+    argv = ["rtl", "--kernel", kernel, "--data", str(DATA / f"{name}.mtx"), "--numerics", "q16.16", "--json",
+            "--save", str(tmp_path / "out.npz")]
     argv += ["--dense-cols", str(cols)] if cols else []
     assert main(argv) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["outputs_identical"] and r["rtl_cycles"] == r["sw_cycles"] and r["check"] == "pass"
     assert r["numerics"] == "q16.16" and 0 < r["error"] <= r["tolerance"] and r["vw"] == 32
+    # --save: the RTL's output, dequantised, within the bound of scipy's result
+    [(out, got)] = load_results(r["saved"]).items()
+    m = _matrix(name)
+    want = _scipy(kernel, m, example_from_matrix(kernel, m, 0, name, numerics=Q16, x_cols=cols)[2])
+    got = got.toarray() if sp.issparse(got) else got
+    assert got.shape == want.shape and 0 < np.abs(got - want).max() <= r["tolerance"] * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -129,3 +137,45 @@ def test_a_real_rectangular_matrix_on_the_simulated_board(capsys):
     assert r["check"] == "pass" and r["outputs"]["y"]["equal_to_sw_sim"]
     c = r["check_against_numpy"]
     assert c["ok"] and c["numerics"] == "q16.16" and 0 < c["error"] <= c["tolerance"]
+
+
+def test_save_writes_sparse_outputs_as_csr_and_dense_ones_as_arrays(tmp_path, capsys):
+    """``sim --save``: a sparse result (SpMM M·Mᵀ on lp_scsd1) comes back as scipy CSR with the
+    real values, within the bound of scipy's product; a dense one (SpMV) as its array; and the
+    file round-trips through numpy without this package."""
+    from fuseflow_cli.cli import main
+
+    lp = DATA / "lp_scsd1.mtx"
+    assert main(["sim", "--kernel", "spmm_csr", "--data", str(lp), "--numerics", "q16.16", "--json",
+                 "--save", str(tmp_path / "c")]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["saved"] == str(tmp_path / "c.npz")
+    [(name, c)] = load_results(r["saved"]).items()
+    m = _matrix("lp_scsd1")
+    assert name == "C" and sp.issparse(c) and c.shape == (77, 77)
+    assert np.abs(c.toarray() - (m @ m.T).toarray()).max() <= r["tolerance"] * (1 + 1e-9)
+    assert set(np.load(r["saved"]).files) == {"C.data", "C.indices", "C.indptr", "C.shape"}
+    assert main(["sim", "--kernel", "spmv", "--size", "16", "--save", str(tmp_path / "y.npz")]) == 0
+    assert "outputs saved:" in capsys.readouterr().out
+    y = np.load(tmp_path / "y.npz")["y"]
+    assert y.dtype.kind == "i" and y.shape == (16,)
+    # a directory that does not exist is refused before the run
+    assert main(["sim", "--kernel", "spmv", "--save", str(tmp_path / "no" / "y.npz")]) == 2
+    assert "no directory" in capsys.readouterr().err
+    # a 3-D dense tensor and a TensorData round-trip
+    save_results(tmp_path / "t.npz", {"T": np.arange(8.0).reshape(2, 2, 2)})
+    assert np.array_equal(load_results(tmp_path / "t.npz")["T"], np.arange(8.0).reshape(2, 2, 2))
+
+
+def test_sim_model_save_is_within_the_bound_of_pytorch(tmp_path, capsys):
+    """``sim --model gcn --numerics q16.16 --save``: the saved output against PyTorch's."""
+    pytest.importorskip("torch")
+    from fuseflow.models.zoo import make_case
+    from fuseflow_cli.cli import main
+
+    assert main(["sim", "--model", "gcn", "--numerics", "q16.16", "--json", "--save", str(tmp_path / "g.npz")]) == 0
+    r = json.loads(capsys.readouterr().out)
+    [(name, got)] = load_results(r["saved"]).items()
+    want = make_case("gcn").reference()
+    want = np.asarray(want[name] if isinstance(want, dict) else want, dtype=np.float64)
+    assert got.shape == want.shape and np.abs(got - want).max() <= r["tolerance"] * (1 + 1e-9)
