@@ -56,7 +56,8 @@ __all__ = [
 
 
 def add_graph_args(p: argparse.ArgumentParser) -> None:
-    add_graph_source_args(p, graph_help="SAMML graph JSON (from fuseflow-hw compile / build)",
+    add_graph_source_args(p, graph_help="SAMML graph JSON (from fuseflow-hw compile / build), or the "
+                          "model.json of build --model (synth: every graph of its model)",
                           kernel_help="a built-in kernel instead of GRAPH.json",
                           size_help="kernel size N (N×N operands; default 64)")
     p.add_argument(

@@ -106,8 +106,11 @@ def add_graph_source_args(p: argparse.ArgumentParser, *, graph_help: str, kernel
     add_kernel_options(p)
 
 
-def add_graph_args(p: argparse.ArgumentParser) -> None:
-    add_graph_source_args(p, graph_help="SAMML graph JSON (or use --kernel)",
+def add_graph_args(p: argparse.ArgumentParser, *, manifest: bool = False) -> None:
+    """The graph options; ``manifest``: the command also takes a ``build --model`` manifest."""
+    add_graph_source_args(p, graph_help="SAMML graph JSON (or use --kernel)" + (
+                              ", or the model.json of build --model: its model with the same options and graphs"
+                              if manifest else ""),
                           kernel_help="a built-in kernel graph instead of a file",
                           size_help="matrix size of --kernel (default 64)")
     p.add_argument("--data", help="operands: a .npz of arrays named by tensor (graph files), or one "

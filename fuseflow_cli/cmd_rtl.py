@@ -40,7 +40,13 @@ from .cmd_common import (
 )
 from .cmd_rtl_dram import add_dram_args, is_dram_memory, run_dram
 from .errors import UserError
-from .models import add_user_model_args, add_zoo_args, reject_model_options, rtl_model_cmd
+from .models import (
+    add_user_model_args,
+    add_zoo_args,
+    manifest_source,
+    reject_model_options,
+    rtl_model_cmd,
+)
 from .ui import spinner
 
 SIMULATORS = ("verilator", "amaranth")
@@ -52,7 +58,7 @@ JSON_FIELDS = ("source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("rtl", help="run a graph in RTL (Verilator or amaranth.sim) and compare with sw_sim")
-    add_graph_args(p)
+    add_graph_args(p, manifest=True)
     p.add_argument("--sim", choices=SIMULATORS, default="verilator",
                    help="verilator (default): the Verilated top, driven as --runner says; amaranth: "
                         "Amaranth's Python simulator (no Verilator or C++ compiler needed; slower)")
@@ -97,6 +103,8 @@ def resolve_runner(args) -> str:
 
 def run(args) -> int:
     resolve_runner(args)
+    if manifest_source(args):  # a build --model manifest: every graph of its model
+        return rtl_model_cmd(args)
     if args.model:
         if args.graph or args.kernel:
             raise UserError("give a graph, --kernel or --model, not several")

@@ -25,13 +25,13 @@ from .cmd_common import (
     save_outputs,
 )
 from .errors import UserError
-from .models import add_model_args, counters_text, reject_model_options, run_model
+from .models import add_model_args, counters_text, manifest_source, reject_model_options, run_model
 from .ui import print_table
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("sim", help="run a graph in sw_sim (values + cycles)")
-    add_graph_args(p)
+    add_graph_args(p, manifest=True)
     p.add_argument("--stats", action="store_true",
                    help="print per-node statistics and per-array counters (words, bytes, lines)")
     p.add_argument("--json", action="store_true",
@@ -78,7 +78,7 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
 
 
 def run(args) -> int:
-    if args.model:
+    if manifest_source(args) or args.model:  # a build --model manifest: its model
         return run_model(args)
     reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
     record, res, model = simulate_graph(args)

@@ -35,6 +35,7 @@ from .models import (
     add_host_steps_arg,
     add_model_args,
     load_compiled,
+    manifest_source,
     reject_model_options,
 )
 from .ui import phases, print_table
@@ -195,8 +196,45 @@ def run(args: argparse.Namespace) -> int:
     board = board_args.board_from_args(args)
     if args.clock_mhz is not None and args.clock_mhz <= 0:
         raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")
+    if manifest_source(args) and not (board_args.dram_name(board) and args.dram is not False):
+        return _synth_each_graph(args, board)
     make_top, what, baud = board_top(args, board)
     return _synthesize(args, board, make_top, what, baud)
+
+
+def _synth_each_graph(args: argparse.Namespace, board: Board) -> int:
+    """``synth MODEL.json`` on a board without DRAM: every graph of the manifest's model
+    synthesised on its own (``OUTDIR/<graph>/``), one report row each."""
+    _, _, cm = load_compiled(args)
+    refuse_host_work(args, cm)
+    _, m = args.manifest
+    caps = m.get("max_nnz", {})
+    baud = board_args.baud_of(args, False)
+    buffers = getattr(args, "spacc_buffers", None) or board.family.spacc_buffers
+    records, rows = {}, []
+    for g in cm.graphs:
+        set_accumulator_buffers(g, buffers)
+        args.max_nnz = [f"{t}={n}" for t, n in caps.items() if t in g.tensors] or None
+        cfg = _config(args, g, board)
+        try:
+            check_fits(g, cfg, board)
+            with phases(f"synthesising {g.name} for the {board.name}", enabled=not args.json) as progress:
+                report = synthesize(GraphTop(g, cfg), board, Path(args.outdir) / g.name, clock_mhz=args.clock_mhz,
+                                    baud=baud, seed=args.seed, progress=progress)
+        except (SynthError, ValueError) as exc:
+            raise UserError(f"model {args.model}, graph {g.name!r}: {exc}") from None
+        records[g.name] = report.to_json()
+        res = report.resources
+        rows.append([g.name, *(res[k].used if k in res else "-" for k in ("LUT", "FF", "BRAM", "DSP")),
+                     f"{report.fmax_mhz:.1f}", f"{g.name}/{report.bitstream}"])
+    if args.json:
+        print(json.dumps({"model": args.model, "fusion": args.fusion, "board": board.name, "graphs": records},
+                         indent=1))
+        return 0
+    print(f"{args.model} / {args.fusion} on the {board.name}: {len(rows)} graphs, each its own bitstream "
+          f"(a board without DRAM runs one graph at a time)")
+    print_table(rows, ["graph", "LUT", "FF", "BRAM", "DSP", "Fmax MHz", "bitstream"])
+    return 0
 
 
 def _synthesize(args: argparse.Namespace, board: Board, make_top, what: str, baud: int) -> int:

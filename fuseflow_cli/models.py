@@ -146,6 +146,56 @@ def reject_model_options(args: argparse.Namespace, source: str, *, keep: tuple[s
         raise UserError(f"{flags}: model options, but {source} is not a model (use --model M)")
 
 
+_MANIFEST_OPTIONS = (*_ZOO_ONLY, "density", "inputs", "formats", "strict")
+
+
+def model_options(args: argparse.Namespace) -> dict:
+    """The model options a manifest records (the zoo's sizes and data, a user model's inputs and
+    formats), so ``rtl`` and ``synth`` given the manifest compile the same graphs."""
+    return {k: getattr(args, k) for k in _MANIFEST_OPTIONS if getattr(args, k, None) is not None}
+
+
+def manifest_source(args: argparse.Namespace) -> bool:
+    """``GRAPH`` is a ``build --model`` manifest (``model.json``): take its model, fusion,
+    numerics and options into ``args`` (an option given on the command line too is refused)
+    and return True; a graph file returns False."""
+    path = getattr(args, "graph", None)
+    if not path or not str(path).endswith(".json") or not Path(path).is_file():
+        return False
+    try:
+        m = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return False  # not JSON: the graph loader says why
+    if not isinstance(m, dict) or "steps" not in m or "model" not in m:
+        return False
+    if getattr(args, "model", None) or getattr(args, "kernel", None):
+        raise UserError(f"{path}: a model manifest names its model ({m['model']}); drop --model / --kernel")
+    clash = [k for k, v in m.get("options", {}).items()
+             if getattr(args, k, None) not in (None, _MODEL_OPTIONS.get(k), False) and getattr(args, k) != v]
+    if clash:
+        raise UserError(f"{path}: the manifest fixes {', '.join('--' + k.replace('_', '-') for k in clash)}; "
+                        "drop them (or build the model again)")
+    args.graph, args.model, args.fusion = None, m["model"], m.get("fusion", "partial")
+    for k, v in m.get("options", {}).items():
+        setattr(args, k, v)
+    if getattr(args, "numerics", None) is None and "numerics" in m:
+        args.numerics = m["numerics"]
+    args.manifest = (Path(path), m)
+    return True
+
+
+def check_manifest_graphs(args: argparse.Namespace, cm) -> None:
+    """The graphs compiled from a manifest's model must be the ones it was built from."""
+    path, m = getattr(args, "manifest", (None, None))
+    if m is None or "structure" not in m:
+        return
+    now = {g.name: g.structure_hash() for g in cm.graphs}
+    if now != m["structure"]:
+        differ = sorted(set(now) ^ set(m["structure"])) or sorted(n for n in now if now[n] != m["structure"].get(n))
+        raise UserError(f"{path}: this version compiles model {m['model']} ({m.get('fusion')}) to other graphs "
+                        f"than the manifest's (they differ in {', '.join(differ)}): build it again")
+
+
 def load_compiled(args: argparse.Namespace):
     """Build the model case (zoo or FILE.py:NAME), trace it and compile it: ``(case, ir,
     compiled_model)``."""
@@ -170,6 +220,7 @@ def load_compiled(args: argparse.Namespace):
                            **pass_values(args, sched, Source.MODEL))
     except (FrontendError, ValueError) as exc:
         raise UserError(str(exc)) from None
+    check_manifest_graphs(args, cm)
     return case, ir, cm
 
 
@@ -362,7 +413,8 @@ def build_model(args: argparse.Namespace) -> int:
 
     steps = model_steps(cm, build, host)
     manifest = {"model": args.model, "fusion": args.fusion, "numerics": str(cfg.num), "cw": cfg.cw, "vw": cfg.vw,
-                "max_nnz": dict(caps), "graphs": [g.name for g in cm.graphs], "steps": steps}
+                "max_nnz": dict(caps), "options": model_options(args), "graphs": [g.name for g in cm.graphs],
+                "structure": {g.name: g.structure_hash() for g in cm.graphs}, "steps": steps}
     (out / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs, {len(cm.host_steps)} host steps "
           f"({cfg.num} values) -> {out}/ (model.json: the steps in order, what each graph computes)")

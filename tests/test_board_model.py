@@ -192,3 +192,69 @@ def test_no_host_steps_refuses_a_model_that_needs_the_host(command, expect, tmp_
     assert main([a.format(out=tmp_path / "o") for a in command] + ["--no-host-steps"]) == 2
     assert expect in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def _manifest(tmp_path, **change) -> str:
+    """A ``build --model gcn`` manifest as the build writes it, without elaborating (the Verilog
+    is not needed here): the same fields from the same compilation."""
+    from fuseflow_cli.models import model_steps
+
+    case = make_case("gcn", "karate")
+    cm = compile_model(trace(case.module, case.inputs, case.formats, name=case.name), "partial")
+    m = {"model": "gcn", "fusion": "partial", "numerics": "q16.16", "options": {"dataset": "karate", "hidden": 16},
+         "graphs": [g.name for g in cm.graphs], "structure": {g.name: g.structure_hash() for g in cm.graphs},
+         "steps": model_steps(cm, lambda g, computes: {"name": g.name})}
+    m.update(change)
+    path = tmp_path / "model.json"
+    path.write_text(__import__("json").dumps(m))
+    return str(path)
+
+
+@pytest.mark.parametrize("extra, change, says", [
+    (["--hidden", "8"], {}, "the manifest fixes --hidden"),
+    (["--model", "sae"], {}, "a model manifest names its model (gcn); drop --model"),
+    ([], {"structure": {"gcn_t1_matmul_g0": "0", "gcn_t1_matmul_g1": "1"}}, "compiles model gcn (partial) to other graphs"),
+])
+def test_a_model_manifest_is_taken_whole_or_refused(extra, change, says, tmp_path, capsys):
+    """``rtl MODEL.json`` / ``synth MODEL.json``: the manifest of ``build --model`` fixes the
+    model, its options and its graphs; a clashing option, a second source or graphs this
+    version compiles differently are refused before anything runs."""
+    from fuseflow_cli.cli import main
+
+    path = _manifest(tmp_path, **change)
+    for cmd in (["rtl", path], ["synth", path, "--board", "icebreaker", "-o", str(tmp_path / "o")]):
+        assert main([*cmd, *extra]) == 2
+        assert says in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.rtl
+@pytest.mark.slow  # two Verilator builds (the same graphs as rtl --model gcn)
+def test_rtl_on_a_build_manifest_runs_every_graph(tmp_path, capsys):
+    from fuseflow_cli.cli import main
+
+    assert main(["build", "--model", "gcn", "-o", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    assert main(["rtl", str(tmp_path / "b" / "model.json")]) == 0
+    out = capsys.readouterr().out
+    assert "RTL = sw_sim in values, overflow flags and cycles for 2 graphs: yes" in out
+    assert "check against PyTorch: t7_bias" in out and ": PASS" in out
+
+
+@pytest.mark.slow  # two syntheses
+def test_synth_on_a_build_manifest_reports_every_graph(tmp_path, capsys):
+    """On a board without DRAM every graph of the manifest is its own bitstream, one report row
+    each (checked against the reports the tools wrote)."""
+    import json
+
+    from fuseflow_cli.cli import main
+
+    assert main(["build", "--model", "gcn", "-o", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    assert main(["synth", str(tmp_path / "b" / "model.json"), "--board", "ulx3s-85f", "--no-dram", "--json",
+                 "-o", str(tmp_path / "s")]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert list(r["graphs"]) == ["gcn_t1_matmul_g0", "gcn_t1_matmul_g1"]
+    for g, rep in r["graphs"].items():
+        saved = json.loads((tmp_path / "s" / g / "synth_report.json").read_text())
+        assert rep["resources"]["LUT"]["used"] == saved["resources"]["LUT"]["used"] > 0
