@@ -147,3 +147,32 @@ def test_cli_refuses_fractions_in_an_integer_graph(tmp_path, capsys) -> None:
     np.savez(npz, **arrays)
     assert main(["sim", str(graph), "--data", str(npz)]) == 2
     assert "is not a whole number" in capsys.readouterr().err
+
+
+def test_run_model_refuses_data_it_would_ignore():
+    """``run_model(data=...)`` overrides inputs; a name that is no input, or a new value for an
+    input fixed at trace time (an integer edge_index compiled in as constants), is an error
+    instead of a run on the traced values."""
+    pytest.importorskip("torch")
+    import torch
+
+    from fuseflow.models.frontend import trace
+    from fuseflow.models.plan import compile_model, run_model
+    from sw_sim import run_graph
+
+    class Agg(torch.nn.Module):
+        def forward(self, x, edge_index):
+            out = torch.zeros_like(x)
+            return out.index_add(0, edge_index[1], x[edge_index[0]])
+
+    ei = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    x = torch.arange(6.0).reshape(3, 2)
+    ir = trace(Agg(), {"x": x, "edge_index": ei})
+    cm = compile_model(ir, "partial")
+    ok = run_model(cm, {"x": x.numpy() * 2, "edge_index": ei.numpy()}, simulate=run_graph)
+    want = torch.zeros_like(x).index_add(0, ei[1], (2 * x)[ei[0]]).numpy()
+    assert np.allclose(next(iter(ok.outputs.values())), want)
+    with pytest.raises(ValueError, match="was fixed when the model was traced"):
+        run_model(cm, {"edge_index": ei.numpy()[:, ::-1].copy()}, simulate=run_graph)
+    with pytest.raises(ValueError, match="has no such input"):
+        run_model(cm, {"nosuch": np.zeros(3)}, simulate=run_graph)

@@ -65,6 +65,7 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     ir = cm.ir
     tensors: dict[str, TensorData] = {}
     saturated: dict[str, int] = {}
+    _check_data_names(ir, data)
     for n in ir.nodes:
         if n.kind is MKind.INPUT:
             value = (data or {}).get(n.name, ir.data[n.name])
@@ -108,6 +109,26 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
     outs = {o: np.asarray(num.dequantize(tensors[o].to_dense()), dtype=np.float64) for o in ir.outputs}
     return ModelRun(outs, cycles, time.perf_counter() - t0, tensors, counters, saturated, overflows, records,
                     host)
+
+
+def _check_data_names(ir, data: Mapping[str, np.ndarray] | None) -> None:
+    """``data`` may only override the model's inputs: a name that is none of them, or an input
+    fixed at trace time (an integer input such as ``edge_index``, compiled in as constants) given
+    another value, would be ignored silently."""
+    if not data:
+        return
+    inputs = {n.name for n in ir.nodes if n.kind is MKind.INPUT}
+    fixed = getattr(ir, "fixed_inputs", {}) or {}
+    for name, value in data.items():
+        if name in fixed:
+            traced = np.asarray(fixed[name])
+            given = np.asarray(value.toarray() if hasattr(value, "toarray") else value)
+            if given.shape != traced.shape or not np.array_equal(given, traced):
+                raise ValueError(f"input {name!r} was fixed when the model was traced (an integer input, compiled "
+                                 f"in as constants); trace the model again with the new {name}")
+        elif name not in inputs:
+            raise ValueError(f"data for {name!r}: the model {ir.name!r} has no such input "
+                             f"(its inputs: {', '.join(sorted(inputs)) or 'none'})")
 
 
 def stored_words(td: TensorData) -> int:
