@@ -39,7 +39,7 @@ def _unexpected(res) -> list[str]:
     return out
 
 
-@fuzz_settings(reduced=100, full=5_000)
+@fuzz_settings(reduced=60, full=5_000)
 @given(case=cases())
 def test_random_modules_match_pytorch_on_dense_tensors(case) -> None:
     bad = _unexpected(run_case(case))

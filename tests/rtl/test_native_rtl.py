@@ -27,9 +27,10 @@ RTL_JSON_FIELDS = {"source", "graph", "runner", "rtl_cycles", "sw_cycles", "rati
                    "overflows", "rtl_overflow"}
 
 
-# spmv in the default suite; the other two kernels (about two minutes of cocotb) behind -m slow
-@pytest.mark.parametrize("kernel", ["spmv", pytest.param("spmm_csr", marks=pytest.mark.slow),
-                                    pytest.param("add", marks=pytest.mark.slow)])
+# behind -m slow (about three minutes of cocotb): the default suite runs the cocotb runner from
+# the command line (test_rtl_cli_cocotb_runner_and_widths) and the native runner everywhere
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["spmv", "spmm_csr", "add"])
 def test_native_equals_cocotb_and_sw_sim(kernel):
     """Several datasets through one build of each runner (edge cases included): the output
     arrays and cycle counts of the native runner equal the cocotb runner's and sw_sim's, and the
@@ -49,6 +50,7 @@ def test_native_equals_cocotb_and_sw_sim(kernel):
                                                       f"sw_sim {sw.cycles}"
 
 
+@pytest.mark.slow  # about a minute of cocotb; the hbm2 preset's RTL runs natively in test_memory_rtl
 def test_native_under_hbm2_equals_cocotb_and_sw_sim():
     """An off-chip memory model (hbm2) in both runners: the same cycles as sw_sim under it."""
     g = KERNELS["spmv"](16)

@@ -78,7 +78,14 @@ def test_overflow_flag_at_the_int32_bounds(key):
 PARALLEL = sorted((k for k, g in GROUPS.items() if k[0] in ("parallelize", "serialize") and g[0].expected), key=str)
 
 
-@pytest.mark.parametrize("key", PARALLEL, ids=lambda k: "-".join(str(x) for x in (k[0], *[v for _, v in k[1]])))
+def _heavy(key) -> bool:
+    """The 64-lane serializer under back pressure: over a minute of Verilator, behind -m slow
+    (the 64-lane parallelizer and the narrower serializers stay in the default suite)."""
+    return key[0] == "serialize" and any(str(v) == "64" for _, v in key[1])
+
+
+@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.slow) if _heavy(k) else k for k in PARALLEL],
+                         ids=lambda k: "-".join(str(x) for x in (k[0], *[v for _, v in k[1]])))
 def test_parallel_regions_under_heavy_back_pressure(key):
     """The parallel-region primitives (one lane's room decides a split; a merge waits on one
     lane, on sel or on all lanes) with more input gaps and output stalls than above, each vector
