@@ -24,7 +24,7 @@ pytestmark = pytest.mark.rtl
 # the documented fields of `fuseflow-hw rtl --json` (docs/cli.md, "Machine-readable output")
 RTL_JSON_FIELDS = {"source", "graph", "runner", "rtl_cycles", "sw_cycles", "ratio", "outputs_identical", "check",
                    "cw", "vw", "memory", "onchip", "build_s", "wall_s", "cycles_per_s", "waves", "saturated",
-                   "overflows", "rtl_overflow"}
+                   "overflows", "rtl_overflow", "numerics", "error", "tolerance", "saved"}
 
 
 # behind -m slow (about three minutes of cocotb): the default suite runs the cocotb runner from

@@ -28,8 +28,12 @@ from sw_sim import run_graph
 
 pytestmark = pytest.mark.rtl
 
+# the cocotb runner's twin of each test behind -m slow (about 2.5 minutes): the native runner
+# reads the same STATUS / OVERFLOW registers, and the cocotb runner is in test_native_rtl's CLI test
+RUNNERS = ["native", pytest.param("cocotb", marks=pytest.mark.slow)]
 
-@pytest.mark.parametrize("runner", ["native", "cocotb"])
+
+@pytest.mark.parametrize("runner", RUNNERS)
 def test_output_larger_than_its_memory_is_an_error(runner) -> None:
     g, data, ops, _ = example("add", 8, seed=3, density=0.5)
     [out] = [t for t, s in g.tensors.items() if s.role.value == "output"]
@@ -75,7 +79,7 @@ def _spmv_data(g, b: np.ndarray, c: np.ndarray) -> dict:
     return {"B": TensorData.from_dense(b, g.tensors["B"].fmt), "c": TensorData.from_dense(c, g.tensors["c"].fmt)}
 
 
-@pytest.mark.parametrize("runner", ["native", "cocotb"])
+@pytest.mark.parametrize("runner", RUNNERS)
 def test_rtl_flags_exactly_the_nodes_that_wrap(runner) -> None:
     """SpMV at int32 on datasets whose products wrap, whose row sums wrap, and that fit, in one
     simulation (the start of each run clears the flags): the nodes the RTL's status registers
@@ -146,7 +150,7 @@ def _unary_graph(n: int, m: int):
     return csr_graph("exp_scaled", n, m, CSR, body)
 
 
-@pytest.mark.parametrize("runner", ["native", "cocotb"])
+@pytest.mark.parametrize("runner", RUNNERS)
 def test_fixed_point_saturation_in_unary_ops(runner) -> None:
     """Q8.8 (range +-128): ``4 x`` saturates for |x| >= 32, ``exp`` saturates above ln 128 ~ 4.85
     (numpy decides from the values, far from both thresholds); the flagged nodes are those,
