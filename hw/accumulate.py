@@ -130,9 +130,8 @@ class SpAcc1(StreamPrimitive):
     The accumulator memory has synchronous read ports (block RAM): each is addressed a cycle
     early (the coordinate at the input head, the flush's next index), and a word written in
     the cycle its address is read is forwarded from a register, so the cycle behaviour is the
-    same as with asynchronous reads.  Up to :data:`GROUPED_MAX` entries it also finds the
-    lowest set bit with one encoder (over ``rest`` while flushing, the valid bits otherwise):
-    the least logic; wider, it walks ahead as the LUT-RAM variant does.
+    same as with asynchronous reads.  It also finds the lowest set bit with one encoder (over
+    ``rest`` while flushing, the valid bits otherwise): the least logic.
 
     Without ``block_ram`` (LUT RAM, the ECP5) the single bank reads asynchronously and is built
     for the clock: the read-add-write starts at a registered read (:meth:`_read_add_write`)
@@ -227,20 +226,17 @@ class SpAcc1(StreamPrimitive):
         with m.If(r.clear):
             m.d.sync += r.valid.eq(r.rest)
         first_next = None  # with block RAM: ``first`` as it will be next cycle
-        # A narrow block-RAM accumulator (the iCE40's) has one encoder, over ``rest`` while
-        # flushing (the candidate for a flush that emits) and over the valid bits otherwise; a
-        # flush cycle that emits nothing holds the registers, which already describe the
-        # unchanged valid bits.  ``clear`` only selects at the end, so it is not in front of the
-        # encoder.  A wide one walks ahead as the LUT-RAM variant does: the encoder over all
-        # its valid bits was the critical path of the Cora GCN top (1,433 bits, 22 LUT levels).
-        encoder = self.block_ram and self.dim <= GROUPED_MAX
-        if encoder:
+        if self.block_ram:
+            # One encoder, over ``rest`` while flushing (the candidate for a flush that emits)
+            # and over the valid bits otherwise; a flush cycle that emits nothing holds the
+            # registers, which already describe the unchanged valid bits.  ``clear`` only
+            # selects at the end, so it is not in front of the encoder.
             hold = Signal()
             m.d.comb += hold.eq(r.flushing & ~r.clear)
             first_next = self._lowest_valid(m, r, Mux(r.flushing, r.rest, r.valid), hold, lowest_bit_grouped)
         pending = self._pending(m, r.valid, r.ci, r.popped)
-        if not encoder:
-            first_next = self._walk_ahead(m, r.first, r.any_valid, r.rest, r.flushing, r.clear, pending)
+        if not self.block_ram:
+            self._walk_ahead(m, r.first, r.any_valid, r.rest, r.flushing, r.clear, pending)
         r.word = self._read_add_write(m, acc, wp, r.ci, pending, r.first, first_next)
         r.stop = self.i_outer.payload
         r.accumulates = r.room & ~r.flushing
@@ -314,26 +310,21 @@ class SpAcc1(StreamPrimitive):
         def onehot(i: Value) -> Value:
             return Cat(*[i == k for k in range(dim)])
 
-        first_next = Signal(len(first), name="first_next")  # ``first`` as it will be next cycle
-        m.d.comb += first_next.eq(first)
-        m.d.sync += first.eq(first_next)
         with m.If(flushing), m.If(clear):
-            m.d.comb += first_next.eq(encoded)
-            m.d.sync += [any_valid.eq(nxt.any()), nxt.eq(low), above.eq(above & ~low)]
+            m.d.sync += [first.eq(encoded), any_valid.eq(nxt.any()), nxt.eq(low),
+                         above.eq(above & ~low)]
         with m.Elif(pend & ~pend_hit):  # the bit ``c`` is set now (a flush pops no data)
             with m.If(~any_valid):
-                m.d.comb += first_next.eq(c)
-                m.d.sync += any_valid.eq(1)
+                m.d.sync += [first.eq(c), any_valid.eq(1)]
             with m.Elif(c < first):  # ``first`` becomes the second-lowest
-                m.d.comb += first_next.eq(c)
-                m.d.sync += [nxt.eq(onehot(first)), nxt_idx.eq(first), above.eq(above | nxt)]
+                m.d.sync += [first.eq(c), nxt.eq(onehot(first)), nxt_idx.eq(first),
+                             above.eq(above | nxt)]
             with m.Elif(~nxt.any()):
                 m.d.sync += [nxt.eq(onehot(c)), nxt_idx.eq(c)]
             with m.Elif(c < nxt_idx):
                 m.d.sync += [nxt.eq(onehot(c)), nxt_idx.eq(c), above.eq(above | nxt)]
             with m.Else():
                 m.d.sync += above.eq(above | onehot(c))
-        return first_next
 
     def _read_add_write(self, m, acc, wp, ci, pending, first, first_next):
         """The pipelined ``acc[ci] op= val`` of a popped coordinate ``ci`` (``pending``: the
