@@ -234,6 +234,19 @@ def _idiom_inputs():
     return {"x": torch.randn(N, F, dtype=torch.float64), "edge_index": EDGES}
 
 
+def _traced_matches_pytorch(m, inputs: dict, fusion: str):
+    """Trace ``m`` on ``inputs`` with no host op, compile it with ``fusion`` and check sw_sim's
+    run against PyTorch's, every aggregation in dataflow; returns ``(ir, compiled model)``."""
+    with torch.no_grad():
+        ref = m(**inputs).numpy()
+    ir = trace(m, inputs)
+    assert not any(n.kind is MKind.HOST for n in ir.nodes), ir.text()
+    cm = compile_model(ir, fusion)
+    assert_model_matches(cm, run_model(cm, simulate=run_graph), ref)
+    aggregations_in_dataflow(cm)
+    return ir, cm
+
+
 @pytest.mark.parametrize(("model", "fusion"), [(IndexAdd, f) for f in FUSIONS] + [
     (ScatterAddWeighted, "unfused"), (ScatterAddWeighted, "full"), (ScatterMean, "partial"),
     (ComputedDivisor, "partial")],
@@ -244,13 +257,7 @@ def test_hand_written_message_passing_matches_pytorch(model, fusion: str) -> Non
     inputs = _idiom_inputs()
     if model is ScatterAddWeighted:
         inputs["w"] = torch.rand(EDGES.shape[1], dtype=torch.float64)
-    with torch.no_grad():
-        ref = m(**inputs).numpy()
-    ir = trace(m, inputs)
-    assert not any(n.kind is MKind.HOST for n in ir.nodes), ir.text()
-    cm = compile_model(ir, fusion)
-    assert_model_matches(cm, run_model(cm, simulate=run_graph), ref)
-    aggregations_in_dataflow(cm)
+    ir, cm = _traced_matches_pytorch(m, inputs, fusion)
     if model is ComputedDivisor:  # the compiler divides only by a dense tensor: a gathered
         # divisor is made dense by a shift, which fuses with nothing (a note says so)
         assert any("compiled unfused, not partial" in n for n in cm.notes)
@@ -281,13 +288,7 @@ def test_own_message_passing_subclass_matches_pyg(fusion: str) -> None:
     torch.manual_seed(8)
     m = EdgeConvMean().double().eval()
     inputs = {**_idiom_inputs(), "w": torch.rand(EDGES.shape[1], dtype=torch.float64)}
-    with torch.no_grad():
-        ref = m(**inputs).numpy()
-    ir = trace(m, inputs)
-    assert not any(n.kind is MKind.HOST for n in ir.nodes), ir.text()
-    cm = compile_model(ir, fusion)
-    assert_model_matches(cm, run_model(cm, simulate=run_graph), ref)
-    aggregations_in_dataflow(cm)
+    ir, _ = _traced_matches_pytorch(m, inputs, fusion)
     # the mean's division by the in-degree is folded into the scatter matrix's rows
     assert not any(n.kind is MKind.DIV for n in ir.nodes)
 
