@@ -158,6 +158,8 @@ def binary(low, kind: str, a, b) -> _T:
         if kind in ("add", "mul", "maximum", "minimum"):
             return _scalar_op(low, kind, b, sa, left=False)
         return _scalar_op(low, kind, b, sa, left=True)
+    if kind == "add" and isinstance(a, _T) != isinstance(b, _T) and (neg_inf_entries(a) or neg_inf_entries(b)):
+        return masked_add(low, a, b) if isinstance(a, _T) else masked_add(low, b, a)
     a = _const_tensor(low, a) if isinstance(a, _C) else a
     b = _const_tensor(low, b) if isinstance(b, _C) else b
     if isinstance(a, int | float):
@@ -717,6 +719,13 @@ def _where(low, cond, a, b):
         raise _Unsupported("where with a condition that is not a boolean tensor")
     if low.kind_of(cond.name) is not MKind.INPUT:
         raise _Unsupported("where / masked_fill with a condition computed by the model")
+    if _is_neg_inf(a) != _is_neg_inf(b) and all(_constant(v) for v in (a, b)):
+        # where(mask, -inf, 0) / where(mask, 0, -inf): an additive attention mask made from a boolean
+        # input (nn.MultiheadAttention's attn_mask / key_padding_mask, SDPA's boolean mask): a
+        # constant of the trace (the mask is fixed), so that the scores it is added to become masked
+        # scores over its kept entries
+        keep = fixed_bool_input(low, cond)
+        return _C(torch.where(keep, _as_tensor(a), _as_tensor(b)).to(torch.float64))
     a, b = (_const_tensor(low, v) if isinstance(v, _C) and _scalar(v) is None else v for v in (a, b))
     if cond.inverted and _is_neg_inf(a) and isinstance(b, _T):
         return _mask(low, replace(cond, inverted=False), b)
@@ -734,6 +743,70 @@ def _where(low, cond, a, b):
     if not terms:
         return binary(low, "mul", c, 0.0)
     return terms[0] if len(terms) == 1 else _tensor_tensor(low, "add", terms[0], terms[1])
+
+
+def _constant(v) -> bool:
+    return isinstance(v, _C) or (isinstance(v, int | float) and not isinstance(v, bool))
+
+
+def _as_tensor(v) -> torch.Tensor:
+    return v.value if isinstance(v, _C) else torch.tensor(float(v), dtype=torch.float64)
+
+
+def fixed_bool_input(low, cond: _T) -> torch.Tensor:
+    """The traced values of the boolean input ``cond`` (its complement if inverted), which the
+    model now depends on as a constant: recorded as fixed (new values need a new trace)."""
+    name = cond.name
+    data = low.s.data[name]
+    arr = np.asarray(data.toarray() if hasattr(data, "toarray") else data) != 0
+    if name not in low.int_inputs:
+        low.int_inputs[name] = arr.copy()
+        low.s.notes.append(f"{name}: a boolean mask made into an additive -inf mask, compiled in as a constant "
+                           "(the scores it masks are computed only at its kept entries; new mask values need "
+                           "a new trace)")
+    t = torch.from_numpy(arr.copy())
+    return ~t if cond.inverted else t
+
+
+def neg_inf_entries(v) -> bool:
+    """Whether ``v`` is a float constant holding -inf entries (an additive attention mask)."""
+    return isinstance(v, _C) and v.value.is_floating_point() and v.value.numel() > 1 and \
+        bool(torch.isneginf(v.value).any())
+
+
+def masked_add(low, x, c: _C, safe: bool = False) -> _T:
+    """``x + c`` with ``c`` a constant additive mask (0 or a finite bias where kept, -inf
+    elsewhere): the finite part added, then masked scores over the kept entries (a sparse
+    constant keep-mask), which only a softmax may read.  ``safe``: a row with no kept entry is
+    0 after the softmax (SDPA's safe softmax); otherwise PyTorch gives NaN there: refused."""
+    x = _full(low, x, "masked scores")
+    out = tuple(torch.broadcast_shapes(tuple(x.shape), tuple(c.value.shape)))
+    if out != tuple(x.shape):
+        raise _Unsupported("an additive -inf mask that broadcasts the scores to a larger shape")
+    full = torch.broadcast_to(c.value.to(torch.float64), out)
+    keep = ~torch.isneginf(full)
+    finite = torch.where(keep, full, torch.zeros((), dtype=torch.float64))
+    if not safe and not bool(keep.any(-1).all()):
+        raise FrontendError(f"{low.src}: the additive -inf mask masks every entry of a row: PyTorch's softmax "
+                            "gives NaN there; keep at least one entry per row")
+    if bool((finite != 0).any()):
+        x = binary(low, "add", x, _C(finite))
+    if bool(keep.all()):
+        return x
+    nd = len(out)
+    t = min(2, nd)
+    while t < nd:
+        k = keep.reshape((-1,) + out[nd - t:])
+        if bool((k == k[0]).all()):
+            break
+        t += 1
+    k = keep.reshape((-1,) + out[nd - t:])[0].to(torch.float64).numpy()
+    if k.ndim == 2:
+        m = low.const_sparse("keep", sp.csr_array(k))
+    else:
+        m = low.const_input("keep", k, "compressed")
+    name = low.emit("masked", MKind.MASK, (m, x.name), x.shape)
+    return _T(name, x.shape, x.keep, x.dtype)
 
 
 def _masked_fill(low, x, mask, value):

@@ -43,6 +43,7 @@ import torch
 
 from fuseflow.compiler import ProgramError, parse_format
 
+from . import aten_idioms as _idioms
 from . import aten_ops as _ops
 from .aten_values import _C, _G, _T, _letters, _Multi, _scalar, _Unsupported
 from .ir import FrontendError, MKind, MNode, ModelIR, check_format_names
@@ -55,7 +56,8 @@ aten = torch.ops.aten
 DENSE_LIMIT = 1 << 24
 
 # composite ops that are model-IR kinds themselves: the decomposition keeps them whole
-PRESERVED = (aten.linear.default, aten.matmul.default, aten.einsum.default, aten._sparse_mm.default)
+PRESERVED = (aten.linear.default, aten.matmul.default, aten.einsum.default, aten._sparse_mm.default,
+             aten.scaled_dot_product_attention.default)
 
 
 class ExportFailed(FrontendError):
@@ -187,7 +189,8 @@ def _export(module, inputs: Mapping[str, Any]):
     the core-ATen decompositions: the ExportedProgram."""
     stand = {k: (_stand_in(v) if isinstance(v, torch.Tensor) and v.layout != torch.strided else v)
              for k, v in inputs.items()}
-    with _SparseSwap(module):
+    sparse = [v for v in inputs.values() if isinstance(v, torch.Tensor) and v.layout != torch.strided]
+    with _SparseSwap(module) as swap, _idioms.SparseIdioms(sparse + list(swap.originals.values())):
         return export_program(module, (), stand)
 
 
@@ -614,6 +617,15 @@ class _Lower:
                          fn=fn, bool_out=out.dtype == torch.bool)
         return _T(name, tuple(out.shape), tuple(range(out.dim())), out.dtype)
 
+    def host_fn(self, base: str, fn: Callable, operands: list[_T], shape: tuple[int, ...], op: str,
+                reason: str) -> _T:
+        """A host node running ``fn`` on the operands (torch tensors in, one out)."""
+        ops = [self.materialise(o) for o in operands]
+        call = _HostCall(fn, tuple(_Slot(k, o.dtype) for k, o in enumerate(ops)), {}, None)
+        name = self.emit(base, MKind.HOST, tuple(o.name for o in ops), shape, op=op, reason=reason, fn=call,
+                         bool_out=False)
+        return _T(name, tuple(shape), tuple(range(len(shape))), torch.float64)
+
     # ---- value helpers
     def materialise(self, v: _T) -> _T:
         """``v`` with every axis stored (virtual axes made real by outer products with ones; an
@@ -775,14 +787,15 @@ def _opname(node) -> str:
     if isinstance(t, str):
         return t
     name = getattr(t, "__name__", repr(t))
-    if hasattr(t, "_op"):  # OpOverload: aten.add.Tensor
-        return f"aten.{name}" if not name.startswith("aten") else name
+    if hasattr(t, "_op"):  # OpOverload: aten.add.Tensor (a custom op: fuseflow.sparse_part.default)
+        ns = getattr(t, "namespace", "aten")
+        return f"{ns}.{name}" if not name.startswith(ns) else name
     mod = getattr(t, "__module__", None) or ""
     return f"{mod + '.' if mod and mod != 'builtins' else ''}{name}"
 
 
 
-_DIRECT: dict[Any, Callable] = _ops.DIRECT
+_DIRECT: dict[Any, Callable] = {**_ops.DIRECT, **_idioms.DIRECT}
 _G_AWARE = _ops.GATHER_AWARE
 _G_PASS = _ops.GATHER_PASS
 _BY_PACKET: dict[str, Callable] = _ops.BY_PACKET

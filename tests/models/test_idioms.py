@@ -1,0 +1,393 @@
+"""Common PyTorch idioms users write (issue 35), each traced through the normal frontend,
+compiled, run in sw_sim on small sizes and compared with what PyTorch computes on the dense
+values (float64): attention with boolean / float / causal masks through
+``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention``, the ``torch.sparse`` API and
+sparse accessors, masks, activations and normalisations around sparse products.  Each case
+also says which ops may run as (announced) host steps; anything else on the host fails it."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the frontend needs PyTorch (pip install -e '.[torch]')")
+
+import torch.nn.functional as F
+from torch import nn
+
+from fuseflow.models.frontend import FrontendError, MKind, trace
+from fuseflow.models.plan import compile_model, run_model
+from sw_sim import run_graph
+
+warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta state.*")
+
+N, D = 6, 4
+
+
+def _rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _adj(seed=1, p=0.4):
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.rand(N, N, generator=g) < p).double() * (torch.rand(N, N, generator=g) + 0.5)
+    return a + torch.eye(N, dtype=torch.float64)  # every row has an entry
+
+
+def _keep(seed=2, p=0.5):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(N, N, generator=g) < p) | torch.eye(N, dtype=torch.bool)
+
+
+def _dense(t):
+    return t.to_dense() if t.layout != torch.strided else t
+
+
+def compiled_output(m, inputs, formats=None, fusion="partial"):
+    """Trace, compile, run in sw_sim: (the output, the IR, the host ops' names)."""
+    ir = trace(m, inputs, formats=formats)
+    cm = compile_model(ir, fusion)
+    res = run_model(cm, simulate=run_graph)
+    hosts = {n.attrs.get("op") for n in ir.nodes if n.kind is MKind.HOST}
+    return res.outputs[ir.outputs[0]], ir, hosts
+
+
+def check(m, inputs, formats=None, host_ops=(), fusion="partial"):
+    """The compiled model's output equals PyTorch's; only ``host_ops`` run on the host."""
+    m = m.eval()
+    with torch.no_grad():
+        ref = _dense(m(**inputs)).double().numpy()
+    out, ir, hosts = compiled_output(m, inputs, formats, fusion)
+    np.testing.assert_allclose(out, ref, rtol=1e-9, atol=1e-9)
+    assert hosts <= set(host_ops), (hosts, ir.text())
+    return ir
+
+
+# ----------------------------------------------------------------------------- attention
+class SDPA(nn.Module):
+    def forward(self, q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+class SDPANoMask(nn.Module):
+    def __init__(self, causal: bool = False) -> None:
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+
+
+class MHA(nn.Module):
+    def __init__(self, need_weights: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.att = nn.MultiheadAttention(D, 2, batch_first=True)
+        self.need_weights = need_weights
+
+    def forward(self, x, mask):
+        return self.att(x, x, x, attn_mask=mask, need_weights=self.need_weights)[0]
+
+
+class MHAPadding(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.att = nn.MultiheadAttention(D, 2, batch_first=True)
+
+    def forward(self, x, pad):
+        return self.att(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+
+
+class MHABoth(MHAPadding):
+    def forward(self, x, mask, pad):
+        return self.att(x, x, x, attn_mask=mask, key_padding_mask=pad)[0]
+
+
+def _qkv(batch=()):
+    return {n: _rand(*batch, N, D, seed=s) for s, n in enumerate("qkv")}
+
+
+def _float_mask(neg_inf_row: bool = False):
+    m = _rand(N, N, seed=7)
+    if neg_inf_row:
+        m[2] = float("-inf")  # a row that masks every key: 0 after PyTorch's safe softmax
+        m[4, :3] = float("-inf")
+    return m
+
+
+def _padding(batch=1):
+    pad = torch.zeros(batch, N, dtype=torch.bool)
+    pad[:, -2:] = True
+    pad[-1, 0] = True
+    return pad
+
+
+ATTENTION = {
+    "sdpa_bool_mask": (SDPA, lambda: {**_qkv(), "mask": _keep()}, None, ()),
+    "sdpa_bool_mask_csr_input": (SDPA, lambda: {**_qkv(), "mask": _keep()}, {"mask": "csr"}, ()),
+    "sdpa_bool_mask_batched": (SDPA, lambda: {**_qkv((2, 2)), "mask": _keep()}, None, ()),
+    "sdpa_bool_mask_empty_row": (SDPA, lambda: {**_qkv(), "mask": _keep().index_fill(0, torch.tensor([3]), False)},
+                                 None, ()),
+    "sdpa_float_mask": (SDPA, lambda: {**_qkv(), "mask": _float_mask()}, None, ()),
+    "sdpa_float_mask_neg_inf_rows": (SDPA, lambda: {**_qkv(), "mask": _float_mask(True)}, None, ()),
+    "sdpa_causal": (lambda: SDPANoMask(True), _qkv, None, ()),
+    "sdpa_no_mask_batched": (SDPANoMask, lambda: _qkv((3,)), None, ()),
+    "mha_bool_attn_mask": (MHA, lambda: {"x": _rand(1, N, D), "mask": ~_keep()}, None, ()),
+    "mha_float_attn_mask": (MHA, lambda: {"x": _rand(1, N, D), "mask": _float_mask()}, None, ()),
+    "mha_float_attn_mask_neg_inf": (MHA, lambda: {"x": _rand(1, N, D), "mask": _float_mask(True)}, None, ()),
+    "mha_bool_attn_mask_need_weights": (lambda: MHA(True), lambda: {"x": _rand(1, N, D), "mask": ~_keep()}, None, ()),
+    "mha_key_padding_mask": (MHAPadding, lambda: {"x": _rand(1, N, D), "pad": _padding()}, None, ()),
+    "mha_key_padding_mask_batch2": (MHAPadding, lambda: {"x": _rand(2, N, D), "pad": _padding(2)}, None, ()),
+    "mha_attn_and_padding_masks": (MHABoth, lambda: {"x": _rand(1, N, D), "mask": ~_keep(), "pad": _padding()},
+                                   None, ()),
+}
+
+
+@pytest.mark.parametrize("case", list(ATTENTION))
+def test_attention_idioms_match_pytorch(case) -> None:
+    make, inputs, formats, host_ops = ATTENTION[case]
+    ir = check(make().double(), inputs(), formats, host_ops)
+    if "bool" in case or "causal" in case or "padding" in case or "neg_inf" in case:
+        assert any(n.kind is MKind.MASK for n in ir.nodes), ir.text()  # only the kept scores
+
+
+def test_boolean_mask_is_fixed_at_trace_time() -> None:
+    """A boolean mask compiled in as a constant says so, and the run refuses other values."""
+    m = SDPA().double()
+    inputs = {**_qkv(), "mask": _keep()}
+    ir = trace(m, inputs)
+    assert any(n.startswith("mask: a boolean mask") for n in ir.notes)
+    cm = compile_model(ir, "partial")
+    with pytest.raises(ValueError, match="was fixed when the model was traced"):
+        run_model(cm, {"mask": ~_keep()}, simulate=run_graph)
+
+
+def test_additive_mask_hiding_a_whole_row_without_safe_softmax_is_refused() -> None:
+    """MultiheadAttention with need_weights=True uses a plain softmax: PyTorch gives NaN for a
+    row that masks every key, so the frontend refuses it in one line."""
+    mask = ~_keep()
+    mask[1] = True
+    with pytest.raises(FrontendError) as exc:
+        trace(MHA(True).double().eval(), {"x": _rand(1, N, D), "mask": mask})
+    assert "masks every entry of a row" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_attention_dropout_runs_on_the_host() -> None:
+    class Dropped(nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+
+    ir = trace(Dropped(), _qkv())
+    [host] = [n for n in ir.nodes if n.kind is MKind.HOST]
+    assert "scaled_dot_product_attention" in host.attrs["op"] and "dropout" in host.attrs["reason"]
+
+
+# ----------------------------------------------------------------------------- torch.sparse
+class SparseSum(nn.Module):
+    def forward(self, adj, x):
+        return torch.sparse.sum(adj, dim=1).to_dense().unsqueeze(-1) * x
+
+
+class SparseSumAll(nn.Module):
+    def forward(self, adj, x):
+        return torch.sparse.sum(adj) * x
+
+
+class SparseSoftmax(nn.Module):
+    def forward(self, adj, x):
+        return torch.sparse.softmax(adj, dim=1).to_dense() @ x
+
+
+class SparseSoftmaxDim0(nn.Module):
+    def forward(self, adj, x):
+        return torch.sparse.softmax(adj, dim=0).to_dense() @ x
+
+
+class SparseMM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(D, 3)
+
+    def forward(self, adj, x):
+        return self.lin(torch.sparse.mm(adj, x))
+
+
+class ValuesSum(nn.Module):
+    def forward(self, adj, x):
+        return x * adj.values().sum()
+
+
+class ValuesScaled(nn.Module):
+    def forward(self, adj, x):
+        return x * adj.coalesce().values().max()
+
+
+class CrowDegree(nn.Module):
+    def forward(self, adj, x):
+        crow = adj.crow_indices()
+        return (crow[1:] - crow[:-1]).double().unsqueeze(-1) * x
+
+
+class ColGather(nn.Module):
+    def forward(self, adj, x):
+        return x[adj.col_indices()].sum(0)
+
+
+class IndicesMessagePassing(nn.Module):
+    def forward(self, adj, x):
+        row, col = adj.coalesce().indices()
+        return torch.zeros_like(x).index_add_(0, row, x[col])
+
+
+def _coo():
+    return _adj().to_sparse_coo()
+
+
+def _csr():
+    return _adj().to_sparse_csr()
+
+
+SPARSE_API = {
+    "sparse_sum_dim": (SparseSum, _coo, ()),
+    "sparse_sum_all": (SparseSumAll, _coo, ()),
+    "sparse_softmax": (SparseSoftmax, _coo, ()),
+    "sparse_softmax_dim0": (SparseSoftmaxDim0, _coo, ("fuseflow.sparse_softmax.default",)),
+    "sparse_mm_csr": (SparseMM, _csr, ()),
+    "sparse_mm_coo": (SparseMM, _coo, ()),
+    "values_csr": (ValuesSum, _csr, ("Tensor.values",)),
+    "values_coo": (ValuesScaled, _coo, ("Tensor.values",)),
+    "crow_indices": (CrowDegree, _csr, ()),
+    "col_indices": (ColGather, _csr, ()),
+    "indices_message_passing": (IndicesMessagePassing, _coo, ()),
+}
+
+
+@pytest.mark.parametrize("case", list(SPARSE_API))
+def test_torch_sparse_api_matches_pytorch(case) -> None:
+    make, adj, host_ops = SPARSE_API[case]
+    ir = check(make().double(), {"adj": adj(), "x": _rand(N, D)}, host_ops=host_ops)
+    assert "adj" in ir.formats  # the sparse input stays sparse
+
+
+def test_sparse_accessor_of_a_dense_input_is_refused_in_one_line() -> None:
+    with pytest.raises(FrontendError) as exc:
+        trace(ValuesSum(), {"adj": _adj(), "x": _rand(N, D)})
+    msg = str(exc.value)
+    assert "values" in msg and "\n" not in msg
+
+
+# ----------------------------------------------------------------------------- around sparse products
+class Activation(nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(D, D)
+        self.fn = fn
+
+    def forward(self, adj, x):
+        return self.fn(self.lin(adj @ x))
+
+
+class MaskedScores(nn.Module):
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def forward(self, s, mask):
+        if self.how == "masked_fill":
+            s = s.masked_fill(~mask, float("-inf"))
+        else:
+            s = torch.where(mask, s, float("-inf"))
+        return torch.softmax(s, dim=-1)
+
+
+class WhereZero(nn.Module):
+    def forward(self, x, mask):
+        return torch.where(mask, x, torch.zeros_like(x)) + 1.0
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(D, D)
+        self.norm = nn.LayerNorm(D)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, adj, x):
+        return self.norm(x + self.drop(torch.relu(self.lin(adj @ x))))
+
+
+class MeanAggregation(nn.Module):
+    def forward(self, adj, x):
+        deg = adj.sum(dim=1, keepdim=True)
+        return (adj @ x) / deg
+
+
+class Transposed(nn.Module):
+    def forward(self, adj, x):
+        return (adj.t() @ x).transpose(0, 1) @ x
+
+
+class RowMean(nn.Module):
+    def forward(self, adj, x):
+        return torch.softmax(adj @ x, dim=-1).mean(dim=0)
+
+
+AROUND = {
+    "relu": (lambda: Activation(F.relu), "adj", ()),
+    "gelu": (lambda: Activation(F.gelu), "adj", ()),
+    "softmax": (lambda: Activation(lambda h: F.softmax(h, dim=-1)), "adj", ()),
+    "sigmoid": (lambda: Activation(torch.sigmoid), "adj", ()),
+    "residual_layernorm_dropout": (Residual, "adj", ()),
+    "mean_aggregation": (MeanAggregation, "adj", ()),
+    "transposes": (Transposed, "adj", ()),
+    "softmax_then_mean": (RowMean, "adj", ()),
+}
+
+
+@pytest.mark.parametrize("case", list(AROUND))
+def test_ops_around_sparse_products_match_pytorch(case) -> None:
+    make, fmt_name, host_ops = AROUND[case]
+    check(make().double(), {"adj": _adj(), "x": _rand(N, D)}, {fmt_name: "csr"}, host_ops)
+
+
+@pytest.mark.parametrize("how", ["masked_fill", "where"])
+def test_masked_softmax_matches_pytorch(how) -> None:
+    ir = check(MaskedScores(how), {"s": _rand(N, N), "mask": _keep()}, {"mask": "csr"})
+    assert any(n.kind is MKind.MASK for n in ir.nodes)
+
+
+def test_where_with_a_zero_branch_matches_pytorch() -> None:
+    check(WhereZero(), {"x": _rand(N, N), "mask": _keep()})
+
+
+# ----------------------------------------------------------------------------- sparse weight hint
+class Pruned(nn.Module):
+    def __init__(self, density: float) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(8, 8)
+        with torch.no_grad():
+            keep = torch.rand(8, 8, generator=torch.Generator().manual_seed(3)) < density
+            self.fc.weight.mul_(keep)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def test_sparse_dense_weight_gets_a_formats_hint() -> None:
+    m = Pruned(0.3).double()
+    x = _rand(4, 8)
+    ir = check(m, {"x": x})
+    nnz = int((m.fc.weight != 0).sum())
+    [hint] = [n for n in ir.notes if n.startswith("hint:")]
+    assert "--formats fc.weight=csr" in hint and f"{nnz / 64:.0%} nonzeros" in hint and "\n" not in hint
+    assert not [n for n in trace(Pruned(1.0).double(), {"x": x}).notes if n.startswith("hint:")]
+    # following the hint: the weight stored sparse, same values
+    ir = check(m, {"x": x}, {"fc.weight": "csr"})
+    assert ir.formats["fc_weight"] == "csr" and not [n for n in ir.notes if n.startswith("hint:")]
