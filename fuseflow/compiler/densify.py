@@ -14,6 +14,9 @@ reference is ``N`` and its value 0, and the iteration term itself is never loade
   where ``A`` has no entry;
 * an output level declared dense whose coordinates would come from compressed levels (a sparse
   to dense copy ``Y = A`` with ``Y`` dense): the output's dense indices are densified;
+* a sum (``+ - max min``) broadcasting an operand over indices it lacks (``A_ij + b_j``, a bias
+  added to a sparse result whose rows may be empty): the other operand's indices that the
+  broadcast operand lacks are densified, so ``b_j`` reaches the empty rows of ``A``;
 * a ``max`` / ``min`` reduction over an operand with compressed levels: numpy's maximum over a
   fibre includes its implicit zeros, so the reduced indices are densified, and so are the
   output indices (an order may visit an output index below a reduced one: every output
@@ -121,8 +124,12 @@ class _Densifier:
         compressed) does not enumerate ``index`` under that softmax."""
         if isinstance(e, Access):
             f = self.fmt(e.tensor)
-            if index not in e.indices or f is None:
+            if index not in e.indices:
                 return False
+            if is_iteration_tensor(e.tensor):
+                return self.producer_view  # a producer's densified iteration (below)
+            if f is None:
+                return self.produced_enumerating(e, index, rows)
             levels = [e.indices[m] for m in f.mode_order]
             level = levels.index(index)
             if any(r in levels[: level + 1] for r in rows):
@@ -131,19 +138,40 @@ class _Densifier:
         if isinstance(e, Unary):
             return self.enumerated(e.arg, index, (*rows, e.index) if e.op is UnOp.SOFTMAX else rows)
         if isinstance(e, Sum):
-            # below a reduced index the coordinates are an accumulator's
+            # below a reduced index the coordinates are an accumulator's; a function with
+            # f(0) != 0 of a reduction is applied to its own (factored) pipeline's output,
+            # whose coordinates the table does not take as every coordinate: densified
+            if self.sums == "never":
+                return False
             return (index not in e.indices and self.enumerated(e.body, index, rows)
-                    and all(self.above(index, k) for k in e.indices))
+                    and (self.sums == "body" or all(self.above(index, k) for k in e.indices)))
         if isinstance(e, BinOp):
             having = [x for x in (e.lhs, e.rhs) if index in free_in_order(x)]
             got = [self.enumerated(x, index, rows) for x in having]
             return bool(got) and (all(got) if e.op.product else any(got))
         return False
 
-    def union_all(self, e: IExpr, indices: list[str]) -> IExpr:
+    def produced_enumerating(self, e: Access, index: str, rows: tuple[str, ...]) -> bool:
+        """A computed tensor whose format the compiler chooses enumerates ``index`` where its
+        producer's (densified) right-hand side does: the compiler stores a level dense where
+        its coordinates enumerate the dimension.  (Only a hint: the fusion table checks it.)"""
+        st = self.program.producer(e.tensor)
+        if st is None or rows:
+            return False
+        decl = self.program.decls.get(e.tensor)
+        sizes = {i: n for a in accesses(st.rhs) for i, n in zip(a.indices, self.program.decls[a.tensor].shape)}
+        sub = _Densifier(self.program, sizes)
+        sub.producer_view, sub.sums = True, self.sums
+        sub.edges(st.rhs, st.indices, decl.fmt if decl is not None else None, st.order)
+        rhs = sub.walk(st.rhs)
+        return sub.enumerated(rhs, st.indices[e.indices.index(index)])
+
+    def union_all(self, e: IExpr, indices: list[str], sums: str = "order") -> IExpr:
         """``e`` plus the product of the iteration tensors of ``indices`` (those ``e`` does not
-        enumerate already)."""
+        enumerate already, with reductions judged by ``sums``, see :attr:`sums`)."""
+        saved, self.sums = self.sums, sums
         need = [i for i in dict.fromkeys(indices) if not self.enumerated(e, i)]
+        self.sums = saved
         if not need:
             return e
         term: IExpr | None = None
@@ -154,6 +182,12 @@ class _Densifier:
         return BinOp(Op.ADD, e, term)
 
     visits_read = False  # a softmax reads the visited coordinates of the expression walked
+    producer_view = False  # walking a computed operand's producer: its iteration tensors count
+    # when a reduction's output enumerates an index its body enumerates: "order" where every
+    # order visits the index above the reduced ones; "never" (under a function with f(0) != 0:
+    # the table takes a reduction's own pipeline's output as sparse); "body" (a broadcast sum:
+    # the table checks the chosen order, and refuses what it does not iterate fully)
+    sums = "order"
 
     def walk(self, e: IExpr) -> IExpr:
         if isinstance(e, Unary):
@@ -169,16 +203,30 @@ class _Densifier:
                 rows = [i for i in free_in_order(arg) if i != e.index] if self.visits_read else []
                 arg = self.union_all(arg, [e.index, *rows])
             elif not e.op.zero_preserving and not e.op.row and self.sparse(arg):
-                arg = self.union_all(arg, free_in_order(arg))
+                arg = self.union_all(arg, free_in_order(arg), sums="never")
             return Unary(e.op, arg, e.scalar, e.index)
         if isinstance(e, BinOp):
-            return BinOp(e.op, self.walk(e.lhs), self.walk(e.rhs))
+            lhs, rhs = self.walk(e.lhs), self.walk(e.rhs)
+            if not e.op.product:
+                lhs, rhs = self.broadcast(lhs, rhs), self.broadcast(rhs, lhs)
+            return BinOp(e.op, lhs, rhs)
         if isinstance(e, Sum):
             body = self.walk(e.body)
             if e.op is not Op.ADD and self.sparse(body):
                 body = self.union_all(body, self.max_indices(e, body))
             return Sum(e.indices, body, e.op)
         return e
+
+    def broadcast(self, x: IExpr, other: IExpr) -> IExpr:
+        """``x`` under a sum (``+ - max min``) with ``other``, which lacks some of ``x``'s
+        indices: numpy broadcasts ``other`` over them, so the result is ``other``'s value
+        wherever ``x`` has no entry (a bias added to a sparse result with an empty row) and
+        ``x`` must visit every coordinate of those indices."""
+        theirs = set(free_in_order(other))
+        lacked = [i for i in free_in_order(x) if i not in theirs]
+        if not lacked or not self.sparse(x):
+            return x
+        return self.union_all(x, lacked, sums="body")
 
     def max_indices(self, e: Sum, body: IExpr) -> list[str]:
         """A max / min reduction visits every coordinate of its reduced indices and, since an

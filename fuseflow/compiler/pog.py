@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import networkx as nx
 
@@ -60,7 +61,20 @@ def _build_pog(g: Group, user_orders: list[tuple[str, tuple[str, ...]]]) -> str 
         return f"group {g.name}: {why}"
     for a, b, reason in edges:
         _add_edge(pog, a, b, reason)
+    _convert_conflicting_outputs(g)
     return _resolve_cycles(g)
+
+
+def _convert_conflicting_outputs(g: Group) -> None:
+    """Outputs of the group whose declared mode orders conflict with each other (``T`` CSR
+    and ``Y = relu(T)`` CSC in one graph): no permuted copy of an operand breaks that, so one
+    of them is converted on the host (:func:`_convert_output`)."""
+    while True:
+        own = nx.DiGraph([(a, b) for a, b, d in g.pog.edges(data=True)
+                          if any(r.startswith("mode order of output ") for r in d["reasons"])])
+        edges = _first_cycle(own)
+        if not edges or not _convert_output(g, edges):
+            return
 
 
 def _output_edges(pog: nx.DiGraph, o: FusedOutput) -> None:
@@ -73,7 +87,7 @@ def _output_edges(pog: nx.DiGraph, o: FusedOutput) -> None:
     if o.fmt is not None:
         li = tuple(o.indices[m] for m in o.fmt.mode_order)
         for a, b in itertools.pairwise(li):
-            _add_edge(pog, a, b, f"mode order of output {o.tensor}_{{{','.join(o.indices)}}}")
+            _add_edge(pog, a, b, _output_reason(o))
     for tensor, indices, fn in _row_functions(o.tensor, o.indices, o.body):
         for a in indices:
             if a != fn.index:
@@ -179,6 +193,11 @@ def _resolve_cycles(g: Group) -> str | None:
         user = any(r.startswith("dataflow order of") for a, b in edges for r in pog[a][b]["reasons"])
         on_cycle = [v for v in on_cycle if counts.get(v.source, 0) > 1 or not user]
         candidates = sorted(on_cycle, key=lambda v: (v.vector is not None, counts.get(v.source, 0) <= 1))
+        # an output's declared mode order on the cycle is converted on the host where no copy
+        # of an operand breaks it, or where the cycle runs through the user's dataflow order
+        # (the output conversion keeps that order; a copy might not)
+        if (user or not candidates) and _convert_output(g, edges):
+            continue
         if not candidates:
             why = []
             for a, b in edges:
@@ -223,6 +242,55 @@ def _resolve_cycles(g: Group) -> str | None:
                                        f"{' -> '.join(a for a, _ in edges)} -> {edges[0][0]})"))
         for a, b in _view_edges(nv):
             _add_edge(pog, a, b, f"mode order of {nv} (permuted copy {copy})")
+
+
+def _output_reason(o: FusedOutput) -> str:
+    return f"mode order of output {o.tensor}_{{{','.join(o.indices)}}}"
+
+
+def _without_output(pog: nx.DiGraph, o: FusedOutput) -> nx.DiGraph:
+    out = pog.copy()
+    out.remove_edges_from([(a, b) for a, b, d in pog.edges(data=True) if d["reasons"] == [_output_reason(o)]])
+    return out
+
+
+def _convert_output(g: Group, edges: Sequence[tuple[str, str]]) -> bool:
+    """Break a cycle through an output's declared mode order that no permuted copy of an
+    operand breaks (a COO or blocked operand, a dataflow order the user wrote, two outputs of
+    the group in conflicting orders): the group writes the output in an order its operands
+    allow, under a name of its own, and the host converts it to the declared format (a
+    permuted copy of the result, :class:`PermutedCopy` with the output's name).  False if no
+    output's mode order is on the cycle."""
+    pog = g.pog
+    on_cycle = {r for a, b in edges for r in pog[a][b]["reasons"]}
+    on = [k for k, o in enumerate(g.outputs) if o.fmt is not None and o.vector is None
+          and _output_reason(o) in on_cycle]
+    if not on:
+        return False
+    # the output whose conversion leaves no cycle (its operands allow no other order), else the last
+    k = next((k for k in on if nx.is_directed_acyclic_graph(_without_output(pog, g.outputs[k]))), on[-1])
+    o = g.outputs[k]
+    reason = _output_reason(o)
+    for a, b in list(pog.edges):
+        reasons = pog[a][b]["reasons"]
+        if reason in reasons:
+            reasons.remove(reason)
+            if not reasons:
+                pog.remove_edge(a, b)
+    taken = {v.tensor for v in g.views.values()} | {x.tensor for x in g.outputs}
+    name = next(n for n in (f"{o.tensor}_computed{s}" for s in itertools.chain([""], itertools.count(2)))
+                if n not in taken)
+    g.outputs[k] = replace(o, tensor=name, fmt=None)
+    if o.tensor in g.exact:
+        g.exact = g.exact | {name}
+    cycle = " -> ".join([a for a, _ in edges] + [edges[0][0]])
+    written = " -> ".join(o.indices[m] for m in o.fmt.mode_order)
+    g.permuted.append(PermutedCopy(
+        o.tensor, name, o.fmt,
+        f"output conversion on the host: {o.tensor} is requested in mode order {written}, which "
+        f"conflicts with the orders of its operands (POG cycle {cycle}): computed as {name} in an "
+        "order they allow, then re-sorted (the primitive set has no sorter)"))
+    return True
 
 
 def _visits_read_views(g: Group) -> set[str]:

@@ -20,7 +20,7 @@ from .passes.lower import CompiledProgram
 from .program import BinOp, Op, Program, ProgramError, Unary, UnOp, VectorLayout
 from .semantics import check_denominators
 
-__all__ = ["ProgramResult", "graph_runs", "initial_tensors", "program_result", "reference", "reference_all", "run_program"]
+__all__ = ["ProgramResult", "converted_outputs", "graph_runs", "initial_tensors", "program_result", "reference", "reference_all", "run_program"]
 
 
 @dataclass
@@ -74,6 +74,14 @@ def permuted_copy(data: TensorData, fmt: TensorFormat) -> TensorData:
     order = list(fmt.mode_order)
     return TensorData._from_present(np.transpose(data.to_dense(), order), np.transpose(present, order),
                                     fmt, tuple(data.shape))
+
+
+def converted_outputs(compiled: CompiledProgram, outputs: Mapping[str, TensorData]) -> dict[str, TensorData]:
+    """The computed tensors a graph writes in another format than the declared one, converted
+    on the host (:func:`.pog._convert_output`): their declared name -> the converted data."""
+    computed = {s.out for s in compiled.program.statements}
+    return {p.name: permuted_copy(outputs[p.source], p.fmt) for p in compiled.permuted
+            if p.source in outputs and p.name in computed}
 
 
 def initial_tensors(compiled: CompiledProgram, data: Mapping[str, np.ndarray | TensorData]
@@ -142,6 +150,7 @@ def program_result(compiled: CompiledProgram, runs: Iterable[tuple[Graph, SimRun
         overflows.update(graph_overflows(g.name, res))
         records += graph_overflow_records(g.name, res)
         written.update(res.outputs)
+        written.update(converted_outputs(compiled, res.outputs))
     outs = {n: written[n] for n in compiled.program.result_names()}
     return ProgramResult(outs, cycles, counters, overflows, records, written)
 

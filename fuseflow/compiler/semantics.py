@@ -35,7 +35,7 @@ from .program import (
 )
 
 __all__ = ["check_denominators", "check_division", "denominator_inputs", "densified",
-           "iteration_only", "value_indices"]
+           "iteration_only", "value_indices", "visits_every"]
 
 
 def iteration_only(e: VExpr, views: Mapping[str, View]) -> bool:
@@ -50,6 +50,25 @@ def iteration_only(e: VExpr, views: Mapping[str, View]) -> bool:
 def densified(e: VExpr, views: Mapping[str, View]) -> bool:
     """``e`` is an operand in union with iteration tensors (every coordinate visited)."""
     return isinstance(e, VBin) and e.op is Op.ADD and iteration_only(e.rhs, views)
+
+
+def visits_every(e: VExpr, views: Mapping[str, View]) -> bool:
+    """The iteration of ``e`` visits every coordinate of its value indices without densified
+    iteration: a view stored dense, a product of such, a sum with an operand that is
+    (``A + X`` with X dense: the union takes every coordinate from X), an inlined intermediate
+    that reduces nothing and is one of those."""
+    if isinstance(e, VAccess):
+        return all(f is Format.DENSE for f in views[e.view].fmt.levels)
+    if isinstance(e, VUn):
+        return visits_every(e.arg, views)
+    if isinstance(e, VNamed):  # an inlined intermediate, unless it reduces (an accumulator's output)
+        return value_indices(e.body, views) == set(e.indices) and visits_every(e.body, views)
+    if e.op.product:
+        return visits_every(e.lhs, views) and visits_every(e.rhs, views)
+    if visits_every(e.lhs, views) and visits_every(e.rhs, views):
+        return True
+    mine = value_indices(e, views)
+    return any(visits_every(x, views) and value_indices(x, views) == mine for x in (e.lhs, e.rhs))
 
 
 def views_under(e: VExpr) -> list[str]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..ir.tensor import Format
 from .fused import FusedOutput, Group, View, VNamed, VUn
 from .program import LoweringError, Rejected, UnOp
-from .semantics import densified, sparse_view_under, value_indices
+from .semantics import densified, sparse_view_under, value_indices, visits_every
 from .table_exprs import (
     _child_row_cell,
     _count_reads,
@@ -474,7 +474,8 @@ def _check_functions_of_zero(out: FusedOutput, views: dict[str, View]) -> Reject
     tensors under it must be stored densely."""
     for e in _unary_nodes(out.body):
         # row functions run over the visited coordinates by definition
-        if e.op.zero_preserving or e.op.row or densified(e.arg, views) or not value_indices(e.arg, views):
+        if (e.op.zero_preserving or e.op.row or densified(e.arg, views) or visits_every(e.arg, views)
+                or not value_indices(e.arg, views)):
             continue  # (a full reduction is one value: its iteration visits it)
         if (v := sparse_view_under(e.arg, views)) is not None:
             return Rejected(

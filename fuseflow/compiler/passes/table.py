@@ -19,6 +19,9 @@ def _run(state: ProgramIR, g: GroupIR) -> Rejected | None:
             return t
         g.tables.append(t)
     state.formats.update({t.output.tensor: t.out_fmt for t in g.tables})
+    written = {t.output.tensor for t in g.tables}
+    # an output converted on the host (pog._convert_output): later groups read its declared format
+    state.formats.update({p.name: p.fmt for p in g.group.permuted if p.source in written})
     for v in g.group.views.values():
         state.formats.setdefault(v.tensor, v.fmt)
     return None
