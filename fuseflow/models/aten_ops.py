@@ -715,9 +715,16 @@ def _is_neg_inf(v) -> bool:
 
 
 def _where(low, cond, a, b):
+    if isinstance(cond, _C) and cond.value.dtype == torch.bool:
+        return _where_const(low, cond.value, a, b)
     if not isinstance(cond, _T) or cond.dtype != torch.bool:
         raise _Unsupported("where with a condition that is not a boolean tensor")
     if low.kind_of(cond.name) is not MKind.INPUT:
+        if _is_neg_inf(a) or _is_neg_inf(b):
+            raise FrontendError(f"{low.src}: where / masked_fill with a -inf fill and a condition computed by the "
+                                "model (a comparison): the -inf entries cannot reach the accelerator; give the "
+                                "mask as a boolean input (mask.bool() outside the model) or fill with a large "
+                                "negative number (-1e9)")
         raise _Unsupported("where / masked_fill with a condition computed by the model")
     if _is_neg_inf(a) != _is_neg_inf(b) and all(_constant(v) for v in (a, b)):
         # where(mask, -inf, 0) / where(mask, 0, -inf): an additive attention mask made from a boolean
@@ -731,9 +738,8 @@ def _where(low, cond, a, b):
         return _mask(low, replace(cond, inverted=False), b)
     if not cond.inverted and _is_neg_inf(b) and isinstance(a, _T):
         return _mask(low, cond, a)
-    if _is_neg_inf(a) or _is_neg_inf(b):
-        raise FrontendError(f"{low.src}: the -inf fill must hit the entries outside the keep-mask: write "
-                            f"masked_fill(~{cond.name}, -inf) or where({cond.name}, scores, -inf)")
+    if _is_neg_inf(a) or _is_neg_inf(b):  # masked_fill(mask, -inf): the mask's complement is kept
+        return _where_const(low, fixed_bool_input(low, cond), a, b)
     # where(c, a, b) = c·a + (1 − c)·b with 0/1 inputs made from the boolean input
     c = _mask_as_float(low, cond)
     cbar = _mask_as_float(low, replace(cond, inverted=not cond.inverted))
@@ -743,6 +749,31 @@ def _where(low, cond, a, b):
     if not terms:
         return binary(low, "mul", c, 0.0)
     return terms[0] if len(terms) == 1 else _tensor_tensor(low, "add", terms[0], terms[1])
+
+
+def _where_const(low, keep: torch.Tensor, a, b):
+    """``where(keep, a, b)`` with a constant condition (folded from integer inputs, or a fixed
+    boolean input): a -inf fill makes masked scores (:func:`masked_add`), otherwise
+    ``keep·a + (1 − keep)·b`` with constant 0/1 tensors."""
+    ia, ib = _is_neg_inf(a), _is_neg_inf(b)
+    if ia or ib:
+        x = b if ia else a
+        if ia == ib or not isinstance(x, _T):
+            raise FrontendError(f"{low.src}: where / masked_fill with -inf: only a -inf fill of a tensor is "
+                                "supported (masked attention scores)")
+        inf = torch.tensor(float("-inf"), dtype=torch.float64)
+        zero = torch.zeros((), dtype=torch.float64)
+        return masked_add(low, x, _C(torch.where(keep, inf, zero) if ia else torch.where(keep, zero, inf)))
+    terms = []
+    for v, k in ((a, keep), (b, ~keep)):
+        sv = _scalar(v)
+        if sv == 0:
+            continue
+        ones = k.to(torch.float64)
+        terms.append(_C(ones * sv) if sv is not None else binary(low, "mul", v, _C(ones)))
+    if not terms:
+        return _C(torch.zeros(keep.shape, dtype=torch.float64))
+    return terms[0] if len(terms) == 1 else binary(low, "add", terms[0], terms[1])
 
 
 def _constant(v) -> bool:
@@ -1233,8 +1264,16 @@ SUPPORTED = {
     "clone, alias, detach, lift_fresh_copy, to_dense, _to_copy (float), dropout / native_dropout (eval)":
         "nothing (identity)",
     "bitwise_not / logical_not of a boolean input": "the mask's complement",
-    "where, masked_fill with a boolean input": "-inf fill of a sparse keep-mask: masked scores; "
-                                              "otherwise c·a + (1 − c)·b with 0/1 inputs",
+    "where, masked_fill with a boolean input or a constant condition":
+        "-inf fill: masked scores (a sparse-annotated keep-mask stays an input; another boolean input, or "
+        "mask == 0 of an integer input, is compiled in as a constant); otherwise c·a + (1 − c)·b with 0/1 inputs",
+    "scaled_dot_product_attention (F.scaled_dot_product_attention, nn.MultiheadAttention)":
+        "einsums + softmax; a boolean, causal or -inf mask: masked scores (only the kept entries; a row "
+        "without one is 0); a finite float mask: add; dropout_p > 0: a host step",
+    "sparse_softmax (the frontend's op for torch.sparse.softmax of a sparse input)":
+        "masked scores over the stored entries + softmax (last dim; another dim: a host step)",
+    "sparse_part (the frontend's op for .values(), .indices(), .crow_indices(), .col_indices() of a sparse input)":
+        "index arrays: constants (the sparsity pattern is fixed); values(): a host step",
     "index_select, index (x[idx]) by a constant index (edge_index)":
         "pending gather; read by anything but a scatter: einsum with a sparse selection matrix",
     "scatter_add, index_put (accumulate: index_add_), index_add, scatter_reduce sum / mean":

@@ -113,7 +113,8 @@ def run_model(cm: CompiledModel, data: Mapping[str, np.ndarray] | None = None,
 
 def _check_data_names(ir, data: Mapping[str, np.ndarray] | None) -> None:
     """``data`` may only override the model's inputs: a name that is none of them, or an input
-    fixed at trace time (an integer input such as ``edge_index``, compiled in as constants) given
+    fixed at trace time (an integer input such as ``edge_index``, or an attention mask, compiled
+    in as constants) given
     another value, would be ignored silently."""
     if not data:
         return
@@ -124,8 +125,8 @@ def _check_data_names(ir, data: Mapping[str, np.ndarray] | None) -> None:
             traced = np.asarray(fixed[name])
             given = np.asarray(value.toarray() if hasattr(value, "toarray") else value)
             if given.shape != traced.shape or not np.array_equal(given, traced):
-                raise ValueError(f"input {name!r} was fixed when the model was traced (an integer input, compiled "
-                                 f"in as constants); trace the model again with the new {name}")
+                raise ValueError(f"input {name!r} was fixed when the model was traced (an integer input or an "
+                                 f"attention mask, compiled in as constants); trace the model again with the new {name}")
         elif name not in inputs:
             raise ValueError(f"data for {name!r}: the model {ir.name!r} has no such input "
                              f"(its inputs: {', '.join(sorted(inputs)) or 'none'})")

@@ -8,6 +8,7 @@ also says which ops may run as (announced) host steps; anything else on the host
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from torch import nn
 
 from fuseflow.models.frontend import FrontendError, MKind, trace
 from fuseflow.models.plan import compile_model, run_model
+from fuseflow_cli.cli import main
 from sw_sim import run_graph
 
 warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta state.*")
@@ -146,7 +148,12 @@ ATTENTION = {
 }
 
 
-@pytest.mark.parametrize("case", list(ATTENTION))
+# the MultiheadAttention variants take 2-4 s each (capture of the whole module, 10+ graphs)
+SLOW_ATTENTION = ("mha_float_attn_mask_neg_inf", "mha_key_padding_mask_batch2", "mha_attn_and_padding_masks")
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_ATTENTION else c
+                                  for c in ATTENTION])
 def test_attention_idioms_match_pytorch(case) -> None:
     make, inputs, formats, host_ops = ATTENTION[case]
     ir = check(make().double(), inputs(), formats, host_ops)
@@ -366,6 +373,46 @@ def test_where_with_a_zero_branch_matches_pytorch() -> None:
     check(WhereZero(), {"x": _rand(N, N), "mask": _keep()})
 
 
+class Fill(nn.Module):
+    """The ways attention code fills masked scores before a softmax."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def forward(self, s, mask):
+        if self.how == "true_is_masked":  # nn.MultiheadAttention's convention
+            s = s.masked_fill(mask, float("-inf"))
+        elif self.how == "eq_zero":  # the Annotated Transformer's mask == 0 on an integer mask
+            s = s.masked_fill(mask == 0, float("-inf"))
+        elif self.how == "large_negative":
+            s = s.masked_fill(~mask, -1e9)
+        else:  # where(mask > 0, s, 0) on an integer mask
+            return torch.where(mask > 0, s, 0.0).relu()
+        return torch.softmax(s, dim=-1)
+
+
+FILLS = {
+    "true_is_masked": lambda: ~_keep(),
+    "eq_zero": lambda: _keep().long(),
+    "large_negative": _keep,
+    "where_int_condition": lambda: _keep().long(),
+}
+
+
+@pytest.mark.parametrize("how", list(FILLS))
+def test_mask_fill_idioms_match_pytorch(how) -> None:
+    ir = check(Fill(how), {"s": _rand(N, N), "mask": FILLS[how]()})
+    assert any(n.kind is MKind.MASK for n in ir.nodes) == (how in ("true_is_masked", "eq_zero"))
+
+
+def test_neg_inf_fill_with_a_computed_condition_is_refused_in_one_line() -> None:
+    with pytest.raises(FrontendError) as exc:
+        trace(Fill("eq_zero"), {"s": _rand(N, N), "mask": _keep().double()})
+    msg = str(exc.value)
+    assert "masked_fill with a -inf fill and a condition computed by the model" in msg and "\n" not in msg
+
+
 # ----------------------------------------------------------------------------- sparse weight hint
 class Pruned(nn.Module):
     def __init__(self, density: float) -> None:
@@ -391,3 +438,19 @@ def test_sparse_dense_weight_gets_a_formats_hint() -> None:
     # following the hint: the weight stored sparse, same values
     ir = check(m, {"x": x}, {"fc.weight": "csr"})
     assert ir.formats["fc_weight"] == "csr" and not [n for n in ir.notes if n.startswith("hint:")]
+
+
+USER_MODELS = Path(__file__).parent / "user_models" / "idioms.py"
+
+
+def test_compile_command_prints_the_formats_hint(capsys) -> None:
+    assert main(["compile", "--model", f"{USER_MODELS}:pruned", "--fusion", "partial"]) == 0
+    out = capsys.readouterr().out
+    [line] = [ln for ln in out.splitlines() if "hint:" in ln]
+    assert "fc.weight is a dense weight with" in line and line.endswith("--formats fc.weight=csr")
+
+
+def test_sim_command_runs_masked_attention_on_dataflow(capsys) -> None:
+    assert main(["sim", "--model", f"{USER_MODELS}:masked_attention", "--fusion", "partial"]) == 0
+    out = capsys.readouterr().out
+    assert "host steps: none (fully on dataflow)" in out and "PASS" in out
