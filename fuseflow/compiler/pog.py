@@ -27,6 +27,7 @@ from .fused import (
     vexpr_nodes,
 )
 from .program import FusionError, Op, UnOp
+from .semantics import value_indices, views_under
 
 
 def _add_edge(pog: nx.DiGraph, a: str, b: str, reason: str) -> None:
@@ -222,7 +223,7 @@ def _resolve_cycles(g: Group) -> str | None:
         mode_order = tuple(sorted(range(len(v.indices)), key=lambda m: rank[v.indices[m]]))
         fmt = TensorFormat(v.fmt.levels, mode_order)
         densified = any(is_iteration_tensor(w.source) for w in g.views.values())
-        if densified and v.name not in _visits_read_views(g):
+        if (densified or v.name in _broadcast_over(g)) and v.name not in _visits_read_views(g):
             # not where a softmax reads the view's visited coordinates: a dense copy would
             # visit every coordinate of its leading indices, and the softmax normalises over
             # the visited ones (program fuzzer seeds 11431, 11635, 12171)
@@ -291,6 +292,30 @@ def _convert_output(g: Group, edges: Sequence[tuple[str, str]]) -> bool:
         f"conflicts with the orders of its operands (POG cycle {cycle}): computed as {name} in an "
         "order they allow, then re-sorted (the primitive set has no sorter)"))
     return True
+
+
+def _broadcast_over(g: Group) -> set[str]:
+    """The views under an operand of a sum that another operand is broadcast over (``A_ij +
+    b_j``): the densifier left their dense levels to enumerate the broadcast indices
+    (:meth:`.densify._Densifier.broadcast`), so a permuted copy of one keeps them dense."""
+    out: set[str] = set()
+
+    def walk(e: VExpr) -> None:
+        if isinstance(e, VBin):
+            if not e.op.product:
+                for x, other in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+                    if value_indices(x, g.views) - value_indices(other, g.views):
+                        out.update(views_under(x))
+            walk(e.lhs)
+            walk(e.rhs)
+        elif isinstance(e, VUn):
+            walk(e.arg)
+        elif isinstance(e, VNamed):
+            walk(e.body)
+
+    for o in g.outputs:
+        walk(o.body)
+    return out
 
 
 def _visits_read_views(g: Group) -> set[str]:
