@@ -58,6 +58,19 @@ def _(x, dim):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("fuseflow::sparse_log_softmax", mutates_args=())
+def sparse_log_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``torch.sparse.log_softmax`` of ``x`` stored as dense (over its nonzeros; 0 elsewhere)."""
+    keep = x != 0
+    s = torch.where(keep, x, torch.tensor(float("-inf"), dtype=x.dtype)).log_softmax(dim)
+    return torch.where(keep, s, torch.zeros((), dtype=x.dtype))
+
+
+@sparse_log_softmax.register_fake
+def _(x, dim):
+    return torch.empty_like(x)
+
+
 @torch.library.custom_op("fuseflow::sparse_part", mutates_args=())
 def sparse_part(x: torch.Tensor, part: str, nnz: int) -> torch.Tensor:
     """``x.values()`` / ``indices()`` / ``crow_indices()`` / ``col_indices()`` of the sparse
@@ -128,10 +141,15 @@ class SparseIdioms:
             out = torch.ops.fuseflow.sparse_softmax(x, dim)
             return out if dtype is None else out.to(dtype)
 
+        def slog_softmax(x, dim, dtype=None):
+            out = torch.ops.fuseflow.sparse_log_softmax(x, dim)
+            return out if dtype is None else out.to(dtype)
+
         patches = [(torch.Tensor, n, part(n)) for n in _PARTS]
         patches += [(torch.Tensor, "_values", part("values")), (torch.Tensor, "_indices", part("indices")),
                     (torch.Tensor, "coalesce", same("coalesce")), (torch.Tensor, "_nnz", nnz_of),
-                    (torch.sparse, "sum", ssum), (torch.sparse, "softmax", ssoftmax)]
+                    (torch.sparse, "sum", ssum), (torch.sparse, "softmax", ssoftmax),
+                    (torch.sparse, "log_softmax", slog_softmax)]
         for owner, name, fn in patches:
             self.saved.append((owner, name, getattr(owner, name)))
             setattr(owner, name, fn)
@@ -182,6 +200,26 @@ def _sparse_part(low, x, part, nnz):
     value = {"indices": lambda: np.stack([rows, m.indices]), "crow_indices": lambda: m.indptr,
              "col_indices": lambda: m.indices}[part]()
     return _C(torch.from_numpy(np.ascontiguousarray(value).astype(np.int64)))
+
+
+def _coo_tensor(low, sparse_dim, dense_dim, size, indices, values, **kw):
+    """``torch.sparse_coo_tensor(indices, values, size)`` of constant indices (the pattern of a
+    sparse input, an index list): the dense matrix ``R · diag(values) · Cᵀ`` with the 0/1
+    selections ``R[row[e], e]`` and ``C[col[e], e]`` (repeated coordinates add up, as
+    PyTorch's ``to_dense``), an einsum over sparse constants on dataflow."""
+    if sparse_dim != 2 or dense_dim != 0 or not isinstance(indices, _C) or not isinstance(values, _T):
+        raise _Unsupported("a sparse tensor built from indices computed from the input values, or not a matrix")
+    idx = indices.value.to(torch.int64).numpy()
+    n, m = (int(d) for d in size)
+    e = idx.shape[1]
+    if (idx < 0).any() or (idx[0] >= n).any() or (idx[1] >= m).any():
+        raise FrontendError(f"{low.src}: sparse_coo_tensor: an index is out of range for size {[n, m]}")
+    sel = []
+    for coords, k in ((idx[0], n), (idx[1], m)):
+        name = low.const_sparse("sel", sp.csr_array((np.ones(e), (coords, np.arange(e))), shape=(k, e)))
+        sel.append(_T(name, (k, e), (0, 1), torch.float64))
+    v = _ops._full(low, values, "sparse tensor values")
+    return _ops._einsum_node(low, "ie,e,je->ij", [sel[0], v, sel[1]], "coo_tensor")
 
 
 class _Entries:
@@ -262,4 +300,6 @@ DIRECT: Mapping[Any, Any] = {
     aten.scaled_dot_product_attention.default: scaled_dot_product_attention,
     torch.ops.fuseflow.sparse_softmax.default: _sparse_softmax,
     torch.ops.fuseflow.sparse_part.default: _sparse_part,
+    aten._sparse_coo_tensor_with_dims_and_tensors.default: _coo_tensor,
+    aten._sparse_addmm.default: _ops._addmm,  # torch.sparse.addmm
 }

@@ -297,14 +297,29 @@ def _matmul_spec(da: int, db: int) -> str:
     return fixed[(da, db)]
 
 
+def const_operand(low, v):
+    """A constant matrix operand of a product (a sparse tensor built from constants, a folded
+    adjacency) as a constant input: CSR when at most half of it is nonzero, else dense."""
+    if not isinstance(v, _C) or not (v.value.is_floating_point() or v.value.layout != torch.strided):
+        return v
+    t = v.value.to_dense() if v.value.layout != torch.strided else v.value
+    arr = t.detach().to(torch.float64).numpy()
+    if arr.ndim == 2 and (v.value.layout != torch.strided or np.count_nonzero(arr) <= arr.size / 2):
+        name = low.const_sparse("const", sp.csr_array(arr))
+    else:
+        name = low.const_input("const", arr.copy())
+    return _T(name, tuple(arr.shape), tuple(range(arr.ndim)), torch.float64)
+
+
 def _matmul(low, a, b):
+    a, b = const_operand(low, a), const_operand(low, b)
     a, b = _full(low, a, "matmul operand"), _full(low, b, "matmul operand")
     spec = _matmul_spec(len(a.shape), len(b.shape))
     return _einsum_node(low, spec, [a, b], "matmul")
 
 
 def _sparse_mm(low, a, b):
-    a = _full(low, a, "sparse.mm operand")
+    a = _full(low, const_operand(low, a), "sparse.mm operand")
     if low.kind_of(a.name) is MKind.INPUT and a.name not in low.s.formats:
         raise FrontendError(f"{low.src}: torch.sparse.mm reads {a.name!r} as its sparse operand, but "
                             f"{a.name!r} is a dense tensor without a format annotation; pass a torch "
@@ -1272,6 +1287,9 @@ SUPPORTED = {
         "without one is 0); a finite float mask: add; dropout_p > 0: a host step",
     "sparse_softmax (the frontend's op for torch.sparse.softmax of a sparse input)":
         "masked scores over the stored entries + softmax (last dim; another dim: a host step)",
+    "_sparse_coo_tensor_with_dims_and_tensors (torch.sparse_coo_tensor) of constant indices":
+        "einsum R·diag(values)·Cᵀ with sparse 0/1 selections (built from indices computed from values: host)",
+    "_sparse_addmm (torch.sparse.addmm)": "einsum + add",
     "sparse_part (the frontend's op for .values(), .indices(), .crow_indices(), .col_indices() of a sparse input)":
         "index arrays: constants (the sparsity pattern is fixed); values(): a host step",
     "index_select, index (x[idx]) by a constant index (edge_index)":

@@ -709,6 +709,8 @@ class _HostCall:
             out = self.op(*fill(self.args), **{k: fill(v) for k, v in self.kwargs.items()})
         if self.index is not None:
             out = out[self.index]
+        if out.layout != torch.strided:  # a sparse tensor built on the host: its dense values
+            out = out.to_dense()
         return out.detach().to(torch.float64).numpy()
 
     def __repr__(self) -> str:

@@ -250,6 +250,33 @@ class IndicesMessagePassing(nn.Module):
         return torch.zeros_like(x).index_add_(0, row, x[col])
 
 
+class Lambda(nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, adj, x):
+        return self.fn(adj, x)
+
+
+def _gcn_norm(adj, x):
+    """D^-1/2 A D^-1/2 x with the degrees from torch.sparse.sum."""
+    d = torch.sparse.sum(adj, dim=1).to_dense().pow(-0.5).unsqueeze(-1)
+    return d * torch.sparse.mm(adj, d * x)
+
+
+def _rebuilt(adj, x):
+    """A new sparse matrix on the input's pattern with transformed values (edge weights)."""
+    a = adj.coalesce()
+    return torch.sparse.mm(torch.sparse_coo_tensor(a.indices(), a.values() * 2 + 1, a.shape), x)
+
+
+def _unweighted(adj, x):
+    a = adj.coalesce()
+    ones = torch.ones(a._nnz(), dtype=torch.float64)
+    return torch.sparse_coo_tensor(a.indices(), ones, a.shape) @ x
+
+
 def _coo():
     return _adj().to_sparse_coo()
 
@@ -270,6 +297,19 @@ SPARSE_API = {
     "crow_indices": (CrowDegree, _csr, ()),
     "col_indices": (ColGather, _csr, ()),
     "indices_message_passing": (IndicesMessagePassing, _coo, ()),
+    "sparse_addmm": (lambda: Lambda(lambda a, x: torch.sparse.addmm(x, a, x, beta=0.5)), _coo, ()),
+    "spmm": (lambda: Lambda(lambda a, x: torch.spmm(a, x)), _csr, ()),
+    "nnz": (lambda: Lambda(lambda a, x: x / a._nnz()), _csr, ()),
+    "sparse_log_softmax": (lambda: Lambda(lambda a, x: torch.sparse.log_softmax(a, 1).to_dense() @ x), _coo,
+                           ("fuseflow.sparse_log_softmax.default",)),
+    "sparse_softmax_kept_sparse": (lambda: Lambda(lambda a, x: torch.sparse.softmax(a, 1) @ x), _coo, ()),
+    "gcn_normalisation": (lambda: Lambda(_gcn_norm), _coo, ()),
+    "mean_by_sparse_sum": (lambda: Lambda(lambda a, x: (a @ x) / torch.sparse.sum(a, 1).to_dense().unsqueeze(-1)),
+                           _coo, ()),
+    "rebuilt_values": (lambda: Lambda(_rebuilt), _coo, ("Tensor.values",)),
+    "rebuilt_unweighted": (lambda: Lambda(_unweighted), _coo, ()),
+    "to_dense_then_matmul": (lambda: Lambda(lambda a, x: a.to_dense() @ x), _csr, ()),
+    "transposed_coo": (lambda: Lambda(lambda a, x: a.t() @ x), _coo, ()),
 }
 
 
