@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -28,6 +29,8 @@ from fuseflow.compiler import (
 )
 from fuseflow.compiler.bounds import check_program
 from fuseflow.compiler.evaluate import dense_of
+from fuseflow.cost.choose import FUSIONS, choose_fusion
+from fuseflow.cost.graph import estimate_program
 from fuseflow.ir.samml import GraphError
 from fuseflow.options import Source
 from sw_sim import run_graph
@@ -57,8 +60,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dump-after", choices=pass_names(), metavar="PASS",
                    help="print the IR after pass PASS (one section per graph) and exit; passes: "
                         + ", ".join(pass_names()))
-    p.add_argument("--fusion", choices=["unfused", "partial", "full"], default="full",
-                   help="one graph per statement, per declared region, or for the whole program")
+    p.add_argument("--fusion", choices=("auto", *FUSIONS),
+                   help="one graph per statement (unfused), per declared region (partial), or for the "
+                        "whole program (full: the default for PROGRAM.py); auto: the one the estimate "
+                        "predicts fastest on the program's example_data(), and for --model the default "
+                        "(see sim --help)")
     p.add_argument("--order", action="append", default=[], metavar="TENSOR=ORDER",
                    help="dataflow order of the statement computing TENSOR, in its own index "
                         "letters (e.g. T=ikj); repeatable")
@@ -148,9 +154,9 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--fused-order {k}={v}: GRAPH must be a graph number (0, 1, ...)")
         fused[int(k)] = tuple(x for x in v.replace("->", ",").split(",") if x)
     sched = resolve_schedule(args)
-    fusion = sched.fusion or args.fusion
     orders = {**sched.orders, **orders}
     values = _pass_values(args, sched)
+    fusion = _fusion(args, sched, module, program, orders, fused, values)
     try:
         if args.dump_after:
             opts = Options(fusion=Fusion(fusion), orders=orders or None, fused_orders=fused or None,
@@ -177,6 +183,25 @@ def run(args: argparse.Namespace) -> int:
     if args.run:
         return _check_against_numpy(args, module, compiled, program)
     return 0
+
+
+def _fusion(args, sched, module, program: Program, orders, fused, values) -> str:
+    """The schedule's or ``--fusion``'s granularity (a program's default: full); ``auto``: the
+    one the estimate predicts fastest on ``example_data(seed)``, said on stderr."""
+    fusion = sched.fusion or args.fusion or "full"
+    if fusion != "auto":
+        return fusion
+    make = getattr(module, "example_data", None)
+    if not callable(make):
+        raise UserError(f"--fusion auto: {args.program} must define example_data(seed) (the estimate's "
+                        "statistics come from it), or give --fusion unfused|partial|full")
+    data = make(args.seed)
+    choice = choose_fusion(lambda f: compile_program(program, f, orders, fused, **values),
+                           lambda c: estimate_program(c, data),
+                           errors=(ProgramError, GraphError))
+    print(f"fusion auto -> {choice.reason()} (estimate on example_data({args.seed}), ideal memory)",
+          file=sys.stderr)
+    return choice.fusion
 
 
 def _pass_values(args: argparse.Namespace, sched) -> dict:

@@ -117,13 +117,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _estimate(args: argparse.Namespace, sched, kw: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     names = kw.pop("check_names")
-    fusions = (sched.fusion,) if sched.fusion else FUSIONS
+    explicit = sched.fusion or (args.fusion if args.fusion != "auto" else None)
+    fusions = (explicit,) if explicit else FUSIONS  # auto (the default): all three, the pick marked
     if args.model:
         rows = []
         for fusion in fusions:
             args.fusion = fusion
             args.schedule = None  # the fusion is set here; the rest of the schedule was read above
-            _, _ir, cm = load_compiled(args)
+            _, _ir, cm = load_compiled(args, choose=False)
             names.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
             e = estimate_model(cm, **kw)
             sim = None

@@ -15,7 +15,7 @@ from sw_sim import SimError, run_graph
 from .argtypes import int_range
 from .cmd_common import add_memory_args, resolve_memory
 from .errors import UserError
-from .models import add_model_args, load_compiled
+from .models import FUSIONS, add_model_args, load_compiled
 from .ui import print_table
 
 __all__ = ["add_parser", "run"]
@@ -40,12 +40,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--per-group must be at least 1 and --simulate at least 0")
     args.schedule, args.par = None, []
     model, placement = resolve_memory(args)
-    case, ir, cm = load_compiled(args)
+    fusions = FUSIONS if args.fusion in (None, "auto") else (args.fusion,)  # auto: rank all three
+    case, ir, cm = load_compiled(args, choose=False)
     onchip = Placement(placement.onchip, strict=False)
     try:
         placement.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
         ranking = rank_model(
-            ir, per_group=args.per_group,
+            ir, fusions=fusions, per_group=args.per_group,
             compile_kw={"locate": args.locate},
             estimate_kw={"memory": model, "placement": onchip},
             simulate=lambda c: run_model(c, simulate=run_graph, memory=model, onchip=onchip).total_cycles,

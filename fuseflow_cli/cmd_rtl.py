@@ -41,6 +41,8 @@ from .cmd_common import (
 from .cmd_rtl_dram import add_dram_args, is_dram_memory, run_dram
 from .errors import UserError
 from .models import (
+    FUSION_HELP,
+    FUSIONS,
     add_user_model_args,
     add_zoo_args,
     manifest_source,
@@ -85,8 +87,7 @@ def add_parser(sub) -> None:
     g = p.add_argument_group("PyTorch models instead of a graph (needs torch): every graph in RTL")
     add_user_model_args(g)
     add_zoo_args(g)
-    g.add_argument("--fusion", choices=("unfused", "partial", "full"), default="partial",
-                   help="--model: fusion configuration (default partial)")
+    g.add_argument("--fusion", choices=("auto", *FUSIONS), help=FUSION_HELP)
 
 
 def resolve_runner(args) -> str:
@@ -112,7 +113,7 @@ def run(args) -> int:
     if args.inputs or args.formats or args.strict:
         raise UserError("--inputs / --formats / --strict: options of --model")
     reject_model_options(args, "--kernel " + args.kernel if args.kernel else "the graph file",
-                         keep=("fusion", "numerics"))
+                         keep=("numerics",))
     check_save_path(args)
     job = load_graph_job(args, rtl=True)
     if is_dram_memory(getattr(args, "memory", None)):  # the board's DRAM, real controller (docs/dram.md)

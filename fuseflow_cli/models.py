@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,8 @@ import numpy as np
 
 import sw_sim
 from fuseflow.compiler.pipeline import pass_options
+from fuseflow.cost.choose import FUSIONS, choose_fusion
+from fuseflow.cost.model import estimate_model
 from fuseflow.ir.check import Check
 from fuseflow.ir.memory import MemoryError, Placement
 from fuseflow.ir.numerics import Mode, Numerics
@@ -47,6 +50,8 @@ from .errors import UserError
 from .ui import print_table, table_text
 
 __all__ = [
+    "FUSIONS",
+    "FUSION_HELP",
     "add_model_args",
     "add_user_model_args",
     "add_zoo_args",
@@ -62,6 +67,10 @@ __all__ = [
 
 
 ZOO = ("gcn", "graphsage", "sae", "gpt")
+
+FUSION_HELP = ("fusion granularity: auto (the default) compiles the one the estimate predicts fastest "
+               "under --memory and says why; unfused, partial or full as given (one granularity the "
+               "estimate puts 2x slower or more than the best draws a warning)")
 
 
 def add_user_model_args(g, *, model: bool = True) -> None:
@@ -85,7 +94,7 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     g = p.add_argument_group("PyTorch models (needs torch: pip install -e '.[torch]')")
     add_user_model_args(g)
     add_zoo_args(g)
-    g.add_argument("--fusion", choices=("unfused", "partial", "full"), default="partial", help="fusion configuration (default partial)")
+    g.add_argument("--fusion", choices=("auto", *FUSIONS), help=FUSION_HELP)
     add_pass_args(g, Source.MODEL, without=Source.GRAPH | Source.KERNEL)  # --no-locate, ...
     if not build:
         g.add_argument("--explain", action="store_true", help="print the compiled steps and graphs")
@@ -128,7 +137,7 @@ def add_zoo_args(g) -> None:
 # (and the compiler pass options of models only: add_pass_args)
 _MODEL_PASS_OPTIONS = {o.name: o for o in pass_options(Source.MODEL)
                        if o.cli and not o.sources & (Source.GRAPH | Source.KERNEL)}
-_MODEL_OPTIONS = {"dataset": None, "fusion": "partial", "hidden": 16, "features": None, "nodes": 256,
+_MODEL_OPTIONS = {"dataset": None, "fusion": None, "hidden": 16, "features": None, "nodes": 256,
                   "feature_density": None, "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2,
                   **{n: o.default for n, o in _MODEL_PASS_OPTIONS.items()}, "explain": False,
                   "numerics": None, "inputs": None, "formats": None, "strict": False, "no_host_steps": False}
@@ -196,9 +205,12 @@ def check_manifest_graphs(args: argparse.Namespace, cm) -> None:
                         f"than the manifest's (they differ in {', '.join(differ)}): build it again")
 
 
-def load_compiled(args: argparse.Namespace):
+def load_compiled(args: argparse.Namespace, *, choose: bool = True):
     """Build the model case (zoo or FILE.py:NAME), trace it and compile it: ``(case, ir,
-    compiled_model)``."""
+    compiled_model)``.  ``--fusion auto`` (the default) compiles the estimate's pick; an explicit
+    granularity the estimate puts ≥ 2x slower than the best draws a warning.  ``choose=False``
+    (estimate, rank: they compare the granularities themselves) compiles ``args.fusion`` as
+    given, partial for auto."""
     try:  # PyTorch is an optional dependency: only --model needs it
         import torch  # noqa: F401
     except ImportError:
@@ -215,13 +227,37 @@ def load_compiled(args: argparse.Namespace):
         if sched.orders or sched.block:
             raise UserError(f"--schedule {args.schedule}: orders and block are for compile "
                             f"PROGRAM.py; a model's statements are generated")
-        args.fusion = sched.fusion or getattr(args, "fusion", "partial")
-        cm = compile_model(ir, args.fusion, strict=getattr(args, "strict", False),
-                           **pass_values(args, sched, Source.MODEL))
+        cm = _compile_fusion(args, ir, sched, choose)
     except (FrontendError, ValueError) as exc:
         raise UserError(str(exc)) from None
     check_manifest_graphs(args, cm)
     return case, ir, cm
+
+
+def _compile_fusion(args: argparse.Namespace, ir, sched, choose: bool):
+    """Compile ``ir`` at the granularity of the schedule or ``--fusion`` (auto: the estimate's
+    pick, said on stderr); sets ``args.fusion`` to the one compiled and ``args.fusion_choice``
+    to the estimate's record (None when not chosen)."""
+    passes = pass_values(args, sched, Source.MODEL)
+    strict = getattr(args, "strict", False)
+    explicit = sched.fusion or getattr(args, "fusion", None)
+    explicit = None if explicit == "auto" else explicit
+    args.fusion_choice = None
+    if not choose:
+        args.fusion = explicit or "partial"
+        return compile_model(ir, args.fusion, strict=strict, **passes)
+    memory, placement = resolve_memory(args, sched)
+    onchip = Placement(placement.onchip, strict=False)
+    choice = choose_fusion(lambda f: compile_model(ir, f, strict=strict, **passes),
+                           lambda cm: estimate_model(cm, memory=memory, placement=onchip),
+                           errors=(FrontendError, ValueError), keep=explicit)
+    args.fusion = explicit or choice.fusion
+    args.fusion_choice = {"mode": "explicit" if explicit else "auto", **choice.to_json()}
+    if explicit is None:
+        print(f"fusion auto -> {choice.reason()} (estimate under memory {memory.name})", file=sys.stderr)
+    elif (w := choice.warning(explicit)) is not None:
+        print(f"warning: {w}", file=sys.stderr)
+    return choice.compiled
 
 
 def _zoo_case(args: argparse.Namespace, make_case):
@@ -302,6 +338,7 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
     ok = all(c.ok for c in checks)
     out = checks[0]
     record = {"source": case.description, "model": args.model, "fusion": args.fusion,
+              "fusion_choice": args.fusion_choice,
               "schedule": resolve_schedule(args).to_json(), "cycles": res.total_cycles,
               "ok": ok, "error": out.max_error, "tolerance": out.bound, "numerics": str(num),
               "checks": [c.to_json() for c in checks],
@@ -412,7 +449,7 @@ def build_model(args: argparse.Namespace) -> int:
         rows.append([f"host ({step.kind})", made, "", ", ".join(step.reads)])
 
     steps = model_steps(cm, build, host)
-    manifest = {"model": args.model, "fusion": args.fusion, "numerics": str(cfg.num), "cw": cfg.cw, "vw": cfg.vw,
+    manifest = {"model": args.model, "fusion": args.fusion, "fusion_choice": args.fusion_choice, "numerics": str(cfg.num), "cw": cfg.cw, "vw": cfg.vw,
                 "max_nnz": dict(caps), "options": model_options(args), "graphs": [g.name for g in cm.graphs],
                 "structure": {g.name: g.structure_hash() for g in cm.graphs}, "steps": steps}
     (out / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")

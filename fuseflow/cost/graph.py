@@ -116,7 +116,9 @@ def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData]
     est.cycles += cycles
     est.graphs.append((graph.name, cycles))
     est.seconds += time.perf_counter() - t0
-    out = {t: _written_stats(graph, t, crds) for t, crds in ctx.written.items()}
+    # a tensor written by its value writer alone (a scalar, all-dense levels) has no coordinate
+    # statistics: its levels are full
+    out = {t: _written_stats(graph, t, ctx.written.get(t, {})) for t in {*ctx.written, *graph.output_tensors()}}
     return est, out
 
 
