@@ -76,6 +76,7 @@ class _Densifier:
                  edges: Sequence[tuple[str, str]] = ()) -> None:
         self.program, self.sizes = program, sizes
         self.pog = nx.DiGraph(list(edges))  # the statement's own ordering constraints
+        self.memo: dict[tuple[str, int, str], bool] = {}  # (computed tensor, mode, sums) -> enumerated
 
     def above(self, a: str, b: str) -> bool:
         """Every dataflow order of the statement visits ``a`` before ``b``."""
@@ -158,13 +159,17 @@ class _Densifier:
         st = self.program.producer(e.tensor)
         if st is None or rows:
             return False
-        decl = self.program.decls.get(e.tensor)
-        sizes = {i: n for a in accesses(st.rhs) for i, n in zip(a.indices, self.program.decls[a.tensor].shape)}
-        sub = _Densifier(self.program, sizes)
-        sub.producer_view, sub.sums = True, self.sums
-        sub.edges(st.rhs, st.indices, decl.fmt if decl is not None else None, st.order)
-        rhs = sub.walk(st.rhs)
-        return sub.enumerated(rhs, st.indices[e.indices.index(index)])
+        key = (e.tensor, e.indices.index(index), self.sums)
+        if key not in self.memo:  # shared with the producers' walks: each asked once
+            decl = self.program.decls.get(e.tensor)
+            sizes = {i: n for a in accesses(st.rhs)
+                     for i, n in zip(a.indices, self.program.decls[a.tensor].shape)}
+            sub = _Densifier(self.program, sizes)
+            sub.producer_view, sub.sums, sub.memo = True, self.sums, self.memo
+            sub.edges(st.rhs, st.indices, decl.fmt if decl is not None else None, st.order)
+            rhs = sub.walk(st.rhs)
+            self.memo[key] = sub.enumerated(rhs, st.indices[key[1]])
+        return self.memo[key]
 
     def union_all(self, e: IExpr, indices: list[str], sums: str = "order") -> IExpr:
         """``e`` plus the product of the iteration tensors of ``indices`` (those ``e`` does not

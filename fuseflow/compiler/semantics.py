@@ -54,21 +54,27 @@ def densified(e: VExpr, views: Mapping[str, View]) -> bool:
 
 def visits_every(e: VExpr, views: Mapping[str, View]) -> bool:
     """The iteration of ``e`` visits every coordinate of its value indices without densified
-    iteration: a view stored dense, a product of such, a sum with an operand that is
-    (``A + X`` with X dense: the union takes every coordinate from X), an inlined intermediate
-    that reduces nothing and is one of those."""
+    iteration of ``e`` itself: at each index some operand of a sum, or every operand of a
+    product, having the index enumerates it (``A + X`` with X dense; ``(A + _iter_i) + b_j``)."""
+    return all(_full_at(e, x, views) for x in value_indices(e, views))
+
+
+def _full_at(e: VExpr, x: str, views: Mapping[str, View]) -> bool:
+    """``e`` enumerates every coordinate of index ``x`` under any coordinates above: a view
+    stored dense down to ``x`` (its references there are never N), a sum with an operand that
+    does, a product whose operands having ``x`` all do, an inlined intermediate that reduces
+    nothing and does."""
     if isinstance(e, VAccess):
-        return all(f is Format.DENSE for f in views[e.view].fmt.levels)
+        v = views[e.view]
+        levels = v.level_indices()
+        return x in levels and all(f is Format.DENSE for f in v.fmt.levels[: levels.index(x) + 1])
     if isinstance(e, VUn):
-        return visits_every(e.arg, views)
-    if isinstance(e, VNamed):  # an inlined intermediate, unless it reduces (an accumulator's output)
-        return value_indices(e.body, views) == set(e.indices) and visits_every(e.body, views)
-    if e.op.product:
-        return visits_every(e.lhs, views) and visits_every(e.rhs, views)
-    if visits_every(e.lhs, views) and visits_every(e.rhs, views):
-        return True
-    mine = value_indices(e, views)
-    return any(visits_every(x, views) and value_indices(x, views) == mine for x in (e.lhs, e.rhs))
+        return _full_at(e.arg, x, views)
+    if isinstance(e, VNamed):
+        return value_indices(e.body, views) == set(e.indices) and _full_at(e.body, x, views)
+    having = [y for y in (e.lhs, e.rhs) if x in value_indices(y, views)]
+    full = [_full_at(y, x, views) for y in having]
+    return bool(full) and (all(full) if e.op.product else any(full))
 
 
 def views_under(e: VExpr) -> list[str]:

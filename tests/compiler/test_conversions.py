@@ -196,6 +196,15 @@ def _shift_of_spgemm() -> Program:
     return p
 
 
+def _exp_of_a_biased_result() -> Program:
+    """``exp`` of ``A + b`` (A DCSR): the sum's densified rows and the dense ``b`` visit every
+    coordinate, nothing more to add (fused, the table sees that through the inlined sum)."""
+    p = Program("exp_biased")
+    t = p.let("T", p.tensor("A", (5, 6), "dcsr") + p.tensor("b", (6,), "dense"))
+    p.output(p.let("Y", exp(t / 8)))
+    return p
+
+
 def _sig(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -205,6 +214,7 @@ F0_CASES = {
     "exp_sum_dense": (_exp_of_sum_with_dense, lambda d: np.exp((d["A"] + d["X"]) / 4), "float"),
     "exp_product": (_exp_of_product, lambda d: np.exp(d["A"] * d["C"] / 8), "float"),
     "shift_spgemm": (_shift_of_spgemm, lambda d: d["A"] @ d["B"] + 1, "int32"),
+    "exp_biased": (_exp_of_a_biased_result, lambda d: np.exp((d["A"] + d["b"]) / 8), "float"),
 }
 
 
