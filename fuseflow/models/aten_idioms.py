@@ -173,6 +173,8 @@ def _sparse_input(low, x, what: str):
 
 
 def _pattern_note(low, name: str, what: str) -> None:
+    m = low.s.data[name].tocsr()
+    low.patterns.setdefault(name, (m.indptr.copy(), m.indices.copy()))
     note = (f"{name}: its sparsity pattern ({what}) compiled in as a constant (a new pattern needs a new "
             "trace)")
     if note not in low.s.notes:
@@ -194,6 +196,7 @@ def _sparse_part(low, x, part, nnz):
     m = _sparse_input(low, x, f".{part}()")
     rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
     if part == "values":
+        _pattern_note(low, x.name, ".values()")
         return low.host_fn("values", _Entries(rows, m.indices.copy()), [x], (m.nnz,), op="Tensor.values",
                            reason=f"the stored values of {x.name} as a vector (data movement)")
     _pattern_note(low, x.name, f".{part}()")

@@ -124,6 +124,7 @@ def capture_with_breaks(module, inputs: Mapping[str, Any], formats: Mapping[str,
     ir.notes = low.s.notes
     ir.capture = f"torch.compile graph breaks ({len(calls)} graphs) + torch.export"
     ir.fixed_inputs = dict(low.int_inputs)
+    ir.fixed_patterns = dict(low.patterns)
     return ir
 
 

@@ -286,6 +286,7 @@ class _Lower:
         self.region = "main"
         self.consts: dict[tuple, str] = {}
         self.int_inputs: dict[str, np.ndarray] = {}  # integer inputs compiled in as constants
+        self.patterns: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # sparse patterns compiled in
         self.const_count = 0  # numbers the constants' names (never reused: drop_input)
 
     # ---- IR construction
@@ -825,6 +826,7 @@ def capture(module, inputs: Mapping[str, Any], formats: Mapping[str, str] | None
     ir.notes = low.s.notes
     ir.capture = "torch.export"
     ir.fixed_inputs = dict(low.int_inputs)
+    ir.fixed_patterns = dict(low.patterns)
     return ir
 
 

@@ -68,6 +68,9 @@ class ModelIR:
     # integer inputs (a graph's edge_index) compiled in as constants: name -> the traced value;
     # gathers / scatters by them are sparse matrices of the IR, so other values need a new trace
     fixed_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    # sparse inputs whose sparsity pattern is compiled in (adj.indices(), torch.sparse.softmax):
+    # name -> (indptr, indices) of the traced CSR pattern; new values must keep it
+    fixed_patterns: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def node(self, name: str) -> MNode:
         return self._by_name[name]

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping
 
 import numpy as np
+import scipy.sparse as sp
 
 from fuseflow.compiler import (
     run_program,
@@ -127,9 +128,23 @@ def _check_data_names(ir, data: Mapping[str, np.ndarray] | None) -> None:
             if given.shape != traced.shape or not np.array_equal(given, traced):
                 raise ValueError(f"input {name!r} was fixed when the model was traced (an integer input or an "
                                  f"attention mask, compiled in as constants); trace the model again with the new {name}")
+        elif name in getattr(ir, "fixed_patterns", {}):
+            _check_pattern(name, ir.fixed_patterns[name], value)
         elif name not in inputs:
             raise ValueError(f"data for {name!r}: the model {ir.name!r} has no such input "
                              f"(its inputs: {', '.join(sorted(inputs)) or 'none'})")
+
+
+def _check_pattern(name: str, pattern: tuple[np.ndarray, np.ndarray], value) -> None:
+    """New values of a sparse input whose pattern the trace compiled in keep that pattern."""
+    m = sp.csr_array(value) if sp.issparse(value) else sp.csr_array(np.asarray(value, dtype=np.float64))
+    m.sum_duplicates()
+    m.sort_indices()
+    indptr, indices = pattern
+    if m.shape[0] + 1 != len(indptr) or not (np.array_equal(m.indptr, indptr) and np.array_equal(m.indices, indices)):
+        raise ValueError(f"input {name!r}: its sparsity pattern was fixed when the model was traced (its indices, "
+                         f"or a softmax over its entries, compiled in as constants); trace the model again with "
+                         f"the new {name}")
 
 
 def stored_words(td: TensorData) -> int:

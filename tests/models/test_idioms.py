@@ -161,6 +161,20 @@ def test_attention_idioms_match_pytorch(case) -> None:
         assert any(n.kind is MKind.MASK for n in ir.nodes), ir.text()  # only the kept scores
 
 
+@pytest.mark.parametrize("fusion", ["unfused", pytest.param("full", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("case", ["sdpa_bool_mask", "sdpa_causal"])
+def test_masked_attention_at_other_fusions(case, fusion) -> None:
+    make, inputs, formats, host_ops = ATTENTION[case]
+    check(make().double(), inputs(), formats, host_ops, fusion=fusion)
+
+
+@pytest.mark.parametrize("fusion", ["unfused", pytest.param("full", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("case", ["gcn_normalisation", "sparse_softmax", "rebuilt_unweighted"])
+def test_sparse_api_at_other_fusions(case, fusion) -> None:
+    make, adj, host_ops = SPARSE_API[case]
+    check(make().double(), {"adj": adj(), "x": _rand(N, D)}, host_ops=host_ops, fusion=fusion)
+
+
 def test_boolean_mask_is_fixed_at_trace_time() -> None:
     """A boolean mask compiled in as a constant says so, and the run refuses other values."""
     m = SDPA().double()
@@ -318,6 +332,24 @@ def test_torch_sparse_api_matches_pytorch(case) -> None:
     make, adj, host_ops = SPARSE_API[case]
     ir = check(make().double(), {"adj": adj(), "x": _rand(N, D)}, host_ops=host_ops)
     assert "adj" in ir.formats  # the sparse input stays sparse
+
+
+def test_sparse_pattern_is_fixed_at_trace_time() -> None:
+    """adj.indices() compiles in adj's pattern: new values on it run, another pattern is refused."""
+    adj = _coo()
+    ir = trace(IndicesMessagePassing(), {"adj": adj, "x": _rand(N, D)})
+    assert any("sparsity pattern (.indices())" in n for n in ir.notes)
+    cm = compile_model(ir, "partial")
+    dense = adj.to_dense().numpy()
+    x2 = _rand(N, D, seed=5)
+    out = run_model(cm, {"adj": dense * 3.0, "x": x2.numpy()}, simulate=run_graph).outputs[ir.outputs[0]]
+    with torch.no_grad():
+        ref = IndicesMessagePassing()(torch.from_numpy(dense * 3.0).to_sparse_coo(), x2).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-9, atol=1e-9)
+    other = dense.copy()
+    other[0, 5] = other[5, 0] = 0.0 if other[0, 5] else 1.0
+    with pytest.raises(ValueError, match="its sparsity pattern was fixed when the model was traced"):
+        run_model(cm, {"adj": other}, simulate=run_graph)
 
 
 def test_sparse_accessor_of_a_dense_input_is_refused_in_one_line() -> None:
@@ -490,6 +522,7 @@ def test_compile_command_prints_the_formats_hint(capsys) -> None:
     assert "fc.weight is a dense weight with" in line and line.endswith("--formats fc.weight=csr")
 
 
+@pytest.mark.slow
 def test_sim_command_runs_masked_attention_on_dataflow(capsys) -> None:
     assert main(["sim", "--model", f"{USER_MODELS}:masked_attention", "--fusion", "partial"]) == 0
     out = capsys.readouterr().out
