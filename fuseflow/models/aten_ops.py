@@ -832,9 +832,15 @@ def masked_add(low, x, c: _C, safe: bool = False) -> _T:
     full = torch.broadcast_to(c.value.to(torch.float64), out)
     keep = ~torch.isneginf(full)
     finite = torch.where(keep, full, torch.zeros((), dtype=torch.float64))
-    if not safe and not bool(keep.any(-1).all()):
-        raise FrontendError(f"{low.src}: the additive -inf mask masks every entry of a row: PyTorch's softmax "
-                            "gives NaN there; keep at least one entry per row")
+    if not bool(keep.any(-1).all()):
+        if not safe:
+            raise FrontendError(f"{low.src}: the additive -inf mask masks every entry of a row: PyTorch's softmax "
+                                "gives NaN there; keep at least one entry per row")
+        note = (f"{low.src}: the attention mask keeps no entry of {int((~keep.any(-1)).sum())} score rows: their "
+                "attention is 0, as F.scaled_dot_product_attention gives (PyTorch's fused fast paths in eval, "
+                "e.g. nn.TransformerEncoderLayer's, give NaN there)")
+        if note not in low.s.notes:
+            low.s.notes.append(note)
     if bool((finite != 0).any()):
         x = binary(low, "add", x, _C(finite))
     if bool(keep.all()):
