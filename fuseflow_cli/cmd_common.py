@@ -11,9 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from fuseflow.compiler.bounds import check_program
 from fuseflow.compiler.passes.par import ParallelError, parallelize
 from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, skip_sites
 from fuseflow.compiler.pipeline import pass_options
+from fuseflow.compiler.program import Program, ProgramError
+from fuseflow.compiler.program_json import program_from_reference
 from fuseflow.executor import Executor, ExecutorError, make_executor
 from fuseflow.ir.check import Check, compare
 from fuseflow.ir.graph_file import load_graph
@@ -71,6 +74,7 @@ __all__ = [
     "add_width_args",
     "apply_par",
     "check_save_path",
+    "NO_REFERENCE",
     "check_text",
     "compare_rtl",
     "graph_numerics",
@@ -282,11 +286,16 @@ class GraphJob:
     schedule: Schedule | None = None
     numerics: Numerics = INT32  # the values' arithmetic (--numerics)
     kernel: str | None = None  # a built-in kernel's name (its reference and error bound)
-    operands: dict | None = None  # a built-in kernel's real operands
+    operands: dict | None = None  # a built-in kernel's (or a graph file's) real operands
+    program: Program | None = None  # a graph file's own Einsum (Graph.reference), if recorded
 
     def check(self, outputs: Mapping[str, TensorData]) -> Check | None:
-        """A built-in kernel's one output against scipy's result: equal for integers, within
-        the numerics' bound for fixed point and float (``None`` for a graph file)."""
+        """A built-in kernel's one output against scipy's result, or a graph file's outputs
+        against numpy on the statements recorded in it (the worst output): equal for integers,
+        within the numerics' bound for fixed point and float (``None`` for a graph file without
+        a record)."""
+        if self.program is not None:
+            return self._check_reference(outputs)
         if self.expected is None:
             return None
         [out] = outputs.values()
@@ -294,6 +303,34 @@ class GraphJob:
         if self.numerics.mode is Mode.INT:  # exact (int32 results: float64 holds them exactly)
             return compare(self.graph.output_tensors()[0], got, self.expected, 0.0, 0.0, str(self.numerics))
         return check_kernel(self.kernel, self.graph, self.operands, self.numerics.dequantize(got), self.numerics)
+
+
+    def _check_reference(self, outputs: Mapping[str, TensorData]) -> Check:
+        assert self.program is not None and self.operands is not None and self.graph.reference is not None
+        aliases = self.graph.reference.get("aliases") or {}
+        computed = {st.out for st in self.program.statements}
+        data = {n: self.operands[aliases.get(n, n)] for n in self.program.decls if n not in computed}
+        got = {}
+        for name in self.program.result_names():
+            dense = outputs[name].to_dense()
+            got[name] = dense if self.numerics.mode is Mode.INT else self.numerics.dequantize(dense)
+        checks = check_program(self.program, data, got, self.numerics)
+        return max(checks, key=lambda c: (not c.ok, c.worst))
+
+
+NO_REFERENCE = ("the graph file records no Einsum to compute a reference from; graphs the compiler writes "
+                "carry one: compile it again with this version")
+
+
+def graph_reference(g: Graph, source: str) -> Program | None:
+    """The program of a graph file's recorded Einsum (None without a record); a malformed
+    record is an error naming the file."""
+    if g.reference is None:
+        return None
+    try:
+        return program_from_reference(g.reference, source)
+    except ProgramError as exc:
+        raise UserError(str(exc)) from None
 
 
 def graph_numerics(args: argparse.Namespace, *, rtl: bool) -> Numerics:
@@ -561,7 +598,8 @@ def _load_graph_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
                 data[t] = quantized_input(t, ops[t], spec.operand_shape, num, spec.fmt)
             except ValueError as exc:
                 raise UserError(str(exc)) from None
-    return GraphJob(g, data, None, f"graph {args.graph}", numerics=num)
+    return GraphJob(g, data, None, f"graph {args.graph}", numerics=num, operands=ops,
+                    program=graph_reference(g, f"graph {args.graph}"))
 
 
 def parse_max_nnz(items: list[str] | None, graph: Graph) -> tuple[tuple[str, int], ...]:

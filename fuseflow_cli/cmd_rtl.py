@@ -19,6 +19,7 @@ from sw_sim import SimError, run_graph
 
 from .argtypes import int_range
 from .cmd_common import (
+    NO_REFERENCE,
     add_graph_args,
     add_memory_args,
     add_overflow_arg,
@@ -192,6 +193,8 @@ def _print_text(args, job, model, rtl, sw, same: bool, check, run: tuple[int, in
           f"({f'{rate / 1e6:.2f} M' if rate >= 1e5 else f'{rate / 1e3:.1f} k'} cycles/s)")
     if check is not None:
         print(check_text(str(job.numerics), check.ok, check.max_error, check.bound))
+    else:
+        print(f"check against a reference: none ({NO_REFERENCE}); RTL against sw_sim above")
     if args.saturate:
         print(saturated_text(saturated, vw))
     if sw.overflows or rtl.overflow:

@@ -10,6 +10,7 @@ from fuseflow.ir.samml import GraphError
 from sw_sim import SimError, SimResult, run_graph
 
 from .cmd_common import (
+    NO_REFERENCE,
     add_graph_args,
     add_memory_args,
     add_overflow_arg,
@@ -102,4 +103,6 @@ def run(args) -> int:
         print(f"outputs saved: {record['saved']}")
     if record["ok"] is not None:
         print(check_text(record["numerics"], record["ok"], record["error"], record["tolerance"]))
+    else:
+        print(f"check: none ({NO_REFERENCE})")
     return 0 if ok and record["ok"] is not False else 1

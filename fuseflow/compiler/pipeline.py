@@ -52,6 +52,7 @@ from .passes.lower import CompiledGroup, CompiledProgram
 from .passes.par import check_par_used
 from .passes.plan import ANALYSIS
 from .program import Program
+from .program_json import group_reference
 from .table_records import FusionTable
 
 __all__ = [
@@ -154,8 +155,20 @@ def run_pipeline(program: Program, options: Options | None = None, dump_after: s
     groups = [CompiledGroup(g.group, g.tables, g.graph, {t.output.tensor: t.out_fmt for t in g.tables},
                             g.seconds, state.options.factored, g.parallel)
               for g in state.groups if g.group is not None and g.graph is not None]
+    for cg in groups:
+        _record_reference(cg, state)
     return CompiledProgram(state.program, state.options.fusion, groups, state.formats, state.permuted,
                            time.perf_counter() - t0, state.source)
+
+
+def _record_reference(cg: CompiledGroup, state: ProgramIR) -> None:
+    """The statements a graph computes, in its JSON (``Graph.reference``): a run of the graph
+    file on any data is checked against them.  A permuted copy the graph reads stands for its
+    source."""
+    g = cg.graph
+    aliases = {p.source: p.name for p in (*cg.group.permuted, *state.permuted)
+               if p.name in g.tensors and p.source not in g.tensors}
+    g.reference = group_reference(state.program, cg.group.statements, g.output_tensors(), aliases)
 
 
 def dump_ir(program: Program, pass_name: str, options: Options | None = None) -> str:

@@ -194,6 +194,9 @@ class Graph:
         # index variable -> the coordinate streams of that index (the output of its join, or
         # of its one scanner; one per independent iteration of it): where ``--par`` splits
         self.indices: dict[str, list[PortRef]] = {}
+        # what the graph computes, as the compiler's statements (plain JSON, read by
+        # fuseflow.compiler.program_json): the reference a run on any data is checked against
+        self.reference: dict | None = None
 
     # ---------------------------------------------------------------- building
     def tensor(self, name: str, shape: Iterable[int], fmt: TensorFormat, role: Role = Role.INPUT,
@@ -373,6 +376,7 @@ class Graph:
             "discard": sorted(str(d) for d in self.discards),
             **({"indices": {i: [str(p) for p in ps] for i, ps in self.indices.items()}}
                if self.indices else {}),
+            **({"reference": self.reference} if self.reference is not None else {}),
         }
 
     @classmethod
@@ -403,6 +407,7 @@ class Graph:
                 g.discard(p)
             for index, ports in d.get("indices", {}).items():
                 g.indices[str(index)] = [PortRef.parse(p) for p in ports]
+            g.reference = d.get("reference")
         except KeyError as exc:
             raise GraphError(f"{source}: missing field {exc}") from None
         return g
@@ -443,7 +448,9 @@ class Graph:
 
     def structure_hash(self) -> str:
         """A hash of everything that changes the hardware (not the tensor contents)."""
-        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+        d = self.to_json()
+        d.pop("reference", None)  # what it computes, not how: the hardware is the same
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _where(name: str, kind: NodeKind) -> str:
