@@ -287,42 +287,88 @@ def kernel_graph(kernel: str, n: int, **options) -> Graph:
     return KERNELS[kernel](n, **given)
 
 
-def matrix_use(kernel: str, shape: tuple[int, int]) -> str:
+def matrix_use(kernel: str, shape: tuple[int, int], given: str | None = None) -> str:
     """What built-in ``kernel`` computes on a user's matrix M of ``shape`` (its sparse operands;
-    c and X are seeded random)."""
+    c and X are seeded random unless ``given`` names the operand the user gave)."""
+    if given is not None:
+        return {"spmv": "y = M·c", "spmm_dense": "C = M·X", "spmm_csr": "C = M·B", "add": "C = M + B",
+                "mul": "C = M ∘ B", "spmspm_inner": "C = M·Bᵀ", "bspmm": "Y = M·X"}[kernel] + f" ({given} given)"
     square = shape[0] == shape[1]
     return {"spmv": "y = M·c", "spmm_dense": "C = M·X", "spmm_csr": "C = M·M" if square else "C = M·Mᵀ",
             "add": "C = M + M", "mul": "C = M ∘ M", "spmspm_inner": "C = M·Mᵀ", "bspmm": "Y = M·X"}[kernel]
 
 
-def _matrix_graph(kernel: str, m, x: int, options: dict) -> tuple[Graph, dict[str, object]]:
-    """``kernel``'s graph for matrix ``m`` and its sparse operands (see :func:`matrix_use`)."""
+# the operand of each kernel a user may give next to the matrix (``given``): its name, what
+# it is, and the shape it must have for an m×n matrix (None: a free dimension)
+GIVEN_OPERANDS = {"spmv": ("c", "the dense vector", lambda r, c: (c,)),
+                  "spmm_dense": ("B", "the dense matrix X", lambda r, c: (c, None)),
+                  "spmm_csr": ("B", "the sparse right operand", lambda r, c: (c, None)),
+                  "add": ("B", "the second operand", lambda r, c: (r, c)),
+                  "mul": ("B", "the second operand", lambda r, c: (r, c)),
+                  "spmspm_inner": ("B", "the right operand B of A·Bᵀ", lambda r, c: (None, c)),
+                  "bspmm": ("X", "the dense matrix X", lambda r, c: (c, None))}
+
+
+def _given(kernel: str, m, given: dict, what: str):
+    """The user's second operand of ``kernel`` (None if not given), its shape checked."""
+    if not given:
+        return None
+    name, desc, want = GIVEN_OPERANDS[kernel]
+    unknown = sorted(set(given) - {name})
+    if unknown:
+        raise ValueError(f"operand {', '.join(unknown)}: kernel {kernel} takes {name} ({desc}) next to the "
+                         "matrix")
+    v = given[name]
+    if kernel in ("spmv", "spmm_dense", "bspmm") and sp.issparse(v):  # a dense operand from a sparse file
+        v = v.toarray()
+    if kernel == "spmv" and np.ndim(v) == 2 and 1 in np.shape(v):  # a column or row vector
+        v = np.asarray(v).ravel()
+    shape = tuple(v.shape)
+    expect = want(*m.shape)
+    if len(shape) != len(expect) or any(e is not None and e != s for e, s in zip(expect, shape)):
+        text = "×".join("any" if e is None else str(e) for e in expect)
+        raise ValueError(f"operand {name} ({desc}) has shape {'×'.join(map(str, shape))}; kernel {kernel} on "
+                         f"the {m.shape[0]}×{m.shape[1]} matrix of {what} needs {text}")
+    return v
+
+
+def _matrix_graph(kernel: str, m, x: int, options: dict, given=None) -> tuple[Graph, dict[str, object]]:
+    """``kernel``'s graph for matrix ``m`` and its operands (see :func:`matrix_use`); ``given``:
+    the user's second operand (:data:`GIVEN_OPERANDS`), else generated or derived from ``m``."""
     rows, cols = m.shape
     if kernel == "spmv":
-        return spmv(rows, cols), {"B": m}
-    if kernel in ("spmm_dense", "spmm_csr"):
-        if kernel == "spmm_dense":
-            return spmm(rows, cols, x, DENSE2), {"A": m}
-        b = m if rows == cols else sp.csr_array(m.T)
+        return spmv(rows, cols), {"B": m} | ({"c": given} if given is not None else {})
+    if kernel == "spmm_dense":
+        x = given.shape[1] if given is not None else x
+        return spmm(rows, cols, x, DENSE2), {"A": m} | ({"B": given} if given is not None else {})
+    if kernel == "spmm_csr":
+        b = sp.csr_array(given) if given is not None else m if rows == cols else sp.csr_array(m.T)
         return spmm(rows, cols, b.shape[1], CSR), {"A": m, "B": b}
     if kernel in ("add", "mul"):
-        return elementwise(AluOp.ADD if kernel == "add" else AluOp.MUL, rows, cols), {"A": m, "B": m}
+        b = sp.csr_array(given) if given is not None else m
+        return elementwise(AluOp.ADD if kernel == "add" else AluOp.MUL, rows, cols), {"A": m, "B": b}
     if kernel == "spmspm_inner":
-        return inner_product(rows, rows, cols), {"A": m, "B": m}
+        b = sp.csr_array(given) if given is not None else m
+        return inner_product(rows, b.shape[0], cols), {"A": m, "B": b}
     if kernel == "bspmm":
         kernel_graph(kernel, 1, **options)  # the options' own checks
-        given = {k: v for k, v in options.items() if v is not None}
-        return bspmm(rows, cols, x, given.get("block", 4), given.get("lanes")), {"A": m}
+        opts = {k: v for k, v in options.items() if v is not None}
+        x = given.shape[1] if given is not None else x
+        return (bspmm(rows, cols, x, opts.get("block", 4), opts.get("lanes")),
+                {"A": m} | ({"X": given} if given is not None else {}))
     raise ValueError(f"unknown kernel {kernel!r}; built-in kernels: {sorted(KERNELS)}")
 
 
 def example_from_matrix(kernel: str, matrix, seed: int = 0, what: str = "matrix", *,
-                        numerics: Numerics | str = INT32, x_cols: int | None = None, **options):
+                        numerics: Numerics | str = INT32, x_cols: int | None = None,
+                        given: dict | None = None, **options):
     """A built-in kernel on a user's matrix (``scipy.sparse``, any shape the kernel's algebra
     allows: :func:`matrix_use`): dense operands are seeded random integers (``x_cols`` columns
     for a generated dense matrix, default the matrix's column count), the reference is
     computed by scipy on the real values.  Integer ``numerics`` need an integer matrix; fixed
     point quantises real values (out of range: an error naming the tensor), float keeps them.
+    ``given``: the kernel's second operand by name instead of a generated or derived one
+    (:data:`GIVEN_OPERANDS`: SpMM's X, SpMSpM's B, SpMV's c, ...; scipy sparse or a dense array).
     Returns ``(graph, data, operands, expected)`` like :func:`example`: ``data`` the operands
     in the graph's formats and the datapath's numbers, ``operands`` the real values."""
     if kernel not in KERNELS:
@@ -338,7 +384,10 @@ def example_from_matrix(kernel: str, matrix, seed: int = 0, what: str = "matrix"
         m = integer_matrix(m, what)
     if x_cols is not None and x_cols < 1:
         raise ValueError(f"{what}: a dense operand needs at least one column, not {x_cols}")
-    g, ops = _matrix_graph(kernel, m, x_cols or m.shape[1], options)
+    other = _given(kernel, m, given or {}, what)
+    if other is not None:
+        other = _real_operand(other, num, f"operand {GIVEN_OPERANDS[kernel][0]}")
+    g, ops = _matrix_graph(kernel, m, x_cols or m.shape[1], options, other)
     rng = np.random.default_rng(seed)
     for t in g.input_tensors():
         if t not in ops:
@@ -348,6 +397,27 @@ def example_from_matrix(kernel: str, matrix, seed: int = 0, what: str = "matrix"
             for t, v in ops.items()}
     expected = _REFERENCE[kernel](ops)
     return g, data, ops, expected.toarray() if sp.issparse(expected) else np.asarray(expected)
+
+
+def _real_operand(v, num: Numerics, what: str):
+    """A given operand as float64 (scipy sparse stays sparse); complex or non-numeric values,
+    and non-integers for the integer datapath, are errors naming it."""
+    kind = np.asarray(v.data if sp.issparse(v) else v).dtype.kind
+    if kind not in "biuf":
+        raise ValueError(f"{what}: {'complex' if kind == 'c' else 'non-numeric'} values; the datapath "
+                         "takes real numbers")
+    if sp.issparse(v):
+        v = integer_matrix(v, what) if num.mode is Mode.INT else sp.csr_array(v, dtype=np.float64)
+        return v
+    a = np.asarray(v, dtype=np.float64)
+    if num.mode is Mode.INT:
+        bad = np.argwhere(a != np.round(a))
+        if bad.size:
+            at = tuple(int(i) for i in bad[0])
+            raise ValueError(f"{what}: the datapath is integer, but entry {at} is {a[at]}; give --numerics "
+                             "q16.16 (fixed point) for real values")
+        return a.astype(np.int64)
+    return a
 
 
 def _quantized_dense(name: str, v, num: Numerics) -> np.ndarray:

@@ -121,6 +121,11 @@ def add_graph_args(p: argparse.ArgumentParser, *, manifest: bool = False) -> Non
                    "matrix (.mtx Matrix Market or scipy sparse .npz with --kernel; .mtx with a graph "
                    "file) for every sparse input, dense inputs seeded random (default: all seeded random)")
     p.add_argument("--seed", type=int_range(0), default=0, help="seed of the random operands")
+    p.add_argument("--operand", metavar="TENSOR=FILE",
+                   help="--kernel with --data: the kernel's second operand from a file instead of "
+                        "generated or derived from the matrix: X of spmm_dense (B) and bspmm (X), B of "
+                        "spmm_csr / add / mul / spmspm_inner, c of spmv; a .npy array, or a .mtx / "
+                        "scipy sparse .npz matrix")
     p.add_argument("--dense-cols", type=int_range(1, MAX_SIZE), metavar="N",
                    help="--kernel spmm_dense / bspmm with --data: columns of the random dense matrix "
                         "X in M·X (default: the matrix's column count)")
@@ -491,6 +496,31 @@ def apply_par(args: argparse.Namespace, graph: Graph, source: str,
     return graph
 
 
+def _given_operand(args: argparse.Namespace) -> dict[str, object]:
+    """``--operand TENSOR=FILE``: the array (.npy) or matrix (.mtx, scipy sparse .npz) by name."""
+    text = getattr(args, "operand", None)
+    if text is None:
+        return {}
+    name, eq, file = text.partition("=")
+    if not eq or not name or not file:
+        raise UserError(f"--operand {text!r}: expected TENSOR=FILE, e.g. B=x.npy")
+    path = Path(file)
+    if not path.is_file():
+        raise UserError(f"--operand {text}: no such file {file!r}")
+    try:
+        if path.suffix == ".npy":
+            value = np.load(path, allow_pickle=False)
+        elif path.suffix in (".mtx", ".npz"):
+            value = read_matrix(path)
+        else:
+            raise ValueError(f"file {file!r}: give a .npy array, or a .mtx / scipy sparse .npz matrix")
+    except (OSError, ValueError, EOFError) as exc:
+        raise UserError(f"--operand {text}: {exc}") from None
+    if not 1 <= np.ndim(value) <= 2:
+        raise UserError(f"--operand {text}: a vector or matrix, not an array of {np.ndim(value)} dimensions")
+    return {name: value}
+
+
 def _data_file(args: argparse.Namespace) -> Path:
     path = Path(args.data)
     if not path.is_file():
@@ -529,6 +559,12 @@ def _kernel_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
     if cols is not None and args.kernel not in ("spmm_dense", "bspmm"):
         raise UserError(f"--dense-cols {cols}: kernel {args.kernel} has no generated dense matrix "
                         "(spmm_dense and bspmm have)")
+    given = _given_operand(args)
+    if given and not args.data:
+        raise UserError(f"--operand {args.operand}: the second operand next to a matrix given with --data "
+                        "(a random kernel's operands are generated together)")
+    if given and cols is not None:
+        raise UserError(f"--dense-cols {cols}: the given --operand {args.operand} fixes the dense operand's columns")
     if not args.data:
         try:
             g, data, ops, expected = example(args.kernel, args.size, args.seed, operand_density(args),
@@ -543,12 +579,13 @@ def _kernel_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
                         "scipy sparse .npz file")
     try:
         g, data, ops, expected = example_from_matrix(args.kernel, read_matrix(path), args.seed,
-                                                     f"--data {str(path)!r}", numerics=num, x_cols=cols, **opts)
+                                                     f"--data {str(path)!r}", numerics=num, x_cols=cols,
+                                                     given=given, **opts)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     shape = g.tensors[sparse_inputs(g)[0]].operand_shape
     return GraphJob(g, data, expected, f"kernel {args.kernel} on {path.name} ({shape[0]}x{shape[1]}) computing "
-                    f"{matrix_use(args.kernel, shape)}",
+                    f"{matrix_use(args.kernel, shape, next(iter(given), None))}",
                     numerics=num, kernel=args.kernel, operands=ops)
 
 
@@ -560,6 +597,9 @@ def _load_graph_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
     kernel_options(args)
     if getattr(args, "dense_cols", None) is not None:
         raise UserError("--dense-cols: the dense operand of a built-in kernel (--kernel spmm_dense or bspmm)")
+    if getattr(args, "operand", None) is not None:
+        raise UserError(f"--operand {args.operand}: a built-in kernel's second operand; a graph file's "
+                        "operands come from --data (a .npz of arrays named by tensor)")
     if not args.graph:
         raise UserError("no graph: give GRAPH.json or --kernel NAME")
     try:

@@ -87,7 +87,60 @@ def test_real_matrix_in_rtl_equals_sw_sim(name, kernel, cols, capsys, tmp_path):
     assert got.shape == want.shape and 0 < np.abs(got - want).max() <= r["tolerance"] * (1 + 1e-9)
 
 
+def _given_x(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    x = np.random.default_rng(5).uniform(-2, 2, (760, 16))
+    np.save(tmp_path / "x.npy", x)
+    return tmp_path / "x.npy", x
+
+
+@pytest.mark.parametrize("cmd", ["sim", pytest.param("rtl", marks=pytest.mark.rtl)])
+def test_spmm_with_a_given_real_x(cmd, tmp_path, capsys):
+    """lp_scsd1 (77x760) times a user's real 760x16 X (``--operand B=x.npy``) at q16.16: within
+    the bound of scipy's product; in RTL, cycles and values equal sw_sim's."""
+    from fuseflow_cli.cli import main
+
+    path, x = _given_x(tmp_path)
+    assert main([cmd, "--kernel", "spmm_dense", "--data", str(DATA / "lp_scsd1.mtx"), "--operand", f"B={path}",
+                 "--numerics", "q16.16", "--json", "--save", str(tmp_path / "out.npz")]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert "computing C = M·X (B given)" in r["source"] and 0 < r["error"] <= r["tolerance"]
+    if cmd == "rtl":
+        assert r["outputs_identical"] and r["rtl_cycles"] == r["sw_cycles"] and r["check"] == "pass"
+    [(_, got)] = load_results(r["saved"]).items()
+    got = got.toarray() if sp.issparse(got) else np.asarray(got)
+    want = _matrix("lp_scsd1") @ x
+    assert got.shape == (77, 16) and 0 < np.abs(got - want).max() <= r["tolerance"] * (1 + 1e-9)
+
+
+def test_spmspm_and_add_with_a_given_sparse_b(tmp_path, capsys):
+    """bcsstm02 times (and plus) another real sparse matrix given as a file: scipy's results."""
+    from fuseflow_cli.cli import main
+
+    m = _matrix("bcsstm02")
+    rng = np.random.default_rng(2)
+    b = sp.random(66, 66, density=0.1, random_state=3, format="csr") + sp.diags(rng.uniform(-1, 1, 66))
+    scipy.io.mmwrite(tmp_path / "b.mtx", sp.coo_matrix(b))
+    for kernel, want in (("spmm_csr", m @ b), ("add", m + b), ("spmspm_inner", m @ b.T)):
+        out = tmp_path / f"{kernel}.npz"
+        assert main(["sim", "--kernel", kernel, "--data", str(DATA / "bcsstm02.mtx"), "--operand",
+                     f"B={tmp_path / 'b.mtx'}", "--numerics", "q16.16", "--json", "--save", str(out)]) == 0
+        r = json.loads(capsys.readouterr().out)
+        [(_, got)] = load_results(out).items()
+        got = got.toarray() if sp.issparse(got) else np.asarray(got)
+        want = want.toarray() if sp.issparse(want) else np.asarray(want)
+        assert r["ok"] and np.abs(got - want).max() <= r["tolerance"] * (1 + 1e-9) + 1e-12, kernel
+
+
 @pytest.mark.parametrize("argv, says", [
+    (["sim", "--kernel", "spmv", "--data", "{lp}", "--operand", "c={x}", "--numerics", "q16.16"],
+     "operand c (the dense vector) has shape 760×16; kernel spmv on the 77×760 matrix"),
+    (["sim", "--kernel", "spmv", "--data", "{lp}", "--operand", "X={x}", "--numerics", "q16.16"],
+     "operand X: kernel spmv takes c (the dense vector)"),
+    (["sim", "--kernel", "spmm_dense", "--operand", "B={x}"], "--operand B="),
+    (["sim", "--kernel", "spmm_dense", "--data", "{lp}", "--operand", "B={x}", "--dense-cols", "3",
+      "--numerics", "q16.16"], "fixes the dense operand's columns"),
+    (["sim", "--kernel", "spmm_dense", "--data", "{lp}", "--operand", "B=nope.npy"], "no such file 'nope.npy'"),
+    (["sim", "--kernel", "spmm_dense", "--data", "{lp}", "--operand", "B"], "expected TENSOR=FILE"),
     (["sim", "--kernel", "spmv", "--data", "{lp}"], "the datapath is integer, but entry (0, 10) is -0.707"),
     (["sim", "--kernel", "spmv", "--data", "{lp}"], "give --numerics q16.16"),
     (["rtl", "--kernel", "spmv", "--data", "{lp}", "--numerics", "q8.8", "--vw", "32"], "--vw 32 and --numerics q8.8"),
@@ -102,7 +155,8 @@ def test_real_data_mistakes_are_clear_errors(argv, says, capsys, tmp_path):
 
     big = tmp_path / "big.mtx"
     scipy.io.mmwrite(big, sp.coo_array(([0.5, 1e6], ([0, 1], [1, 0])), shape=(3, 3)))
-    assert main([a.format(lp=DATA / "lp_scsd1.mtx", big=big) for a in argv]) == 2
+    x, _ = _given_x(tmp_path)
+    assert main([a.format(lp=DATA / "lp_scsd1.mtx", big=big, x=x) for a in argv]) == 2
     assert says in capsys.readouterr().err
 
 
