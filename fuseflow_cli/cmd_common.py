@@ -589,17 +589,22 @@ def _kernel_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
                     numerics=num, kernel=args.kernel, operands=ops)
 
 
-def _load_graph_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
-    if args.kernel and args.graph:
-        raise UserError("give either a graph file or --kernel, not both")
-    if args.kernel:
-        return _kernel_job(args, num)
+def _reject_kernel_operand_options(args: argparse.Namespace) -> None:
+    """The built-in kernels' options given with a graph file are errors."""
     kernel_options(args)
     if getattr(args, "dense_cols", None) is not None:
         raise UserError("--dense-cols: the dense operand of a built-in kernel (--kernel spmm_dense or bspmm)")
     if getattr(args, "operand", None) is not None:
         raise UserError(f"--operand {args.operand}: a built-in kernel's second operand; a graph file's "
                         "operands come from --data (a .npz of arrays named by tensor)")
+
+
+def _load_graph_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
+    if args.kernel and args.graph:
+        raise UserError("give either a graph file or --kernel, not both")
+    if args.kernel:
+        return _kernel_job(args, num)
+    _reject_kernel_operand_options(args)
     if not args.graph:
         raise UserError("no graph: give GRAPH.json or --kernel NAME")
     try:
