@@ -19,7 +19,8 @@
   (the implicit zeros add nothing), ``torch.sparse.softmax`` and the index / value accessors are
   the custom ops ``fuseflow::sparse_softmax`` / ``fuseflow::sparse_part``.  The lowering makes
   the softmax over the stored entries masked scores (dataflow), the index arrays constants of
-  the trace (the sparsity pattern is fixed), and ``.values()`` a host step.
+  the trace (the sparsity pattern is fixed), and ``.values()`` an einsum with sparse 0/1
+  selections of the stored coordinates (dataflow).
 """
 
 from __future__ import annotations
@@ -196,13 +197,24 @@ def _sparse_part(low, x, part, nnz):
     m = _sparse_input(low, x, f".{part}()")
     rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
     if part == "values":
+        # v[e] = Σ_ij R[i, e] · x[i, j] · C[j, e] with the 0/1 selections of the stored coordinates
         _pattern_note(low, x.name, ".values()")
-        return low.host_fn("values", _Entries(rows, m.indices.copy()), [x], (m.nnz,), op="Tensor.values",
-                           reason=f"the stored values of {x.name} as a vector (data movement)")
+        sel = _selections(low, np.stack([rows, m.indices]), m.shape)
+        return _ops._einsum_node(low, "ie,ij,je->e", [sel[0], _ops._full(low, x, ".values()"), sel[1]], "values")
     _pattern_note(low, x.name, f".{part}()")
     value = {"indices": lambda: np.stack([rows, m.indices]), "crow_indices": lambda: m.indptr,
              "col_indices": lambda: m.indices}[part]()
     return _C(torch.from_numpy(np.ascontiguousarray(value).astype(np.int64)))
+
+
+def _selections(low, idx: np.ndarray, shape: tuple[int, int]) -> list[_T]:
+    """The sparse 0/1 matrices ``R[idx[0, e], e]`` and ``C[idx[1, e], e]`` of coordinates ``idx``."""
+    e = idx.shape[1]
+    out = []
+    for coords, k in ((idx[0], shape[0]), (idx[1], shape[1])):
+        name = low.const_sparse("sel", sp.csr_array((np.ones(e), (coords, np.arange(e))), shape=(k, e)))
+        out.append(_T(name, (k, e), (0, 1), torch.float64))
+    return out
 
 
 def _coo_tensor(low, sparse_dim, dense_dim, size, indices, values, **kw):
@@ -214,26 +226,11 @@ def _coo_tensor(low, sparse_dim, dense_dim, size, indices, values, **kw):
         raise _Unsupported("a sparse tensor built from indices computed from the input values, or not a matrix")
     idx = indices.value.to(torch.int64).numpy()
     n, m = (int(d) for d in size)
-    e = idx.shape[1]
     if (idx < 0).any() or (idx[0] >= n).any() or (idx[1] >= m).any():
         raise FrontendError(f"{low.src}: sparse_coo_tensor: an index is out of range for size {[n, m]}")
-    sel = []
-    for coords, k in ((idx[0], n), (idx[1], m)):
-        name = low.const_sparse("sel", sp.csr_array((np.ones(e), (coords, np.arange(e))), shape=(k, e)))
-        sel.append(_T(name, (k, e), (0, 1), torch.float64))
+    sel = _selections(low, idx, (n, m))
     v = _ops._full(low, values, "sparse tensor values")
     return _ops._einsum_node(low, "ie,e,je->ij", [sel[0], v, sel[1]], "coo_tensor")
-
-
-class _Entries:
-    """The host function of ``.values()``: the entries of a dense matrix at fixed coordinates."""
-
-    def __init__(self, rows: np.ndarray, cols: np.ndarray) -> None:
-        self.rows = torch.from_numpy(np.asarray(rows, dtype=np.int64))
-        self.cols = torch.from_numpy(np.asarray(cols, dtype=np.int64))
-
-    def __call__(self, dense: torch.Tensor) -> torch.Tensor:
-        return dense[self.rows, self.cols]
 
 
 def _mask_value(low, mask, is_causal: bool, shape: tuple[int, int]):

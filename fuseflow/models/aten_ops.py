@@ -1297,7 +1297,8 @@ SUPPORTED = {
         "einsum R·diag(values)·Cᵀ with sparse 0/1 selections (built from indices computed from values: host)",
     "_sparse_addmm (torch.sparse.addmm)": "einsum + add",
     "sparse_part (the frontend's op for .values(), .indices(), .crow_indices(), .col_indices() of a sparse input)":
-        "index arrays: constants (the sparsity pattern is fixed); values(): a host step",
+        "index arrays: constants (the sparsity pattern is fixed); values(): einsum with sparse 0/1 "
+        "selections of the stored coordinates",
     "index_select, index (x[idx]) by a constant index (edge_index)":
         "pending gather; read by anything but a scatter: einsum with a sparse selection matrix",
     "scatter_add, index_put (accumulate: index_add_), index_add, scatter_reduce sum / mean":

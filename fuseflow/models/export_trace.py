@@ -618,15 +618,6 @@ class _Lower:
                          fn=fn, bool_out=out.dtype == torch.bool)
         return _T(name, tuple(out.shape), tuple(range(out.dim())), out.dtype)
 
-    def host_fn(self, base: str, fn: Callable, operands: list[_T], shape: tuple[int, ...], op: str,
-                reason: str) -> _T:
-        """A host node running ``fn`` on the operands (torch tensors in, one out)."""
-        ops = [self.materialise(o) for o in operands]
-        call = _HostCall(fn, tuple(_Slot(k, o.dtype) for k, o in enumerate(ops)), {}, None)
-        name = self.emit(base, MKind.HOST, tuple(o.name for o in ops), shape, op=op, reason=reason, fn=call,
-                         bool_out=False)
-        return _T(name, tuple(shape), tuple(range(len(shape))), torch.float64)
-
     # ---- value helpers
     def materialise(self, v: _T) -> _T:
         """``v`` with every axis stored (virtual axes made real by outer products with ones; an
