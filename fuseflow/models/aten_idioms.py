@@ -184,13 +184,18 @@ def _pattern_note(low, name: str, what: str) -> None:
 
 def _sparse_softmax(low, x, dim):
     m = _sparse_input(low, x, "torch.sparse.softmax")
-    if len(x.shape) != 2 or dim % 2 != 1:
-        raise _Unsupported(f"torch.sparse.softmax over dim={dim} (only the last dimension is on dataflow)")
+    if len(x.shape) != 2:
+        raise _Unsupported("torch.sparse.softmax of a tensor that is not a matrix")
     _pattern_note(low, x.name, "torch.sparse.softmax")
-    keep = low.const_sparse("pattern", sp.csr_array((np.ones(m.nnz), m.indices, m.indptr), shape=m.shape))
-    name = low.emit("masked", MKind.MASK, (keep, x.name), x.shape)
-    masked = _T(name, x.shape, x.keep, x.dtype)
-    return _T(low.emit("softmax", MKind.SOFTMAX, (masked.name,), x.shape), x.shape, x.keep, x.dtype)
+    pattern = sp.csr_array((np.ones(m.nnz), m.indices, m.indptr), shape=m.shape)
+    over_rows = dim % 2 == 0  # over dim 0: the softmax of each column, on the transpose
+    if over_rows:
+        x = _ops._permute_to(low, x, [1, 0])
+        pattern = sp.csr_array(pattern.T)
+    keep = low.const_sparse("pattern", pattern)
+    masked = low.emit("masked", MKind.MASK, (keep, x.name), x.shape)
+    y = _T(low.emit("softmax", MKind.SOFTMAX, (masked,), x.shape), x.shape, x.keep, x.dtype)
+    return _ops._permute_to(low, y, [1, 0]) if over_rows else y
 
 
 def _sparse_part(low, x, part, nnz):

@@ -1292,7 +1292,7 @@ SUPPORTED = {
         "einsums + softmax; a boolean, causal or -inf mask: masked scores (only the kept entries; a row "
         "without one is 0); a finite float mask: add; dropout_p > 0: a host step",
     "sparse_softmax (the frontend's op for torch.sparse.softmax of a sparse input)":
-        "masked scores over the stored entries + softmax (last dim; another dim: a host step)",
+        "masked scores over the stored entries + softmax (dim 0: on the transpose)",
     "_sparse_coo_tensor_with_dims_and_tensors (torch.sparse_coo_tensor) of constant indices":
         "einsum R·diag(values)·Cᵀ with sparse 0/1 selections (built from indices computed from values: host)",
     "_sparse_addmm (torch.sparse.addmm)": "einsum + add",

@@ -325,7 +325,7 @@ SPARSE_API = {
     "sparse_sum_dim": (SparseSum, _coo, ()),
     "sparse_sum_all": (SparseSumAll, _coo, ()),
     "sparse_softmax": (SparseSoftmax, _coo, ()),
-    "sparse_softmax_dim0": (SparseSoftmaxDim0, _coo, ("fuseflow.sparse_softmax.default",)),
+    "sparse_softmax_dim0": (SparseSoftmaxDim0, _coo, ()),
     "sparse_mm_csr": (SparseMM, _csr, ()),
     "sparse_mm_coo": (SparseMM, _coo, ()),
     "values_csr": (ValuesSum, _csr, ()),
