@@ -153,11 +153,17 @@ class _Densifier:
         return False
 
     def produced_enumerating(self, e: Access, index: str, rows: tuple[str, ...]) -> bool:
-        """A computed tensor whose format the compiler chooses enumerates ``index`` where its
-        producer's (densified) right-hand side does: the compiler stores a level dense where
-        its coordinates enumerate the dimension.  (Only a hint: the fusion table checks it.)"""
+        """Under a broadcast sum only (:attr:`sums` ``"body"``): a computed tensor whose format
+        the compiler chooses enumerates ``index`` where its producer's (densified) right-hand
+        side does (the compiler stores a level dense where its coordinates enumerate the
+        dimension).  Only a hint, which the fusion table checks row by row (it refuses a sum
+        whose rows are not iterated fully); elsewhere nothing checks it (an index enumerated
+        only below a compressed one would be visited only under that one's stored
+        coordinates), so a computed operand enumerates nothing there."""
         st = self.program.producer(e.tensor)
-        if st is None or rows:
+        if st is None or rows or self.visits_read or self.sums != "body":
+            # a softmax reads the visited coordinates: the operand may be read through a
+            # permuted copy that keeps its compressed levels (see enumerated)
             return False
         key = (e.tensor, e.indices.index(index), self.sums)
         if key not in self.memo:  # shared with the producers' walks: each asked once

@@ -62,6 +62,7 @@ from .program import (
     iexpr_nodes,
     split_order,
 )
+from .semantics import densified_notes
 
 __all__ = [
     "MAX_ORDERS",
@@ -592,6 +593,7 @@ def fuse(program: Program, plan: GroupPlan, formats: Mapping[str, TensorFormat])
     g.permuted += list(views.copied.values())
     if plan.note:
         g.notes.append(plan.note)
+    g.notes += densified_notes(g.outputs, g.views)
     why = _build_pog(g, names.user_orders) or _choose_order(g)
     return Rejected(why, FusionError) if why else g
 

@@ -14,7 +14,7 @@ otherwise the saturation bound), which sw_sim counts as an overflow of that node
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -32,9 +32,10 @@ from .program import (
     Rejected,
     Sum,
     Unary,
+    UnOp,
 )
 
-__all__ = ["check_denominators", "check_division", "denominator_inputs", "densified",
+__all__ = ["check_denominators", "check_division", "denominator_inputs", "densified", "densified_notes",
            "iteration_only", "value_indices", "visits_every"]
 
 
@@ -75,6 +76,43 @@ def _full_at(e: VExpr, x: str, views: Mapping[str, View]) -> bool:
     having = [y for y in (e.lhs, e.rhs) if x in value_indices(y, views)]
     full = [_full_at(y, x, views) for y in having]
     return bool(full) and (all(full) if e.op.product else any(full))
+
+
+def densified_notes(outputs: Sequence[FusedOutput], views: Mapping[str, View]) -> list[str]:
+    """What :mod:`.densify` added to ``outputs`` and why, for ``--explain`` (one line each)."""
+    notes: list[str] = []
+
+    def why(e: VBin, parent: VExpr | None, out: FusedOutput) -> str:
+        if isinstance(parent, VUn) and parent.op is UnOp.LAYERNORM:
+            return "layernorm takes every coordinate of the fibre"
+        if isinstance(parent, VUn) and not parent.op.zero_preserving:
+            fn = VUn(parent.op, e.lhs, parent.scalar, parent.index)
+            return (f"{render_vexpr(fn, views)} is not 0 where its operand is 0 (f(0) != 0), so "
+                    "every coordinate is computed (the result is dense)")
+        if isinstance(parent, VBin) and not parent.op.product:
+            other = parent.rhs if parent.lhs is e else parent.lhs
+            return (f"{render_vexpr(other, views)} is broadcast over indices it lacks and reaches "
+                    f"the coordinates where {render_vexpr(e.lhs, views)} has no entry")
+        if out.reduce is not Op.ADD:
+            return f"a {out.reduce.value} reduction takes every coordinate, implicit zeros included"
+        return f"output {out.tensor} is stored dense there"
+
+    def walk(e: VExpr, parent: VExpr | None, out: FusedOutput) -> None:
+        if isinstance(e, VBin):
+            if densified(e, views):
+                idx = ", ".join(dict.fromkeys(views[v].indices[0] for v in views_under(e.rhs)))
+                notes.append(f"densified iteration over {idx} ({render_vexpr(e.rhs, views)}): "
+                             + why(e, parent, out))
+            walk(e.lhs, e, out)
+            walk(e.rhs, e, out)
+        elif isinstance(e, VUn):
+            walk(e.arg, e, out)
+        elif isinstance(e, VNamed):
+            walk(e.body, e, out)
+
+    for o in outputs:
+        walk(o.body, None, o)
+    return list(dict.fromkeys(notes))
 
 
 def views_under(e: VExpr) -> list[str]:

@@ -226,8 +226,11 @@ def test_function_not_zero_at_zero_iterates_densely(case: str, fusion: str, seed
     p = build()
     data = _data(p, np.random.default_rng(seed))
     compiled, _ = _check(p, data, {"Y": want(data)}, fusion, numerics)
+    text = compiled.explain()
     if case != "exp_sum_dense":  # there the dense X gives every coordinate already
-        assert "_iter" in compiled.explain()
+        assert "_iter" in text
+    if case not in ("exp_sum_dense", "exp_biased"):  # (the bias densified exp_biased's operand)
+        assert "is not 0 where its operand is 0 (f(0) != 0), so every coordinate is computed" in text
 
 
 # ----------------------------------------------------------------------------- (c) broadcast bias
@@ -294,7 +297,9 @@ def test_bias_over_empty_rows_iterates_densely(case: str, fusion: str, seed: int
     p = build()
     data = _data(p, np.random.default_rng(seed))
     compiled, _ = _check(p, data, {"Y": want(data)}, fusion)
-    assert ("_iter" in compiled.explain()) == (case != "bias_into_csc")
+    densified = case != "bias_into_csc"  # (a CSR operand: rows dense)
+    assert ("_iter" in compiled.explain()) == densified
+    assert ("is broadcast over indices it lacks and reaches the coordinates where" in compiled.explain()) == densified
 
 
 def test_a_bias_over_dense_rows_adds_no_iteration() -> None:
