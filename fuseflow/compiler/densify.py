@@ -7,7 +7,7 @@ union member, a product of one-mode dense *iteration tensors* ``_iter<n>`` (one 
 its size; the runner supplies them, they hold no values that are ever read): ``x`` becomes
 ``x + _iter7_{j}`` for index ``j``.  The union visits every ``j``; where ``x`` has no entry its
 reference is ``N`` and its value 0, and the iteration term itself is never loaded (its value is
-0).  Three places need it:
+0).  Four places need it:
 
 * an elementwise function with ``f(0) != 0`` (``exp``, ``sigmoid``, ``rsqrt``, a scalar shift)
   of an operand with compressed levels: the operand's indices are densified, so ``exp(A)`` is 1
