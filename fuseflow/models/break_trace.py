@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .aten_idioms import SparseIdioms
 from .export_trace import (
     _C,
     _T,
@@ -104,10 +105,13 @@ def capture_with_breaks(module, inputs: Mapping[str, Any], formats: Mapping[str,
             known[id(t)] = (qual, originals.get(qual, t))
         for k, v in dense_in.items():
             known[id(v)] = (k, inputs[k])
-        calls, result = _record(module, dense_in)
-        low = _Lower(None, module, inputs, formats, originals)
-        ir_name = name or type(module).__name__.lower()
-        values = _lower_calls(low, calls, known)
+        sparse = [v for v in list(inputs.values()) + list(originals.values())
+                  if isinstance(v, torch.Tensor) and v.layout != torch.strided]
+        with SparseIdioms(sparse):  # torch.sparse.* and sparse accessors on the dense example values
+            calls, result = _record(module, dense_in)
+            low = _Lower(None, module, inputs, formats, originals)
+            ir_name = name or type(module).__name__.lower()
+            values = _lower_calls(low, calls, known)
     finally:
         for owner, kind, leaf, t in reversed(swapped):
             getattr(owner, kind)[leaf] = t

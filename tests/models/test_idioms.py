@@ -374,6 +374,22 @@ def test_sparse_pattern_is_fixed_at_trace_time() -> None:
         run_model(cm, {"adj": other}, simulate=run_graph)
 
 
+class Branching(nn.Module):
+    """The sparse API before data-dependent control flow (captured with graph breaks)."""
+
+    def forward(self, adj, x):
+        h = adj.values().sum() * x + torch.sparse.softmax(adj, 1).to_dense() @ x
+        if h.sum() > 0:
+            return torch.sparse.mm(adj, h) + x[adj.indices()[0]][: x.shape[0]]
+        return h
+
+
+def test_torch_sparse_api_with_graph_breaks_matches_pytorch() -> None:
+    ir = check(Branching(), {"adj": _coo(), "x": _rand(N, D).abs()}, host_ops=("aten.gt.Scalar",
+                                                                             "branch on a tensor's value"))
+    assert ir.capture.startswith("torch.compile graph breaks")
+
+
 def test_sparse_accessor_of_a_dense_input_is_refused_in_one_line() -> None:
     with pytest.raises(FrontendError) as exc:
         trace(ValuesSum(), {"adj": _adj(), "x": _rand(N, D)})
