@@ -427,12 +427,34 @@ def _dask_quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
+# the address schemes of Dask's communication layer (distributed.comm)
+DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+WORKERS_PER_CORE = 4
+WORKER_MEMORY = 256 << 20  # bytes a local worker process takes at least (Python, numpy, the simulator)
+
+
+def max_workers() -> int:
+    """The most local workers this machine is given: four per core, and no more than its memory
+    holds at :data:`WORKER_MEMORY` each."""
+    cores = os.cpu_count() or 1
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        mem = None
+    by_memory = max(1, mem // WORKER_MEMORY) if mem else WORKERS_PER_CORE * cores
+    return max(1, min(WORKERS_PER_CORE * cores, by_memory))
+
+
 def make_executor(scheduler: str | None = None, workers: int | None = None) -> Executor:
     """The executor a scheduler string names (module docstring); ``workers`` is the number of
-    local workers (default: the machine's cores), ignored for a remote scheduler."""
+    local workers (default: the machine's cores; at most :func:`max_workers`), ignored for a
+    remote scheduler."""
     workers = workers if workers is not None else (os.cpu_count() or 1)
     if workers < 1:
         raise ExecutorError(f"workers = {workers}: need at least 1")
+    if workers > max_workers():
+        raise ExecutorError(f"{workers} workers: at most {max_workers()} on this machine ({os.cpu_count() or 1} "
+                            f"cores, {WORKERS_PER_CORE} workers per core and {WORKER_MEMORY >> 20} MiB each)")
     scheduler = scheduler or "processes"
     if scheduler == "serial" or (scheduler == "processes" and workers == 1):
         return Executor(1)
@@ -441,7 +463,12 @@ def make_executor(scheduler: str | None = None, workers: int | None = None) -> E
     if scheduler == "dask":
         return DaskExecutor(workers)
     if "://" in scheduler:
+        scheme = scheduler.split("://", 1)[0]
+        if scheme not in DASK_SCHEMES:
+            raise ExecutorError(f"scheduler {scheduler!r}: unknown address scheme {scheme!r}; a Dask scheduler "
+                                f"address starts with {', '.join(s + '://' for s in DASK_SCHEMES)}")
         return DaskExecutor(workers, scheduler)
-    raise ExecutorError(f"scheduler {scheduler!r}: expected {', '.join(SCHEDULERS)} or a Dask scheduler address "
+    limit = max_workers()
+    raise ExecutorError(f"scheduler {scheduler!r} (up to {limit} local workers): expected {', '.join(SCHEDULERS)} or a Dask scheduler address "
                         f"such as tcp://HOST:8786")
 

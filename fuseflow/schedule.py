@@ -146,6 +146,8 @@ def load_schedule(text: str) -> Schedule:
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         kind = "JSON" if path.suffix == ".json" else "TOML"
         raise ScheduleError(f"schedule {text!r}: not valid {kind}: {exc}") from None
+    except RecursionError:
+        raise ScheduleError(f"schedule {text!r}: nested too deeply to be a schedule") from None
     return schedule_from_dict(data, source=f"schedule {text!r}", default_name=path.stem)
 
 

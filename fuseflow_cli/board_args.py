@@ -12,6 +12,7 @@ import numpy as np
 from fpga.board_top import DEFAULT_BAUD, DRAM_BAUD
 from fpga.boards import BOARDS, Board, get_board
 from fuseflow.ir.graph_file import load_graph
+from fuseflow.ir.json_file import JsonFileError, read_json
 from fuseflow.ir.numerics import Mode, Numerics
 from fuseflow.ir.quantize import quantized_input
 from fuseflow.ir.samml import Graph, GraphError
@@ -36,6 +37,7 @@ from .cmd_rtl_dram import DEFAULT_MIN_BYTES
 from .errors import UserError
 
 __all__ = [
+    "build_record",
     "DramSetup",
     "add_baud_arg",
     "add_board_arg",
@@ -247,7 +249,7 @@ def load_inputs(path: str, graph: Graph, num: Numerics | None = None) -> dict[st
         else:
             with np.load(file) as npz:
                 arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, EOFError, AttributeError) as exc:
+    except (OSError, ValueError, EOFError, AttributeError, RecursionError) as exc:
         raise UserError(f"--data {path!r}: not a readable file of named arrays ({exc})") from None
     data: dict[str, TensorData] = {}
     for t in graph.input_tensors():
@@ -275,3 +277,21 @@ def load_inputs(path: str, graph: Graph, num: Numerics | None = None) -> dict[st
             raise UserError(f"{path}: {exc}") from None
         data[t] = TensorData.from_dense(a.astype(np.int64), spec.fmt)
     return data
+
+
+def build_record(build: str | Path, name: str, keys: tuple[str, ...]) -> dict:
+    """``name`` (a JSON report) of build directory ``build``: a dict holding ``keys``; a
+    damaged or hand-edited one is an error naming the file and what is wrong, never a
+    traceback."""
+    path = Path(build) / name
+    try:
+        d = read_json(path, "build report")
+    except JsonFileError as exc:
+        raise UserError(f"--build {build}: {exc}; build it again") from None
+    if not isinstance(d, dict):
+        raise UserError(f"--build {build}: {name} holds a {type(d).__name__}, not a report object; build it again")
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise UserError(f"--build {build}: {name} has no {', '.join(missing)} (damaged or from another "
+                        "version); build it again")
+    return d

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -17,7 +18,14 @@ from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, ski
 from fuseflow.compiler.pipeline import pass_options
 from fuseflow.compiler.program import Program, ProgramError
 from fuseflow.compiler.program_json import program_from_reference
-from fuseflow.executor import Executor, ExecutorError, make_executor
+from fuseflow.executor import (
+    WORKER_MEMORY,
+    WORKERS_PER_CORE,
+    Executor,
+    ExecutorError,
+    make_executor,
+    max_workers,
+)
 from fuseflow.ir.check import Check, compare
 from fuseflow.ir.graph_file import load_graph
 from fuseflow.ir.memory import PRESETS as MEMORY_PRESETS
@@ -246,6 +254,9 @@ def add_scheduler_arg(p: argparse.ArgumentParser, default: str = "processes") ->
 
 def open_executor(args: argparse.Namespace) -> Executor:
     """The executor of ``--scheduler`` / ``-j`` (a clear error for a bad name or address)."""
+    if args.jobs is not None and args.jobs > max_workers() and "://" not in (args.scheduler or ""):
+        raise UserError(f"-j {args.jobs}: at most {max_workers()} local workers on this machine "
+                        f"({os.cpu_count() or 1} cores; {WORKERS_PER_CORE} per core, {WORKER_MEMORY >> 20} MiB each)")
     try:
         return make_executor(args.scheduler, args.jobs)
     except ExecutorError as exc:
@@ -273,6 +284,9 @@ def resolve_memory(args: argparse.Namespace, sched: Schedule | None = None) -> t
     sched = sched or resolve_schedule(args)
     try:
         text = getattr(args, "memory", None)
+        if text is not None and not text.strip():
+            raise UserError(f"--memory {text!r}: empty; give a preset ({', '.join(MEMORY_PRESETS)}) or "
+                            "PRESET:key=value,..., or leave --memory out for ideal memory")
         model = parse_memory(text) if text else (sched.memory or parse_memory(None))
     except MemoryError as exc:
         raise UserError(str(exc)) from None
@@ -703,6 +717,9 @@ def with_numerics(cfg: HwConfig, text: str | None, model: bool) -> HwConfig:
     return replace(cfg, vw=num.width, numerics=num)
 
 
+MAX_CW = 63  # the widest crd/ref word the Verilator harness and sw_sim carry
+
+
 def add_width_args(p: argparse.ArgumentParser, *, vw_help: str = "value data width in bits (default 32)") -> None:
     """``--vw BITS`` and ``--cw BITS|auto`` (the crd/ref width; auto: what the graph needs)."""
     p.add_argument("--vw", type=int_range(2, 64), default=None, help=vw_help)
@@ -733,6 +750,8 @@ def resolve_widths(args: argparse.Namespace, graph: Graph,
     if not cw_arg.isdigit():
         raise UserError(f"--cw {cw_arg!r}: give a width in bits or 'auto'")
     cw = int(cw_arg)
+    if cw > MAX_CW:
+        raise UserError(f"--cw {cw}: at most {MAX_CW} bits (the simulators' stream words are 64-bit integers)")
     if cw < need:
         raise UserError(f"--cw {cw}: too narrow for graph {graph.name!r}; tensor {tensor!r} has "
                         f"coordinates or references up to {top}, which need {need} bits")

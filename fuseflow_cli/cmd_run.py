@@ -35,6 +35,7 @@ from .board_args import (
     add_dram_placement_args,
     baud_of,
     board_from_args,
+    build_record,
     config_from_args,
     dram_setup,
     graph_from_args,
@@ -110,7 +111,7 @@ def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
         raise UserError(
             f"--build {args.build}: not a fuseflow-hw synth build directory (missing {', '.join(missing)})"
         )
-    report = json.loads(files["synth_report.json"].read_text())
+    report = build_record(d, "synth_report.json", ("board",))
     if report["board"] != args.board:
         raise UserError(
             f"--build {args.build} was built for board {report['board']!r}, not {args.board!r}"
@@ -119,7 +120,7 @@ def _from_build(args: argparse.Namespace) -> tuple[Graph, HwConfig, int]:
         graph = load_graph(files["graph.json"])
     except GraphError as exc:
         raise UserError(f"--build {args.build}: {exc}") from None
-    design = json.loads(files["design.json"].read_text())
+    design = build_record(d, "design.json", ("hw_config",))
     cfg = config_from_json(design["hw_config"])
     if "dram" in design:  # built with its tensors in DRAM: the same placement
         if args.onchip or args.dram is False:

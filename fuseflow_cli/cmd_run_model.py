@@ -30,7 +30,7 @@ from hw.litedram import DRAM_BOARDS, dram_timings
 from rtl_sim import ToolchainError
 from sw_sim import run_graph
 
-from .board_args import baud_of, model_onchip
+from .board_args import baud_of, build_record, model_onchip
 from .board_model import refuse_host_work
 from .cmd_common import check_save_path, save_outputs, with_numerics
 from .errors import UserError
@@ -62,10 +62,10 @@ def _from_build(args: argparse.Namespace, board, graphs) -> tuple[dict, int]:
     if missing or not (d / "graphs").is_dir():
         raise UserError(f"--build {args.build}: not a synth --model build directory (missing "
                         f"{', '.join(missing) or 'graphs/'})")
-    report = json.loads(files["synth_report.json"].read_text())
+    report = build_record(d, "synth_report.json", ("board", "ident", "baud"))
     if report["board"] != board.name:
         raise UserError(f"--build {args.build} was built for board {report['board']!r}, not {board.name!r}")
-    host = json.loads(files["memory_map.json"].read_text())
+    host = build_record(d, "memory_map.json", ("graphs",))
     built = [g["name"] for g in host.get("graphs", [])]
     if built != [g.name for g in graphs]:
         raise UserError(f"--build {args.build} holds graphs {built}, but model {args.model} ({args.fusion}) "
@@ -78,7 +78,7 @@ def _from_build(args: argparse.Namespace, board, graphs) -> tuple[dict, int]:
     if "sequencer" not in host:
         raise UserError(f"--build {args.build} was built by an earlier version (its top has no on-chip "
                         f"sequencer): build it again")
-    dram_bytes = json.loads(files["design.json"].read_text()).get("dram", {}).get("bytes", 0)
+    dram_bytes = build_record(d, "design.json", ()).get("dram", {}).get("bytes", 0)
     return ({"ident": report["ident"], "graphs": host["graphs"], "sequencer": host["sequencer"],
              "dram_bytes": dram_bytes}, int(report["baud"]))
 

@@ -173,7 +173,7 @@ def manifest_source(args: argparse.Namespace) -> bool:
         return False
     try:
         m = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False  # not JSON: the graph loader says why
     if not isinstance(m, dict) or "steps" not in m or "model" not in m:
         return False

@@ -124,12 +124,26 @@ def _check_value(where: str, key: str, value: Any) -> None:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     elif kind == "par":
         ok = isinstance(value, str | Mapping)
+        if ok:
+            _check_par(where, key, value)
     else:
         ok = isinstance(value, str)
     if not ok:
         want = {"flag": "true or false", "noflag": "true or false", int: "an integer", float: "a number",
                 "par": "a string like \"i=2,j=2\" or a table like {i = 2}"}.get(kind, "a string")
         raise UserError(f"{where}: {key} = {value!r} must be {want} (or a list of them, one per axis point)")
+
+
+def _check_par(where: str, key: str, value: str | Mapping) -> None:
+    """Each entry of a ``par`` value is INDEX = a whole number of lanes (1 to 64)."""
+    items = list(value.items()) if isinstance(value, Mapping) else [
+        tuple(x.split("=", 1)) if "=" in x else (x, None) for x in value.split(",") if x.strip()]
+    for index, factor in items:
+        text = str(factor).strip() if factor is not None else ""
+        if isinstance(factor, bool) or not str(index).strip() or not text.isdigit() or not 1 <= int(text) <= 64:
+            got = "has no factor" if factor is None else f"= {factor!r}"
+            raise UserError(f"{where}: {key} \"{_text(value)}\": index {str(index).strip() or '(none)'} {got}; "
+                            "each entry is INDEX=N, N a whole number of lanes from 1 to 64")
 
 
 def _resolve_path(base: Path, text: str) -> str:
@@ -325,7 +339,7 @@ def _cached_row(path: Path) -> dict[str, Any] | None:
     the configuration runs again instead of the sweep stopping on it."""
     try:
         row = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):  # UnicodeDecodeError is a ValueError
+    except (FileNotFoundError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
     return row if isinstance(row, dict) and "status" in row else None
 

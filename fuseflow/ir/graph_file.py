@@ -17,6 +17,7 @@ from typing import Any
 
 import jsonschema
 
+from .json_file import JsonFileError, read_json
 from .samml import Graph, GraphError, NodeKind
 from .tensor import Format, TensorFormat
 
@@ -146,14 +147,8 @@ def graph_from_dict(d: Any, source: str) -> Graph:
 def load_graph(path: str | Path) -> Graph:
     """Read, check and verify the graph file ``path``."""
     p = Path(path)
-    if p.is_dir():
-        raise GraphError(f"graph file {str(p)!r} is a directory")
     try:
-        d = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise GraphError(f"graph file {str(p)!r} does not exist") from None
-    except UnicodeDecodeError:
-        raise GraphError(f"graph file {str(p)!r} is not text (JSON)") from None
-    except json.JSONDecodeError as exc:
-        raise GraphError(f"graph file {str(p)!r} is not valid JSON: {exc}") from None
+        d = read_json(p, "graph file")
+    except JsonFileError as exc:
+        raise GraphError(str(exc)) from None
     return graph_from_dict(d, str(p))

@@ -19,6 +19,7 @@ from typing import Any
 
 import networkx as nx
 
+from .json_file import JsonFileError, read_json
 from .primitives import (
     PRIMITIVES,
     UNARY_ALU_OPS,
@@ -419,11 +420,9 @@ class Graph:
     def load(cls, path: str | Path) -> Graph:
         p = Path(path)
         try:
-            d = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise GraphError(f"graph file {str(p)!r} does not exist") from None
-        except json.JSONDecodeError as exc:
-            raise GraphError(f"graph file {str(p)!r} is not valid JSON: {exc}") from None
+            d = read_json(p, "graph file")
+        except JsonFileError as exc:
+            raise GraphError(str(exc)) from None
         return cls.from_json(d, source=str(p))
 
     def to_dot(self) -> str:

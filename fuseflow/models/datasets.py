@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -491,17 +492,66 @@ def read_matrix(p: str | Path) -> sp.csr_array:
     file (``scipy.sparse.load_npz``), as a CSR array; an unreadable file is a ``ValueError``
     naming it."""
     p = Path(p)
+    kind = "Matrix Market" if p.suffix == ".mtx" else "scipy sparse .npz"
     try:
+        _check_matrix_size(p, *_declared_size(p))
         if p.suffix == ".mtx":
             m = scipy.io.mmread(p)
         else:
             m = sp.load_npz(p)
+        if not sp.issparse(m):
+            m = sp.csr_array(np.asarray(m))
+        m = sp.csr_array(m)
+        m.check_format(full_check=True)  # indptr monotonic, indices in range
     except (OSError, EOFError, ValueError, IndexError, KeyError, TypeError) as exc:
-        kind = "Matrix Market" if p.suffix == ".mtx" else "scipy sparse .npz"
+        if isinstance(exc, MatrixTooLarge):
+            raise
         raise ValueError(f"file {str(p)!r}: not a readable {kind} matrix: {exc}") from None
-    if not sp.issparse(m):
-        m = sp.csr_array(np.asarray(m))
-    return sp.csr_array(m)
+    return m
+
+
+# a matrix file's declared size is checked before anything is allocated: rows / columns above
+# this, or index arrays above the machine's memory, are refused
+MAX_FILE_DIM = 1 << 24
+
+
+class MatrixTooLarge(ValueError):
+    """A matrix file declares a size the run could not hold."""
+
+
+def _declared_size(p: Path) -> tuple[int, int, int]:
+    """(rows, columns, stored entries) as the file's header says, read without the entries."""
+    if p.suffix == ".mtx":
+        rows, cols, entries, *_ = scipy.io.mminfo(p)
+        return int(rows), int(cols), int(entries)
+    with np.load(p, allow_pickle=False) as z:
+        if "shape" not in z.files:
+            raise ValueError("no 'shape' array (not written by scipy.sparse.save_npz)")
+        shape = tuple(int(v) for v in np.asarray(z["shape"]).ravel())
+        entries = int(z["data"].shape[0]) if "data" in z.files else 0
+    if len(shape) != 2:
+        raise ValueError(f"shape {shape} is not a matrix's")
+    return shape[0], shape[1], entries
+
+
+def _check_matrix_size(p: Path, rows: int, cols: int, entries: int) -> None:
+    if min(rows, cols) < 1 or entries < 0:
+        raise MatrixTooLarge(f"file {str(p)!r}: declares a {rows}x{cols} matrix with {entries} entries")
+    if max(rows, cols) > MAX_FILE_DIM:
+        raise MatrixTooLarge(f"file {str(p)!r}: a {rows}x{cols} matrix; at most {MAX_FILE_DIM:,} rows and "
+                             "columns (the formats' index arrays and the dense operands grow with them)")
+    need = 8 * (rows + cols + 2) + 24 * entries  # CSR index arrays and values, a COO copy while reading
+    have = _physical_memory()
+    if have and need > have // 2:
+        raise MatrixTooLarge(f"file {str(p)!r}: a {rows}x{cols} matrix with {entries:,} entries needs about "
+                             f"{need / 2**30:.1f} GiB to read, more than half this machine's memory")
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not on this platform: no check beyond the dims
+        return None
 
 
 def load_graph_file(path: str | Path, features: int = 16, feature_density: float = 0.05,

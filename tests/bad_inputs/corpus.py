@@ -146,6 +146,7 @@ def _run_cli(case: Case, d: Path) -> tuple[int | None, str]:
 def run_case(case: Case, d: Path, limit: int = TIME_LIMIT_S) -> Outcome:
     """Write the case's files into ``d``, run it and classify what the user would see."""
     for name, write in case.files.items():
+        (d / name).parent.mkdir(parents=True, exist_ok=True)  # a build directory's reports
         write(d / name)
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(limit)
@@ -524,7 +525,9 @@ _MTX = {
     "words": (text(_MTX_HEAD + "8 8 1\na b c\n"), "x.mtx"),
     "huge-value": (text(_MTX_HEAD + "8 8 1\n1 1 1099511627776\n"), "1099511627776"),
 }
-_MTX_RUNS = ("truncated", "bad-header", "out-of-range", "fractions", "garbage")
+_MTX["huge-dims"] = (text(_MTX_HEAD + "1000000000 1000000000 1\n1 1 1\n"), "at most 16,777,216 rows")
+_MTX["huge-entries"] = (text(_MTX_HEAD + "1000000 1000000 1000000000000\n1 1 1\n"), "more than half")
+_MTX_RUNS = ("truncated", "bad-header", "out-of-range", "fractions", "garbage", "huge-dims")
 bad_file_cases(_MTX, "x.mtx", {"mtx:sim-kernel": ["sim", "--kernel", "spmv", "--data", "{d}/x.mtx"]}, entry="data")
 bad_file_cases(_MTX, "x.mtx", {"mtx:rtl-kernel": ["rtl", "--kernel", "spmv", "--data", "{d}/x.mtx"]},
                names=_MTX_RUNS, entry="data")
@@ -534,6 +537,40 @@ cli("mtx:kernel-wrong-extension", ["sim", "--kernel", "spmv", "--data", "{d}/x.c
     files={"x.csv": text("1,2\n")}, entry="data")
 cli("mtx:graph-wrong-size", ["sim", "{d}/g.json", "--data", "{d}/x.mtx"], "4x4",
     files={"x.mtx": text(_MTX_HEAD + "4 4 1\n1 1 3\n"), **_G}, entry="data")
+
+cli("npz:kernel-indptr-decreasing", ["sim", "--kernel", "spmv", "--data", "{d}/x.npz"], "indptr must be",
+    files={"x.npz": npz(data=np.array([1.0, 2.0]), indices=np.array([0, 1]), indptr=np.array([0, 2, 1]),
+                        format=np.array("csr"), shape=np.array([2, 2]))}, entry="data")
+cli("npz:kernel-huge-shape", ["sim", "--kernel", "spmv", "--data", "{d}/x.npz"], "at most 16,777,216",
+    files={"x.npz": npz(data=np.array([1.0]), indices=np.array([0]), indptr=np.array([0, 1]),
+                        format=np.array("csr"), shape=np.array([1 << 40, 1 << 40]))}, entry="data")
+cli("graph:nested-too-deep", ["sim", "{d}/deep.json"], "nested too deeply",
+    files={"deep.json": text("[" * 100000 + "]" * 100000)}, entry="graph")
+cli("schedule:nested-too-deep", ["sim", "--kernel", "spmv", "--size", "8", "--schedule", "{d}/deep.json"],
+    "nested too deeply", files={"deep.json": text('{"par": ' + "[" * 100000 + "]" * 100000 + "}")})
+cli("cli:rtl-cw-64", ["rtl", "--kernel", "spmv", "--size", "8", "--cw", "64"], "--cw 64: at most 63 bits")
+cli("cli:memory-empty", ["sim", "--kernel", "spmv", "--size", "8", "--memory", ""], "--memory '': empty")
+cli("cli:sweep-jobs-huge", ["sweep", "examples/sweeps/fusion.toml", "-o", "{d}/o", "-j", "100000"],
+    "-j 100000: at most")
+cli("cli:correlate-jobs-huge", ["correlate", "-o", "{d}/o", "-j", "100000"], "-j 100000: at most")
+cli("cli:sweep-scheduler-scheme", ["sweep", "examples/sweeps/fusion.toml", "-o", "{d}/o", "--scheduler",
+                                   "foo://x:1"], "unknown address scheme 'foo'")
+cli("cli:kernel-operand-shape", ["sim", "--kernel", "spmv", "--data", "{d}/x.mtx", "--operand", "c={d}/c.npy"],
+    "operand c (the dense vector) has shape 3", files={"x.mtx": text(_MTX_HEAD + "8 8 1\n1 1 1\n"),
+                                                        "c.npy": lambda p: np.save(p, np.ones(3))})
+cli("cli:kernel-operand-graph", ["sim", "{d}/g.json", "--operand", "c={d}/c.npy"], "a built-in kernel's second",
+    files={**_G, "c.npy": lambda p: np.save(p, np.ones(8))})
+cli("cli:run-build-report-damaged", ["run", "--board", "icebreaker", "--sim", "--build", "{d}/b"],
+    "synth_report.json' is not valid JSON", files={"b/graph.json": graph_json(lambda d: None),
+                                                   "b/design.json": text("{}"), "b/synth_report.json": text("{")})
+cli("cli:run-build-report-keys", ["run", "--board", "icebreaker", "--sim", "--build", "{d}/b"],
+    "synth_report.json has no board", files={"b/graph.json": graph_json(lambda d: None),
+                                             "b/design.json": text("{}"), "b/synth_report.json": text("{}")})
+cli("cli:fusion-on-kernel", ["sim", "--kernel", "spmv", "--size", "8", "--fusion", "auto"], "--fusion")
+cli("graph:reference-undeclared", ["sim", "{d}/g.json"], "undeclared tensor",
+    files={"g.json": graph_json(lambda d: d.update(reference={
+        "tensors": {}, "statements": [{"out": "y", "indices": ["i"], "rhs": {"access": "Q", "indices": ["i"]}}],
+        "outputs": ["y"]}))}, entry="graph")
 
 # ---- sweep files --------------------------------------------------------------------------
 _SWEEPS = {
@@ -552,6 +589,10 @@ _SWEEPS = {
     "kernel-and-model": (text('[[grid]]\nkernel = "spmv"\nmodel = "gcn"\n'), "kernel"),
     "defaults-type": (text('defaults = 3\n[[grid]]\nkernel = "spmv"\n'), "defaults"),
     "binary": (raw(b"\xff\xfe\x00"), "none.toml"),
+    "par-list": (text('[[grid]]\nkernel = "spmv"\npar = [[1, 2]]\n'), "par"),
+    "par-not-a-number": (text('[[grid]]\nkernel = "spmv"\npar = [{i = "x"}]\n'), "index i = 'x'"),
+    "par-no-factor": (text('[[grid]]\nkernel = "spmv"\npar = ["i=2,j"]\n'), "index j has no factor"),
+    "par-too-many": (text('[[grid]]\nkernel = "spmv"\npar = ["i=100"]\n'), "from 1 to 64"),
 }
 _SWEEP_RUN = ["sweep", "{d}/none.toml", "-o", "{d}/out"]
 bad_file_cases(_SWEEPS, "none.toml", {"sweep": _SWEEP_RUN}, entry="sweep")
