@@ -140,7 +140,10 @@ def load_schedule(text: str) -> Schedule:
                             f"({', '.join(PRESETS)})")
     try:
         raw = path.read_text()
-        data = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw)
+        data = (json.loads(raw, object_pairs_hook=_unique_keys) if path.suffix == ".json"
+                else tomllib.loads(raw))
+    except _DuplicateKey as exc:
+        raise ScheduleError(f"schedule {text!r}: key {exc.args[0]!r} is given twice") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScheduleError(f"schedule {text!r}: cannot read it: {exc}") from None
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -149,6 +152,20 @@ def load_schedule(text: str) -> Schedule:
     except RecursionError:
         raise ScheduleError(f"schedule {text!r}: nested too deeply to be a schedule") from None
     return schedule_from_dict(data, source=f"schedule {text!r}", default_name=path.stem)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's keys as a dict (:class:`_DuplicateKey` for a key given twice)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def _type_problems(data: dict) -> list[str]:
@@ -212,6 +229,9 @@ def parse_index_map(opt: Option, items: list[str] | None, example: str,
         index = index.strip()
         if not sep or not index or not value.strip().lstrip("-").isdigit():
             raise ScheduleError(f"{opt.cli_flag} {item!r}: expected {form or opt.metavar}, e.g. {example}")
+        if index in out:
+            raise ScheduleError(f"{opt.cli_flag} {item}: index {index} is given twice "
+                                f"({opt.cli_flag} {index}={out[index]} too); give it once")
         try:
             out[index] = opt.check_entry(int(value), f"{opt.cli_flag} {index}")
         except OptionError as exc:

@@ -275,7 +275,11 @@ def add_memory_args(p: argparse.ArgumentParser) -> None:
 
 def onchip_names(args: argparse.Namespace) -> list[str]:
     """The tensors ``--onchip`` names (repeatable, comma-separated)."""
-    return [t.strip() for item in getattr(args, "onchip", None) or [] for t in item.split(",") if t.strip()]
+    items = getattr(args, "onchip", None) or []
+    for item in items:
+        if not item.strip() or any(not t.strip() for t in item.split(",")):
+            raise UserError(f"--onchip {item!r}: an empty tensor name; give TENSOR[,TENSOR] (identifiers)")
+    return [t.strip() for item in items for t in item.split(",")]
 
 
 def resolve_memory(args: argparse.Namespace, sched: Schedule | None = None) -> tuple[MemoryModel, Placement]:
@@ -293,7 +297,10 @@ def resolve_memory(args: argparse.Namespace, sched: Schedule | None = None) -> t
     names = onchip_names(args)
     if not names and sched.onchip:
         names = list(sched.onchip)
-    return model, Placement.of(names)
+    try:
+        return model, Placement.of(names)
+    except MemoryError as exc:
+        raise UserError(str(exc)) from None
 
 
 @dataclass
@@ -502,12 +509,27 @@ def apply_par(args: argparse.Namespace, graph: Graph, source: str,
         raise UserError(f"--schedule {args.schedule}: a graph file or kernel is already fused and "
                         f"ordered; only par applies (fusion and orders are for --model / compile, "
                         f"block for compile)")
+    _reject_compile_switches(args, sched)
+    for key in sched.par:
+        name, colon, index = key.rpartition(":")
+        if colon and name != graph.name:
+            raise UserError(f"--par {key}={sched.par[key]}: {source} has no graph {name!r}; its graph is "
+                            f"{graph.name!r} (give {graph.name}:{index}=N or {index}=N)")
     if sched.par:
         try:
             parallelize(graph, sched.par)
         except ParallelError as exc:
             raise UserError(f"{source}: {exc}") from None
     return graph
+
+
+def _reject_compile_switches(args: argparse.Namespace, sched: Schedule) -> None:
+    """A schedule's skip / lanes / locate: compiler switches, not options of a built graph."""
+    given = [k for k in ("skip", "lanes", "locate") if getattr(sched, k) is not None]
+    if given:
+        raise UserError(f"--schedule {args.schedule}: {', '.join(given)} apply to --model / compile; a "
+                        "graph file or kernel is already compiled (give --skip on the command line to "
+                        "skip on its intersections)")
 
 
 def _given_operand(args: argparse.Namespace) -> dict[str, object]:
@@ -663,12 +685,16 @@ def _load_graph_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
 
 def parse_max_nnz(items: list[str] | None, graph: Graph) -> tuple[tuple[str, int], ...]:
     """The ``--max-nnz TENSOR=N`` options as ``HwConfig.max_nnz``: (tensor, capacity) pairs
-    sorted by tensor; a tensor given twice keeps its last capacity."""
+    sorted by tensor (a tensor given twice is an error)."""
     caps: dict[str, int] = {}
     for item in items or []:
         tensor, sep, value = item.partition("=")
         if not sep or not value.strip().isdigit():
             raise UserError(f"--max-nnz {item!r}: expected TENSOR=N, e.g. B=512")
+        if not tensor.isidentifier():
+            raise UserError(f"--max-nnz {item!r}: {tensor!r} is not a tensor name (an identifier)")
+        if tensor in caps:
+            raise UserError(f"--max-nnz {item}: tensor {tensor} is given twice; give it once")
         if tensor not in graph.tensors:
             raise UserError(
                 f"--max-nnz {item!r}: graph {graph.name!r} has no tensor {tensor!r}; "

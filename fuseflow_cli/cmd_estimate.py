@@ -29,7 +29,7 @@ from .cmd_common import (
 )
 from .cmd_compile import load_program_module
 from .errors import UserError
-from .models import add_model_args, load_compiled
+from .models import add_model_args, load_compiled, reject_model_options
 from .ui import print_table
 
 __all__ = ["add_parser", "run"]
@@ -59,8 +59,21 @@ def _rates(items: list[str]) -> dict[str, float]:
             r = -1.0
         if not eq or not k or not 0.0 <= r <= 1.0:
             raise UserError(f"--rate {item!r}: expected INDEX=R with R between 0 and 1")
+        if k in out:
+            raise UserError(f"--rate {item}: index {k} is given twice (--rate {k}={out[k]:g} too); give it once")
         out[k] = r
     return out
+
+
+def _check_rates(rates: dict[str, float], graphs, where: str) -> None:
+    """An error for a ``--rate`` index that no intersection of ``graphs`` joins (the rate would
+    change nothing)."""
+    joined = {index for g in graphs for index, refs in g.indices.items()
+              if any(g.nodes[r.node].kind.value == "intersect" for r in refs if r.node in g.nodes)}
+    for index, r in rates.items():
+        if index not in joined:
+            raise UserError(f"--rate {index}={r:g}: no intersection of {where} joins index {index!r} "
+                            f"(intersected indices: {', '.join(sorted(joined)) or 'none'})")
 
 
 def _row(label: str, e: Estimate, sim: dict[str, Any] | None) -> dict[str, Any]:
@@ -84,6 +97,9 @@ def _sim_summary(counters: list[dict], cycles: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "numerics", None) is not None:
+        raise UserError(f"--numerics {args.numerics}: estimate counts FLOPs, bytes and cycles, which the "
+                        "value arithmetic does not change (sim and run take --numerics)")
     sched = resolve_schedule(args)
     model, placement = resolve_memory(args, sched)
     kw = {"memory": model, "placement": Placement(placement.onchip, strict=False), "rates": _rates(args.rate)}
@@ -126,6 +142,7 @@ def _estimate(args: argparse.Namespace, sched, kw: dict[str, Any]) -> tuple[str,
             args.schedule = None  # the fusion is set here; the rest of the schedule was read above
             _, _ir, cm = load_compiled(args, choose=False)
             names.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
+            _check_rates(kw["rates"], cm.graphs, f"model {args.model}")
             e = estimate_model(cm, **kw)
             sim = None
             if args.check:
@@ -135,8 +152,10 @@ def _estimate(args: argparse.Namespace, sched, kw: dict[str, Any]) -> tuple[str,
         return f"model {args.model}", rows
     if args.graph and args.graph.endswith(".py"):
         return _program(args, sched, fusions, kw, names)
+    reject_model_options(args, "--kernel " + args.kernel if args.kernel else "the graph file", keep=("fusion",))
     job = load_graph_job(args)
     names.check(job.graph.tensors, f"graph {job.graph.name!r}")
+    _check_rates(kw["rates"], [job.graph], job.source)
     e, _ = estimate_graph(job.graph, job.data, **kw)
     sim = None
     if args.check:
@@ -158,6 +177,7 @@ def _program(args, sched, fusions, kw, names) -> tuple[str, list[dict[str, Any]]
         compiled = compile_program(program, fusion, dict(sched.orders) or None, par=dict(sched.par) or None,
                                    block=dict(sched.block) or None, lanes=sched.lanes)
         names.check({t for g in compiled.graphs for t in g.tensors}, f"program {args.graph}")
+        _check_rates(kw["rates"], compiled.graphs, f"program {args.graph}")
         e = estimate_program(compiled, data, **kw)
         sim = None
         if args.check:

@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.model:
         raise UserError("rank needs --model (gcn, graphsage, sae, gpt)")
+    if getattr(args, "numerics", None) is not None:
+        raise UserError(f"--numerics {args.numerics}: rank orders configurations by estimated cycles, "
+                        "which the value arithmetic does not change (sim --model takes --numerics)")
     if args.per_group < 1 or args.simulate < 0:
         raise UserError("--per-group must be at least 1 and --simulate at least 0")
     args.schedule, args.par = None, []

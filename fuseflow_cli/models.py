@@ -507,6 +507,8 @@ def _model_max_nnz(args: argparse.Namespace, graphs) -> tuple[tuple[str, int], .
         tensor, sep, value = item.partition("=")
         if not sep or not value.strip().isdigit() or int(value) < 1:
             raise UserError(f"--max-nnz {item!r}: expected TENSOR=N with N at least 1, e.g. B=512")
+        if tensor in caps:
+            raise UserError(f"--max-nnz {item}: tensor {tensor} is given twice; give it once")
         if tensor not in every:
             raise UserError(f"--max-nnz {item!r}: no graph of model {args.model} has tensor {tensor!r}; "
                             f"tensors: {', '.join(sorted(every))}")

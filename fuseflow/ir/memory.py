@@ -150,6 +150,8 @@ def parse_memory(spec: str | Mapping[str, Any] | MemoryModel | None, *, where: s
             key, sep, value = item.partition("=")
             if not sep:
                 raise MemoryError(f"{where} {spec!r}: expected PRESET:key=value,..., got {item!r}")
+            if key.strip() in overrides:
+                raise MemoryError(f"{where} {spec}: field {key.strip()} is given twice; give it once")
             overrides[key.strip()] = _number(value.strip())
         return _from(base.strip(), overrides, f"{where} {spec!r}")
     if isinstance(spec, Mapping):
@@ -202,7 +204,13 @@ class Placement:
 
     @classmethod
     def of(cls, names: Iterable[str] | None, strict: bool = True) -> Placement:
-        return cls(frozenset(names or ()), strict)
+        """The placement of ``names`` (:class:`MemoryError` for a name that is not an identifier)."""
+        names = list(names or ())
+        bad = [n for n in names if not isinstance(n, str) or not n.isidentifier()]
+        if bad:
+            raise MemoryError(f"--onchip {bad[0]!r}: a tensor name is an identifier (letters, digits, "
+                              "underscores), not empty or a path")
+        return cls(frozenset(names), strict)
 
     def check(self, tensors: Iterable[str], where: str) -> None:
         """An error naming the on-chip names that are none of ``tensors``."""

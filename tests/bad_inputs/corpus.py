@@ -320,6 +320,25 @@ cli("schedule:json-bad", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.json"]
 cli("schedule:json-list", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.json"], "s.json", files={"s.json": text("[1]")})
 cli("schedule:extension", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.yaml"], "s.yaml", files={"s.yaml": text("par: 1")})
 cli("schedule:preset", "sim --model gcn --schedule fastest", "fastest")
+# issue 36: nothing accepted and ignored
+cli("i36:schedule-json-duplicate", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.json"], "s.json", "'i' is given twice",
+    files={"s.json": text('{"par": {"i": 2, "i": 4}}')})
+cli("i36:par-duplicate", "sim --kernel spmv --par i=2 --par i=4", "--par i=4", "given twice")
+cli("i36:memory-field-duplicate", "sim --kernel spmv --memory hbm2:bytes_per_cycle=16,bytes_per_cycle=8",
+    "bytes_per_cycle", "given twice")
+cli("i36:rate-duplicate", "estimate --kernel spmspm_inner --size 8 --rate k=0.5 --rate k=0.3", "--rate k=0.3", "given twice")
+cli("i36:schedule-skip-kernel", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.toml"], "skip, lanes",
+    files={"s.toml": text("skip = true\nlanes = 4\n")})
+cli("i36:par-unknown-graph", "sim --kernel spmv --par foo:i=2", "--par foo:i=2", "no graph 'foo'", "'spmv'")
+cli("i36:estimate-numerics", "estimate --kernel spmv --size 8 --numerics q16.16", "--numerics q16.16")
+cli("i36:rank-numerics", "rank --model gcn --numerics q16.16", "--numerics q16.16")
+cli("i36:rate-no-intersection", "estimate --kernel spmv --size 8 --rate i=0.5", "--rate i=0.5", "no intersection")
+cli("i36:rate-unknown-index", "estimate --kernel spmspm_inner --size 8 --rate q=0.5", "--rate q=0.5")
+cli("i36:estimate-hidden", "estimate --kernel spmv --size 8 --hidden 4", "--hidden")
+cli("i36:onchip-empty", ["sim", "--kernel", "spmv", "--memory", "hbm2", "--onchip", ""], "--onchip ''")
+cli("i36:onchip-path", ["sim", "--kernel", "spmv", "--memory", "hbm2", "--onchip", "../x"], "--onchip '../x'")
+cli("i36:max-nnz-path", ["build", "--kernel", "spmv", "--size", "8", "-o", "{d}/o", "--max-nnz", "/etc=4"], "/etc")
+cli("i36:max-nnz-duplicate", ["build", "--kernel", "spmv", "--size", "8", "-o", "{d}/o", "--max-nnz", "B=4", "--max-nnz", "B=8"], "--max-nnz B=8", "given twice")
 
 # ---- graph files --------------------------------------------------------------------------
 _NODE0 = 1  # a scanner in the spmv graph
