@@ -82,17 +82,35 @@ def cases(quick: bool):
             "gcn", load_dataset(ds, nodes=200, features=32, density=0.05))
 
 
+def idiom_cases():
+    """The user-idiom tests' models (tests/models/test_idioms.py): attention with masks, the
+    torch.sparse API, ops around sparse products."""
+    import importlib.util  # noqa: PLC0415 - the test module, only for --idioms
+
+    path = Path(__file__).resolve().parents[1] / "tests" / "models" / "test_idioms.py"
+    spec = importlib.util.spec_from_file_location("idiom_tests", path)
+    t = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(t)
+    for name, (make, inputs, formats, _) in t.ATTENTION.items():
+        yield f"idiom {name}", (make().double().eval(), inputs(), formats)
+    for name, (make, adj, _) in t.SPARSE_API.items():
+        yield f"idiom {name}", (make().double().eval(), {"adj": adj(), "x": t._rand(t.N, t.D)}, None)
+    for name, (make, fmt, _) in t.AROUND.items():
+        yield f"idiom {name}", (make().double().eval(), {"adj": t._adj(), "x": t._rand(t.N, t.D)}, {fmt: "csr"})
+
+
 def main() -> int:
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--idioms", action="store_true", help="the user-idiom tests' models instead of the zoo")
     args = ap.parse_args()
     worst = 0.0
     print("model | pick | est. cycles u/p/f | sw_sim cycles u/p/f | best | pick/best | s")
-    for label, case in cases(args.quick):
+    for label, case in (idiom_cases() if args.idioms else cases(args.quick)):
         t0 = time.perf_counter()
         module, inputs, formats = case if isinstance(case, tuple) else (case.module, case.inputs, case.formats)
-        r = pick_and_best(module, inputs, formats, label.split()[0])
+        r = pick_and_best(module, inputs, formats, label.split()[-1])
         est = "/".join(f"{r['estimate'].get(f, 0):,.0f}" for f in FUSIONS)
         sim = "/".join(f"{r['sim'].get(f, 0):,}" for f in FUSIONS)
         print(f"{label} | {r['pick']} | {est} | {sim} | {r['best']} | {r['ratio']:.3f} | "

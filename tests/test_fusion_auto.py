@@ -51,6 +51,15 @@ def test_pick_within_ten_percent_of_simulated_best(name: str) -> None:
     assert r["ratio"] <= 1.10, r
 
 
+@pytest.mark.slow  # 47 models x 3 granularities in sw_sim: about 90 s
+def test_pick_is_within_ten_percent_on_every_idiom_test_model() -> None:
+    worst = []
+    for label, (module, inputs, formats) in fusion_auto.idiom_cases():
+        r = fusion_auto.pick_and_best(module, inputs, formats, label.split()[-1])
+        worst.append((r["ratio"], label))
+    assert len(worst) >= 40 and max(worst)[0] <= 1.10, max(worst)
+
+
 def test_xw_first_gcn_picks_unfused_over_a_much_slower_partial() -> None:
     """The issue's case: Â·(X·W) fused partially recomputes X·W per nonzero."""
     module, inputs, formats = fusion_auto.xw_first_case(features=12)

@@ -11,7 +11,7 @@ import numpy as np
 from ..compiler.densify import is_iteration_tensor, iteration_data
 from ..ir.tensor import Format, TensorData, TensorFormat
 from ..models.ir import MKind
-from ..models.steps import CompiledModel, CompilerStep, MLStep, _input_format
+from ..models.steps import CompiledModel, CompilerStep, ConvertStep, MLStep, _input_format
 from .graph import Estimate, TensorStats, estimate_graph, stats_of, uniform_stats
 
 __all__ = ["estimate_model"]
@@ -55,6 +55,8 @@ def estimate_model(cm: CompiledModel, **kw: Any) -> Estimate:
             _, written = estimate_graph(s.graph, {s.input: src}, est=est, **kw)
             for t, st in written.items():
                 tensors[t] = (st, s.graph.tensors[t].shape, s.graph.tensors[t].fmt)
+        elif isinstance(s, ConvertStep):  # a host format conversion: the same entries in other levels
+            tensors[s.output] = (_as(tensors[s.tensor], s.dst), tensors[s.tensor][1], s.dst)
         else:
             n = s.node
             fmt = TensorFormat((Format.DENSE,) * len(n.shape))
