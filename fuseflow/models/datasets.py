@@ -497,17 +497,34 @@ def read_matrix(p: str | Path) -> sp.csr_array:
         _check_matrix_size(p, *_declared_size(p))
         if p.suffix == ".mtx":
             m = scipy.io.mmread(p)
+            _check_skew_diagonal(p, m)
         else:
             m = sp.load_npz(p)
+        if np.asarray(m.data if sp.issparse(m) else m).dtype.kind == "c":
+            raise MatrixFileError(f"file {str(p)!r}: the matrix holds complex values; the datapath takes "
+                                 "real numbers")
         if not sp.issparse(m):
             m = sp.csr_array(np.asarray(m))
         m = sp.csr_array(m)
         m.check_format(full_check=True)  # indptr monotonic, indices in range
     except (OSError, EOFError, ValueError, IndexError, KeyError, TypeError) as exc:
-        if isinstance(exc, MatrixTooLarge):
+        if isinstance(exc, MatrixFileError):
             raise
         raise ValueError(f"file {str(p)!r}: not a readable {kind} matrix: {exc}") from None
     return m
+
+
+def _check_skew_diagonal(p: Path, m) -> None:
+    """A skew-symmetric Matrix Market file has no diagonal entries (its diagonal is zero by
+    definition); one that lists some is not a legal file."""
+    if scipy.io.mminfo(p)[5] != "skew-symmetric":
+        return
+    coo = sp.coo_array(m) if sp.issparse(m) else sp.coo_array(np.asarray(m))
+    on = np.flatnonzero(coo.row == coo.col) if sp.issparse(m) else np.flatnonzero(np.diagonal(np.asarray(m)))
+    if on.size:
+        k = int(coo.row[on[0]]) if sp.issparse(m) else int(on[0])
+        raise MatrixFileError(f"file {str(p)!r}: skew-symmetric, but it has the diagonal entry ({k + 1}, {k + 1}) "
+                             "(a skew-symmetric matrix's diagonal is zero and not stored)")
 
 
 # a matrix file's declared size is checked before anything is allocated: rows / columns above
@@ -515,7 +532,11 @@ def read_matrix(p: str | Path) -> sp.csr_array:
 MAX_FILE_DIM = 1 << 24
 
 
-class MatrixTooLarge(ValueError):
+class MatrixFileError(ValueError):
+    """A matrix file that reads but is not a legal or usable matrix (the message names it)."""
+
+
+class MatrixTooLarge(MatrixFileError):
     """A matrix file declares a size the run could not hold."""
 
 

@@ -87,6 +87,10 @@ def _load_file(path: Path):
     sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(mod)
+    except SystemExit as exc:  # sys.exit() at import would end the run silently
+        sys.modules.pop(spec.name, None)
+        raise FrontendError(f"--model {path}: importing it called sys.exit({exc.code!r}); a model file "
+                            "must define the model, not exit") from None
     except Exception as exc:  # noqa: BLE001 - the user's file may raise anything
         sys.modules.pop(spec.name, None)
         raise FrontendError(f"--model {path}: importing it failed: {type(exc).__name__}: {exc}") from None
@@ -146,6 +150,9 @@ def load_user_model(spec: str, inputs: str | None = None, formats: str | None = 
 def _build(obj, spec: str):
     try:
         made = obj()
+    except SystemExit as exc:  # sys.exit() in the factory would end the run silently
+        raise FrontendError(f"--model {spec}: building it called sys.exit({exc.code!r}); "
+                            "return the model instead") from None
     except Exception as exc:  # noqa: BLE001 - the user's constructor may raise anything
         raise FrontendError(f"--model {spec}: building it failed: {type(exc).__name__}: {exc}") from None
     if isinstance(made, torch.nn.Module):

@@ -338,6 +338,16 @@ cli("i36:estimate-hidden", "estimate --kernel spmv --size 8 --hidden 4", "--hidd
 cli("i36:onchip-empty", ["sim", "--kernel", "spmv", "--memory", "hbm2", "--onchip", ""], "--onchip ''")
 cli("i36:onchip-path", ["sim", "--kernel", "spmv", "--memory", "hbm2", "--onchip", "../x"], "--onchip '../x'")
 cli("i36:max-nnz-path", ["build", "--kernel", "spmv", "--size", "8", "-o", "{d}/o", "--max-nnz", "/etc=4"], "/etc")
+cli("i36:model-file-exits", ["sim", "--model", "{d}/m.py:M"], "m.py", "sys.exit(0)",
+    files={"m.py": text("import sys\nsys.exit(0)\n")})
+cli("i36:model-factory-exits", ["sim", "--model", "{d}/m.py:M"], "m.py:M", "sys.exit(0)",
+    files={"m.py": text("import sys\ndef M():\n    sys.exit(0)\n")})
+cli("i36:model-dataset-complex", ["sim", "--model", "gcn", "--dataset", "{d}/x.mtx"], "x.mtx", "complex",
+    files={"x.mtx": text("%%MatrixMarket matrix coordinate complex general\n8 8 2\n1 2 1 2\n2 3 1 0\n")},
+    entry="data")
+cli("i36:mtx-skew-diagonal", ["sim", "--kernel", "spmv", "--data", "{d}/x.mtx"], "x.mtx", "diagonal entry (1, 1)",
+    files={"x.mtx": text("%%MatrixMarket matrix coordinate integer skew-symmetric\n4 4 2\n1 1 3\n2 1 4\n")},
+    entry="data")
 cli("i36:max-nnz-duplicate", ["build", "--kernel", "spmv", "--size", "8", "-o", "{d}/o", "--max-nnz", "B=4", "--max-nnz", "B=8"], "--max-nnz B=8", "given twice")
 
 # ---- graph files --------------------------------------------------------------------------
