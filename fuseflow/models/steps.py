@@ -278,6 +278,7 @@ def _step_details(s: Step) -> list[str]:
             out += [f"        fused: {line}" for line in cg.group.fused_einsum().splitlines()]
             out += [f"        {i} is {what}" for i, what in cg.group.origins.items()]
             out += [f"        parallel: {r.describe()}" for r in cg.parallel]
+            out += [f"        note: {n}" for n in cg.group.notes]  # densified iterations, ...
         for pc in s.compiled.permuted:
             out.append(f"      conversion (compiler's permuted copy): {pc.name} = {pc.source} stored as "
                        f"{pc.fmt} ({pc.reason})")
