@@ -21,7 +21,7 @@ from hw.elaborate import HwConfig, tensor_arrays
 
 from .boards import Board
 
-__all__ = ["DEVICE_RAM", "DeviceRam", "TooLargeForChip", "check_fits", "dram_bytes", "in_dram", "onchip_bits"]
+__all__ = ["DEVICE_RAM", "DeviceRam", "TooLargeForChip", "check_fits", "check_max_nnz", "dram_bytes", "in_dram", "onchip_bits"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,23 @@ def dram_bytes(graph: Graph, cfg: HwConfig) -> dict[str, int]:
 
 def _mbit(bits: int) -> str:
     return f"{bits / 2**20:.2f} Mbit" if bits >= 2**20 else f"{bits / 1024:.1f} kbit"
+
+
+def check_max_nnz(cfg: HwConfig, board: Board) -> None:
+    """Raise :class:`TooLargeForChip` for a ``--max-nnz`` capacity of an on-chip tensor whose
+    entries alone (a coordinate and a value word each) need more bits than ``board``'s device
+    has, whatever the graph (a capacity above the tensor's size would otherwise be cut to it
+    silently)."""
+    ram = DEVICE_RAM.get(board.device)
+    if ram is None:
+        return
+    for tensor, n in cfg.max_nnz:
+        need = n * (cfg.cw + cfg.vw)
+        if not in_dram(cfg, tensor) and need > ram.bits:
+            raise TooLargeForChip(
+                f"--max-nnz {tensor}={n}: {n:,} entries of {cfg.cw}-bit coordinates and {cfg.vw}-bit values "
+                f"need {_mbit(need)}, more than the {board.name} ({board.device}) has ({_mbit(ram.bits)}: "
+                f"{ram.describe()}); at most {ram.bits // (cfg.cw + cfg.vw):,}")
 
 
 def check_fits(graph: Graph, cfg: HwConfig, board: Board, dram_size: int | None = None) -> None:

@@ -270,9 +270,11 @@ def load_inputs(path: str, graph: Graph, num: Numerics | None = None) -> dict[st
                 data[t] = quantized_input(t, a, spec.shape, num, spec.fmt)
                 continue
             whole = np.asarray(a, dtype=np.float64)
-            if not np.all(np.isfinite(whole)) or np.any(whole != np.round(whole)):
-                raise ValueError(f"input {t!r}: values that are not whole numbers; the datapath is integer "
-                                 "(--numerics q16.16 takes real values)")
+            bad = np.argwhere(~np.isfinite(whole) | (whole != np.round(whole)))
+            if bad.size:
+                at = tuple(int(i) for i in bad[0])
+                raise ValueError(f"input {t!r}: entry [{', '.join(map(str, at))}] is {float(whole[at])}, not a whole number; the datapath "
+                                 "is integer (--numerics q16.16 takes real values)")
         except ValueError as exc:
             raise UserError(f"{path}: {exc}") from None
         data[t] = TensorData.from_dense(a.astype(np.int64), spec.fmt)

@@ -180,6 +180,15 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _check_out_dirs(args: argparse.Namespace) -> None:
+    """``-o`` of every command is a directory (made if missing): an existing file is refused."""
+    for attr in ("out", "outdir"):
+        path = getattr(args, attr, None)
+        if isinstance(path, str) and os.path.exists(path) and not os.path.isdir(path):
+            raise UserError(f"-o {path}: a file; {args.command} writes a directory there (give a new or "
+                            "existing directory)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand.  Exit status: 0 done, 1 a check failed, 2 bad input (a message naming
     it), 3 an unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted,
@@ -190,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return BROKEN_PIPE
     try:
+        _check_out_dirs(args)
         rc = int(SUBCOMMANDS[args.command].run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return rc

@@ -125,6 +125,8 @@ def run(args) -> int:
     if args.max_cycles is not None and args.max_cycles < 1:
         raise UserError(f"--max-cycles {args.max_cycles}: must be at least 1")
     waves = Path(args.waves) if args.waves else None
+    if waves is not None and waves.is_dir():
+        raise UserError(f"--waves {args.waves}: a directory; give a file path (e.g. {waves / 'run.vcd'})")
     try:
         wave_format(waves)
     except ValueError as exc:

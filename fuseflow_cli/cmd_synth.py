@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from fpga.boards import Board
-from fpga.capacity import check_fits
+from fpga.capacity import TooLargeForChip, check_fits, check_max_nnz
 from fpga.families import FAMILIES
 from fpga.model_run import model_graphs, model_hw_config
 from fpga.synth import SynthError, synthesize
@@ -41,6 +41,9 @@ from .models import (
 from .ui import phases, print_table
 
 __all__ = ["add_parser", "board_top", "run"]
+
+
+MAX_CLOCK_MHZ = 1000  # --clock-mhz above this is no goal place and route could meet
 
 
 def _family_defaults(what) -> str:
@@ -124,7 +127,12 @@ def _config(args: argparse.Namespace, graph: Graph, board: Board) -> HwConfig:
     if spacc_bram is None:
         spacc_bram, min_dim = family.spacc_block_ram, family.spacc_block_ram_min_dim
     cfg = replace(cfg, ram_fifo_depth=ram or None, spacc_block_ram=spacc_bram, spacc_block_ram_min_dim=min_dim)
-    return with_numerics(cfg, args.numerics, args.model is not None)
+    cfg = with_numerics(cfg, args.numerics, args.model is not None)
+    try:
+        check_max_nnz(cfg, board)
+    except TooLargeForChip as exc:
+        raise UserError(str(exc)) from None
+    return cfg
 
 
 def _synth_model(args: argparse.Namespace, board: Board, dram: str) -> tuple[object, HwConfig, str]:
@@ -194,8 +202,9 @@ def board_top(args: argparse.Namespace, board: Board):
 
 def run(args: argparse.Namespace) -> int:
     board = board_args.board_from_args(args)
-    if args.clock_mhz is not None and args.clock_mhz <= 0:
-        raise UserError(f"--clock-mhz {args.clock_mhz}: must be positive")
+    if args.clock_mhz is not None and not 0 < args.clock_mhz <= MAX_CLOCK_MHZ:
+        raise UserError(f"--clock-mhz {args.clock_mhz:g}: a timing goal between 0 and {MAX_CLOCK_MHZ} MHz "
+                        "(no FPGA fabric here clocks faster)")
     if manifest_source(args) and not (board_args.dram_name(board) and args.dram is not False):
         return _synth_each_graph(args, board)
     make_top, what, baud = board_top(args, board)

@@ -348,6 +348,19 @@ cli("i36:model-dataset-complex", ["sim", "--model", "gcn", "--dataset", "{d}/x.m
 cli("i36:mtx-skew-diagonal", ["sim", "--kernel", "spmv", "--data", "{d}/x.mtx"], "x.mtx", "diagonal entry (1, 1)",
     files={"x.mtx": text("%%MatrixMarket matrix coordinate integer skew-symmetric\n4 4 2\n1 1 3\n2 1 4\n")},
     entry="data")
+cli("i36:waves-directory", ["rtl", "--kernel", "spmv", "--size", "8", "--waves", "{d}/w.vcd"], "--waves", "w.vcd",
+    "a directory", files={"w.vcd/keep": text("")})
+cli("i36:out-is-file", ["build", "--kernel", "spmv", "--size", "8", "-o", "{d}/o"], "-o", "a file",
+    files={"o": text("")})
+cli("i36:synth-clock-huge", ["synth", "--kernel", "spmv", "--size", "8", "--board", "icebreaker", "-o", "{d}/o",
+                             "--clock-mhz", "5000"], "--clock-mhz 5000")
+cli("i36:synth-max-nnz-ram", ["synth", "--kernel", "spmv", "--size", "8", "--board", "icebreaker", "-o", "{d}/o",
+                              "--max-nnz", "B=100000000"], "--max-nnz B=100000000", "icebreaker")
+cli("i36:synth-cw", ["synth", "--kernel", "spmv", "--size", "8", "--board", "icebreaker", "-o", "{d}/o",
+                     "--cw", "64"], "--cw 64")
+cli("i36:run-board-fractional", ["run", "--board", "icebreaker", "--sim", "{d}/g.json", "--data", "{d}/x.npz"],
+    "input 'c'", "entry [0]", "q16.16", files={"g.json": graph_json(lambda d: None),
+                                               "x.npz": spmv_npz(c=np.full(8, 1.5))}, entry="data")
 cli("i36:max-nnz-duplicate", ["build", "--kernel", "spmv", "--size", "8", "-o", "{d}/o", "--max-nnz", "B=4", "--max-nnz", "B=8"], "--max-nnz B=8", "given twice")
 
 # ---- graph files --------------------------------------------------------------------------
