@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .compiler.pipeline import pass_options
-from .ir.memory import MemoryError, MemoryModel, parse_memory
+from .ir.memory import MemoryError, MemoryModel, is_tensor_name, parse_memory
 from .options import Kind, Option, OptionError, Source
 
 __all__ = ["FUSIONS", "OWN", "PRESETS", "SCHEDULE_OPTIONS", "Schedule", "ScheduleError", "load_schedule",
@@ -212,7 +212,7 @@ def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str
             raise ScheduleError(str(exc)) from None
     onchip = data.get("onchip")
     if onchip is not None:
-        bad = [t for t in onchip if not isinstance(t, str) or not t]
+        bad = [t for t in onchip if not is_tensor_name(t)]
         if bad:
             raise ScheduleError(f"{source}: onchip = {onchip!r} must be a list of tensor names")
         onchip = tuple(onchip)

@@ -691,8 +691,6 @@ def parse_max_nnz(items: list[str] | None, graph: Graph) -> tuple[tuple[str, int
         tensor, sep, value = item.partition("=")
         if not sep or not value.strip().isdigit():
             raise UserError(f"--max-nnz {item!r}: expected TENSOR=N, e.g. B=512")
-        if not tensor.isidentifier():
-            raise UserError(f"--max-nnz {item!r}: {tensor!r} is not a tensor name (an identifier)")
         if tensor in caps:
             raise UserError(f"--max-nnz {item}: tensor {tensor} is given twice; give it once")
         if tensor not in graph.tensors:

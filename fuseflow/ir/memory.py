@@ -22,7 +22,7 @@ from typing import Any
 from .tokens import CRD_WIDTH, VAL_WIDTH
 
 __all__ = ["PRESETS", "MemPort", "MemoryError", "MemoryModel", "Placement", "parse_memory",
-           "plan_ports", "word_bytes"]
+           "is_tensor_name", "plan_ports", "word_bytes"]
 
 
 class MemoryError(ValueError):
@@ -204,12 +204,13 @@ class Placement:
 
     @classmethod
     def of(cls, names: Iterable[str] | None, strict: bool = True) -> Placement:
-        """The placement of ``names`` (:class:`MemoryError` for a name that is not an identifier)."""
+        """The placement of ``names`` (:class:`MemoryError` for a name that is not a tensor
+        name: empty, or a path)."""
         names = list(names or ())
-        bad = [n for n in names if not isinstance(n, str) or not n.isidentifier()]
+        bad = [n for n in names if not is_tensor_name(n)]
         if bad:
-            raise MemoryError(f"--onchip {bad[0]!r}: a tensor name is an identifier (letters, digits, "
-                              "underscores), not empty or a path")
+            raise MemoryError(f"--onchip {bad[0]!r}: not a tensor name (an identifier such as B or "
+                              "fc1.weight), but empty or a path")
         return cls(frozenset(names), strict)
 
     def check(self, tensors: Iterable[str], where: str) -> None:
@@ -222,6 +223,13 @@ class Placement:
 
     def offchip(self, model: MemoryModel, tensor: str) -> bool:
         return not model.ideal and tensor not in self.onchip
+
+
+def is_tensor_name(name: object) -> bool:
+    """Not empty and not a path: no ``/`` or ``\\``, no ``.`` at either end or twice in a row
+    (tensors are named by identifiers, a module's parameter ``fc1.weight``)."""
+    return (isinstance(name, str) and name.strip() == name and bool(name) and not any(c in name for c in "/\\")
+            and all(name.split(".")))
 
 
 def word_bytes(width: int) -> int:

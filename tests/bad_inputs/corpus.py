@@ -337,6 +337,8 @@ cli("i36:rate-unknown-index", "estimate --kernel spmspm_inner --size 8 --rate q=
 cli("i36:estimate-hidden", "estimate --kernel spmv --size 8 --hidden 4", "--hidden")
 cli("i36:onchip-empty", ["sim", "--kernel", "spmv", "--memory", "hbm2", "--onchip", ""], "--onchip ''")
 cli("i36:onchip-path", ["sim", "--kernel", "spmv", "--memory", "hbm2", "--onchip", "../x"], "--onchip '../x'")
+cli("i36:schedule-onchip-path", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.toml"], "s.toml", "onchip",
+    files={"s.toml": text('onchip = ["../x"]\n')})
 cli("i36:max-nnz-path", ["build", "--kernel", "spmv", "--size", "8", "-o", "{d}/o", "--max-nnz", "/etc=4"], "/etc")
 cli("i36:model-file-exits", ["sim", "--model", "{d}/m.py:M"], "m.py", "sys.exit(0)",
     files={"m.py": text("import sys\nsys.exit(0)\n")})
