@@ -32,6 +32,7 @@ def int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{v} is out of range: use {span}")
         return v
     parse.__name__ = "integer"
+    parse.lo, parse.hi = lo, hi  # the declared range (the bad-input corpus generates its edges)
     return parse
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import resource
 import tempfile
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -19,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from bad_inputs.corpus import CASES, TIME_LIMIT_S, run_case
+from bad_inputs.generated import DECLARED
 
 VERDICTS = ("clear", "traceback", "hang", "silent", "wrong")
 
@@ -34,22 +37,29 @@ def main() -> int:
     counts: Counter = Counter()
     by_entry: dict[str, Counter] = {}
     shown = []
-    cases = [c for c in CASES if args.k in c.id]
+    cases = [c for c in CASES + DECLARED if args.k in c.id]
+    slowest = (0.0, "")
     for case in cases:
+        t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as d:
             out = run_case(case, Path(d))
+        slowest = max(slowest, (time.perf_counter() - t0, case.id))
         counts[out.verdict] += 1
         by_entry.setdefault(case.entry, Counter())[out.verdict] += 1
         if out.verdict in args.show:
             shown.append(f"[{out.verdict}] {case.id}: {out.message.strip()[:400]}")
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     if args.json:
         print(json.dumps({"cases": len(cases), "time_limit_s": TIME_LIMIT_S,
+                          "slowest_s": round(slowest[0], 3), "slowest_case": slowest[1],
+                          "peak_rss_mib": round(peak_mib, 1),
                           **{v: counts[v] for v in VERDICTS},
                           "by_entry": {e: {v: c[v] for v in VERDICTS} for e, c in sorted(by_entry.items())}},
                          indent=1))
     else:
         print("\n".join(shown))
-        print(f"{len(cases)} bad inputs (time limit {TIME_LIMIT_S} s each):")
+        print(f"{len(cases)} bad inputs (time limit {TIME_LIMIT_S} s each); slowest refusal {slowest[0]:.2f} s "
+              f"({slowest[1]}), peak resident memory {peak_mib:.0f} MiB (this process, every case in it):")
         print("  " + ", ".join(f"{v} {counts[v]}" for v in VERDICTS))
         for e, c in sorted(by_entry.items()):
             print(f"  {e:8s} " + ", ".join(f"{v} {c[v]}" for v in VERDICTS if c[v]))

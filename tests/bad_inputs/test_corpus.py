@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 
 from .corpus import CASES, run_case
+from .generated import DECLARED, REDUCED
 
 
 def test_the_corpus_is_large_and_spans_every_entry_point() -> None:
     entries = Counter(c.entry for c in CASES)
-    assert len(CASES) >= 300 and len({c.id for c in CASES}) == len(CASES)
+    everything = CASES + DECLARED
+    assert len(everything) >= 1000 and len({c.id for c in everything}) == len(everything)
+    assert len(CASES) >= 300
     assert set(entries) == {"cli", "graph", "data", "sweep", "program", "api"}
     assert all(c.says for c in CASES)
 
@@ -23,6 +26,16 @@ def test_the_corpus_is_large_and_spans_every_entry_point() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_gets_a_clear_error(case, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(Path(__file__).resolve().parents[2])  # examples/ paths in the cases
+    warnings.filterwarnings("ignore")
+    out = run_case(case, tmp_path)
+    assert out.verdict == "clear", f"{out.verdict}: {out.message}"
+
+
+@pytest.mark.parametrize("case", [c if c.id in REDUCED else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in DECLARED], ids=[c.id for c in DECLARED])
+def test_declared_option_value_gets_a_clear_error(case, tmp_path) -> None:
+    """The cases generated from the options' declarations (``generated.py``): the first bad
+    value of each option by default, every one with ``-m slow``."""
     warnings.filterwarnings("ignore")
     out = run_case(case, tmp_path)
     assert out.verdict == "clear", f"{out.verdict}: {out.message}"
