@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import resource
+import sys
 import tempfile
 import time
 import warnings
