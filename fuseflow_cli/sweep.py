@@ -39,6 +39,7 @@ from typing import Any
 
 from fuseflow.compiler.pipeline import pass_options
 from fuseflow.executor import Executor
+from fuseflow.ir.memory import MemoryError, parse_memory
 from fuseflow.options import Kind, Option, Source
 
 from . import cmd_sim
@@ -128,10 +129,20 @@ def _check_value(where: str, key: str, value: Any) -> None:
             _check_par(where, key, value)
     else:
         ok = isinstance(value, str)
+    if ok and key == "memory":
+        _check_memory(where, value)
     if not ok:
         want = {"flag": "true or false", "noflag": "true or false", int: "an integer", float: "a number",
                 "par": "a string like \"i=2,j=2\" or a table like {i = 2}"}.get(kind, "a string")
         raise UserError(f"{where}: {key} = {value!r} must be {want} (or a list of them, one per axis point)")
+
+
+def _check_memory(where: str, value: str) -> None:
+    """A grid's memory system is named before any worker starts."""
+    try:
+        parse_memory(value, where=f"{where}: memory")
+    except MemoryError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _check_par(where: str, key: str, value: str | Mapping) -> None:

@@ -177,13 +177,15 @@ def test_real_dask_scheduler_and_two_workers(tmp_path, dask_cluster):
 
 
 def test_cli_outputs_and_failed_configurations(tmp_path, capsys):
-    sweep = _write(tmp_path, KERNELS + '[[grid]]\nkernel = "spmv"\nsize = 8\nmemory = "nosuch"\n')
+    # a configuration that fails when it runs (its values are well-formed: the sweep file is
+    # checked before any worker starts): 64 lanes of an index with 8 coordinates
+    sweep = _write(tmp_path, KERNELS + '[[grid]]\nkernel = "spmv"\nsize = 8\npar = "i=64"\n')
     out = tmp_path / "o"
     assert main(["sweep", str(sweep), "-o", str(out), "--scheduler", "serial", "--json"]) == 1
     summary = json.loads(capsys.readouterr().out)
     assert summary["configs"] == 9 and summary["failed"] == 1
     [bad] = [r for r in summary["rows"] if r["status"] != "ok"]
-    assert "nosuch" in bad["message"] and "cycles" not in bad
+    assert "i=64" in bad["message"] and "cycles" not in bad
     with open(out / "results.csv") as f:
         rows = list(csv.DictReader(f))
     table = pq.read_table(out / "results.parquet").to_pylist()
