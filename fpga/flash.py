@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
 
+from fuseflow.ir.json_file import JsonFileError, read_json
 from rtl_sim.toolchain import find_tool
 
 from .boards import Board
@@ -25,7 +25,13 @@ def _bitstream(board: Board, build_dir: Path) -> Path:
         )
     report = build_dir / "synth_report.json"
     if report.exists():
-        built = json.loads(report.read_text())
+        try:
+            built = read_json(report, "synthesis report")
+        except JsonFileError as exc:
+            raise FlashError(f"{exc} (synthesise again)") from None
+        if not isinstance(built, dict) or not {"board", "bitstream"} <= set(built):
+            raise FlashError(f"synthesis report {str(report)!r} has no board / bitstream (damaged or from "
+                             "another version): synthesise again")
         if built["board"] != board.name:
             raise FlashError(
                 f"{build_dir} was built for board {built['board']!r}, not {board.name!r}"

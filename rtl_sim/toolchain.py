@@ -137,10 +137,28 @@ def cached_build(kind: str, key: str, build: Callable[[Path], dict], *, suffix: 
     d.mkdir(parents=True, exist_ok=True)
     with FileLock(d / ".lock"):
         stamp = d / "built.json"
+        if stamp.exists() and not _intact(d):  # a damaged entry is a miss: built again, said once
+            print(f"note: the build cache entry {d} is damaged (unreadable built.json or meta.json); "
+                  "building it again", file=sys.stderr)
+            stamp.unlink()
         if not stamp.exists():
             info = build(d)
             stamp.write_text(json.dumps(info) + "\n")
     return d
+
+
+def _intact(d: Path) -> bool:
+    """Whether a built cache entry's records read back (``built.json``, and ``meta.json`` when
+    the build wrote one)."""
+    for name in ("built.json", "meta.json"):
+        f = d / name
+        if name == "meta.json" and not f.exists():
+            continue
+        try:
+            json.loads(f.read_text())
+        except (OSError, ValueError, RecursionError):
+            return False
+    return True
 
 
 def write_sources(d: Path, make_verilog: Callable[[], tuple[str, dict]], toplevel: str) -> Path:

@@ -52,3 +52,23 @@ def test_cached_build_runs_once(monkeypatch, tmp_path):
     b = toolchain.cached_build("kind", "key", build)
     assert a == b and len(calls) == 1
     assert (a / "built.json").read_text().strip() == '{"n": 1}'
+
+
+@pytest.mark.parametrize("damage", ["built.json", "meta.json"])
+def test_a_damaged_cache_entry_is_built_again(monkeypatch, tmp_path, capsys, damage):
+    """A truncated record in a build directory is a cache miss (built again, said once on
+    stderr), never a crash in whatever reads it next."""
+    monkeypatch.setenv("FUSEFLOW_CACHE", str(tmp_path / "c"))
+    builds = []
+
+    def build(d: Path) -> dict:
+        builds.append(d)
+        (d / "meta.json").write_text('{"memory_map": {}}\n')
+        return {"seconds": 0.0}
+
+    d = toolchain.cached_build("test-kind", "k", build)
+    assert toolchain.cached_build("test-kind", "k", build) == d and len(builds) == 1
+    (d / damage).write_text('{"memory_map": ')  # cut short
+    assert toolchain.cached_build("test-kind", "k", build) == d and len(builds) == 2
+    assert "damaged" in capsys.readouterr().err
+    assert toolchain.cached_build("test-kind", "k", build) == d and len(builds) == 2

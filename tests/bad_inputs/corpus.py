@@ -256,6 +256,10 @@ cli("choice:rtl:--cw", "rtl --kernel spmv --cw wide", "--cw 'wide'")
 cli("choice:rtl:--cw-narrow", "rtl --kernel spmv --size 8 --cw 3", "--cw 3")
 cli("choice:synth:--board", ["synth", "--kernel", "spmv", "-o", "{d}/o", "--board", "de10"], "unknown board 'de10'")
 cli("choice:flash:--board", "flash --board de10 {d}/none", "unknown board 'de10'")
+cli("flash:report-damaged", ["flash", "--board", "icebreaker", "{d}/b"], "synth_report.json' is not valid JSON",
+    files={"b/synth_report.json": text('{"board": ')})
+cli("flash:report-keys", ["flash", "--board", "icebreaker", "{d}/b"], "has no board / bitstream",
+    files={"b/synth_report.json": text("{}")})
 cli("choice:correlate:--suite", ["correlate", "--suite", "everything", "-o", "{d}/o"], "invalid choice: 'everything'", "'spine'")
 cli("choice:compile:--fusion", "compile {d}/none.py --fusion half", "--fusion", "half")
 cli("choice:unknown-command", "simulate --kernel spmv", "simulate")
