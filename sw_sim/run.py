@@ -20,7 +20,7 @@ from fuseflow.ir.validate import primitive_run_problems, require_valid_inputs
 from . import registry
 from .counters import collect_counters
 from .dram import Controller
-from .engine import Channel, Engine, NodeStats, NullChannel, Primitive
+from .engine import Channel, Engine, NodeStats, NullChannel, Primitive, SimError
 from .overflow import counting, overflow_counts, overflow_records
 from .registry import Build
 from .stream import Sink, Source
@@ -154,7 +154,14 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
     if not sinks:
         raise ValueError(f"graph {graph.name!r} has no writer: nothing defines when it is done")
     eng = Engine(prims + ([ctrl] if ctrl else []), list(chan_out.values()), sinks)
-    cycles = eng.run(max_cycles)
+    try:
+        cycles = eng.run(max_cycles)
+    except SimError as exc:
+        if "exceeded" not in str(exc):
+            raise
+        # the cycle cap: say which graph, and the memory system when it sets the pace
+        mem = "" if model.ideal else f" under memory model {model.describe()}"
+        raise SimError(f"graph {graph.name!r}: {exc}{mem} (the cap: max_cycles)") from None
     outputs = collect_outputs(graph, by_name)
     wall = time.perf_counter() - t0
     named = {str(e): chan_out[e.src] for e in graph.edges}

@@ -30,7 +30,7 @@ from fuseflow.compiler.passes.skip import enable_skipping
 from fuseflow.ir.tensor import TensorData, TensorFormat
 from sw_sim import run_graph
 from sw_sim.dram import Controller
-from sw_sim.engine import Engine, Primitive
+from sw_sim.engine import Engine, Primitive, SimError
 
 # ----------------------------------------------------------------------------- parameters
 
@@ -480,3 +480,13 @@ def test_a_burst_smaller_than_a_word_is_refused():
     with pytest.raises(MemoryError, match="burst_bytes = 2 .*4-byte"):
         run_graph(g, data, memory=m)
     run_graph(g, data, memory=m, onchip=["B", "c", "y"])  # no port: nothing to refuse
+
+
+def test_the_cycle_cap_names_the_graph_and_the_memory_model():
+    """A run stopped by max_cycles says which graph and, when not ideal, which memory model set
+    the pace (a slow model is the usual reason a run reaches the cap)."""
+    g, data, _, _ = example("spmv", 16)
+    with pytest.raises(SimError, match=r"graph 'spmv': simulation exceeded 50 cycles under memory model hbm2"):
+        run_graph(g, data, memory="hbm2", max_cycles=50)
+    with pytest.raises(SimError, match=r"graph 'spmv': simulation exceeded 50 cycles \(the cap"):
+        run_graph(g, data, max_cycles=50)
