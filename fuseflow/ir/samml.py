@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,6 +223,9 @@ class Graph:
             raise GraphError(f"node {name!r} already exists")
         if "." in name:
             raise GraphError(f"node name {name!r} must not contain '.'")
+        if not _NODE_NAME.fullmatch(name):
+            raise GraphError(f"node name {name!r}: use letters, digits, '_', '-' or '$' (it becomes a signal "
+                             "name in the generated Verilog, where spaces and other characters break the netlist)")
         node = Node(name, kind, _checked_params(name, kind, params))
         self.nodes[name] = node
         return node
@@ -450,6 +454,10 @@ class Graph:
         d = self.to_json()
         d.pop("reference", None)  # what it computes, not how: the hardware is the same
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# node names: legal in every backend's signal names once the generator prefixes them
+_NODE_NAME = re.compile(r"[A-Za-z0-9_$-]+")
 
 
 def _where(name: str, kind: NodeKind) -> str:

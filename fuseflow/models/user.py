@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import pickle
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,20 +101,40 @@ def _load_file(path: Path):
     return mod
 
 
+def _npz_inputs(path: Path, floating: torch.dtype) -> dict[str, torch.Tensor]:
+    """The arrays of an ``.npz`` as tensors (floating ones in the module's dtype); an array of
+    strings, objects or complex numbers, or a file that is not an ``.npz``, is an error naming it."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise FrontendError(f"--inputs {path}: not a readable .npz of arrays: {exc}") from None
+    out = {}
+    for k, a in arrays.items():
+        if a.dtype.kind not in "biuf":
+            raise FrontendError(f"--inputs {path}: array {k!r} holds {a.dtype} values; inputs are real numbers "
+                                "or booleans")
+        t = torch.from_numpy(np.ascontiguousarray(a))
+        out[k] = t if a.dtype == bool or not np.issubdtype(a.dtype, np.floating) else t.to(floating)
+    return out
+
+
 def _load_inputs(path: Path, module: torch.nn.Module) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise FrontendError(f"--inputs {path}: no such file")
     floating = next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
     if path.suffix == ".npz":
-        with np.load(path) as z:
-            out = {}
-            for k in z.files:
-                a = z[k]
-                t = torch.from_numpy(np.ascontiguousarray(a))
-                out[k] = t if a.dtype == bool or not np.issubdtype(a.dtype, np.floating) else t.to(floating)
-            return out
+        return _npz_inputs(path, floating)
     if path.suffix in (".pt", ".pth"):
-        obj = torch.load(path, weights_only=True)
+        try:
+            obj = torch.load(path, weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as exc:
+            why = ("it holds Python objects other than tensors, which weights-only loading refuses"
+                   if isinstance(exc, pickle.UnpicklingError) else
+                   "not a torch.save archive (damaged, truncated or another format)" if "zip archive" in str(exc)
+                   else (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160])
+            raise FrontendError(f"--inputs {path}: not a readable torch.save file of tensors: {why}; save a "
+                                "dict of tensors with torch.save({'x': x, ...})") from None
         if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
             raise FrontendError(f"--inputs {path}: expected a dict of tensors (torch.save({{'x': x, ...}}))")
         return {k: v.to(floating) if v.is_floating_point() else v for k, v in obj.items()}

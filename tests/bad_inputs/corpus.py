@@ -16,6 +16,7 @@ import contextlib
 import copy
 import io
 import json
+import pickle
 import signal
 import traceback
 from collections.abc import Callable
@@ -256,6 +257,16 @@ cli("choice:rtl:--cw", "rtl --kernel spmv --cw wide", "--cw 'wide'")
 cli("choice:rtl:--cw-narrow", "rtl --kernel spmv --size 8 --cw 3", "--cw 3")
 cli("choice:synth:--board", ["synth", "--kernel", "spmv", "-o", "{d}/o", "--board", "de10"], "unknown board 'de10'")
 cli("choice:flash:--board", "flash --board de10 {d}/none", "unknown board 'de10'")
+cli("graph:node-name-space", ["sim", "{d}/g.json"], "node name 'scan B'", "spaces",
+    files={"g.json": graph_json(lambda d: d["nodes"].append({"name": "scan B", "kind": "root", "params": {}}))},
+    entry="graph")
+cli("inputs:pickle-not-torch", ["sim", "--model", "examples/pyg_models.py:gcn", "--inputs", "{d}/x.pt"],
+    "x.pt: not a readable torch.save file", "other than tensors",
+    files={"x.pt": lambda p: p.write_bytes(pickle.dumps({"x": object}))})
+cli("inputs:truncated-pt", ["sim", "--model", "examples/pyg_models.py:gcn", "--inputs", "{d}/x.pt"],
+    "not a torch.save archive", files={"x.pt": raw(b"PK\x03\x04cut")})
+cli("inputs:string-arrays", ["sim", "--model", "examples/pyg_models.py:gcn", "--inputs", "{d}/x.npz"],
+    "array 'x' holds <U1 values", files={"x.npz": npz(x=np.array(["a", "b"]))})
 cli("flash:report-damaged", ["flash", "--board", "icebreaker", "{d}/b"], "synth_report.json' is not valid JSON",
     files={"b/synth_report.json": text('{"board": ')})
 cli("flash:report-keys", ["flash", "--board", "icebreaker", "{d}/b"], "has no board / bitstream",
