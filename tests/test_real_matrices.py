@@ -93,7 +93,7 @@ def _given_x(tmp_path: Path) -> tuple[Path, np.ndarray]:
     return tmp_path / "x.npy", x
 
 
-@pytest.mark.parametrize("cmd", ["sim", pytest.param("rtl", marks=pytest.mark.rtl)])
+@pytest.mark.parametrize("cmd", ["sim", pytest.param("rtl", marks=[pytest.mark.rtl, pytest.mark.slow])])
 def test_spmm_with_a_given_real_x(cmd, tmp_path, capsys):
     """lp_scsd1 (77x760) times a user's real 760x16 X (``--operand B=x.npy``) at q16.16: within
     the bound of scipy's product; in RTL, cycles and values equal sw_sim's."""

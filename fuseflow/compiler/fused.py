@@ -158,46 +158,70 @@ class Group:
         return "\n".join(lines)
 
 
-def _vindices(e: VExpr, views: Mapping[str, View]) -> set[str]:
-    if isinstance(e, VAccess):
-        return set(views[e.view].indices)
-    if isinstance(e, VBin):
-        return _vindices(e.lhs, views) | _vindices(e.rhs, views)
-    if isinstance(e, VNamed):
-        return _vindices(e.body, views)
-    if isinstance(e, VUn):
-        return _vindices(e.arg, views)
-    return set()
+# An expression shares subexpressions (an intermediate read twice is one object in two places),
+# so the walks below keep what they computed per node (``memo``, keyed by the node's id and the
+# walk): without it, a deep chain whose steps read their operand twice costs exponential time.
+_Memo = dict
 
 
-def _local(e: VNamed, views: Mapping[str, View]) -> list[str]:
+def _cached(memo: _Memo | None, key: tuple, compute):
+    if memo is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
+def _vindices(e: VExpr, views: Mapping[str, View], memo: _Memo | None = None) -> set[str]:
+    def compute() -> set[str]:
+        if isinstance(e, VAccess):
+            return set(views[e.view].indices)
+        if isinstance(e, VBin):
+            return _vindices(e.lhs, views, memo) | _vindices(e.rhs, views, memo)
+        if isinstance(e, VNamed):
+            return _vindices(e.body, views, memo)
+        if isinstance(e, VUn):
+            return _vindices(e.arg, views, memo)
+        return set()
+    return _cached(memo, ("i", id(e)), compute)
+
+
+def _local(e: VNamed, views: Mapping[str, View], memo: _Memo | None = None) -> list[str]:
     """Indices summed inside intermediate ``e`` (not inside an intermediate nested in it)."""
-    nested = _named_locals(e.body, views)
-    return sorted(_vindices(e.body, views) - set(e.indices) - nested, key=lambda u: (len(u), u))
+    def compute() -> list[str]:
+        nested = _named_locals(e.body, views, memo)
+        return sorted(_vindices(e.body, views, memo) - set(e.indices) - nested, key=lambda u: (len(u), u))
+    return _cached(memo, ("l", id(e)), compute)
 
 
-def _named_locals(e: VExpr, views: Mapping[str, View]) -> set[str]:
-    if isinstance(e, VBin):
-        return _named_locals(e.lhs, views) | _named_locals(e.rhs, views)
-    if isinstance(e, VNamed):
-        return set(_local(e, views)) | _named_locals(e.body, views)
-    if isinstance(e, VUn):
-        return _named_locals(e.arg, views)
-    return set()
+def _named_locals(e: VExpr, views: Mapping[str, View], memo: _Memo | None = None) -> set[str]:
+    def compute() -> set[str]:
+        if isinstance(e, VBin):
+            return _named_locals(e.lhs, views, memo) | _named_locals(e.rhs, views, memo)
+        if isinstance(e, VNamed):
+            return set(_local(e, views, memo)) | _named_locals(e.body, views, memo)
+        if isinstance(e, VUn):
+            return _named_locals(e.arg, views, memo)
+        return set()
+    return _cached(memo if memo is not None else {}, ("n", id(e)), compute)
 
 
-def render_vexpr(e: VExpr, views: Mapping[str, View]) -> str:
-    if isinstance(e, VAccess):
-        return str(views[e.view])
-    if isinstance(e, VUn):
-        return unary_text(e.op, render_vexpr(e.arg, views), e.scalar, e.index)
-    if isinstance(e, VNamed):
-        local = _local(e, views)
-        red = f"Σ_{{{','.join(local)}}} " if local else ""
-        return f"[{e.tensor}_{{{','.join(e.indices)}}} = {red}{render_vexpr(e.body, views)}]"
-    lhs, rhs = render_vexpr(e.lhs, views), render_vexpr(e.rhs, views)
-    if e.op is Op.MUL:
-        return f"{lhs} · {rhs}"
-    return binop_text(e.op, lhs, rhs)
+def render_vexpr(e: VExpr, views: Mapping[str, View], memo: _Memo | None = None) -> str:
+    memo = {} if memo is None else memo
+
+    def compute() -> str:
+        if isinstance(e, VAccess):
+            return str(views[e.view])
+        if isinstance(e, VUn):
+            return unary_text(e.op, render_vexpr(e.arg, views, memo), e.scalar, e.index)
+        if isinstance(e, VNamed):
+            local = _local(e, views, memo)
+            red = f"Σ_{{{','.join(local)}}} " if local else ""
+            return f"[{e.tensor}_{{{','.join(e.indices)}}} = {red}{render_vexpr(e.body, views, memo)}]"
+        lhs, rhs = render_vexpr(e.lhs, views, memo), render_vexpr(e.rhs, views, memo)
+        if e.op is Op.MUL:
+            return f"{lhs} · {rhs}"
+        return binop_text(e.op, lhs, rhs)
+    return _cached(memo, ("r", id(e)), compute)
 
 
