@@ -45,13 +45,18 @@ _PARTS = ("values", "indices", "crow_indices", "col_indices")
 
 
 # ----------------------------------------------------------------------------- custom ops
+def _over_stored(x: torch.Tensor, row_fn) -> torch.Tensor:
+    """``row_fn`` over the nonzero entries of ``x`` (the others count as -inf and stay 0)."""
+    keep = x != 0
+    s = row_fn(torch.where(keep, x, torch.tensor(float("-inf"), dtype=x.dtype)))
+    return torch.where(keep, s, torch.zeros((), dtype=x.dtype))
+
+
 @torch.library.custom_op("fuseflow::sparse_softmax", mutates_args=())
 def sparse_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
     """``torch.sparse.softmax`` of the sparse tensor ``x`` stored as dense: over the nonzero
     entries along ``dim`` (the others stay 0)."""
-    keep = x != 0
-    s = torch.where(keep, x, torch.tensor(float("-inf"), dtype=x.dtype)).softmax(dim)
-    return torch.where(keep, s, torch.zeros((), dtype=x.dtype))
+    return _over_stored(x, lambda t: t.softmax(dim))
 
 
 @sparse_softmax.register_fake
@@ -62,9 +67,7 @@ def _(x, dim):
 @torch.library.custom_op("fuseflow::sparse_log_softmax", mutates_args=())
 def sparse_log_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
     """``torch.sparse.log_softmax`` of ``x`` stored as dense (over its nonzeros; 0 elsewhere)."""
-    keep = x != 0
-    s = torch.where(keep, x, torch.tensor(float("-inf"), dtype=x.dtype)).log_softmax(dim)
-    return torch.where(keep, s, torch.zeros((), dtype=x.dtype))
+    return _over_stored(x, lambda t: t.log_softmax(dim))
 
 
 @sparse_log_softmax.register_fake
