@@ -164,3 +164,37 @@ def test_accumulator_buffering_option_keeps_values_and_overlaps_the_flush() -> N
         assert b.cycles[0] < a.cycles[0]
     with pytest.raises(ValueError, match="spacc_buffers=3: must be 1 or 2"):
         compile_program(program, spacc_buffers=3)
+
+
+
+def shifted_operand(n: int = 96, m: int = 96, k: int = 4) -> Program:
+    """``Y = A·(T + 3)``, ``T = 2X``, X CSR: ``T + 3`` is not 0 where T is (f(0) != 0), so its
+    iteration is densified over j and k (a union of T with the all-coordinates term).  At j
+    that union has dense levels only (T's rows are stored dense), and it sits under the
+    intersection with A's compressed rows."""
+    p = Program("shifted_operand")
+    A = p.tensor("A", (n, m), "csr")
+    X = p.tensor("X", (m, k), "csr")
+    T = p.let("T", X * 2)  # computed: its format is the compiler's, so j is densified too
+    p.output(p.let("Y", einsum("ij,jk->ik", A, T + 3)))
+    return p
+
+
+@pytest.mark.parametrize("density", [0.02, 0.2])
+def test_densified_operand_under_an_intersection_is_located(density: float) -> None:
+    # a union of dense levels only covers every coordinate: A's nonzeros produce them and the
+    # union's members are located, so the work follows nnz(A), not the n*m of a dense merge
+    n = m = 96
+    k = 4
+    program = shifted_operand(n, m, k)
+    A = _csr_rows(n, m, density, 5)
+    X = _csr_rows(m, k, 0.5, 6)
+    data = {"A": A, "X": X}
+    compiled = compile_program(program, "unfused")
+    assert "located dense levels: T at u0, _iter96 at u0" in compiled.explain()
+    result = run_program(compiled, data, simulate=run_graph)
+    np.testing.assert_array_equal(result.dense("Y"), A @ (2 * X + 3))
+    assert result.cycles[-1] <= 1.2 * (np.count_nonzero(A) + n) * k + 64
+    scanned = run_program(compile_program(program, "unfused", locate=False), data, simulate=run_graph)
+    np.testing.assert_array_equal(scanned.dense("Y"), A @ (2 * X + 3))
+    assert scanned.cycles[-1] >= n * m

@@ -6,7 +6,9 @@ compressed (or otherwise sparse) operand, the dense level need not be scanned an
 coordinate by coordinate: the other operands produce the coordinates and a ``locate`` node
 computes the dense level's references from them (the iteration-lattice rule: an intersection
 with a dense level becomes a locate).  A union with a dense level still iterates it (every
-coordinate of the union is needed), and so does an intersection of dense levels only.
+coordinate of the union is needed), and so does an intersection of dense levels only; but a
+union of dense levels only, under an intersection (a densified iteration multiplied by a
+sparse operand), covers every coordinate and so joins the intersection's located members.
 
 A dense level is located only when its parent reference is never ``N`` (the view is not a
 union member at an earlier row): an intersection drops a coordinate whose dense operand is
@@ -39,7 +41,8 @@ def locate_dense_levels(t: FusionTable) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for ct in t.children.values():
         out += locate_dense_levels(ct)
-    for row, tree in t.joins.items():
+    for row in list(t.joins):
+        t.joins[row] = tree = _flatten_dense_unions(t, t.joins[row], row)
         for j in _intersections(tree):
             for view in _locatable(t, j, row):
                 cell = t.cells[(row, view)]
@@ -63,6 +66,28 @@ def _intersections(tree: Join) -> list[Join]:
         if isinstance(k, Join):
             out += _intersections(k)
     return out
+
+
+def _flatten_dense_unions(t: FusionTable, j: Join, row: str) -> Join:
+    """``j`` with every union under an intersection whose members are all dense levels (a
+    densified iteration: an operand where ``f(0) != 0`` next to the dense all-coordinates term)
+    replaced by its members.  Such a union yields every coordinate of the level, so it adds no
+    constraint to the intersection: its members can be located from the other operands'
+    coordinates instead of being scanned and merged (work in proportion to the sparse operand,
+    not to the dense dimension).  Values do not change: every member is present at every
+    coordinate either way."""
+    kids: list[str | Join] = []
+    for k in j.children:
+        if isinstance(k, Join):
+            k = _flatten_dense_unions(t, k, row)
+            if (j.kind is JoinKind.INTERSECT and k.kind is JoinKind.UNION
+                    and all(isinstance(m, str) and _dense_scan(t, m, row) for m in k.children)):
+                kids += list(k.children)
+                continue
+        kids.append(k)
+    if all(isinstance(k, str) and _dense_scan(t, k, row) for k in kids):
+        kids = list(j.children)  # dense levels only: nothing to locate from, keep the merge as written
+    return j if tuple(kids) == j.children else Join(j.kind, tuple(kids))
 
 
 def _locatable(t: FusionTable, j: Join, row: str) -> list[str]:
