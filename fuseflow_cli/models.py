@@ -593,13 +593,26 @@ def rtl_model_cmd(args: argparse.Namespace) -> int:
     except (ToolchainError, ValueError) as exc:
         raise UserError(str(exc)) from None
     checks = check_model(cm, res, _reference(case), num)
+    identical = all(same and s == r for _, s, r, same in rows)
+    if getattr(args, "json", False):
+        record = {"source": case.description, "model": args.model, "fusion": args.fusion,
+                  "fusion_choice": args.fusion_choice, "runner": args.runner, "numerics": str(num),
+                  "graphs": [{"name": n, "sw_cycles": s, "rtl_cycles": r, "identical": same and s == r}
+                             for n, s, r, same in rows],
+                  "sw_cycles": sum(s for _, s, _, _ in rows), "rtl_cycles": sum(r for _, _, r, _ in rows),
+                  "outputs_identical": identical, "checks": [c.to_json() for c in checks],
+                  "ok": identical and all(c.ok for c in checks), "overflows": res.overflows,
+                  "host_steps": [{k: h[k] for k in ("step", "kind", "bytes_read", "bytes_written")}
+                                 for h in res.host]}
+        print(json.dumps(record, indent=1))
+        ok = record["ok"] & overflow_verdict(args, res.overflow_records, f"model {args.model}", err=True)
+        return 0 if ok else 1
     print(case.description)
     print_table([[n, s, r, "yes" if same and s == r else "NO"] for n, s, r, same in rows],
                 ["graph", "sw_sim cycles", "RTL cycles", "identical"])
     print(host_text(cm, res))
-    ok = all(same and s == r for _, s, r, same in rows)
-    print(f"RTL = sw_sim in values, overflow flags and cycles for {len(rows)} graphs: {'yes' if ok else 'NO'}")
-    ok &= overflow_verdict(args, res.overflow_records, f"model {args.model}")
+    print(f"RTL = sw_sim in values, overflow flags and cycles for {len(rows)} graphs: {'yes' if identical else 'NO'}")
+    ok = identical & overflow_verdict(args, res.overflow_records, f"model {args.model}")
     print("\n".join(checks_text(checks)))
     ok &= all(c.ok for c in checks)
     return 0 if ok else 1

@@ -103,3 +103,18 @@ def test_zoo_models_and_their_options_on_compile_and_rtl(capsys) -> None:
     assert "--dataset: model options, but --kernel spmv is not a model" in capsys.readouterr().err
     assert main(["compile", str(ROOT / "examples/programs/spmm.py"), "--hidden", "4"]) == 2
     assert "--hidden: model options" in capsys.readouterr().err
+
+
+@pytest.mark.rtl
+@pytest.mark.slow  # one Verilator build
+def test_rtl_model_json_reports_each_graph_against_sim(capsys) -> None:
+    """``rtl --model --json``: one JSON object (it printed the text tables before), its sw_sim
+    cycles those of ``sim --model`` at the same numerics, and RTL equal to them."""
+    opts = ["--model", "graphsage", "--hidden", "8", "--fusion", "full", "--numerics", "q16.16", "--json"]
+    assert main(["sim", *opts]) == 0
+    sim = json.loads(capsys.readouterr().out)
+    assert main(["rtl", *opts]) == 0
+    rtl = json.loads(capsys.readouterr().out)
+    assert [g["sw_cycles"] for g in rtl["graphs"]] == [g["cycles"] for g in sim["graphs"]]
+    assert rtl["rtl_cycles"] == rtl["sw_cycles"] == sim["cycles"]
+    assert rtl["outputs_identical"] and rtl["ok"] and all(c["ok"] for c in rtl["checks"])
