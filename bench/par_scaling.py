@@ -28,17 +28,27 @@ from fuseflow.compiler.passes.par import parallelize
 from sw_sim import DeadlockError, run_graph
 
 
-def bigbird(par: dict[str, int]) -> tuple[int, bool]:
+def bigbird_case():
+    """BigBird attention's program and its example data (seed 0)."""
     import bigbird_attention as b
-    data = b.example_data(0)
-    cp = compile_program(b.program(), par=par or None)
+    return b.program(), b.example_data(0)
+
+
+def spmm_case(kernel: str = "spmm_dense"):
+    """The SpMM kernel at 64x64, A 10 % nonzeros: (graph, data, operands, expected)."""
+    return example(kernel, 64, 0, 0.1)
+
+
+def bigbird(par: dict[str, int]) -> tuple[int, bool]:
+    program, data = bigbird_case()
+    cp = compile_program(program, par=par or None)
     res = run_program(cp, data, simulate=run_graph)
     ok = all(np.array_equal(res.outputs[t].to_dense(), v) for t, v in reference(cp, data).items())
     return sum(res.cycles), ok
 
 
 def spmm(par: dict[str, int]) -> tuple[int, bool]:
-    g, data, _, expected = example("spmm_dense", 64, 0, 0.1)
+    g, data, _, expected = spmm_case()
     parallelize(g, par)
     res = run_graph(g, data)
     return res.cycles, bool(np.array_equal(next(iter(res.outputs.values())).to_dense(), expected))

@@ -10,7 +10,7 @@ built in Python, read from a small TOML or JSON file, or named: the presets ``un
     # attention.toml
     name = "attention-par"
     fusion = "full"
-    par = { i = 4, j = 4 }
+    par = { i = 4, j = 4 }   # or par = { auto = 16 }: the factors the estimate picks within 16 lanes
     block = { j = 16 }   # sparsity blocking: j's dimension in blocks of 16, vectors of 16 lanes
     [orders]
     S = "ijk"
@@ -31,12 +31,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .compiler.passes.par import DEFAULT_PAR_BUDGET
 from .compiler.pipeline import pass_options
 from .ir.memory import MemoryError, MemoryModel, is_tensor_name, parse_memory
+from .ir.primitives.parallel import MAX_LANES
 from .options import Kind, Option, OptionError, Source
 
-__all__ = ["FUSIONS", "OWN", "PRESETS", "SCHEDULE_OPTIONS", "Schedule", "ScheduleError", "load_schedule",
-           "parse_block", "parse_par"]
+__all__ = ["AUTO", "DEFAULT_PAR_BUDGET", "FUSIONS", "OWN", "PRESETS", "SCHEDULE_OPTIONS", "Schedule",
+           "ScheduleError", "check_par_budget", "load_schedule", "par_budget", "parse_block", "parse_par"]
 
 FUSIONS = ("unfused", "partial", "full")
 
@@ -204,6 +206,7 @@ def schedule_from_dict(data: Any, *, source: str = "schedule", default_name: str
     if problems:
         raise ScheduleError(f"{source}: " + "; ".join(problems))
     passes = {k: _pass_value(k, v, source) for k, v in data.items() if k in SCHEDULE_OPTIONS}
+    par_budget(passes.get("par"), f"{source}: par")
     memory = None
     if "memory" in data:
         try:
@@ -245,5 +248,58 @@ def parse_block(items: list[str] | None) -> dict[str, int]:
 
 
 def parse_par(items: list[str] | None) -> dict[str, int]:
-    """``--par i=4 --par j=2`` as ``{"i": 4, "j": 2}`` (:class:`ScheduleError` if malformed)."""
-    return parse_index_map(SCHEDULE_OPTIONS["par"], items, "i=4", "INDEX=FACTOR")
+    """``--par i=4 --par j=2`` as ``{"i": 4, "j": 2}``; ``--par auto=L`` (``--par auto``: the
+    default budget) as ``{"auto": L}`` (:class:`ScheduleError` if malformed, for a budget that
+    is not a power of two within the lane maximum, and for auto next to explicit factors)."""
+    auto = [x for x in items or [] if x.partition("=")[0].strip() == AUTO]
+    out = parse_index_map(SCHEDULE_OPTIONS["par"], [x for x in items or [] if x not in auto], "i=4",
+                          "INDEX=FACTOR or auto[=LANES]")
+    if len(auto) > 1:
+        raise ScheduleError(f"--par {auto[0]} and --par {auto[1]}: give auto once")
+    if not auto:
+        return out
+    text = auto[0].strip()
+    value = text.partition("=")[2].strip() if "=" in text else str(DEFAULT_PAR_BUDGET)
+    if not value.lstrip("-").isdigit():
+        raise ScheduleError(f"--par {text!r}: expected auto or auto=LANES, a power of two such as "
+                            f"auto={DEFAULT_PAR_BUDGET}")
+    budget = check_par_budget(int(value), "--par auto")
+    if out:
+        first = next(iter(out))
+        raise ScheduleError(f"--par {text} and --par {first}={out[first]}: auto chooses every factor within "
+                            "the lane budget; give either auto or INDEX=N factors")
+    return {AUTO: budget}
+
+
+AUTO = "auto"  # the key of par that asks for the estimate's factors (fuseflow.cost.par_search)
+
+
+def check_par_budget(budget: object, where: str = "--par auto") -> int:
+    """``budget`` as a lane budget: a power of two from 1 to the lane maximum
+    (:class:`ScheduleError` naming ``where`` otherwise)."""
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise ScheduleError(f"{where}={budget!r}: the lane budget must be a whole number (a power of two)")
+    if budget < 1:
+        raise ScheduleError(f"{where}={budget}: the lane budget must be at least 1 (a power of two such as "
+                            f"{DEFAULT_PAR_BUDGET})")
+    if budget > MAX_LANES:
+        raise ScheduleError(f"{where}={budget}: at most {MAX_LANES} lanes (the largest parallel region)")
+    if budget & (budget - 1):
+        lo = 1 << (budget.bit_length() - 1)
+        raise ScheduleError(f"{where}={budget}: the lane budget must be a power of two (e.g. {lo} or {lo * 2})")
+    return budget
+
+
+def par_budget(par: Mapping[str, int] | None, where: str = "par") -> int | None:
+    """The lane budget of ``par`` (a schedule's, the command line's added) when it asks for
+    ``auto``, else None; auto next to explicit factors is a :class:`ScheduleError`."""
+    if not par or AUTO not in par:
+        return None
+    budget = check_par_budget(par[AUTO], f"{where} auto")
+    others = {i: f for i, f in par.items() if i != AUTO}
+    if others:
+        given = ", ".join(f"{i}={f}" for i, f in others.items())
+        raise ScheduleError(f"{where} auto={budget} and {given}: auto chooses every factor within the lane "
+                            "budget; give either auto or INDEX=N factors (in the schedule file or on the "
+                            "command line)")
+    return budget

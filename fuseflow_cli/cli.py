@@ -31,6 +31,7 @@ from . import (
     cmd_synth,
 )
 from .errors import UserError, cli_syntax
+from .par_auto import resolve_model_par_auto
 
 __all__ = ["BROKEN_PIPE", "UserError", "build_parser", "main", "parse_args", "plain"]
 
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         return BROKEN_PIPE
     try:
         _check_out_dirs(args)
+        if args.command != "rank":  # rank drops --par: it ranks fusion and orders
+            resolve_model_par_auto(args)  # --model --par auto: the lanes chosen, as if given
         rc = int(SUBCOMMANDS[args.command].run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return rc

@@ -18,6 +18,8 @@ from fuseflow.compiler.passes.skip import enable_skipping, explain_skipping, ski
 from fuseflow.compiler.pipeline import pass_options
 from fuseflow.compiler.program import Program, ProgramError
 from fuseflow.compiler.program_json import program_from_reference
+from fuseflow.cost.graph import estimate_graph
+from fuseflow.cost.par_search import ParChoice, choose_par_graphs
 from fuseflow.executor import (
     WORKER_MEMORY,
     WORKERS_PER_CORE,
@@ -51,9 +53,11 @@ from fuseflow.kernels import (
 from fuseflow.models.datasets import read_matrix
 from fuseflow.options import Kind, Option, Source
 from fuseflow.schedule import (
+    AUTO,
     Schedule,
     ScheduleError,
     load_schedule,
+    par_budget,
     parse_block,
     parse_index_map,
     parse_par,
@@ -81,6 +85,8 @@ __all__ = [
     "add_scheduler_arg",
     "add_width_args",
     "apply_par",
+    "choose_graph_par",
+    "refuse_par_auto",
     "check_save_path",
     "NO_REFERENCE",
     "check_text",
@@ -230,6 +236,8 @@ def pass_values(args: argparse.Namespace, sched: Schedule, source: Source) -> di
         planned = getattr(sched, opt.name) if opt.schedule else None
         if opt.kind is Kind.INDEX_MAP:
             out[opt.name] = {**(planned or {}), **given} or None
+            if opt.name == "par":
+                refuse_par_auto(out["par"], "a program's or model's compile")
         elif opt.kind is Kind.FLAG:
             out[opt.name] = planned if planned is not None else (opt.default if given is None else given)
         else:
@@ -241,9 +249,18 @@ def resolve_schedule(args: argparse.Namespace) -> Schedule:
     """The schedule of the command line: ``--schedule`` (default: none set) plus ``--par``."""
     try:
         base = load_schedule(args.schedule) if getattr(args, "schedule", None) else Schedule()
-        return base.with_par(parse_par(getattr(args, "par", None)))
+        sched = base.with_par(parse_par(getattr(args, "par", None)))
+        par_budget(sched.par)  # auto next to explicit factors (the schedule's and the command line's)
+        return sched
     except ScheduleError as exc:
         raise UserError(str(exc)) from None
+
+
+def refuse_par_auto(par: Mapping[str, int] | None, where: str) -> None:
+    """``par auto`` left unresolved where ``where`` needs explicit factors: an error."""
+    if par and AUTO in par:
+        raise UserError(f"--par auto={par[AUTO]}: chooses the lanes of a graph file, a --kernel or a "
+                        f"--model (sim, rtl, build, estimate); {where} takes explicit INDEX=N factors")
 
 
 def add_scheduler_arg(p: argparse.ArgumentParser, default: str = "processes") -> None:
@@ -495,16 +512,53 @@ def load_graph_job(args: argparse.Namespace, *, rtl: bool = False) -> GraphJob:
         enable_skipping(job.graph, in_place=True)
         job.source += ", skipping"
     sched = resolve_schedule(args)
+    sched = _resolve_par_auto(args, job.graph, sched, job.data)
     apply_par(args, job.graph, job.source, sched)
     job.source += "".join(f", par {i}={f}" for i, f in sched.par.items() if f > 1)
     job.schedule = sched
     return job
 
 
+def choose_graph_par(graph: Graph, data: Mapping[str, TensorData], budget: int, memory: MemoryModel,
+                     placement: Placement) -> ParChoice:
+    """``--par auto``'s search on one graph: every split within ``budget`` lanes estimated on
+    ``data`` under ``memory`` (:mod:`fuseflow.cost.par_search`)."""
+    onchip = Placement(placement.onchip, strict=False)
+    try:
+        return choose_par_graphs([graph], budget, lambda g: estimate_graph(
+            g, {t: data[t] for t in g.input_tensors()}, memory=memory, placement=onchip)[0].cycles,
+            qualified=False)
+    except (ValueError, GraphError) as exc:
+        raise UserError(f"--par auto={budget}: graph {graph.name!r}: {exc}") from None
+
+
+def _resolve_par_auto(args: argparse.Namespace, graph: Graph, sched: Schedule,
+                      data: Mapping[str, TensorData] | None) -> Schedule:
+    """``sched`` with ``par auto`` replaced by the estimate's pick for ``graph`` (said on stderr;
+    ``args.par_choice``: its record), or unchanged without auto.  ``data``: the operands (None:
+    the seeded random ones)."""
+    args.par_choice = None
+    budget = par_budget(sched.par)
+    if budget is None:
+        return sched
+    if data is None:
+        ops = random_operands(graph, getattr(args, "seed", 0) or 0, operand_density(args))
+        data = {t: graph.tensors[t].data(ops[t]) for t in graph.input_tensors()}
+    memory, placement = resolve_memory(args, sched)
+    choice = choose_graph_par(graph, data, budget, memory, placement)
+    args.par_choice = choice.to_json()
+    print(f"par auto {choice.reason()} (estimate under memory {memory.name})", file=sys.stderr)
+    return replace(sched, name=sched.name if sched.name != "default" else "custom",
+                   passes={**sched.passes, "par": choice.chosen})
+
+
 def apply_par(args: argparse.Namespace, graph: Graph, source: str,
               sched: Schedule | None = None) -> Graph:
-    """``graph`` with the command line's ``--par`` / ``--schedule`` lanes (in place)."""
+    """``graph`` with the command line's ``--par`` / ``--schedule`` lanes (in place; ``--par
+    auto``: the estimate's pick on seeded random operands)."""
     sched = sched or resolve_schedule(args)
+    if par_budget(sched.par) is not None:
+        sched = _resolve_par_auto(args, graph, sched, None)
     if sched.fusion or sched.orders or sched.block:
         raise UserError(f"--schedule {args.schedule}: a graph file or kernel is already fused and "
                         f"ordered; only par applies (fusion and orders are for --model / compile, "

@@ -21,6 +21,7 @@ from .cmd_common import (
     add_schedule_args,
     add_scheduler_arg,
     open_executor,
+    refuse_par_auto,
     resolve_memory,
     resolve_schedule,
 )
@@ -77,6 +78,7 @@ def run(args) -> int:
     if sched.fusion or sched.orders or sched.block:
         raise UserError(f"--schedule {args.schedule}: the suites' graphs are already compiled; "
                         f"only par applies to correlate")
+    refuse_par_auto(sched.par, "correlate (a suite of graphs)")
     if sched.par:
         try:
             entries, left = with_par(entries, dict(sched.par), run_graph)

@@ -24,6 +24,7 @@ from .cmd_common import (
     add_graph_args,
     add_memory_args,
     load_graph_job,
+    refuse_par_auto,
     resolve_memory,
     resolve_schedule,
 )
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if args.json:
         print(json.dumps({"source": source, "memory": model.to_json(), "onchip": sorted(placement.onchip),
-                          "configs": rows}, indent=1))
+                          "configs": rows, "par_choice": getattr(args, "par_choice", None)}, indent=1))
         return 0
     print(f"{source}; memory {model.describe()}")
     head = ["config", "graphs", "FLOPs", "bytes", "off-chip B", "FLOP/B", "est. cycles", "ms"]
@@ -170,6 +171,7 @@ def _program(args, sched, fusions, kw, names) -> tuple[str, list[dict[str, Any]]
     if not callable(make):
         raise UserError(f"estimate needs {args.graph} to define example_data(seed) (the tensors' "
                         "statistics come from it)")
+    refuse_par_auto(sched.par, f"estimate {args.graph}")
     program = module.program()
     data = make(args.seed)
     rows = []

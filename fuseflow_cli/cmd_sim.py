@@ -74,7 +74,7 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
               "memory": model.to_json(), "onchip": sorted(placement.onchip),
               "counters": res.counters, "nodes": node_counters(res.stats),
               "saturated": saturated if args.saturate else None, "overflows": res.overflows,
-              "saved": str(saved) if saved else None}
+              "saved": str(saved) if saved else None, "par_choice": getattr(args, "par_choice", None)}
     return record, res, model
 
 

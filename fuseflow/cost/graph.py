@@ -141,15 +141,19 @@ def _is_feedback_port(node, port: str) -> bool:
     return port in node.spec.feedback
 
 
-def estimate_program(compiled, data: Mapping[str, Any], **kw) -> Estimate:
+def estimate_program(compiled, data: Mapping[str, Any], *,
+                     graph_inputs: dict[str, dict[str, Any]] | None = None, **kw) -> Estimate:
     """Estimate every graph of a compiled program in order (intermediates' statistics handed
-    on; permuted copies keep their source's counts with uniform fibres)."""
+    on; permuted copies keep their source's counts with uniform fibres).  ``graph_inputs``:
+    filled with each graph's inputs (data or statistics) by graph name."""
     t0 = time.perf_counter()
+    record = graph_inputs if graph_inputs is not None else {}
     tensors: dict[str, TensorStats | TensorData] = dict(initial_tensors(compiled, data))
     est = Estimate()
     for cg in compiled.groups:
         g = cg.graph
-        _, written = estimate_graph(g, {t: tensors[t] for t in g.input_tensors()}, est=est, **kw)
+        record[g.name] = {t: tensors[t] for t in g.input_tensors()}
+        _, written = estimate_graph(g, record[g.name], est=est, **kw)
         tensors.update(written)
         for p in compiled.permuted:
             if p.source in written:

@@ -17,10 +17,14 @@ from .graph import Estimate, TensorStats, estimate_graph, stats_of, uniform_stat
 __all__ = ["estimate_model"]
 
 
-def estimate_model(cm: CompiledModel, **kw: Any) -> Estimate:
+def estimate_model(cm: CompiledModel, *, graph_inputs: dict[str, dict[str, TensorStats]] | None = None,
+                   **kw: Any) -> Estimate:
     """FLOPs, bytes and a cycle bound of every graph of ``cm`` (``kw``: memory, placement, cw,
     vw, rates — see :func:`fuseflow.cost.estimate_graph`).  Input statistics come from the
-    traced inputs; host steps (reshapes, transposes) produce dense tensors, as they do when run."""
+    traced inputs; host steps (reshapes, transposes) produce dense tensors, as they do when run.
+    ``graph_inputs``: filled with each graph's input statistics by graph name (to estimate the
+    graph again on its own, e.g. parallelized: :mod:`fuseflow.cost.par_search`)."""
+    record = graph_inputs if graph_inputs is not None else {}
     t0 = time.perf_counter()
     ir = cm.ir
     tensors: dict[str, tuple[TensorStats, tuple[int, ...], TensorFormat]] = {}
@@ -43,7 +47,8 @@ def estimate_model(cm: CompiledModel, **kw: Any) -> Estimate:
             for cg in prog.groups:
                 g = cg.graph
                 _add_iteration_tensors(local, g.input_tensors())
-                _, written = estimate_graph(g, {t: local[t] for t in g.input_tensors()}, est=est, **kw)
+                record[g.name] = {t: local[t] for t in g.input_tensors()}
+                _, written = estimate_graph(g, record[g.name], est=est, **kw)
                 local.update(written)
                 for t, st in written.items():
                     tensors[t] = (st, g.tensors[t].shape, g.tensors[t].fmt)
@@ -51,8 +56,8 @@ def estimate_model(cm: CompiledModel, **kw: Any) -> Estimate:
                     if p.source in written:
                         local[p.name] = uniform_stats(g.tensors[p.source].shape, p.fmt, written[p.source].levels[-1].nnz)
         elif isinstance(s, MLStep):
-            src = _as(tensors[s.input], s.in_fmt)
-            _, written = estimate_graph(s.graph, {s.input: src}, est=est, **kw)
+            record[s.graph.name] = {s.input: _as(tensors[s.input], s.in_fmt)}
+            _, written = estimate_graph(s.graph, record[s.graph.name], est=est, **kw)
             for t, st in written.items():
                 tensors[t] = (st, s.graph.tensors[t].shape, s.graph.tensors[t].fmt)
         elif isinstance(s, ConvertStep):  # a host format conversion: the same entries in other levels

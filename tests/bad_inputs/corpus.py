@@ -345,6 +345,20 @@ cli("i36:rate-duplicate", "estimate --kernel spmspm_inner --size 8 --rate k=0.5 
 cli("i36:schedule-skip-kernel", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.toml"], "skip, lanes",
     files={"s.toml": text("skip = true\nlanes = 4\n")})
 cli("i36:par-unknown-graph", "sim --kernel spmv --par foo:i=2", "--par foo:i=2", "no graph 'foo'", "'spmv'")
+# --par auto: a power-of-two lane budget within the lane maximum, never next to explicit factors
+for _v, _says in [("auto=3", ("--par auto=3", "power of two")), ("auto=0", ("--par auto=0", "at least 1")),
+                  ("auto=128", ("--par auto=128", "at most 64")), ("auto=x", ("--par 'auto=x'", "auto=LANES"))]:
+    cli(f"par-auto:sim:{_v}", ["sim", "--kernel", "spmv", "--par", _v], *_says)
+cli("par-auto:with-explicit", "sim --kernel spmv --par auto --par i=2", "--par auto", "--par i=2", "either auto")
+cli("par-auto:twice", "sim --kernel spmv --par auto=4 --par auto=8", "--par auto=4", "--par auto=8", "once")
+cli("par-auto:rtl:not-power", "rtl --kernel spmv --par auto=6", "--par auto=6", "power of two")
+cli("par-auto:model:not-power", "sim --model gcn --par auto=12", "--par auto=12", "power of two")
+cli("par-auto:schedule-not-power", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.toml"], "s.toml", "auto=3",
+    "power of two", files={"s.toml": text("[par]\nauto = 3\n")})
+cli("par-auto:schedule-and-explicit", ["sim", "--kernel", "spmv", "--schedule", "{d}/s.toml", "--par", "i=2"],
+    "auto=4", "i=2", "either auto", files={"s.toml": text("[par]\nauto = 4\n")})
+cli("par-auto:schedule-model", ["sim", "--model", "gcn", "--schedule", "{d}/s.toml"], "s.toml", "auto=4",
+    "--par auto on the command line", files={"s.toml": text("[par]\nauto = 4\n")})
 cli("i36:estimate-numerics", "estimate --kernel spmv --size 8 --numerics q16.16", "--numerics q16.16")
 cli("i36:rank-numerics", "rank --model gcn --numerics q16.16", "--numerics q16.16")
 cli("i36:rate-no-intersection", "estimate --kernel spmv --size 8 --rate i=0.5", "--rate i=0.5", "no intersection")

@@ -38,7 +38,7 @@ from ..program import FusionError, Rejected
 from .base import GroupIR, Pass, ProgramIR, graph_pass_text
 from .fifo import size_fifos
 
-__all__ = ["PAR", "PASS", "ParallelError", "ParallelRegion", "check_par_used", "parallelize", "stream_levels"]
+__all__ = ["DEFAULT_PAR_BUDGET", "PAR", "PASS", "ParallelError", "ParallelRegion", "check_par_used", "parallelize", "stream_levels"]
 
 
 class ParallelError(ValueError):
@@ -463,9 +463,14 @@ def _fresh(g: Graph, base: str) -> str:
 
 
 # ----------------------------------------------------------------------------- the pass
+# the lane budget of ``--par auto`` without ``=L`` (fuseflow.cost.par_search)
+DEFAULT_PAR_BUDGET = 16
+
 PAR = Option("par", Kind.INDEX_MAP, None,
              "parallelize index INDEX into N lanes (1-64); repeatable, nested outermost first; "
-             "added to --schedule's", sources=Source.ALL, low=1, high=MAX_LANES, units="lanes",
+             "added to --schedule's; auto[=L]: the factors the estimate predicts fastest under "
+             f"--memory within L lanes (a power of two, default {DEFAULT_PAR_BUDGET}; at most two "
+             "indices; docs/schedules.md)", sources=Source.ALL, low=1, high=MAX_LANES, units="lanes",
              metavar="INDEX=N")
 
 
