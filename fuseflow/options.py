@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Kind", "Option", "OptionError", "Source", "int_range"]
+__all__ = ["SOURCES_ATTR", "Kind", "Option", "OptionError", "Source", "int_range"]
+
+SOURCES_ATTR = "fuseflow_sources"  # an argparse action's declared sources (fuseflow_cli.applies)
 
 
 def int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
@@ -165,4 +167,5 @@ class Option:
             kw.update(type=int_range(self.low if self.low is not None else -(1 << 63), self.high),
                       metavar=self.metavar, default=self.default)
         kw.update(overrides)
-        parser.add_argument(self.cli_flag, **kw)
+        action = parser.add_argument(self.cli_flag, **kw)
+        setattr(action, SOURCES_ATTR, self.sources)  # the command line's source check reads it

@@ -30,6 +30,7 @@ from . import (
     cmd_sweep,
     cmd_synth,
 )
+from .applies import check_sources
 from .errors import UserError, cli_syntax
 from .par_auto import resolve_model_par_auto
 
@@ -161,13 +162,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line parsed; an unknown option of a subcommand is an error (exit 2) naming
     it and the subcommand's nearest options (before argparse's own checks, which would
     otherwise report a missing required option or print the top-level usage)."""
+    return _parse(argv)[1]
+
+
+def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The subcommand's parser and the parsed command line (see :func:`parse_args`)."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     found = _unknown_options(parser, argv)
     if found:
         sub, flags = found
         sub.error(_did_you_mean(sub, flags))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    return parser._subparsers._group_actions[0].choices[args.command], args  # noqa: SLF001
 
 
 def _quiet_stdout() -> None:
@@ -195,11 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     it), 3 an unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted,
     141 stdout closed by its reader (``| head``: the rest is dropped without a message)."""
     try:
-        args = parse_args(argv)  # --help may meet a closed pipe too
+        sub, args = _parse(argv)  # --help may meet a closed pipe too
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE
     try:
+        check_sources(sub, args)  # an option given with a source it does not apply to
         _check_out_dirs(args)
         if args.command != "rank":  # rank drops --par: it ranks fusion and orders
             resolve_model_par_auto(args)  # --model --par auto: the lanes chosen, as if given

@@ -23,7 +23,7 @@ from .cmd_common import (
 )
 from .cmd_synth import board_top, write_manifest  # the same design as synth's
 from .errors import UserError
-from .models import add_host_steps_arg, add_model_args, build_model, reject_model_options
+from .models import add_host_steps_arg, add_model_args, build_model
 from .ui import print_table, spinner
 
 
@@ -62,7 +62,6 @@ def run(args) -> int:
         args.cw = 16
     if args.model:
         return build_model(args)
-    reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
     job = load_graph_job(args)
     if args.cw < 10 or args.vw < 10:
         raise UserError("--cw and --vw must be at least 10 bits (control words use bits 9..0)")

@@ -64,6 +64,7 @@ from fuseflow.schedule import (
 )
 from hw.elaborate import HwConfig, crd_width_needed
 
+from .applies import declare
 from .argtypes import MAX_SIZE, fraction, int_range
 from .errors import UserError
 
@@ -153,6 +154,8 @@ def add_graph_args(p: argparse.ArgumentParser, *, manifest: bool = False) -> Non
                         "(an error if none can skip)")
     add_schedule_args(p)
     add_pass_args(p, Source.GRAPH)
+    declare(p, Source.KERNEL, "--size", "--block", "--lanes", "--operand", "--dense-cols")
+    declare(p, Source.KERNEL | Source.GRAPH, "--data", "--seed")
 
 
 def operand_density(args: argparse.Namespace) -> float:

@@ -35,6 +35,7 @@ from fuseflow.ir.samml import GraphError
 from fuseflow.options import Source
 from sw_sim import run_graph
 
+from .applies import declare
 from .argtypes import int_range
 from .cmd_common import (
     add_overflow_arg,
@@ -45,7 +46,7 @@ from .cmd_common import (
     resolve_schedule,
 )
 from .errors import UserError
-from .models import add_user_model_args, add_zoo_args, compile_model_cmd, reject_model_options
+from .models import add_user_model_args, add_zoo_args, compile_model_cmd
 
 __all__ = ["add_parser", "load_program_module", "run"]
 
@@ -87,6 +88,7 @@ def add_parser(subparsers) -> None:
                         "data exactly, real-valued data in float numerics within the derived bound)")
     p.add_argument("--seed", type=int_range(0), default=0, help="seed passed to example_data()")
     add_overflow_arg(p)
+    declare(p, Source.PROGRAM, "--dump-after", "--order", "--fused-order", "--global-iteration", "--seed")
     g = p.add_argument_group("PyTorch models instead of PROGRAM.py (needs torch)")
     add_user_model_args(g)
     add_zoo_args(g)
@@ -137,7 +139,6 @@ def run(args: argparse.Namespace) -> int:
         return _compile_model(args)
     if args.program is None:
         raise UserError("give a PROGRAM.py, --model MODEL (or --list-passes)")
-    reject_model_options(args, args.program, keep=("fusion", "locate", "explain"))
     module = load_program_module(args.program)
     try:
         program = module.program()

@@ -30,7 +30,7 @@ from .cmd_common import (
 )
 from .cmd_compile import load_program_module
 from .errors import UserError
-from .models import add_model_args, load_compiled, reject_model_options
+from .models import add_model_args, load_compiled
 from .ui import print_table
 
 __all__ = ["add_parser", "run"]
@@ -153,7 +153,6 @@ def _estimate(args: argparse.Namespace, sched, kw: dict[str, Any]) -> tuple[str,
         return f"model {args.model}", rows
     if args.graph and args.graph.endswith(".py"):
         return _program(args, sched, fusions, kw, names)
-    reject_model_options(args, "--kernel " + args.kernel if args.kernel else "the graph file", keep=("fusion",))
     job = load_graph_job(args)
     names.check(job.graph.tensors, f"graph {job.graph.name!r}")
     _check_rates(kw["rates"], [job.graph], job.source)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fuseflow.ir.memory import MemoryError
 from fuseflow.ir.numerics import Mode, Numerics
+from fuseflow.options import Source
 from hw.elaborate import HwConfig
 from rtl_sim import ToolchainError
 from rtl_sim import run_graph as rtl_run
@@ -17,6 +18,7 @@ from rtl_sim.api import VERILATOR_RUNNERS, graph_build, memory_config
 from rtl_sim.waves import wave_format
 from sw_sim import SimError, run_graph
 
+from .applies import declare
 from .argtypes import int_range
 from .cmd_common import (
     NO_REFERENCE,
@@ -47,7 +49,6 @@ from .models import (
     add_user_model_args,
     add_zoo_args,
     manifest_source,
-    reject_model_options,
     rtl_model_cmd,
 )
 from .ui import spinner
@@ -85,10 +86,13 @@ def add_parser(sub) -> None:
     p.add_argument("--numerics", help="value arithmetic: int (default for a graph file or kernel: the --vw-bit "
                    "integers), or a fixed-point format such as q16.16 for real-valued data (sets the value "
                    "width; the default for --model)")
+    declare(p, Source.GRAPH | Source.KERNEL, "--cw", "--vw", "--max-cycles", "--waves", "--memory", "--onchip",
+            "--dram-min-bytes", "--saturate", "--save")  # a model's RTL: Q16.16, on chip, no waves yet
     g = p.add_argument_group("PyTorch models instead of a graph (needs torch): every graph in RTL")
     add_user_model_args(g)
     add_zoo_args(g)
     g.add_argument("--fusion", choices=("auto", *FUSIONS), help=FUSION_HELP)
+    declare(g, Source.MODEL, "--fusion")
 
 
 def resolve_runner(args) -> str:
@@ -113,8 +117,6 @@ def run(args) -> int:
         return rtl_model_cmd(args)
     if args.inputs or args.formats or args.strict:
         raise UserError("--inputs / --formats / --strict: options of --model")
-    reject_model_options(args, "--kernel " + args.kernel if args.kernel else "the graph file",
-                         keep=("numerics",))
     check_save_path(args)
     job = load_graph_job(args, rtl=True)
     if is_dram_memory(getattr(args, "memory", None)):  # the board's DRAM, real controller (docs/dram.md)

@@ -58,7 +58,7 @@ from .cmd_common import (
 )
 from .cmd_run_model import run_model_on_board
 from .errors import UserError
-from .models import add_host_steps_arg, add_model_args, reject_model_options
+from .models import add_host_steps_arg, add_model_args
 from .ui import load_progress
 
 __all__ = ["add_parser", "run"]
@@ -170,7 +170,6 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         return run_model_on_board(args, board)
     check_save_path(args)
-    reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
     if args.density is None:
         args.density = 0.1
     graph, cfg, baud, job = _design(args)

@@ -26,7 +26,7 @@ from .cmd_common import (
     save_outputs,
 )
 from .errors import UserError
-from .models import add_model_args, counters_text, manifest_source, reject_model_options, run_model
+from .models import add_model_args, counters_text, manifest_source, run_model
 from .ui import print_table
 
 
@@ -81,7 +81,6 @@ def simulate_graph(args) -> tuple[dict, SimResult, MemoryModel]:
 def run(args) -> int:
     if manifest_source(args) or args.model:  # a build --model manifest: its model
         return run_model(args)
-    reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
     record, res, model = simulate_graph(args)
     if args.json:
         print(json.dumps(record, indent=1))

@@ -36,7 +36,6 @@ from .models import (
     add_model_args,
     load_compiled,
     manifest_source,
-    reject_model_options,
 )
 from .ui import phases, print_table
 
@@ -103,7 +102,6 @@ def _graph(args: argparse.Namespace) -> Graph:
     if args.graph is None and args.kernel is None and args.model is None:
         raise UserError("give GRAPH.json, --kernel NAME or --model NAME")
     if args.model is None:
-        reject_model_options(args, ("--kernel " + args.kernel if args.kernel else "the graph file"), keep=("numerics",))
         return board_args.graph_from_args(args)
     if args.graph is not None or args.kernel is not None:
         raise UserError("give one of GRAPH.json, --kernel NAME or --model NAME")

@@ -32,6 +32,7 @@ from rtl_sim.toolchain import lint
 from sw_sim import run_graph
 from sw_sim.counters import merge_counters
 
+from .applies import declare
 from .argtypes import MAX_SIZE, fraction, int_range
 from .cmd_common import (
     add_pass_args,
@@ -59,7 +60,6 @@ __all__ = [
     "compile_model_cmd",
     "host_text",
     "load_compiled",
-    "reject_model_options",
     "rtl_model_cmd",
     "run_model",
     "simulate_model_args",
@@ -88,6 +88,7 @@ def add_user_model_args(g, *, model: bool = True) -> None:
                         "csr, csc, dcsr, dcsc, coo or per-level letters)")
     g.add_argument("--strict", action="store_true",
                    help="an op that would run on the host (a graph break) is an error instead")
+    declare(g, Source.MODEL, "--inputs", "--formats", "--strict")
 
 
 def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
@@ -96,8 +97,10 @@ def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     add_zoo_args(g)
     g.add_argument("--fusion", choices=("auto", *FUSIONS), help=FUSION_HELP)
     add_pass_args(g, Source.MODEL, without=Source.GRAPH | Source.KERNEL)  # --no-locate, ...
+    declare(g, Source.PROGRAM | Source.MODEL, "--fusion")
     if not build:
         g.add_argument("--explain", action="store_true", help="print the compiled steps and graphs")
+        declare(g, Source.PROGRAM | Source.MODEL, "--explain")
         g.add_argument("--numerics",
                        help="value numerics: for --model float (default) or a fixed-point format such as "
                             "q16.16, checked against PyTorch within the bound derived from the format and "
@@ -121,7 +124,8 @@ def add_zoo_args(g) -> None:
     g.add_argument("--hidden", type=int_range(1, MAX_SIZE), default=16, help="hidden width of GCN / GraphSAGE (default 16)")
     g.add_argument("--features", type=int_range(1, MAX_SIZE), help="feature width of synthetic graphs / cora")
     g.add_argument("--nodes", type=int_range(2, MAX_SIZE), default=256, help="nodes of uniform/powerlaw/blockdiag graphs")
-    if not has_flag(g, "--density"):  # sim, build, rtl, estimate: the graph options' --density
+    own_density = not has_flag(g, "--density")  # sim, build, rtl, estimate: the graph options' --density
+    if own_density:
         g.add_argument("--density", type=fraction,
                        help=f"uniform/powerlaw/blockdiag graphs: {ADJ_DENSITY_HELP}")
     g.add_argument("--feature-density", type=fraction, metavar="FRACTION",
@@ -131,10 +135,13 @@ def add_zoo_args(g) -> None:
     g.add_argument("--dmodel", type=int_range(1, MAX_SIZE), default=64, help="GPT hidden size (default 64)")
     g.add_argument("--heads", type=int_range(1), default=2, help="GPT heads (default 2)")
     g.add_argument("--blocks", type=int_range(1), default=2, help="GPT decoder blocks (default 2)")
+    declare(g, Source.MODEL, *(f"--{k.replace('_', '-')}" for k in _ZOO_ONLY))
+    if own_density:
+        declare(g, Source.MODEL, "--density")
 
 
-# the model options and their defaults (add_model_args); a graph or kernel command rejects them
-# (and the compiler pass options of models only: add_pass_args)
+# the model options and their defaults (add_model_args), for a manifest's clashes; a graph or
+# kernel command refuses them from their declared sources (fuseflow_cli.applies)
 _MODEL_PASS_OPTIONS = {o.name: o for o in pass_options(Source.MODEL)
                        if o.cli and not o.sources & (Source.GRAPH | Source.KERNEL)}
 _MODEL_OPTIONS = {"dataset": None, "fusion": None, "hidden": 16, "features": None, "nodes": 256,
@@ -142,17 +149,6 @@ _MODEL_OPTIONS = {"dataset": None, "fusion": None, "hidden": 16, "features": Non
                   **{n: o.default for n, o in _MODEL_PASS_OPTIONS.items()}, "explain": False,
                   "numerics": None, "inputs": None, "formats": None, "strict": False, "no_host_steps": False}
 _ZOO_ONLY = ("dataset", "hidden", "features", "nodes", "feature_density", "seq", "dmodel", "heads", "blocks")
-
-
-def reject_model_options(args: argparse.Namespace, source: str, *, keep: tuple[str, ...] = ()) -> None:
-    """A ``UserError`` naming the model-only options given with a graph file or kernel (they
-    would be ignored); ``keep``: options the command uses itself (e.g. ``numerics`` in build)."""
-    given = [k for k, default in _MODEL_OPTIONS.items()
-             if k not in keep and hasattr(args, k) and getattr(args, k) != default]
-    if given:
-        flags = ", ".join(_MODEL_PASS_OPTIONS[k].cli_flag if k in _MODEL_PASS_OPTIONS else "--" + k.replace("_", "-")
-                          for k in given)
-        raise UserError(f"{flags}: model options, but {source} is not a model (use --model M)")
 
 
 _MANIFEST_OPTIONS = (*_ZOO_ONLY, "density", "inputs", "formats", "strict")
@@ -496,6 +492,7 @@ def add_host_steps_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-host-steps", action="store_true",
                    help="with --model on a board: refuse a model that needs the host between its graphs "
                         "(graph breaks, conversions, data movement, permuted copies), naming each")
+    declare(p, Source.MODEL, "--no-host-steps")
 
 
 def _model_max_nnz(args: argparse.Namespace, graphs) -> tuple[tuple[str, int], ...]:

@@ -43,6 +43,7 @@ from fuseflow.ir.memory import MemoryError, parse_memory
 from fuseflow.options import Kind, Option, Source
 
 from . import cmd_sim
+from .applies import check_sources
 from .errors import UserError
 from .models import ZOO, simulate_model_args
 
@@ -250,8 +251,9 @@ def load_sweep(path: str | Path) -> Sweep:
                                 f"not {' and '.join(given)}")
             _check_model(where, keys.get("model"))
             argv, files = _argv(keys, path.parent)
-            try:
-                parser.parse_args(argv)
+            try:  # the sim command line's own checks, and the options' sources (not ignored)
+                sub = parser._subparsers._group_actions[0].choices["sim"]  # noqa: SLF001
+                check_sources(sub, parser.parse_args(argv))
             except UserError as exc:
                 raise UserError(f"{where} ({Config(keys, ()).label()}): {exc}") from None
             axes += [k for k in keys if k not in axes]

@@ -631,7 +631,7 @@ cli("cli:sweep-scheduler-scheme", ["sweep", "examples/sweeps/fusion.toml", "-o",
 cli("cli:kernel-operand-shape", ["sim", "--kernel", "spmv", "--data", "{d}/x.mtx", "--operand", "c={d}/c.npy"],
     "operand c (the dense vector) has shape 3", files={"x.mtx": text(_MTX_HEAD + "8 8 1\n1 1 1\n"),
                                                         "c.npy": lambda p: np.save(p, np.ones(3))})
-cli("cli:kernel-operand-graph", ["sim", "{d}/g.json", "--operand", "c={d}/c.npy"], "a built-in kernel's second",
+cli("cli:kernel-operand-graph", ["sim", "{d}/g.json", "--operand", "c={d}/c.npy"], "applies to kernels only",
     files={**_G, "c.npy": lambda p: np.save(p, np.ones(8))})
 cli("cli:run-build-report-damaged", ["run", "--board", "icebreaker", "--sim", "--build", "{d}/b"],
     "synth_report.json' is not valid JSON", files={"b/graph.json": graph_json(lambda d: None),

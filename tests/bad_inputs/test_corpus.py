@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from .corpus import CASES, run_case
-from .generated import DECLARED, REDUCED
+from .generated import DECLARED, REDUCED, SOURCES
 
 
 def test_the_corpus_is_large_and_spans_every_entry_point() -> None:
     entries = Counter(c.entry for c in CASES)
-    everything = CASES + DECLARED
+    everything = CASES + DECLARED + SOURCES
     assert len(everything) >= 1000 and len({c.id for c in everything}) == len(everything)
     assert len(CASES) >= 300
     assert set(entries) == {"cli", "graph", "data", "sweep", "program", "api"}
@@ -36,6 +36,15 @@ def test_bad_input_gets_a_clear_error(case, tmp_path, monkeypatch) -> None:
 def test_declared_option_value_gets_a_clear_error(case, tmp_path) -> None:
     """The cases generated from the options' declarations (``generated.py``): the first bad
     value of each option by default, every one with ``-m slow``."""
+    warnings.filterwarnings("ignore")
+    out = run_case(case, tmp_path)
+    assert out.verdict == "clear", f"{out.verdict}: {out.message}"
+
+
+@pytest.mark.parametrize("case", SOURCES, ids=[c.id for c in SOURCES])
+def test_option_given_with_a_source_it_does_not_apply_to_is_refused(case, tmp_path) -> None:
+    """The cases generated from the options' declared sources (``generated.py``): an option
+    given with a kernel, graph file, program or model it would be ignored for."""
     warnings.filterwarnings("ignore")
     out = run_case(case, tmp_path)
     assert out.verdict == "clear", f"{out.verdict}: {out.message}"

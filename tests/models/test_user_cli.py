@@ -100,9 +100,9 @@ def test_zoo_models_and_their_options_on_compile_and_rtl(capsys) -> None:
     assert main(["compile", "--model", "gcn", "--dataset", "karate", "--hidden", "4"]) == 0
     assert "gcn on karate" in capsys.readouterr().out
     assert main(["rtl", "--kernel", "spmv", "--dataset", "karate"]) == 2
-    assert "--dataset: model options, but --kernel spmv is not a model" in capsys.readouterr().err
+    assert "--dataset karate applies to models only, not to --kernel spmv" in capsys.readouterr().err
     assert main(["compile", str(ROOT / "examples/programs/spmm.py"), "--hidden", "4"]) == 2
-    assert "--hidden: model options" in capsys.readouterr().err
+    assert "--hidden 4 applies to models only" in capsys.readouterr().err
 
 
 @pytest.mark.rtl
