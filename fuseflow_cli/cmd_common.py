@@ -123,6 +123,7 @@ def add_graph_source_args(p: argparse.ArgumentParser, *, graph_help: str, kernel
     p.add_argument("--kernel", choices=sorted(KERNELS), help=kernel_help)
     p.add_argument("--size", type=int_range(1, MAX_SIZE), default=64, help=size_help)
     add_kernel_options(p)
+    declare(p, Source.KERNEL, "--size", "--block", "--lanes")
 
 
 def add_graph_args(p: argparse.ArgumentParser, *, manifest: bool = False) -> None:
@@ -154,7 +155,7 @@ def add_graph_args(p: argparse.ArgumentParser, *, manifest: bool = False) -> Non
                         "(an error if none can skip)")
     add_schedule_args(p)
     add_pass_args(p, Source.GRAPH)
-    declare(p, Source.KERNEL, "--size", "--block", "--lanes", "--operand", "--dense-cols")
+    declare(p, Source.KERNEL, "--operand", "--dense-cols")
     declare(p, Source.KERNEL | Source.GRAPH, "--data", "--seed")
 
 

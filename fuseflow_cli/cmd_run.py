@@ -26,8 +26,10 @@ from fpga.host import BoardLink, BoardResult, LinkError, SerialTransport, run_on
 from fuseflow.ir.graph_file import load_graph
 from fuseflow.ir.samml import Graph, GraphError
 from fuseflow.ir.tensor import TensorData
+from fuseflow.options import Source
 from hw.elaborate import HwConfig
 
+from .applies import declare
 from .argtypes import fraction, int_range, positive_float
 from .board_args import (
     add_baud_arg,
@@ -90,6 +92,7 @@ def add_parser(subparsers) -> None:
         help="density of random sparse inputs (default 0.1); with --model: of a synthetic graph's adjacency"
     )
     p.add_argument("--seed", type=int_range(0), default=0, help="seed of the random inputs")
+    declare(p, Source.KERNEL | Source.GRAPH, "--data", "--seed")  # a model's inputs are its own
     p.add_argument(
         "--timeout", type=positive_float, default=2.0, help="seconds to wait for each reply from the board"
     )
