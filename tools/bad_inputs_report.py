@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from bad_inputs.corpus import CASES, TIME_LIMIT_S, run_case
-from bad_inputs.generated import DECLARED
+from bad_inputs.generated import DECLARED, SOURCES
 
 VERDICTS = ("clear", "traceback", "hang", "silent", "wrong")
 
@@ -37,7 +37,7 @@ def main() -> int:
     counts: Counter = Counter()
     by_entry: dict[str, Counter] = {}
     shown = []
-    cases = [c for c in CASES + DECLARED if args.k in c.id]
+    cases = [c for c in CASES + DECLARED + SOURCES if args.k in c.id]
     slowest = (0.0, "")
     for case in cases:
         t0 = time.perf_counter()
