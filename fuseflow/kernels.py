@@ -9,6 +9,7 @@ accumulator); elementwise ``C = A + B`` (union) and ``C = A * B`` (intersect); b
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -230,9 +231,26 @@ _REFERENCE: dict[str, Callable[[dict], np.ndarray]] = {
 }
 
 
+RANDOM_LIMIT = 1 << 26  # positions of one random operand (drawn dense: 0.5 GiB of int64)
+
+
+def check_drawable(graph: Graph) -> None:
+    """ValueError naming the first input tensor of ``graph`` too large to draw random operands
+    for (each is drawn whole, then thinned), before anything is allocated."""
+    for name in graph.input_tensors():
+        shape = graph.tensors[name].operand_shape
+        entries = math.prod(shape)
+        if entries > RANDOM_LIMIT:
+            raise ValueError(f"graph {graph.name!r}: tensor {name!r} has shape {'x'.join(map(str, shape))} "
+                             f"({entries:,} positions); random operands are drawn for at most "
+                             f"{RANDOM_LIMIT:,} positions: give its data (--data FILE.npz)")
+
+
 def random_operands(graph: Graph, seed: int = 0, density: float = 0.1) -> dict[str, np.ndarray]:
     """Seeded random integer operands (-8..8) for every input tensor of ``graph``; tensors with
-    a compressed level keep about ``density`` of their entries."""
+    a compressed level keep about ``density`` of their entries.  ValueError, before allocating
+    anything, for a tensor of more than :data:`RANDOM_LIMIT` positions."""
+    check_drawable(graph)
     rng = np.random.default_rng(seed)
     ops: dict[str, np.ndarray] = {}
     for name in graph.input_tensors():

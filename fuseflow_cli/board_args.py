@@ -17,6 +17,7 @@ from fuseflow.ir.numerics import Mode, Numerics
 from fuseflow.ir.quantize import quantized_input
 from fuseflow.ir.samml import Graph, GraphError
 from fuseflow.ir.tensor import Format, TensorData
+from fuseflow.kernels import check_drawable
 from hw.elaborate import HwConfig
 from hw.litedram import DRAM_BOARDS, dram_placement, dram_timings
 from rtl_sim.dram import dram_config
@@ -213,6 +214,10 @@ def config_from_args(args: argparse.Namespace, graph: Graph, numerics: Numerics 
 def random_inputs(graph: Graph, cfg: HwConfig, density: float, seed: int) -> dict[str, TensorData]:
     """Seeded random integer inputs: sparse tensors at ``density`` (capped by their max_nnz),
     quantised under fixed-point numerics."""
+    try:
+        check_drawable(graph)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     rng = np.random.default_rng(seed)
     data: dict[str, TensorData] = {}
     for t in graph.input_tensors():

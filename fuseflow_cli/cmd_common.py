@@ -159,6 +159,14 @@ def add_graph_args(p: argparse.ArgumentParser, *, manifest: bool = False) -> Non
     declare(p, Source.KERNEL | Source.GRAPH, "--data", "--seed")
 
 
+def drawn_operands(graph: Graph, seed: int, density: float = 0.1) -> dict[str, object]:
+    """``fuseflow.kernels.random_operands``, a tensor too large to draw a ``UserError``."""
+    try:
+        return random_operands(graph, seed, density)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
 def operand_density(args: argparse.Namespace) -> float:
     """``--density`` of random kernel / graph-file operands (its default when not given)."""
     d = getattr(args, "density", None)
@@ -546,7 +554,7 @@ def _resolve_par_auto(args: argparse.Namespace, graph: Graph, sched: Schedule,
     if budget is None:
         return sched
     if data is None:
-        ops = random_operands(graph, getattr(args, "seed", 0) or 0, operand_density(args))
+        ops = drawn_operands(graph, getattr(args, "seed", 0) or 0, operand_density(args))
         data = {t: graph.tensors[t].data(ops[t]) for t in graph.input_tensors()}
     memory, placement = resolve_memory(args, sched)
     choice = choose_graph_par(graph, data, budget, memory, placement)
@@ -635,7 +643,7 @@ def _matrix_operands(g: Graph, path: Path, seed: int, num: Numerics) -> dict[str
     if not targets:
         raise UserError(f"--data {str(path)!r}: graph {g.name!r} has no sparse input for the matrix; "
                         "give a .npz of arrays named by tensor")
-    ops: dict[str, object] = random_operands(g, seed)
+    ops: dict[str, object] = drawn_operands(g, seed)
     for t in targets:
         if tuple(m.shape) != g.tensors[t].shape:
             raise UserError(f"--data {str(path)!r}: the matrix is {m.shape[0]}x{m.shape[1]}, but the "
@@ -720,7 +728,7 @@ def _load_graph_job(args: argparse.Namespace, num: Numerics) -> GraphJob:
                             f"{', '.join(map(repr, sorted(missing)))}; it has "
                             f"{', '.join(map(repr, sorted(ops))) or 'none'}")
     else:
-        ops = random_operands(g, args.seed, operand_density(args))
+        ops = drawn_operands(g, args.seed, operand_density(args))
     data = {}
     for t in g.input_tensors():
         spec = g.tensors[t]

@@ -549,6 +549,20 @@ bad_file_cases(_GRAPHS, "g.json", {"graph:build": ["build", "{d}/g.json", "-o", 
 cli("graph:sim:directory", ["sim", "{d}"], "directory", entry="graph")
 
 
+def _all_shapes(n: int) -> Callable[[dict], None]:
+    def mutate(d: dict) -> None:
+        for t in d["tensors"].values():
+            t["shape"] = [n] * len(t["shape"])
+    return mutate
+
+
+# a sparse tensor of 2^40 positions passes the graph's dense cap (its dense level has 2^20), but
+# random operands are drawn dense: refused before anything is allocated (a MemoryError before)
+for _cmd in ("sim", "rtl", "estimate"):
+    cli(f"graph:{_cmd}:random-operand-huge", [_cmd, "{d}/g.json"], "tensor 'B' has shape 1048576x1048576",
+        "--data", files={"g.json": graph_json(_all_shapes(1 << 20))}, entry="graph")
+
+
 def _deadlocking_graph(p: Path) -> None:
     """SpMM CSR with one-entry FIFOs: the scanner and the accumulator wait on each other."""
     g, _, _, _ = example("spmm_csr", 8, seed=0, density=0.5)
