@@ -334,7 +334,7 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
     ok = all(c.ok for c in checks)
     out = checks[0]
     record = {"source": case.description, "model": args.model, "fusion": args.fusion,
-              "fusion_choice": args.fusion_choice,
+              "fusion_choice": args.fusion_choice, "par_choice": getattr(args, "par_choice", None),
               "schedule": resolve_schedule(args).to_json(), "cycles": res.total_cycles,
               "ok": ok, "error": out.max_error, "tolerance": out.bound, "numerics": str(num),
               "checks": [c.to_json() for c in checks],
@@ -593,7 +593,8 @@ def rtl_model_cmd(args: argparse.Namespace) -> int:
     identical = all(same and s == r for _, s, r, same in rows)
     if getattr(args, "json", False):
         record = {"source": case.description, "model": args.model, "fusion": args.fusion,
-                  "fusion_choice": args.fusion_choice, "runner": args.runner, "numerics": str(num),
+                  "fusion_choice": args.fusion_choice, "par_choice": getattr(args, "par_choice", None),
+                  "runner": args.runner, "numerics": str(num),
                   "graphs": [{"name": n, "sw_cycles": s, "rtl_cycles": r, "identical": same and s == r}
                              for n, s, r, same in rows],
                   "sw_cycles": sum(s for _, s, _, _ in rows), "rtl_cycles": sum(r for _, _, r, _ in rows),

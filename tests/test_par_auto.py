@@ -142,3 +142,4 @@ def test_model_par_auto(capsys):
     assert chosen and all(":" in k for k in chosen) and all(f <= 4 for f in chosen.values())
     assert ", ".join(f"{k}={v}" for k, v in chosen.items()) in line
     assert rec["ok"] is True
+    assert rec["par_choice"] and rec["par_choice"]["budget"] == 4
