@@ -156,7 +156,8 @@ def add_graph_args(p: argparse.ArgumentParser, *, manifest: bool = False) -> Non
     add_schedule_args(p)
     add_pass_args(p, Source.GRAPH)
     declare(p, Source.KERNEL, "--operand", "--dense-cols")
-    declare(p, Source.KERNEL | Source.GRAPH, "--data", "--seed")
+    declare(p, Source.KERNEL | Source.GRAPH, "--data")
+    declare(p, Source.KERNEL | Source.GRAPH | Source.PROGRAM, "--seed")  # estimate PROGRAM.py: example_data(seed)
 
 
 def drawn_operands(graph: Graph, seed: int, density: float = 0.1) -> dict[str, object]:

@@ -143,3 +143,17 @@ def test_rtl_api_defaults_to_the_cli_runner():
     cli = resolve_runner(args)
     for fn in (rtl_sim.run_graph, rtl_sim.run_graph_batch):
         assert inspect.signature(fn).parameters["runner"].default == cli == "native"
+
+
+def test_declared_sources_refuse_what_a_source_ignores_and_keep_what_it_uses(capsys):
+    """``--seed`` seeds a kernel's or graph file's random operands and a program's
+    ``example_data(seed)``; a model ignores it: refused there (exit 2, naming it), taken by the
+    others."""
+    program = str(Path(__file__).resolve().parent.parent / "examples" / "programs" / "spmm.py")
+    assert main(["estimate", program, "--seed", "3"]) == 0
+    assert main(["estimate", "--kernel", "spmv", "--size", "8", "--seed", "3"]) == 0
+    capsys.readouterr()
+    assert main(["estimate", program, "--data", "x.npz"]) == 2
+    assert "--data x.npz applies to kernels and graph files only" in capsys.readouterr().err
+    assert main(["sim", "--model", "gcn", "--seed", "3"]) == 2
+    assert "--seed 3 applies to kernels, graph files and programs only, not to --model gcn" in capsys.readouterr().err
