@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fpga.boards import get_board
+from hw.litedram import DRAM_BOARDS
 
 DESIGNS = {
     "spmv": ("SpMV 64×64, B ≤ 512", ["--kernel", "spmv", "--size", "64", "--max-nnz", "B=512"]),
@@ -42,6 +43,8 @@ def synth(design: str, factor: int, board: str, clock_mhz: float, seed: int, out
             "--seed", str(seed)]
     if factor > 1:
         argv += ["--par", f"i={factor}"]
+    if any(board.startswith(b) for b in DRAM_BOARDS):  # the lanes as measured: tensors in block RAM
+        argv += ["--no-dram"]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     out = proc.stdout
