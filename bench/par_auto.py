@@ -15,7 +15,6 @@ the sw_sim best: ratio = pick's sw_sim cycles / best sw_sim cycles (target ≤ 1
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import time
@@ -32,11 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from par_scaling import bigbird_case, spmm_case  # the builders of the par benchmark
 
 from fuseflow.compiler import compile_program
-from fuseflow.compiler.passes.par import ParallelError, parallelize
 from fuseflow.compiler.runner import run_program
 from fuseflow.cost.graph import estimate_graph, estimate_program
 from fuseflow.cost.model import estimate_model
-from fuseflow.cost.par_search import candidate_pars, choose_par_graphs, par_text
+from fuseflow.cost.par_search import choose_par_graphs, par_text, split_graphs
 from fuseflow.models.steps import CompilerStep
 from fuseflow_cli.cmd_common import table
 from sw_sim import run_graph
@@ -127,11 +125,8 @@ def simulate_all(c: Case, budget: int) -> dict[str, dict[str, int]]:
     for g in c.graphs:
         inputs, kw = c.inputs[g.name]
         out[g.name] = {}
-        for par in candidate_pars(g.indices, budget):
-            h = copy.deepcopy(g)
-            try:
-                parallelize(h, par)
-            except ParallelError:
+        for par, h, refused in split_graphs(g, budget):
+            if refused:
                 continue
             r = run_graph(h, inputs, **kw)
             if not _same(r, c.base[g.name]):

@@ -15,9 +15,15 @@ import math
 import numpy as np
 import pytest
 
-from fuseflow.compiler.passes.par import ParallelError, parallelize
+from fuseflow.compiler.passes.par import parallelize
 from fuseflow.cost import estimate_graph
-from fuseflow.cost.par_search import candidate_pars, choose_par, choose_par_graphs, par_text
+from fuseflow.cost.par_search import (
+    candidate_pars,
+    choose_par,
+    choose_par_graphs,
+    par_text,
+    split_graphs,
+)
 from fuseflow.kernels import example
 from fuseflow.schedule import ScheduleError, parse_par
 from fuseflow_cli.cli import main
@@ -40,15 +46,8 @@ def test_candidates_are_every_power_of_two_split_over_at_most_two_indices():
 
 def _sim_all(g, data, budget):
     """sw_sim cycles of every split par accepts (the test's own enumeration)."""
-    out = {}
-    for par in candidate_pars(g.indices, budget):
-        h = copy.deepcopy(g)
-        try:
-            parallelize(h, par)
-        except ParallelError:
-            continue
-        out[par_text(par)] = run_graph(h, data).cycles
-    return out
+    return {par_text(par): run_graph(h, data).cycles for par, h, refused in split_graphs(g, budget)
+            if not refused}
 
 
 @pytest.mark.parametrize("kernel,size,budget", [("spmm_csr", 16, 8), ("spmv", 32, 16)])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -30,7 +30,7 @@ from ..ir.samml import Graph
 from ..schedule import DEFAULT_PAR_BUDGET, check_par_budget
 
 __all__ = ["DEFAULT_BUDGET", "MAX_LANES", "GraphParChoice", "ParChoice", "candidate_pars",
-           "choose_par", "choose_par_graphs", "par_text"]
+           "choose_par", "choose_par_graphs", "par_text", "split_graphs"]
 
 DEFAULT_BUDGET = DEFAULT_PAR_BUDGET  # --par auto without =L
 
@@ -81,6 +81,22 @@ class GraphParChoice:
         return sorted(order, key=lambda k: (self.cycles[k], _lanes(self.pars[k]), order.index(k)))
 
 
+def split_graphs(graph: Graph, budget: int, *, resize: bool = True,
+                 errors: tuple[type[BaseException], ...] = (ParallelError,)
+                 ) -> Iterator[tuple[dict[str, int], Graph | None, BaseException | None]]:
+    """Every candidate split of ``graph`` within ``budget`` lanes, built by the ``par`` pass on
+    a copy: ``(par, the split graph, None)``, or ``(par, None, the refusal)`` where the pass
+    refuses it (``errors``)."""
+    for par in candidate_pars(graph.indices, budget):
+        g = copy.deepcopy(graph)
+        try:
+            parallelize(g, par, resize=resize)
+        except errors as exc:
+            yield par, None, exc
+            continue
+        yield par, g, None
+
+
 def choose_par(graph: Graph, budget: int, estimate: Callable[[Graph], float], *,
                errors: tuple[type[BaseException], ...] = (ParallelError,)) -> GraphParChoice:
     """Estimate every candidate split of ``graph`` within ``budget`` lanes (on copies; ``graph``
@@ -88,12 +104,10 @@ def choose_par(graph: Graph, budget: int, estimate: Callable[[Graph], float], *,
     drop out (the ``par`` pass's refusals)."""
     check_par_budget(budget)
     choice = GraphParChoice(graph.name, budget)
-    for par in candidate_pars(graph.indices, budget):
+    # FIFO depths: no part of the estimate, the slow part of the pass
+    for par, g, exc in split_graphs(graph, budget, resize=False, errors=errors):
         key = par_text(par)
-        g = copy.deepcopy(graph)
-        try:
-            parallelize(g, par, resize=False)  # FIFO depths: no part of the estimate, the slow part
-        except errors as exc:
+        if g is None:
             choice.rejected[key] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             continue
         choice.pars[key] = par
