@@ -303,6 +303,7 @@ def prepare(
     progress: Callable[[str, str], None] | None = None,
     precheck: bool = True,
     verilog: bool = False,
+    router: str | None = None,
 ) -> Prepared:
     """Elaborate ``top`` behind the UART bridge for ``board`` and write its build files into
     ``build_dir`` without running a tool: amaranth's build plan (``{name}.il``, the yosys script,
@@ -341,6 +342,7 @@ def prepare(
     # --timing-allow-fail: a missed constraint is a measurement to report, not a failed build
     opts: dict[str, str] = {
         "nextpnr_opts": f"--report {report_json} --seed {seed} --timing-allow-fail"
+        + (f" --router {router}" if router else "")
     }
     opts["script_after_read"] = COLLISION_DONT_CARE
     # the cell counts as JSON (yosys' ``stat -json``), not scraped from the log's text table
@@ -383,6 +385,7 @@ def synthesize(
     name: str = "top",
     progress: Callable[[str, str], None] | None = None,
     precheck: bool = True,
+    router: str | None = None,
 ) -> SynthReport:
     """Build ``top`` behind the UART bridge for ``board`` in ``build_dir``; return the report.
 
@@ -399,7 +402,7 @@ def synthesize(
     tools = b.family.tools + tuple(tool for tool, _ in b.extra_tools)
     env = {**os.environ, **resolve_tools(tools, dict(b.extra_tools))}  # a missing tool: before elaborating
     p = prepare(top, b, build_dir, clock_mhz=clock_mhz, baud=baud, seed=seed, name=name,
-                progress=progress, precheck=precheck)
+                progress=progress, precheck=precheck, router=router)
     out = p.out
     t1 = time.perf_counter()
     code, output = _run_script(f"{p.script}.sh", out, env, BuildWatch(out, name, b.family), progress)

@@ -64,6 +64,9 @@ def add_parser(subparsers) -> None:
     )
     board_args.add_baud_arg(p)
     p.add_argument("--seed", type=int_range(0), default=1, help="nextpnr placement seed")
+    p.add_argument("--router", choices=("router1", "router2"),
+                   help="nextpnr's router (default: nextpnr's, router1); router2 can route designs "
+                        "where router1 does not converge")
     p.add_argument(
         "--json", action="store_true", help="print the report as JSON instead of a table"
     )
@@ -227,7 +230,8 @@ def _synth_each_graph(args: argparse.Namespace, board: Board) -> int:
             check_fits(g, cfg, board)
             with phases(f"synthesising {g.name} for the {board.name}", enabled=not args.json) as progress:
                 report = synthesize(GraphTop(g, cfg), board, Path(args.outdir) / g.name, clock_mhz=args.clock_mhz,
-                                    baud=baud, seed=args.seed, progress=progress)
+                                    baud=baud, seed=args.seed, progress=progress,
+                                    router=args.router)
         except (SynthError, ValueError) as exc:
             raise UserError(f"model {args.model}, graph {g.name!r}: {exc}") from None
         records[g.name] = report.to_json()
@@ -251,7 +255,7 @@ def _synthesize(args: argparse.Namespace, board: Board, make_top, what: str, bau
         top = make_top()
         with phases(f"synthesising {what} for the {board.name}", enabled=not args.json) as progress:
             report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=baud,
-                                seed=args.seed, progress=progress)
+                                seed=args.seed, progress=progress, router=args.router)
     except (SynthError, ValueError) as exc:
         raise UserError(str(exc)) from None
     write_manifest(top, args.outdir)

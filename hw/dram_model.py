@@ -33,7 +33,6 @@ from .litedram import (
     connect_native,
     dram_board,
     generate_core,
-    native_quiet,
     sdram_pins,
 )
 
@@ -105,7 +104,7 @@ class ModelTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.dram = ctrl = LiteDRAMCore(self.dram_info, self.sdram_pins, self.sdram_dq)
-        quiet = native_quiet(m, ctrl.port)
+        quiet = ctrl.quiet
         n = len(self.subs)
         lw = self.local_width
         local, sel = self.host_addr[:lw], self.host_addr[lw:]

@@ -49,13 +49,13 @@ __all__ = [
     "DramGraphTop",
     "LineEngine",
     "LiteDRAMCore",
+    "NativeSlice",
     "connect_native",
     "dram_layout",
     "dram_memory_model",
     "dram_onchip",
     "dram_placement",
     "generate_core",
-    "native_quiet",
     "placement_report",
     "sdram_pins",
 ]
@@ -79,6 +79,9 @@ class DramBoard:
     boards: tuple[str, ...] = ()  # fpga/boards.py names that carry it
     port_bits: int | None = None
     kind: str = "sdram"  # the memory's name in rtl --memory <board>-<kind> and the preset's
+    # a register slice on the user port (NativeSlice): a cycle more each way, no combinational
+    # path between the controller and the graphs' line engines (the ULX3S's whole-model top)
+    registered_port: bool = False
 
     @property
     def memory_name(self) -> str:
@@ -90,11 +93,12 @@ DRAM_BOARDS: dict[str, DramBoard] = {
     # ULX3S: 256 Mbit x16 SDR SDRAM (4 banks x 8192 rows x 512 columns = 32 MB), controller at
     # 50 MHz, SDRAM clock = controller clock
     "ulx3s": DramBoard("ulx3s", "MT48LC16M16", "GENSDRPHY", 50e6, "1:1", 32,
-                       ("ulx3s-12f", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f")),
+                       ("ulx3s-12f", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f"), registered_port=True),
     # ECPIX-5: 4 Gbit x16 DDR3 (MT41K256M16: 8 banks x 32768 rows x 1024 columns = 512 MB; the
     # board's ddr3 resource has 15 address, 3 bank and 16 data bits), ECP5DDRPHY at 1:2: the
     # controller at 50 MHz, the DDR3 clock at 100 MHz; the native word is one BL8 burst (128
-    # bits), the engine's port 16 bits through LiteDRAM's converter
+    # bits), the engine's port 16 bits through LiteDRAM's converter (which keeps one burst in
+    # flight: a register slice would add two cycles to every burst, so the port stays direct)
     "ecpix5": DramBoard("ecpix5", "MT41K256M16", "ECP5DDRPHY", 50e6, "1:2", 32,
                         ("ecpix5-45f", "ecpix5-85f"), port_bits=16, kind="ddr3"),
 }
@@ -172,13 +176,13 @@ def dram_timings(name: str) -> dict[str, Any]:
             "tRCD": ts.tRCD, "tRP": ts.tRP, "tWR": ts.tWR, "tWTR": ts.tWTR, "tREFI": ts.tREFI,
             "tRFC": ts.tRFC, "tCCD": ts.tCCD or 1, "addressbits": gs.addressbits,
             "colbits": gs.colbits, "bankbits": gs.bankbits, "rowbits": gs.rowbits,
-            "line_bytes": board.line_bytes}
+            "line_bytes": board.line_bytes, "registered_port": board.registered_port}
 
 
 # The preset terms fitted to the RTL with the real controller (rtl_sim.dram_correlate: the fit
 # on all measured kernels; the errors it reports are each on a kernel the fit did not see).
 DRAM_FITS: dict[str, dict[str, float]] = {
-    "ulx3s": {"latency": 4, "bytes_per_cycle": 1.8, "t_turn": 12, "t_switch": 4},
+    "ulx3s": {"latency": 4, "bytes_per_cycle": 1.6, "t_turn": 8, "t_switch": 2},
     # the 16-bit port behind LiteDRAM's converter: one burst in flight (docs/dram.md)
     "ecpix5": {"latency": 4, "bytes_per_cycle": 0.5, "t_turn": 0, "t_switch": 4},
 }
@@ -616,7 +620,8 @@ def generate_core(name: str, sim: bool = True) -> tuple[str, dict]:
             behind it ``wdata.valid`` says that a write command was taken whose data has not
             been (the user puts a write's data in its queue as the command is taken), and
             ``flush`` ends the converter's group of words in any cycle without a command (the
-            last words of a burst are not held back for a later command)."""
+            last words of a burst are not held back for a later command).  ``wdata_ready`` is
+            the take (ready and valid): the user pops a word only when the port takes it."""
             s = lambda n, w=1: MSignal(w, name=f"user_port0_{n}")
             io = {"cmd_valid": s("cmd_valid"), "cmd_ready": s("cmd_ready"), "cmd_we": s("cmd_we"),
                   "cmd_addr": s("cmd_addr", port.address_width), "wdata_ready": s("wdata_ready"),
@@ -640,7 +645,7 @@ def generate_core(name: str, sim: bool = True) -> tuple[str, dict]:
                               lev.rdata.eq(port.rdata.data)]
             self.comb += [*drive[:1], io["cmd_ready"].eq(port.cmd.ready & en), *drive[1:],
                           *([port.wdata.valid.eq(en)] if native else []),
-                          io["wdata_ready"].eq(port.wdata.ready & en), *wdata,
+                          io["wdata_ready"].eq(port.wdata.ready & port.wdata.valid & en), *wdata,
                           io["rdata_valid"].eq(port.rdata.valid & en), port.rdata.ready.eq(1),
                           io["rdata_data"].eq(port.rdata.data)]
             if not native:
@@ -678,6 +683,60 @@ def NativePort(aw: int, dw: int) -> wiring.Signature:
                              "rdata_valid": In(1), "rdata_data": In(dw)})
 
 
+class NativeSlice(wiring.Component):
+    """A register slice on the native port (``up``: the users' side, ``down``: the
+    controller's), so no combinational path joins the controller's logic to the users' (the
+    line engines of every graph and the host's loader, spread over the chip).
+
+    * Commands: a two-entry skid buffer; ``down``'s command and ``up``'s ready are registers
+      (a command reaches the controller a cycle after the user's, one per cycle as before).
+    * Write data: the slice counts the write commands it has taken whose data it has not
+      pulled (``owed``) and pulls each from the user's queue (``up.wdata_ready``, from its own
+      registers) into its own queue, which the controller's ``wdata_ready`` pops.  The user
+      puts a write's data in its queue as the command is taken, so a pull is always a cycle
+      after its command is taken, before the controller (which takes a write's data at least
+      two cycles after it takes the command) can ask for it; ``late`` is a sticky flag that it
+      did ask first (the tests check it stays low).
+    * Read data: registered (a cycle more of latency).
+    * ``quiet``: no read taken without its data back, no write data held, no command held."""
+
+    def __init__(self, aw: int, dw: int, wdepth: int = 8) -> None:
+        self.aw, self.dw, self.wdepth = aw, dw, wdepth
+        super().__init__({"up": In(NativePort(aw, dw)), "down": Out(NativePort(aw, dw)),
+                          "quiet": Out(1), "late": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        up, dn, aw, dw = self.up, self.down, self.aw, self.dw
+        cmd_w = 1 + aw
+        main, main_v = Signal(cmd_w), Signal()
+        skid, skid_v = Signal(cmd_w), Signal()
+        beat = Cat(up.cmd_we, up.cmd_addr)
+        m.d.comb += [up.cmd_ready.eq(~skid_v), dn.cmd_valid.eq(main_v), dn.cmd_we.eq(main[0]),
+                     dn.cmd_addr.eq(main[1:])]
+        take = up.cmd_valid & ~skid_v
+        with m.If(~main_v | dn.cmd_ready):  # the main register moves on
+            m.d.sync += [main_v.eq(skid_v | up.cmd_valid), main.eq(Mux(skid_v, skid, beat)), skid_v.eq(0)]
+        with m.Elif(take):
+            m.d.sync += [skid.eq(beat), skid_v.eq(1)]
+        # write data: pulled a cycle after its command, queued for the controller
+        m.submodules.wq = wq = fifo.SyncFIFO(width=dw + dw // 8, depth=self.wdepth)
+        owed = Signal(range(2 * self.wdepth + 4))
+        pull = Signal()
+        m.d.comb += [pull.eq((owed != 0) & wq.w_rdy), up.wdata_ready.eq(pull),
+                     wq.w_en.eq(pull), wq.w_data.eq(Cat(up.wdata_data, up.wdata_we)),
+                     dn.wdata_data.eq(wq.r_data[:dw]), dn.wdata_we.eq(wq.r_data[dw:]), wq.r_en.eq(dn.wdata_ready)]
+        m.d.sync += owed.eq(owed + (take & up.cmd_we) - pull)
+        with m.If(dn.wdata_ready & ~wq.r_rdy):
+            m.d.sync += self.late.eq(1)
+        # read data: registered; reads taken without their data back
+        m.d.sync += [up.rdata_valid.eq(dn.rdata_valid), up.rdata_data.eq(dn.rdata_data)]
+        outstanding = Signal(8)
+        m.d.sync += outstanding.eq(outstanding + (take & ~up.cmd_we) - up.rdata_valid)
+        m.d.comb += self.quiet.eq((outstanding == 0) & (owed == 0) & ~wq.r_rdy & ~main_v & ~skid_v)
+        return m
+
+
 class LiteDRAMCore(wiring.Component):
     """The generated controller (:func:`generate_core`) as an ``Instance`` in the ``sync``
     domain; its reset is the domain's (it restarts the init sequence).  A core that makes its
@@ -686,23 +745,37 @@ class LiteDRAMCore(wiring.Component):
 
     The real PHY's pins: ``pins`` (SDR: output signals the board top buffers) and ``dq`` (SDR:
     the data pins' I/O port; with ``own_clock``: a dict of every pin the core drives or reads
-    directly, by core port name: ``clk_in``, ``sdram_a``, ``sdram_dq``, ...)."""
+    directly, by core port name: ``clk_in``, ``sdram_a``, ``sdram_dq``, ...).
+
+    ``port`` reaches the controller through a :class:`NativeSlice` on a board whose DRAM has
+    ``registered_port`` (the ULX3S), directly otherwise; ``quiet``: nothing in flight on it."""
 
     def __init__(self, info: dict, pins: dict[str, Signal] | None = None, dq=None) -> None:
         self.info, self.pins, self.dq = info, pins, dq
-        super().__init__({"init_done": Out(1), "dbg_refresh": Out(1),
+        super().__init__({"init_done": Out(1), "dbg_refresh": Out(1), "quiet": Out(1), "late": Out(1),
                           "port": In(NativePort(info["address_width"], info["data_width"]))})
 
     def elaborate(self, platform):
         m = Module()
+        aw, dw = self.info["address_width"], self.info["data_width"]
+        inner = NativePort(aw, dw).create(path=("ctrl_port",))  # the controller's side
+        if self.info["timings"].get("registered_port"):
+            m.submodules.slice = sl = NativeSlice(aw, dw)
+            m.d.comb += [*connect_native(self.port, sl.up, through=True), *connect_native(sl.down, inner),
+                         self.quiet.eq(sl.quiet), self.late.eq(sl.late)]
+        else:  # direct: quiet when every read taken has had its data back
+            outstanding = Signal(8)
+            m.d.sync += outstanding.eq(outstanding + (inner.cmd_valid & inner.cmd_ready & ~inner.cmd_we)
+                                       - inner.rdata_valid)
+            m.d.comb += [*connect_native(self.port, inner, through=True), self.quiet.eq(outstanding == 0)]
         kw: dict[str, Any] = {"o_init_done": self.init_done, "o_dbg_refresh": self.dbg_refresh}
         own = self.info.get("own_clock", False)
         if own:
             kw.update(o_sys_clk=ClockSignal("sync"), o_sys_rst=ResetSignal("sync"))
         else:
             kw.update(i_sys_clk=ClockSignal("sync"), i_sys_rst=ResetSignal("sync"))
-        for name, member in self.port.signature.members.items():
-            kw[("o_" if member.flow == Out else "i_") + f"user_port0_{name}"] = getattr(self.port, name)
+        for name, member in inner.signature.members.items():  # the user's outputs are the core's inputs
+            kw[("i_" if member.flow == Out else "o_") + f"user_port0_{name}"] = getattr(inner, name)
         if not self.info["sim"]:  # the real PHY: its pins (the data pins bidirectional)
             if self.pins is None or self.dq is None:
                 raise ValueError("LiteDRAMCore: a controller with the real PHY needs its SDRAM pins "
@@ -946,7 +1019,7 @@ class LineEngine(wiring.Component):
                     continue
                 with m.Case(i):
                     dp = getattr(self, f"drain{i}")
-                    w = self.widths[i]
+                    w = s.word_bytes * 8  # a word's slot in the line (a narrower word: zero above)
                     m.d.comb += dp.addr.eq(line * words_per_line[i] + widx_i)
                     with m.If((state == FETCH) & (widx_i < words_per_line[i])):
                         m.d.sync += [widx_i.eq(widx_i + 1), lvalid.eq(1)]
@@ -1151,12 +1224,14 @@ def _wire(self, graph, cfg) -> None:
         self.bus.writes.pop(region, None)
 
 
-def connect_native(src, dst) -> list:
-    """Statements joining two native-port interfaces of the same direction (engine -> top)."""
+def connect_native(src, dst, through: bool = False) -> list:
+    """Statements joining two native-port interfaces of the same direction (engine -> top);
+    ``through``: both are the controller's side (a component's port passed on to the
+    controller side of a submodule)."""
     out = []
     for name, member in src.signature.members.items():
         a, b = getattr(src, name), getattr(dst, name)
-        out.append(b.eq(a) if member.flow == Out else a.eq(b))
+        out.append(b.eq(a) if (member.flow == Out) != through else a.eq(b))
     return out
 
 
@@ -1165,10 +1240,10 @@ def _elaborate(self, platform):
     info = self.dram_info
     aw, dw = info["address_width"], info["data_width"]
     if self.shared:
-        port, init_done = self.dram_port, self.init_done_in
+        port, init_done, quiet = self.dram_port, self.init_done_in, self.quiet_in
     else:
         m.submodules.dram = ctrl = LiteDRAMCore(info, self.sdram_pins, self.sdram_dq)
-        port, init_done = ctrl.port, ctrl.init_done
+        port, init_done, quiet = ctrl.port, ctrl.init_done, ctrl.quiet
     # host writes into off-chip input arrays and reads of off-chip outputs -> the loader
     width = max([r.width for r in self.mmap.regions] + [32])
     m.submodules.loader = ld = _Loader(aw, dw, width)
@@ -1179,9 +1254,9 @@ def _elaborate(self, platform):
     fetched, fetched_ok, pending = Signal(len(addr)), Signal(), Signal()
     need, active = Signal(), Signal()
     m.d.comb += active.eq(self.running & ~self.done)
-    # native reads whose data has not come back (a line the graph prefetched before its end may
-    # still arrive after it): the host waits for them, so the loader never takes their data
-    quiet = self.quiet_in if self.shared else native_quiet(m, port)
+    # ``quiet`` low: native reads whose data has not come back (a line the graph prefetched
+    # before its end may still arrive after it) or writes in the controller's slice: the host
+    # waits for them, so the loader never takes their data
     for r in self.mmap.regions:
         slot = self.layout.get(r.name)
         if slot is None:
@@ -1213,12 +1288,3 @@ def _elaborate(self, platform):
         m.d.comb += connect_native(ld.native, port)
     m.d.comb += self.host_wait.eq(~init_done | ld.busy | pending | need | ~quiet)
     return m
-
-
-def native_quiet(m: Module, port) -> Signal:
-    """High while every read command taken on native ``port`` has had its data back."""
-    outstanding = Signal(8)
-    m.d.sync += outstanding.eq(outstanding + (port.cmd_valid & port.cmd_ready & ~port.cmd_we) - port.rdata_valid)
-    quiet = Signal()
-    m.d.comb += quiet.eq(outstanding == 0)
-    return quiet

@@ -30,9 +30,10 @@ BIG = 10**6  # a term this large makes the bus the bound: the estimate's growth 
 def ulx3s():
     from hw.litedram import dram_memory_model
 
-    m = dram_memory_model("ulx3s")
-    assert (m.t_turn, m.t_switch) == (12, 4)  # the shipped fit (hw.litedram.DRAM_FITS)
-    return m
+    # The estimate follows sw_sim for given terms; these are a fit of the ULX3S's controller
+    # (before its port was registered; the shipped fit, hw.litedram.DRAM_FITS, is now (8, 2)),
+    # large enough that what the terms add is well above the estimate's other errors.
+    return replace(dram_memory_model("ulx3s"), t_turn=12, t_switch=4)
 
 
 @pytest.fixture(scope="module")
