@@ -18,8 +18,9 @@ from typing import Protocol
 
 import numpy as np
 
+from fuseflow.ir.banks import outputs_from_arrays
 from fuseflow.ir.overflow import Overflow, enforce
-from fuseflow.ir.samml import Graph, Role
+from fuseflow.ir.samml import Graph
 from fuseflow.ir.tensor import TensorData, TensorFormat
 from fuseflow.ir.validate import require_words
 from hw.elaborate import (
@@ -234,15 +235,11 @@ def decode_outputs(
     graph: Graph, arrays: Mapping[str, list[int]], mmap: MemoryMap
 ) -> dict[str, TensorData]:
     """Output tensors from the words read back (values are two's complement of the region width)."""
-    out: dict[str, TensorData] = {}
-    for t, spec in graph.tensors.items():
-        if spec.role is not Role.OUTPUT:
-            continue
+    def vals_of(t: str, words: list[int]):
         width = mmap.region(f"{t}.vals").width
-        named = {a[len(t) + 1 :]: words for a, words in arrays.items() if a.startswith(f"{t}.")}
-        named["vals"] = [_signed(w, width) for w in named["vals"]]
-        out[t] = tensor_from_arrays(spec.shape, spec.fmt, named)
-    return out
+        return np.asarray([_signed(w, width) for w in words], dtype=np.int64)
+
+    return outputs_from_arrays(graph, arrays, vals_of)
 
 
 async def run_on_board(

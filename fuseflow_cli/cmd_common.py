@@ -584,7 +584,7 @@ def apply_par(args: argparse.Namespace, graph: Graph, source: str,
                             f"{graph.name!r} (give {graph.name}:{index}=N or {index}=N)")
     if sched.par:
         try:
-            parallelize(graph, sched.par)
+            parallelize(graph, sched.par, banks=getattr(args, "par_banks", True))
         except ParallelError as exc:
             raise UserError(f"{source}: {exc}") from None
     return graph

@@ -44,6 +44,18 @@ SEQ_CTRL = 0  # write: bit 0 start, bits 8..15 the first graph, bits 16..23 the 
 SEQ_CYCLES = 1  # cycles from the start to the last graph's done
 
 
+def _check_banks(graphs) -> None:
+    """A later graph reads a tensor from the slot its writer filled: one written in banks (the
+    ``par`` lanes' ``Graph.banks``) is not in the layout the reader expects."""
+    for k, g in enumerate(graphs):
+        for t, banks in g.banks.items():
+            for h in graphs[k + 1:]:
+                if t in h.input_tensors():
+                    raise ValueError(f"graph {g.name!r} writes {t!r} in {len(banks)} banks (one per lane of its "
+                                     f"parallel split) and graph {h.name!r} reads it from DRAM, which needs "
+                                     f"it whole: compile the model with --no-par-banks")
+
+
 class ModelTop(wiring.Component):
     """The graphs ``graphs`` (in run order) with config ``cfg`` (from
     :func:`rtl_sim.dram.dram_config`) in one top on board ``board``'s DRAM; ``sim``: LiteDRAM's
@@ -52,6 +64,7 @@ class ModelTop(wiring.Component):
     def __init__(self, graphs, cfg, board: str = "ulx3s", sim: bool = True, name: str = "model") -> None:
         if not graphs:
             raise ValueError("ModelTop: no graphs")
+        _check_banks(list(graphs))
         self.name = name
         b = dram_board(board)
         text, info = generate_core(b.name, sim)

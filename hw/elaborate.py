@@ -34,6 +34,7 @@ from amaranth.hdl import Cat, Elaboratable, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fuseflow.ir.memory import MAX_OUTPUT_ARRAYS
 from fuseflow.ir.samml import PRIMITIVES, Graph, NodeKind, TensorSpec
 from fuseflow.ir.tensor import Format
 
@@ -60,7 +61,7 @@ __all__ = [
 
 HOST_DW = 32
 REG_CTRL, REG_CYCLES, REG_LEN0 = 0, 1, 2
-MAX_LENGTHS = 64  # length registers 2 .. 65
+MAX_LENGTHS = MAX_OUTPUT_ARRAYS  # length registers 2 .. 65
 REG_STATUS = REG_LEN0 + MAX_LENGTHS  # 66
 REG_OVF0 = REG_STATUS + 1  # 67: the OVERFLOW words
 STATUS_OVERFLOW, STATUS_OVERRUN = 1, 2  # STATUS bits

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from fuseflow.ir.banks import outputs_from_arrays
 from fuseflow.ir.memory import MemoryModel, Placement, parse_memory
 from fuseflow.ir.overflow import Overflow, check_policy, enforce
-from fuseflow.ir.samml import PRIMITIVES, Graph, NodeKind, Role, StreamKind
+from fuseflow.ir.samml import PRIMITIVES, Graph, NodeKind, StreamKind
 from fuseflow.ir.tensor import TensorData
 from fuseflow.ir.tokens import Token, decode, encode, parse_stream
 from fuseflow.ir.validate import primitive_run_problems, require_valid_inputs, require_words
@@ -372,18 +373,8 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, cfg: HwConfig = D
 
 
 def _outputs(graph: Graph, arrays: Mapping[str, list[int]], cfg: HwConfig) -> dict[str, TensorData]:
-    out = {}
-    for t, spec in graph.tensors.items():
-        if spec.role is not Role.OUTPUT:
-            continue
-        segs: list = [None] * spec.fmt.order
-        crds: list = [None] * spec.fmt.order
-        for lvl, f in enumerate(spec.fmt.levels):
-            if f.has_seg:
-                segs[lvl] = np.asarray(arrays[f"{t}.{lvl}.seg"], dtype=np.int64)
-            if f.has_crd:
-                crds[lvl] = np.asarray(arrays[f"{t}.{lvl}.crd"], dtype=np.int64)
-        words = np.asarray(arrays[f"{t}.vals"], dtype=np.int64)
-        vals = words - (((words >> (cfg.vw - 1)) & 1) << cfg.vw)  # two's complement of vw bits
-        out[t] = TensorData(spec.shape, spec.fmt, segs, crds, vals, spec.block)
-    return out
+    def vals_of(_t: str, words_: list[int]):
+        words = np.asarray(words_, dtype=np.int64)
+        return words - (((words >> (cfg.vw - 1)) & 1) << cfg.vw)  # two's complement of vw bits
+
+    return outputs_from_arrays(graph, arrays, vals_of)

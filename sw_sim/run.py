@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from fuseflow.ir.banks import Written, assemble_outputs, written_tensors
 from fuseflow.ir.memory import MemoryModel, Placement, parse_memory, plan_ports
 from fuseflow.ir.numerics import FLOAT, Numerics
 from fuseflow.ir.overflow import Overflow, check_policy, enforce
-from fuseflow.ir.samml import PRIMITIVES, Graph, NodeKind, Role, TensorUse
+from fuseflow.ir.samml import PRIMITIVES, Graph, NodeKind, TensorUse
 from fuseflow.ir.tensor import Format, TensorData
 from fuseflow.ir.tokens import CRD_WIDTH, VAL_WIDTH, Token, parse_stream
 from fuseflow.ir.validate import primitive_run_problems, require_valid_inputs
@@ -175,27 +176,22 @@ def run_graph(graph: Graph, data: Mapping[str, TensorData], *, fifo_depth: int |
 
 
 def collect_outputs(graph: Graph, prims: Mapping[str, Any]) -> dict[str, TensorData]:
-    """Assemble output tensors from their writers (works for sw_sim primitives and RTL dumps)."""
-    out: dict[str, TensorData] = {}
-    for name, spec in graph.tensors.items():
-        if spec.role is not Role.OUTPUT:
-            continue
-        segs: list = [None] * spec.fmt.order
-        crds: list = [None] * spec.fmt.order
-        vals = None
+    """Assemble output tensors from their writers (works for sw_sim primitives and RTL dumps;
+    banked outputs from their banks: :func:`fuseflow.ir.banks.assemble_outputs`)."""
+    written: dict[str, Written] = {}
+    for name in written_tensors(graph):
+        spec = graph.tensors[name]
+        w = written[name] = Written([None] * spec.fmt.order, [None] * spec.fmt.order)
         for node in graph.nodes.values():
             if node.params.get("tensor") != name:
                 continue
-            w, use = prims[node.name], node.spec.tensor
+            prim, use = prims[node.name], node.spec.tensor
             if use is TensorUse.WRITES_LEVEL and spec.fmt.levels[node.params["level"]] is Format.COMPRESSED:
-                segs[node.params["level"]] = np.asarray(w.seg, dtype=np.int64)
-                crds[node.params["level"]] = np.asarray(w.crd, dtype=np.int64)
+                w.segs[node.params["level"]] = np.asarray(prim.seg, dtype=np.int64)
+                w.crds[node.params["level"]] = np.asarray(prim.crd, dtype=np.int64)
             elif use is TensorUse.WRITES_VALS:
-                vals = np.asarray(w.vals)
-        if vals is None:
-            raise ValueError(f"output tensor {name!r} has no values writer")
-        out[name] = TensorData(spec.shape, spec.fmt, segs, crds, vals, spec.block)
-    return out
+                w.vals = np.asarray(prim.vals)
+    return assemble_outputs(graph, written)
 
 
 def simulate_primitive(kind: NodeKind | str, inputs: Mapping[str, str | list[Token]],

@@ -74,6 +74,21 @@ def test_a_model_on_a_dram_board_names_an_unknown_onchip_tensor(command, tmp_pat
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("command", [
+    ["run", "--board", "ulx3s-85f", "--sim", "--model", "gcn", "--par", "i=4"],
+    ["synth", "--board", "ulx3s-85f", "--model", "gcn", "--par", "i=4", "-o", "{out}"],
+])
+def test_a_banked_intermediate_a_later_graph_reads_is_refused(command, tmp_path, capsys):
+    """The first graph's lanes would write t4_relu in banks, which the second graph cannot read
+    from DRAM as one tensor: refused before anything is built, naming the way out."""
+    from fuseflow_cli.cli import main
+
+    assert main([a.format(out=tmp_path / "o") for a in command]) == 2
+    err = capsys.readouterr().err
+    assert "writes 't4_relu' in 4 banks" in err and "--no-par-banks" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_whole_model_needs_a_board_with_dram(capsys):
     from fuseflow_cli.cli import main
 

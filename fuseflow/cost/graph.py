@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -118,8 +119,32 @@ def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData]
     est.seconds += time.perf_counter() - t0
     # a tensor written by its value writer alone (a scalar, all-dense levels) has no coordinate
     # statistics: its levels are full
-    out = {t: _written_stats(graph, t, ctx.written.get(t, {})) for t in {*ctx.written, *graph.output_tensors()}}
+    written = dict(ctx.written)
+    for t, banks in graph.banks.items():  # a banked output: its banks' levels, added up
+        levels = {lv for b in banks for lv in written.get(b, {})}
+        written[t] = {**written.get(t, {}), **{lv: _added([written[b][lv] for b in banks if lv in written.get(b, {})])
+                                               for lv in levels}}
+    out = {t: _written_stats(graph, t, written.get(t, {})) for t in {*written, *graph.output_tensors()}}
     return est, out
+
+
+def _added(stats: list[Stat]) -> Stat:
+    """One stream's statistics from those of its parts (the lanes' banks of one level): counts
+    and histograms added."""
+    def add(arrays):
+        if any(a is None for a in arrays):
+            return None
+        size = max(len(a) for a in arrays)
+        return sum(np.pad(np.asarray(a, dtype=float), (0, size - len(a))) for a in arrays)
+
+    first = stats[0]
+    n = tuple(sum(s.n[d] for s in stats) for d in range(len(first.n)))
+    lens = None
+    if all(s.lens is not None and len(s.lens) == len(first.lens) for s in stats):
+        lens = tuple(add([s.lens[d] for s in stats]) if first.lens[d] is not None else None
+                     for d in range(len(first.lens)))
+    h = add([s.h for s in stats]) if all(s.h is not None for s in stats) else None
+    return replace(first, n=n, lens=lens, h=h, nn=sum(s.nn for s in stats))
 
 
 def _work(node, ins: dict[str, Stat], outs: dict[str, Stat]) -> float:

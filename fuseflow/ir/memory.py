@@ -21,8 +21,13 @@ from typing import Any
 
 from .tokens import CRD_WIDTH, VAL_WIDTH
 
-__all__ = ["PRESETS", "MemPort", "MemoryError", "MemoryModel", "Placement", "parse_memory",
+__all__ = [
+    "MAX_OUTPUT_ARRAYS", "PRESETS", "MemPort", "MemoryError", "MemoryModel", "Placement", "parse_memory",
            "is_tensor_name", "plan_ports", "word_bytes"]
+
+# output arrays (seg, crd, vals regions a writer fills) a graph may have: the hardware's host port
+# has a length register for each (hw.elaborate)
+MAX_OUTPUT_ARRAYS = 64
 
 
 class MemoryError(ValueError):

@@ -199,6 +199,10 @@ class Graph:
         # what the graph computes, as the compiler's statements (plain JSON, read by
         # fuseflow.compiler.program_json): the reference a run on any data is checked against
         self.reference: dict | None = None
+        # banked outputs (the ``par`` pass): output tensor -> its bank tensors, bank k written by
+        # lane k; fuseflow.ir.banks assembles the tensor from them (the banks are parts, not
+        # outputs of their own: ``output_tensors`` leaves them out)
+        self.banks: dict[str, list[str]] = {}
 
     # ---------------------------------------------------------------- building
     def tensor(self, name: str, shape: Iterable[int], fmt: TensorFormat, role: Role = Role.INPUT,
@@ -260,7 +264,9 @@ class Graph:
         return [t for t, s in self.tensors.items() if s.role is Role.INPUT]
 
     def output_tensors(self) -> list[str]:
-        return [t for t, s in self.tensors.items() if s.role is Role.OUTPUT]
+        """The graph's outputs (a banked output once, not its banks)."""
+        parts = {b for bs in self.banks.values() for b in bs}
+        return [t for t, s in self.tensors.items() if s.role is Role.OUTPUT and t not in parts]
 
     def is_feedback(self, edge: Edge) -> bool:
         """``edge`` drives a feedback input (declared by the consumer's kind, e.g. a scanner's
@@ -381,6 +387,7 @@ class Graph:
             "discard": sorted(str(d) for d in self.discards),
             **({"indices": {i: [str(p) for p in ps] for i, ps in self.indices.items()}}
                if self.indices else {}),
+            **({"banks": {t: list(bs) for t, bs in self.banks.items()}} if self.banks else {}),
             **({"reference": self.reference} if self.reference is not None else {}),
         }
 
@@ -413,6 +420,12 @@ class Graph:
             for index, ports in d.get("indices", {}).items():
                 g.indices[str(index)] = [PortRef.parse(p) for p in ports]
             g.reference = d.get("reference")
+            g.banks = {str(t): [str(b) for b in bs] for t, bs in d.get("banks", {}).items()}
+            for t, bs in g.banks.items():
+                missing = [x for x in (t, *bs) if x not in g.tensors or g.tensors[x].role is not Role.OUTPUT]
+                if missing:
+                    raise GraphError(f"{source}: banks of {t!r}: {', '.join(map(repr, missing))} not "
+                                     f"declared as output tensors")
         except KeyError as exc:
             raise GraphError(f"{source}: missing field {exc}") from None
         return g

@@ -29,16 +29,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ...ir.banks import bank_format
+from ...ir.memory import MAX_OUTPUT_ARRAYS
 from ...ir.primitives import AluOp, NodeKind, ReduceOp, StreamKind
 from ...ir.primitives.parallel import MAX_LANES
-from ...ir.samml import Edge, Graph, GraphError, PortRef
+from ...ir.samml import Edge, Graph, GraphError, PortRef, Role, TensorUse
+from ...ir.tensor import Format
 from ...options import Kind, Option, Source
 from ..fused import Group
 from ..program import FusionError, Rejected
 from .base import GroupIR, Pass, ProgramIR, graph_pass_text
 from .fifo import size_fifos
 
-__all__ = ["DEFAULT_PAR_BUDGET", "PAR", "PASS", "ParallelError", "ParallelRegion", "check_par_used", "parallelize", "stream_levels"]
+__all__ = ["DEFAULT_PAR_BUDGET", "PAR", "PAR_BANKS", "PASS", "ParallelError", "ParallelRegion", "check_par_used", "parallelize", "stream_levels"]
 
 
 class ParallelError(ValueError):
@@ -56,6 +59,8 @@ class ParallelRegion:
     broadcast: list[str] = field(default_factory=list)  # outer-level streams sent to every lane
     serialized: list[str] = field(default_factory=list)  # streams merged back in order
     combined: list[str] = field(default_factory=list)  # partial reductions combined
+    banked: list[str] = field(default_factory=list)  # outputs written in one bank per lane
+    bank_note: str = ""  # why an output was serialized instead of banked
     merged: dict[PortRef, PortRef] = field(default_factory=dict)  # partial output -> its merge
 
     def describe(self) -> str:
@@ -68,6 +73,10 @@ class ParallelRegion:
             parts.append(f"serialized: {', '.join(self.serialized)}")
         if self.combined:
             parts.append(f"partial reductions combined: {', '.join(self.combined)}")
+        if self.banked:
+            parts.append(f"written in {self.factor} banks: {', '.join(self.banked)}")
+        if self.bank_note:
+            parts.append(self.bank_note)
         return "; ".join(parts)
 
 
@@ -88,14 +97,16 @@ def stream_levels(g: Graph) -> dict[PortRef, int]:
     return levels
 
 
-def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True) -> list[ParallelRegion]:
+def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True, banks: bool = True) -> list[ParallelRegion]:
     """Rewrite ``g`` in place with ``par`` (index -> number of lanes; 1 leaves the index alone;
     a key ``GRAPH:INDEX`` applies only to the graph named GRAPH and overrides ``INDEX``).
 
     Raises :class:`ParallelError` for an index the graph does not iterate, a factor outside
     1..64 or larger than the index's dimension, or a region whose boundary cannot be split
     (the message names the index and the node).  ``resize``: size the FIFOs afterwards
-    (:func:`~fuseflow.compiler.passes.fifo.size_fifos`)."""
+    (:func:`~fuseflow.compiler.passes.fifo.size_fifos`); ``banks``: the lanes of an outermost
+    split write the outputs in a bank each where they can (:func:`_bank_outputs`), else through
+    serializers."""
     wanted = {}
     for key, f in sorted(par.items(), key=lambda kv: ":" in kv[0]):  # GRAPH:INDEX overrides
         graph, _, index = key.rpartition(":")
@@ -114,7 +125,7 @@ def parallelize(g: Graph, par: Mapping[str, int], *, resize: bool = True) -> lis
                 if port.node not in g.nodes:
                     raise ParallelError(f"par {v}={wanted[v]}: index {v!r} is iterated again "
                                         f"inside its own parallel region ({port.node})")
-            regions.append(_split(g, v, group, wanted[v]))
+            regions.append(_split(g, v, group, wanted[v], banks))
     try:
         g.verify()
     except GraphError as exc:  # a rewrite the checks above should have refused
@@ -196,7 +207,7 @@ def _index_dim(g: Graph, port: PortRef) -> int | None:
 
 
 # ----------------------------------------------------------------------------- the rewrite
-def _split(g: Graph, index: str, sources: list[PortRef], n: int) -> ParallelRegion:
+def _split(g: Graph, index: str, sources: list[PortRef], n: int, banks: bool = True) -> ParallelRegion:
     levels = stream_levels(g)
     k = levels[sources[0]]
     names = " + ".join(s.node for s in sources)
@@ -227,7 +238,9 @@ def _split(g: Graph, index: str, sources: list[PortRef], n: int) -> ParallelRegi
     for e in internal:
         new_edges += [Edge(lane_port(e.src, k_), lane_port(e.dst, k_), e.depth) for k_ in range(n)]
     sels = _entries(g, index, n, boundary_in, split, levels, k, region, new_edges)
-    _exits(g, index, n, boundary_out, levels, k, region, new_edges, sels, inside, partial)
+    banked = _bank_outputs(g, n, boundary_out, split, levels, k, region, new_edges) if banks else set()
+    _exits(g, index, n, [e for e in boundary_out if e not in banked], levels, k, region, new_edges, sels,
+           inside, partial)
     for d in list(g.discards):
         if d.node in inside:
             g.discards.discard(d)
@@ -396,6 +409,96 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, parti
                 g.discard(total)
 
 
+def _writes(node) -> bool:
+    return node.spec.tensor is not None and node.spec.tensor.writes
+
+
+def _writers_of(g: Graph, tensor: str) -> list[str]:
+    return [n.name for n in g.nodes.values() if _writes(n) and n.params.get("tensor") == tensor]
+
+
+def _bankable(g: Graph, tensor: str, exits: list[Edge], split: list[PortRef]) -> bool:
+    """Every writer of ``tensor`` below its level 0 is fed by the lanes (``exits``), and its
+    level 0's positions are the split's items: a compressed level 0 written from the split
+    coordinates themselves, or a dense one every coordinate of which the split deals (a dense
+    scan of as many coordinates)."""
+    spec = g.tensors[tensor]
+    driver = g.driver()
+    level0 = {e.dst.node for e in exits if g.nodes[e.dst.node].params.get("level") == 0
+              and _copies_split(g, e.src, split, driver)}
+    fed = {e.dst.node for e in exits} - level0  # the level-0 writer stays serialized (one token an item)
+    for name in fed:
+        node = g.nodes[name]
+        if node.spec.tensor is TensorUse.WRITES_LEVEL and (node.params["level"] == 0 or node.param("skip_empty")):
+            return False
+    rest = [w for w in _writers_of(g, tensor) if w not in fed]
+    if rest:  # only the level-0 writer, fed the split's coordinates
+        return rest == sorted(level0) or (len(rest) == 1 and g.nodes[rest[0]].params.get("level") == 0
+                                          and _copies_split(g, driver[g.nodes[rest[0]]["crd"]].src, split, driver))
+    # a dense level 0 nothing writes: the split deals every one of its coordinates
+    return spec.fmt.levels[0] is Format.DENSE and all(
+        sc.kind is NodeKind.SCAN and g.tensors[sc.params["tensor"]].fmt.levels[sc.params["level"]] is Format.DENSE
+        and g.tensors[sc.params["tensor"]].level_dim(sc.params["level"]) == spec.level_dim(0)
+        for sc in (g.nodes[p.node] for p in split))
+
+
+def _copies_split(g: Graph, port: PortRef, split: list[PortRef], driver) -> bool:
+    """``port`` carries the split's coordinates themselves (through broadcasts only)."""
+    while port not in split:
+        node = g.nodes[port.node]
+        if node.kind is not NodeKind.BROADCAST:
+            return False
+        port = driver[node["in"]].src
+    return True
+
+
+def _bank_outputs(g: Graph, n: int, edges: list[Edge], split: list[PortRef], levels, k: int,
+                  region: ParallelRegion, new_edges: list[Edge]) -> set[Edge]:
+    """Banked outputs: when the split deals the items of one fibre (level 1) and the lanes'
+    streams go straight to the writers of an output tensor, each lane writes its own bank (a
+    tensor ``T__b<k>`` of T's format with a dense level 0 of the lane's items, declared in
+    ``Graph.banks``) instead of one serializer and one writer taking a token a cycle.  Returns
+    the exit edges so handled."""
+    if k != 1:
+        return set()
+    by_tensor: dict[str, list[Edge]] = {}
+    for e in edges:
+        node = g.nodes[e.dst.node]
+        if _writes(node) and levels[e.src] >= k:
+            by_tensor.setdefault(node.params["tensor"], []).append(e)
+    done: set[Edge] = set()
+    arrays = sum(1 if n_.spec.tensor is TensorUse.WRITES_VALS else 2 for n_ in g.nodes.values()
+                 if _writes(n_))  # an upper bound on the output arrays (length registers)
+    for tensor, exits in sorted(by_tensor.items()):
+        spec = g.tensors[tensor]
+        if spec.role is not Role.OUTPUT or tensor in g.banks or not _bankable(g, tensor, exits, split):
+            continue
+        exits = [e for e in exits if g.nodes[e.dst.node].params.get("level") != 0]
+        per_bank = sum(1 if g.nodes[e.dst.node].spec.tensor is TensorUse.WRITES_VALS else 2
+                       for e in {e.dst.node: e for e in exits}.values())
+        if arrays + (n - 1) * per_bank > MAX_OUTPUT_ARRAYS:
+            region.bank_note = (f"{tensor} serialized: {n} banks would need more than "
+                                f"{MAX_OUTPUT_ARRAYS} output arrays")
+            continue
+        arrays += (n - 1) * per_bank
+        d0 = spec.fmt.mode_order[0]
+        shape = tuple(-(-s // n) if m == d0 else s for m, s in enumerate(spec.shape))
+        names = [f"{tensor}__b{lane}" for lane in range(n)]
+        for name in names:
+            g.tensor(name, shape, bank_format(spec.fmt), Role.OUTPUT)
+        g.banks[tensor] = names
+        for w in sorted({e.dst.node for e in exits}):
+            node = g.nodes.pop(w)
+            for lane in range(n):
+                g.add(node.kind, f"{w}_b{lane}", **{**node.params, "tensor": names[lane]})
+        for e in exits:
+            new_edges += [Edge(lane_port(e.src, lane), PortRef(f"{e.dst.node}_b{lane}", e.dst.port), e.depth)
+                          for lane in range(n)]
+            done.add(e)
+        region.banked.append(tensor)
+    return done
+
+
 LANE_FIFO_MAX = 512
 
 
@@ -474,6 +577,13 @@ PAR = Option("par", Kind.INDEX_MAP, None,
              metavar="INDEX=N")
 
 
+PAR_BANKS = Option("par_banks", Kind.FLAG, True,
+                   "merge the lanes' outputs through one serializer and writer per stream instead of "
+                   "a bank per lane of an outermost split (banked outputs are reassembled by the host; "
+                   "a later graph that reads the tensor from a board's DRAM needs them merged)",
+                   sources=Source.ALL)
+
+
 def _run(state: ProgramIR, g: GroupIR) -> Rejected | None:
     """Parallel lanes for the ``par`` indices this graph iterates (a reduced index may be named
     as its statement wrote it, when that names one fresh index of the graph).  A key
@@ -489,7 +599,7 @@ def _run(state: ProgramIR, g: GroupIR) -> Rejected | None:
         if graph in ("", g.graph.name) and fused in g.graph.indices:
             mine[fused] = factor
     try:
-        g.parallel = parallelize(g.graph, mine, resize=False)
+        g.parallel = parallelize(g.graph, mine, resize=False, banks=state.options.par_banks)
     except ParallelError as exc:
         return Rejected(f"graph {g.graph.name}: {exc}", FusionError)
     return None
@@ -522,4 +632,4 @@ def _fused_index(group: Group, index: str, indices) -> str:
 
 PASS = Pass("par", "parallel lanes: split an index's coordinates across lanes, copy the subgraph "
             "below it, merge the lanes back (par={index: factor})", "samml.Graph", "samml.Graph",
-            _run, graph_pass_text, options=(PAR,), needs=("lower",))
+            _run, graph_pass_text, options=(PAR, PAR_BANKS), needs=("lower",))
