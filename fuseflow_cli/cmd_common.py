@@ -584,7 +584,9 @@ def apply_par(args: argparse.Namespace, graph: Graph, source: str,
                             f"{graph.name!r} (give {graph.name}:{index}=N or {index}=N)")
     if sched.par:
         try:
-            parallelize(graph, sched.par, banks=getattr(args, "par_banks", True))
+            # --no-par-banks, else the schedule's par_banks (default on)
+            banks = getattr(args, "par_banks", True) and sched.par_banks is not False
+            parallelize(graph, sched.par, banks=banks)
         except ParallelError as exc:
             raise UserError(f"{source}: {exc}") from None
     return graph

@@ -61,7 +61,10 @@ class Scan(StreamPrimitive):
 
     def __init__(self, *, compressed: bool, dim: int = 0, seg_depth: int = 2, crd_depth: int = 1,
                  cw: int = CRD_WIDTH, depths=None, skip: bool = False, mem=None, model=None,
-                 singleton: bool = False, buffered: bool = False):
+                 singleton: bool = False, buffered: bool = False, offset: int = 0, stride: int = 1):
+        if (offset or stride != 1) and compressed:
+            raise ValueError("parameters 'offset' / 'stride' split a dense level")
+        self.offset, self.stride = offset, stride  # dense: coordinates offset, offset + stride, ...
         if singleton and not compressed:
             raise ValueError("a singleton scanner reads a crd memory: pass compressed=True with singleton=True")
         if skip and (singleton or not compressed):
@@ -152,7 +155,7 @@ class Scan(StreamPrimitive):
             with m.If(pipe_free):
                 m.d.sync += s.pipe_lo.eq(inp.payload[:w] * self.dim)
             s.pipe_hi = 0
-            s.k = Signal(range(max(self.dim, 1) + 1))
+            s.k = Signal(range(max(self.dim, 1) + self.stride + 1))
             s.crd_out = s.k
 
         # The words pushed, chosen outside the control flow so that the crd memory's read
@@ -196,13 +199,15 @@ class Scan(StreamPrimitive):
         with m.If(mode == FIBER), (m.If(s.crd_ok) if s.crd_ok is not None else nullcontext()):
             self.push(m, "crd")
             self.push(m, "ref")
-            m.d.comb += s.p_next.eq(p + 1)
-            m.d.sync += p.eq(p + 1)
-            last = (p + 1)[:w] == hi if self.compressed else s.k == self.dim - 1
+            step = 1 if self.compressed else self.stride
+            m.d.comb += s.p_next.eq(p + step)
+            m.d.sync += p.eq(p + step)
+            # dense: the last coordinate of the lane's share, a constant
+            last = (p + 1)[:w] == hi if self.compressed else s.k == self.offset + (self.dim - 1 - self.offset) // step * step
             with m.If(last):
                 m.d.sync += mode.eq(END)
             if not self.compressed:
-                m.d.sync += s.k.eq(s.k + 1)
+                m.d.sync += s.k.eq(s.k + step)
         with m.Elif(s.pipe_valid):
             with m.If(is_stop(pipe_tok, w)):
                 self.push(m, "crd")
@@ -223,12 +228,13 @@ class Scan(StreamPrimitive):
                 empty = is_empty(pipe_tok, w)
                 new_lo = Mux(empty, 0, s.pipe_lo)
                 new_hi = Mux(empty, 0, s.pipe_hi)
-                m.d.comb += [s.p_next.eq(new_lo), s.consumed.eq(1)]
-                # a dense fiber is never empty (dim >= 1): no compare on the new bounds
-                nonempty = (new_lo < new_hi) if self.compressed else (~empty if self.dim else 0)
-                m.d.sync += [p.eq(new_lo), hi.eq(new_hi), mode.eq(Mux(nonempty, FIBER, END))]
+                first = new_lo if self.compressed else new_lo + self.offset  # a dense lane's first position
+                m.d.comb += [s.p_next.eq(first), s.consumed.eq(1)]
+                # a dense fiber is never empty (dim > offset): no compare on the new bounds
+                nonempty = (new_lo < new_hi) if self.compressed else (~empty if self.dim > self.offset else 0)
+                m.d.sync += [p.eq(first), hi.eq(new_hi), mode.eq(Mux(nonempty, FIBER, END))]
                 if not self.compressed:
-                    m.d.sync += s.k.eq(0)
+                    m.d.sync += s.k.eq(self.offset)
 
     def _skip_signals(self, m, s) -> SimpleNamespace:
         """The skip request of this cycle and the search's narrowing (see SkipScan)."""
@@ -489,7 +495,7 @@ def _scan(b: HwBuild):
     c = Scan(compressed=fmt.has_crd, dim=p.get("dim", 0), seg_depth=p.get("seg_depth", 2),
              crd_depth=p.get("crd_depth", 1), cw=cw, depths=b.depths, skip=skip,
              mem=p.get("mem"), model=b.cfg.memory, singleton=fmt is Format.SINGLETON,
-             buffered=b.cfg.line_buffers)
+             buffered=b.cfg.line_buffers, offset=p.get("offset", 0), stride=p.get("stride", 1))
     mems = {}
     if fmt.has_seg:
         mems["seg"] = ("seg_wr", c.seg_depth, cw, "w", None)

@@ -12,6 +12,7 @@ cdef class Scan(Primitive):
     cdef public long seg_reads, crd_reads
     cdef public object pipe
     cdef public long pipe_lo, pipe_hi, p, hi, lo
+    cdef public long offset, stride
     cdef public int mode
     cpdef bint step(self) except -1
     @cython.locals(p=long, mode=int)

@@ -55,8 +55,10 @@ class Scan(Primitive):
     IDLE: ``Sk`` -> emit ``S(k+1)``; ``D`` -> emit ``D``, finish; data/N -> load (no output).
     """
 
-    def __init__(self, name, ins, outs, *, seg=None, crd=None, dim=None, mem=None):
+    def __init__(self, name, ins, outs, *, seg=None, crd=None, dim=None, mem=None, offset: int = 0,
+                 stride: int = 1):
         super().__init__(name, ins, outs)
+        self.offset, self.stride = offset, stride  # dense: coordinates offset, offset + stride, ...
         mem = mem or {}
         self.mseg, self.mcrd = mem.get("seg"), mem.get("crd")  # off-chip ports (sw_sim.dram)
         self.inp = ins["ref"]
@@ -85,6 +87,8 @@ class Scan(Primitive):
     def _load(self):
         self.lo = self.p = self.pipe_lo
         self.hi = self.pipe_hi
+        if self.dim is not None and self.lo < self.hi:  # dense: a lane's share starts at its offset
+            self.p = self.lo + self.offset
         self.mode = _FIBER if self.p < self.hi else _END
 
     def step(self) -> bool:
@@ -103,8 +107,8 @@ class Scan(Primitive):
             self.ocrd.push(self.crd[p] if self.crd is not None else p - self.lo)
             self.oref.push(p)
             self.crd_reads += 1
-            self.p = p = p + 1
-            if p == self.hi:
+            self.p = p = p + self.stride
+            if p >= self.hi:
                 self.mode = _END
             return True
         pipe = self.pipe
@@ -417,7 +421,8 @@ def _scan(b: Build) -> Primitive:
                              f"{fmt.value} one")
         return SkipScan(b.name, b.ins, b.outs, seg=b.params["seg"], crd=b.params["crd"])
     if fmt is Format.DENSE:
-        return Scan(b.name, b.ins, b.outs, dim=int(b.params["dim"]))
+        return Scan(b.name, b.ins, b.outs, dim=int(b.params["dim"]), offset=int(b.params.get("offset", 0)),
+                    stride=int(b.params.get("stride", 1)))
     if fmt is Format.SINGLETON:
         return Scan(b.name, b.ins, b.outs, crd=b.params["crd"], mem=mem)
     return Scan(b.name, b.ins, b.outs, seg=b.params["seg"], crd=b.params["crd"], mem=mem)

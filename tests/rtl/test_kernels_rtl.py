@@ -48,12 +48,15 @@ def test_spmm_with_double_buffered_spacc_rtl_equals_sw_sim():
 
 
 @pytest.mark.parametrize(("kernel", "par"), [("spmv", {"i": 4}), ("spmm_dense", {"k": 2}),
-                                             ("spmspm_inner", {"i": 2, "j": 2}), ("spmm_dense", {"i": 4})],
+                                             ("spmspm_inner", {"i": 2, "j": 2}), ("spmm_dense", {"i": 4}),
+                                             ("spmm_dense", {"j": 4}), ("spmm_dense", {"i": 2, "j": 3})],
                          ids=str)
 def test_parallel_lanes_rtl_equals_sw_sim(kernel, par):
     """Parallel lanes in RTL: rows split 4 ways (SpMV's dense output and SpMM's compressed one
     written in a bank per lane), a reduced index (lane-local accumulators merged by a union), a
-    nested split; RTL = sw_sim (values and cycles) = numpy, several datasets."""
+    nested split, the innermost index split at its dense scanner (each lane scans coordinates
+    lane, lane + n, ...; 3 lanes of 16: unequal shares); RTL = sw_sim (values and cycles) =
+    numpy, several datasets."""
     sets = [example(kernel, 16, seed, density) for seed, density in ((1, 0.1), (2, 0.3))]
     g = sets[0][0]
     parallelize(g, par)

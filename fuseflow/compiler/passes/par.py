@@ -60,6 +60,7 @@ class ParallelRegion:
     serialized: list[str] = field(default_factory=list)  # streams merged back in order
     combined: list[str] = field(default_factory=list)  # partial reductions combined
     banked: list[str] = field(default_factory=list)  # outputs written in one bank per lane
+    range_split: bool = False  # each lane scans its own share of the index's dense level
     bank_note: str = ""  # why an output was serialized instead of banked
     merged: dict[PortRef, PortRef] = field(default_factory=dict)  # partial output -> its merge
 
@@ -67,6 +68,8 @@ class ParallelRegion:
         head = (f"par {self.index}={self.factor}: {self.source} split into {self.factor} "
                 f"lanes of {len(self.nodes)} nodes")
         parts = [head]
+        if self.range_split:
+            parts.append(f"each lane scans its own coordinates (lane + {self.factor} x m)")
         if self.broadcast:
             parts.append(f"broadcast to the lanes: {', '.join(self.broadcast)}")
         if self.serialized:
@@ -220,20 +223,18 @@ def _split(g: Graph, index: str, sources: list[PortRef], n: int, banks: bool = T
     if not inside:
         raise ParallelError(f"par {index}={n}: nothing below index {index!r} at "
                             f"{names} to parallelize")
-    boundary_in, boundary_out, internal = [], [], []
-    for e in g.edges:
-        a, b = e.src.node in inside, e.dst.node in inside
-        if a and (e.src in partial or not b):
-            boundary_out.append(e)  # a partial reduction read back in the lanes leaves and re-enters
-        elif a and b:
-            internal.append(e)
-        elif b:
-            boundary_in.append(e)
+    boundary_in, boundary_out, internal = _boundary(g, inside, partial)
+    scan = _range_scan(g, sources, split, inside, partial, boundary_out)
+    if scan is not None:  # each lane scans its own coordinates: no parallelizer in front
+        inside.add(scan)
+        region.range_split = True
+        boundary_in, boundary_out, internal = _boundary(g, inside, partial)
     _check_feedback(g, index, n, inside, boundary_in + boundary_out)
     for name in sorted(inside):
         node = g.nodes[name]
         for lane in range(n):
-            g.add(node.kind, f"{name}_l{lane}", **node.params)
+            share = {"offset": lane, "stride": n} if name == scan else {}
+            g.add(node.kind, f"{name}_l{lane}", **{**node.params, **share})
     new_edges: list[Edge] = []
     for e in internal:
         new_edges += [Edge(lane_port(e.src, k_), lane_port(e.dst, k_), e.depth) for k_ in range(n)]
@@ -257,6 +258,43 @@ def _split(g: Graph, index: str, sources: list[PortRef], n: int, banks: bool = T
 
 
 _ACCUMULATORS = (NodeKind.SPACC1, NodeKind.SPACC2)
+
+
+def _boundary(g: Graph, inside: set[str], partial: set[PortRef]) -> tuple[list[Edge], list[Edge], list[Edge]]:
+    """The edges into the region, out of it and inside it."""
+    boundary_in, boundary_out, internal = [], [], []
+    for e in g.edges:
+        a, b = e.src.node in inside, e.dst.node in inside
+        if a and (e.src in partial or not b):
+            boundary_out.append(e)  # a partial reduction read back in the lanes leaves and re-enters
+        elif a and b:
+            internal.append(e)
+        elif b:
+            boundary_in.append(e)
+    return boundary_in, boundary_out, internal
+
+
+def _range_scan(g: Graph, sources: list[PortRef], split: list[PortRef], inside: set[str],
+                partial: set[PortRef], boundary_out: list[Edge]) -> str | None:
+    """The scanner of a dense level that makes the split index's coordinates, when the lanes
+    can each scan a share of every fibre instead (scanner range splitting: coordinates
+    ``lane, lane + n, ...``): the index is split right at its scanner, every stream out of the
+    lanes is a partial reduction (no serializer needs the parallelizer's order) and nothing
+    outside the lanes reads the scanner.  A scanner emits a coordinate a cycle, so a split
+    after it gains nothing on an innermost index; split at the scanner, it scales."""
+    names = {p.node for p in sources}
+    if len(names) != 1 or any(e.src not in partial for e in boundary_out):
+        return None
+    [name] = names
+    node = g.nodes[name]
+    if node.kind is not NodeKind.SCAN or node.param("skip") or node.param("stride") != 1:
+        return None
+    if g.tensors[node.params["tensor"]].fmt.levels[node.params["level"]] is not Format.DENSE:
+        return None
+    outs = {node[p] for p in node.outputs()}
+    if not outs <= set(split) or any(e.src in outs and e.dst.node not in inside for e in g.edges):
+        return None
+    return name
 
 
 def _lane_local_spacc(node, levels, driver, k: int) -> bool:

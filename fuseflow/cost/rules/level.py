@@ -22,6 +22,8 @@ def _scan(c, node, ins):
     ref = ins["ref"]
     lv = c.tensors[t].levels[lvl]
     live = ref.data - ref.nn
+    if lv.dense and p.get("stride", 1) > 1:
+        return _strided_scan(ref, lv, live, p.get("offset", 0), p["stride"])
     if ref.h is not None and lv.lens is not None and len(ref.h) == len(lv.lens):
         d = float(ref.h @ lv.lens)
         if lv.dense:
@@ -51,6 +53,22 @@ def _scan(c, node, ins):
     same = crd_h / live if ref.rep and crd_h is not None and live else None
     return {"crd": Stat(n, lv.dim, crd_h, run=max(crd_run, 1.0), seq=True, lens=lens, pop=lv.parents, same=same),
             "ref": Stat(n, None, pos_h, run=max(mean, 1.0), seq=ref.seq, lens=lens, pop=lv.parents, fill=ref.fill)}
+
+
+def _strided_scan(ref: Stat, lv: LevelStats, live: float, offset: int, stride: int) -> dict[str, Stat]:
+    """A lane's share of a dense level (coordinates offset, offset + stride, ...): ``m`` of
+    each fibre's ``dim``."""
+    m = len(range(offset, lv.dim, stride))
+    d = live * m
+    crd_h = np.zeros(lv.dim)
+    crd_h[offset::stride] = live
+    w = np.zeros(m + 1)
+    w[m] = live
+    w[0] += ref.nn
+    lens = ref.lens + (w,) if ref.lens is not None else None
+    n = ref.n + (d,)
+    return {"crd": Stat(n, lv.dim, crd_h, run=max(float(m), 1.0), seq=True, lens=lens, pop=lv.parents),
+            "ref": Stat(n, None, None, run=1.0, seq=ref.seq, lens=lens, pop=lv.parents, fill=ref.fill)}
 
 
 def _level_fanout(lv: LevelStats, ref: Stat, live: float) -> np.ndarray | None:

@@ -40,6 +40,17 @@ class LevelParams:
 class ScanParams(LevelParams):
     skip: bool = doc("input skip takes coordinate-skip requests from an intersect (skip=true) and "
                      "jumps ahead by a search within the fiber; compressed levels only", False)
+    offset: int = doc("dense levels: the first coordinate of each fiber emitted (a lane's share of a "
+                      "split fiber: offset, offset + stride, ...)", 0)
+    stride: int = doc("dense levels: the step between the coordinates emitted (the lanes of a split)", 1)
+
+    def check(self) -> list[str]:
+        bad = []
+        if self.stride < 1:
+            bad.append(f"stride={self.stride} must be at least 1")
+        elif not 0 <= self.offset < self.stride:
+            bad.append(f"offset={self.offset} must be in 0..stride-1 ({self.stride - 1})")
+        return bad
 
 
 def _scan_inputs(p) -> Ports:
@@ -51,6 +62,9 @@ def _scan_in_graph(g, node) -> list[str]:
     intersect that pops its own crd / ref streams (the freshness rule of the requests relies on
     it: see fuseflow.compiler.passes.skip)."""
     p = node.typed()
+    if p.stride > 1 and g.tensors[p.tensor].fmt.levels[p.level] is not Format.DENSE:
+        return [(f"parameters 'offset' / 'stride' split a dense level, and level {p.level} of tensor "
+                 f"{p.tensor!r} is {g.tensors[p.tensor].fmt.levels[p.level].value}")]
     if not p.skip:
         return []
     fmt = g.tensors[p.tensor].fmt.levels[p.level]
