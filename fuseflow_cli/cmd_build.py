@@ -81,6 +81,8 @@ def run(args) -> int:
     print_table(rows, ["array", "base", "depth", "width", "access"])
     print(f"host port: {mm['addr_width']}-bit word address; CTRL=0 (write 1: start), CYCLES=1, "
           f"output lengths at 2..{1 + len(mm['lengths'])}")
+    for t, bank in mm.get("banks", {}).items():
+        print(f"{t} is written in {len(bank['tensors'])} banks ({', '.join(bank['tensors'])}): {bank['interleave']}")
     if args.lint:
         with spinner("verilator --lint-only"):
             res = lint(out / summary["verilog"], summary["top"])

@@ -146,6 +146,9 @@ class MemoryMap:
     lengths: list[str] = field(default_factory=list)  # output arrays with a length register
     addr_width: int = 8
     overflow: list[str] = field(default_factory=list)  # nodes with an overflow flag, in bit order
+    # banked outputs (the graph's ``banks``): tensor -> its bank tensors; level-0 position t of
+    # the tensor is item t // n of bank t mod n (fuseflow.ir.banks assembles them)
+    banks: dict[str, list[str]] = field(default_factory=dict)
 
     def region(self, name: str) -> Region:
         for r in self.regions:
@@ -169,12 +172,15 @@ class MemoryMap:
         return {"addr_width": self.addr_width, "lengths": self.lengths,
                 "registers": {"ctrl": REG_CTRL, "cycles": REG_CYCLES, "status": REG_STATUS,
                               "overflow": REG_OVF0},
-                "overflow": self.overflow, "regions": [asdict(r) for r in self.regions]}
+                "overflow": self.overflow, "regions": [asdict(r) for r in self.regions],
+                **({"banks": {t: {"tensors": bs, "interleave": f"level-0 position t of {t} is item "
+                                                               f"t // {len(bs)} of bank t mod {len(bs)}"}
+                              for t, bs in self.banks.items()}} if self.banks else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> MemoryMap:
         return cls([Region(**r) for r in d["regions"]], list(d["lengths"]), d["addr_width"],
-                   list(d.get("overflow", [])))
+                   list(d.get("overflow", [])), {t: list(b["tensors"]) for t, b in d.get("banks", {}).items()})
 
     def add(self, name: str, depth: int, width: int, access: str) -> None:
         size = 1 << addr_bits(depth)
@@ -311,7 +317,7 @@ class GraphTop(wiring.Component):
         for port in self.mem_ports:
             mem_of.setdefault(port.node, {})[port.array] = port
         self.caps = {t: tensor_capacities(s, cfg.nnz_for(t)) for t, s in graph.tensors.items()}
-        self.mmap = MemoryMap()
+        self.mmap = MemoryMap(banks={t: list(bs) for t, bs in graph.banks.items()})
         self.core = _Core()
         self.bus = _HostBus(self.mmap)
         self.components: dict[str, wiring.Component] = {}
