@@ -73,7 +73,7 @@ def test_bad_tensor_uses_are_named():
     (NodeKind.SCAN, {"tensor": "A", "level": "0"}, "node 'x' (scan): parameter 'level' must be an integer, got '0'"),
     (NodeKind.SCAN, {"tensor": "A", "level": True}, "parameter 'level' must be an integer, got True"),
     (NodeKind.SCAN, {"tensor": "A"}, "node 'x' (scan): missing parameter 'level'"),
-    (NodeKind.SCAN, {"tensor": "A", "level": 0, "lvl": 1}, "node 'x' (scan): unknown parameter 'lvl' (takes tensor, level, skip)"),
+    (NodeKind.SCAN, {"tensor": "A", "level": 0, "lvl": 1}, "node 'x' (scan): unknown parameter 'lvl' (takes tensor, level, skip, offset, stride)"),
     (NodeKind.ROOT, {"n": 1}, "node 'x' (root): unknown parameter 'n' (takes no parameters)"),
     (NodeKind.REDUCE, {"op": "mul"}, "node 'x' (reduce): op 'mul' is not one of ['add', 'max']"),
     (NodeKind.INTERSECT, {"n": 1}, "node 'x' (intersect): n=1 is too small"),

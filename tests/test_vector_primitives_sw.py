@@ -286,20 +286,25 @@ def test_a_vector_wider_than_a_burst_is_refused():
                           d["a"] @ d["x"])
 
 
-@pytest.mark.parametrize("par", [{"i": 2}, {"K": 2}, {"K": 3}])
-def test_parallel_lanes_carry_vectors(par):
+@pytest.mark.parametrize(("par", "banks"), [({"i": 2}, False), ({"i": 2}, True), ({"K": 2}, True), ({"K": 3}, True)])
+def test_parallel_lanes_carry_vectors(par, banks):
     """A parallel region whose exit is a vector stream: the serializer (and the splitters) get
-    the stream's lanes, the graph verifies and the values are those of the unsplit graph."""
+    the stream's lanes, or with banked outputs each lane's values writer does; the graph
+    verifies and the values are those of the unsplit graph."""
     from fuseflow.compiler.passes.par import parallelize
 
     g = relu_blocks_graph(8, 32, 4)
     rng = np.random.default_rng(11)
     a = rng.integers(-9, 10, size=(8, 32)) * np.repeat(rng.random((8, 8)) < 0.4, 4, axis=1)
     data = {"A": g.tensors["A"].data(a)}
-    parallelize(g, par)
+    parallelize(g, par, banks=banks)
     g.verify(data)
-    sers = [n for n in g.nodes.values() if n.kind is NodeKind.SERIALIZE and n.params.get("stream").value == "val"]
-    assert sers and all(n.params["lanes"] == 4 for n in sers)
+    if g.banks:
+        writers = [n for n in g.nodes.values() if n.kind is NodeKind.VALS_WRITE]
+        assert list(g.banks) == ["Z"] and len(writers) == 2 and all(n.params["lanes"] == 4 for n in writers)
+    else:
+        sers = [n for n in g.nodes.values() if n.kind is NodeKind.SERIALIZE and n.params.get("stream").value == "val"]
+        assert sers and all(n.params["lanes"] == 4 for n in sers)
     assert np.array_equal(run_graph(g, data).outputs["Z"].to_dense(), np.maximum(a, 0))
 
 

@@ -668,6 +668,7 @@ def _fused_index(group: Group, index: str, indices) -> str:
     return fresh[0] if len(fresh) == 1 else index
 
 
-PASS = Pass("par", "parallel lanes: split an index's coordinates across lanes, copy the subgraph "
-            "below it, merge the lanes back (par={index: factor})", "samml.Graph", "samml.Graph",
+PASS = Pass("par", "parallel lanes: split an index's coordinates across lanes (or let each lane scan "
+            "its share of a dense level), copy the subgraph below it, merge the lanes back or write "
+            "the outputs in a bank per lane (par={index: factor})", "samml.Graph", "samml.Graph",
             _run, graph_pass_text, options=(PAR, PAR_BANKS), needs=("lower",))
