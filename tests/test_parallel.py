@@ -219,6 +219,18 @@ def test_a_bank_missing_items_is_an_error():
     assert res.outputs["C"].shape == (16, 16)
 
 
+def test_a_bank_missing_values_is_an_error():
+    from fuseflow.ir.banks import BankError, Written, assemble_outputs
+
+    g, _, _, _ = example("spmv", 16, 0, 0.2)
+    parallelize(g, {"i": 4})
+    written = {t: Written([None], [None], np.zeros(4)) for t in g.banks["y"]}
+    written["y"] = Written([None], [None])
+    written[g.banks["y"][1]].vals = np.zeros(3)
+    with pytest.raises(BankError, match=r"bank 1 \(y__b1\) holds 3 values, its items need 4"):
+        assemble_outputs(g, written)
+
+
 def test_schedule_files_validate(tmp_path):
     good = tmp_path / "s.toml"
     good.write_text('fusion = "partial"\npar = { i = 4, j = 2 }\n[orders]\nT = "ikj"\n')

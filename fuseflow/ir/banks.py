@@ -110,6 +110,11 @@ def _merge(graph: Graph, name: str, top: Written, banks: list[Written]) -> tuple
     if any(bank.vals is None for bank in banks):
         return segs, crds, None
     vals = [np.asarray(bank.vals) for bank in banks]
+    for b, v in enumerate(vals):
+        want = max((p + 1 for bb, p in cur if bb == b), default=0)
+        if len(v) < want:
+            raise BankError(f"banked output {name!r}: bank {b} ({graph.banks[name][b]}) holds {len(v)} values, "
+                            f"its items need {want}")
     dtype = np.result_type(*vals) if vals else np.int64
     merged = np.asarray([vals[b][p] for b, p in cur], dtype=dtype)
     return segs, crds, merged
