@@ -239,7 +239,8 @@ def _split(g: Graph, index: str, sources: list[PortRef], n: int, banks: bool = T
     for e in internal:
         new_edges += [Edge(lane_port(e.src, k_), lane_port(e.dst, k_), e.depth) for k_ in range(n)]
     sels = _entries(g, index, n, boundary_in, split, levels, k, region, new_edges)
-    banked = _bank_outputs(g, n, boundary_out, split, levels, k, region, new_edges) if banks else set()
+    banked = _bank_outputs(g, n, [e for e in boundary_out if e.src not in partial], split, levels, k, region,
+                           new_edges) if banks else set()
     _exits(g, index, n, [e for e in boundary_out if e not in banked], levels, k, region, new_edges, sels,
            inside, partial)
     for d in list(g.discards):
@@ -495,7 +496,8 @@ def _bank_outputs(g: Graph, n: int, edges: list[Edge], split: list[PortRef], lev
     """Banked outputs: when the split deals the items of one fibre (level 1) and the lanes'
     streams go straight to the writers of an output tensor, each lane writes its own bank (a
     tensor ``T__b<k>`` of T's format with a dense level 0 of the lane's items, declared in
-    ``Graph.banks``) instead of one serializer and one writer taking a token a cycle.  Returns
+    ``Graph.banks``) instead of one serializer and one writer taking a token a cycle.  ``edges``:
+    the exits that are not partial reductions (those are combined across the lanes).  Returns
     the exit edges so handled."""
     if k != 1:
         return set()
