@@ -208,15 +208,13 @@ def test_banks_beyond_the_output_arrays_fall_back_to_the_serializer():
 def test_a_bank_missing_items_is_an_error():
     from fuseflow.ir.banks import BankError, Written, assemble_outputs
 
-    g, data, _, _ = example("spmm_dense", 16, 0, 0.2)
+    g, _, _, _ = example("spmm_dense", 16, 0, 0.2)
     parallelize(g, {"i": 4})
-    res = run_graph(g, data)
     written = {t: Written([None, None], [None, None]) for t in g.tensors if g.tensors[t].role.value == "output"}
     for k, b in enumerate(g.banks["C"]):
         written[b] = Written([None, np.array([0, 0] if k == 2 else [0] * 5)], [None, np.array([])], np.array([]))
     with pytest.raises(BankError, match=r"bank 2 \(C__b2\) holds 1 items, its lane was dealt 4"):
         assemble_outputs(g, written)
-    assert res.outputs["C"].shape == (16, 16)
 
 
 def test_a_bank_missing_values_is_an_error():
