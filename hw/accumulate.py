@@ -31,6 +31,7 @@ from .word import (
 
 GROUPED_MAX = 128  # the widest :func:`lowest_bit_grouped` builds its own prefix ORs for
 ISOLATE_GROUP = 32  # bits per group of :func:`isolate_lowest` (one short carry chain each)
+WALK_GROUP = 32  # bits per group of a wide block-RAM accumulator's flush walk (SpAcc1._group_walk)
 
 
 def isolate_lowest(m: Module, bits: Value, n: int, name: str, group: int = ISOLATE_GROUP) -> Signal:
@@ -131,7 +132,9 @@ class SpAcc1(StreamPrimitive):
     early (the coordinate at the input head, the flush's next index), and a word written in
     the cycle its address is read is forwarded from a register, so the cycle behaviour is the
     same as with asynchronous reads.  It also finds the lowest set bit with one encoder (over
-    ``rest`` while flushing, the valid bits otherwise): the least logic.
+    ``rest`` while flushing, the valid bits otherwise): the least logic.  Wider than
+    :data:`GROUPED_MAX` entries (one bank), the flush walks the valid bits in groups of 32
+    instead (:meth:`_group_walk`), so no encoder of all of them sits in front of the address.
 
     Without ``block_ram`` (LUT RAM, the ECP5) the single bank reads asynchronously and is built
     for the clock: the read-add-write starts at a registered read (:meth:`_read_add_write`)
@@ -221,12 +224,16 @@ class SpAcc1(StreamPrimitive):
         acc = memory.Memory(shape=unsigned(self.lw), depth=self.dim, init=[])
         m.submodules.acc = acc
         wp = acc.write_port()
-        # While flushing, ``valid`` is ``rest`` plus the bit ``first`` (when ``any_valid``), so
-        # emitting ``first`` clears it by loading ``rest``: no decoder of ``first``.
-        with m.If(r.clear):
-            m.d.sync += r.valid.eq(r.rest)
+        pending = self._pending(m, r.valid, r.ci, r.popped)
         first_next = None  # with block RAM: ``first`` as it will be next cycle
-        if self.block_ram:
+        if self.block_ram and self.dim > GROUPED_MAX:
+            first_next = self._group_walk(m, r, pending)
+        else:
+            # While flushing, ``valid`` is ``rest`` plus the bit ``first`` (when ``any_valid``),
+            # so emitting ``first`` clears it by loading ``rest``: no decoder of ``first``.
+            with m.If(r.clear):
+                m.d.sync += r.valid.eq(r.rest)
+        if self.block_ram and first_next is None:
             # One encoder, over ``rest`` while flushing (the candidate for a flush that emits)
             # and over the valid bits otherwise; a flush cycle that emits nothing holds the
             # registers, which already describe the unchanged valid bits.  ``clear`` only
@@ -234,8 +241,7 @@ class SpAcc1(StreamPrimitive):
             hold = Signal()
             m.d.comb += hold.eq(r.flushing & ~r.clear)
             first_next = self._lowest_valid(m, r, Mux(r.flushing, r.rest, r.valid), hold, lowest_bit_grouped)
-        pending = self._pending(m, r.valid, r.ci, r.popped)
-        if not self.block_ram:
+        elif not self.block_ram:
             self._walk_ahead(m, r.first, r.any_valid, r.rest, r.flushing, r.clear, pending)
         r.word = self._read_add_write(m, acc, wp, r.ci, pending, r.first, first_next)
         r.stop = self.i_outer.payload
@@ -280,6 +286,88 @@ class SpAcc1(StreamPrimitive):
         m.d.sync += r.first.eq(first_next)
         with m.If(~hold):
             m.d.sync += [r.any_valid.eq(src.any()), r.rest.eq(src_rest)]
+        return first_next
+
+    def _group_walk(self, m, r, pending) -> Signal:
+        """``first`` and ``any_valid`` of a wide accumulator with block RAM, without an encoder
+        of all ``dim`` valid bits in front of the flush read's address (one of 1,433 bits, ahead
+        of that address, limited the Cora GCN's ULX3S top to 41 MHz); returns ``first`` as it
+        will be next cycle, which addresses the flush read.
+
+        The valid bits are kept in groups of :data:`WALK_GROUP` (the index is (group, bit)),
+        and the flush walks them one group at a time, its next group ready in registers: the
+        bits of ``first``'s group above it (``grp_rest``), the next non-empty group (``ng``,
+        ``ng_any``) with its bits (``ng_bits``), and the non-empty groups after that one
+        (``after``).  Emitting ``first`` moves to the lowest bit of ``grp_rest``, else of
+        ``ng_bits``, whose group then takes the lowest group of ``after`` and its bits from the
+        valid bits: every register's input is an encoder of 32 or ``dim / 32`` bits, never of
+        ``dim``.  Outside a flush the pops only set bits: each newly set one (the pending
+        coordinate ``c``) is compared with ``first`` and ``ng`` and goes into the register it
+        belongs to.  The valid bits are not cleared as the flush emits (only the groups after
+        ``ng`` are read from them) but all at once by its stop.  Same values in every cycle
+        as the encoder of the valid bits."""
+        G, dim = WALK_GROUP, self.dim
+        n_groups = (dim + G - 1) // G
+        gb = G.bit_length() - 1  # the bit index within a group: the low bits of an index
+        pend, pend_hit, c, _ = pending
+        first, any_valid = r.first, r.any_valid
+        grp_rest = Signal(G, name="grp_rest")
+        ng = Signal(range(max(n_groups, 2)), name="ng")
+        ng_any = Signal(name="ng_any")
+        ng_bits = Signal(G, name="ng_bits")
+        after = Signal(n_groups, name="after")
+        first_next = Signal(len(first), name="first_next")
+        m.d.comb += first_next.eq(first)
+        m.d.sync += first.eq(first_next)
+        fg, fl, cg, cl = first[gb:], first[:gb], c[gb:], c[:gb]
+
+        def bit(i: Value, n: int) -> Value:  # one-hot of ``i`` (below ``n``)
+            return Cat(*[i == k for k in range(n)])
+
+        rest_idx, rest_wo = lowest_bit_grouped(m, grp_rest, G, "grp")
+        nb_idx, nb_wo = lowest_bit_grouped(m, ng_bits, G, "ngb")
+        after_idx, after_wo = lowest_bit_grouped(m, after, n_groups, "after")
+        after_low = Signal(n_groups, name="after_low")  # one-hot: the lowest group of ``after``
+        m.d.comb += after_low.eq(after & ~after_wo)
+        groups = [r.valid[k:min(k + G, dim)] for k in range(0, dim, G)]
+        picked = Signal(G, name="after_bits")  # the valid bits of that group
+        m.d.comb += picked.eq(Cat(*[Cat(*[groups[g][j] & after_low[g] for g in range(n_groups) if j < len(groups[g])]).any()
+                                    for j in range(G)]))
+        with m.If(r.flushing):
+            with m.If(r.room & ~any_valid):  # the stop: the fiber's bits are all flushed
+                m.d.sync += r.valid.eq(0)
+            with m.If(r.clear):
+                with m.If(grp_rest.any()):
+                    m.d.comb += first_next.eq(Cat(rest_idx, fg))
+                    m.d.sync += grp_rest.eq(rest_wo)
+                with m.Elif(ng_any):
+                    m.d.comb += first_next.eq(Cat(nb_idx, ng))
+                    m.d.sync += [grp_rest.eq(nb_wo), ng.eq(after_idx), ng_any.eq(after.any()),
+                                 ng_bits.eq(picked), after.eq(after_wo)]
+                with m.Else():
+                    m.d.sync += any_valid.eq(0)
+        with m.Elif(pend & ~pend_hit):  # the bit ``c`` is set now (a flush pops no data)
+            with m.If(~any_valid):
+                m.d.comb += first_next.eq(c)
+                m.d.sync += any_valid.eq(1)
+            with m.Elif(c < first):
+                m.d.comb += first_next.eq(c)
+                with m.If(cg == fg):  # the old ``first`` is above ``c`` in its group
+                    m.d.sync += grp_rest.eq(grp_rest | bit(fl, G))
+                with m.Else():  # ``c`` is alone in its group; ``first``'s group is the next
+                    m.d.sync += [grp_rest.eq(0), ng.eq(fg), ng_any.eq(1), ng_bits.eq(grp_rest | bit(fl, G))]
+                    with m.If(ng_any):
+                        m.d.sync += after.eq(after | bit(ng, n_groups))
+            with m.Elif(cg == fg):
+                m.d.sync += grp_rest.eq(grp_rest | bit(cl, G))
+            with m.Elif(~ng_any):
+                m.d.sync += [ng.eq(cg), ng_any.eq(1), ng_bits.eq(bit(cl, G))]
+            with m.Elif(cg == ng):
+                m.d.sync += ng_bits.eq(ng_bits | bit(cl, G))
+            with m.Elif(cg < ng):
+                m.d.sync += [ng.eq(cg), ng_bits.eq(bit(cl, G)), after.eq(after | bit(ng, n_groups))]
+            with m.Else():
+                m.d.sync += after.eq(after | bit(cg, n_groups))
         return first_next
 
     def _walk_ahead(self, m, first, any_valid, rest, flushing, clear, pending):

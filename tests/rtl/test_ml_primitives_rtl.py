@@ -16,6 +16,7 @@ from test_ml_primitives_sw import (
     random_csr_values,
     softmax_graph,
     spacc1_inputs,
+    spacc1_reference,
     spacc1_tree,
     spacc2_many_fibers,
     spacc2_vectors,
@@ -195,6 +196,47 @@ def test_spacc1_wide(cfg_kw):
     cfg = replace(CFG, **cfg_kw)
     assert spacc_in_block_ram(cfg, 300) == bool(cfg_kw) and not spacc_in_block_ram(cfg, 255)
     _check("spacc1", {"dim": 300}, _many_fiber_runs(83, dim=300), cfg)
+
+
+def _clustered_runs(seed: int, dim: int) -> list[dict]:
+    """spacc1 inputs whose fibers crowd a few groups of 32 valid bits: coordinates within
+    each group, across neighbouring groups and arriving below, inside and above the lowest
+    one so far (every case of the wide block-RAM accumulator's group walk), plus wide
+    spread-out fibers."""
+    rng = random.Random(seed)
+    lo, hi = Q.to_raw(-20000.0), Q.to_raw(20000.0)
+
+    def fiber() -> list[int]:
+        if rng.random() < 0.25:  # spread over the whole width
+            return sorted(rng.sample(range(dim), rng.randint(1, 40)))
+        centres = [rng.randrange(dim) for _ in range(rng.randint(1, 3))]
+        picks = {min(dim - 1, max(0, cc + rng.randint(-40, 40))) for cc in centres for _ in range(rng.randint(1, 12))}
+        return sorted(picks)
+
+    runs = []
+    for _ in range(4):
+        outer = [sorted(rng.sample(range(20), rng.randint(1, 4))) if rng.random() > 0.15 else []
+                 for _ in range(rng.randint(2, 5))]
+        inner = [[fiber() for _ in ks] for ks in outer]
+        vals = [[[rng.randint(lo, hi) for _ in f] for f in row] for row in inner]
+        runs.append(spacc1_inputs(outer, inner, vals, 2))
+    return runs
+
+
+@pytest.mark.parametrize("dim", [300, 1433])
+def test_spacc1_wide_group_walk(dim):
+    """Block RAM from 256 entries (the ECP5 default): the flush walks the valid bits a group
+    of 32 at a time (the 1,433-wide one is the Cora GCN's).  The sums equal a numpy
+    accumulator's, and tokens and cycles equal sw_sim's, also under input gaps and output
+    stalls."""
+    cfg = replace(CFG, spacc_block_ram_min_dim=256)
+    runs = _clustered_runs(84 + dim, dim)
+    for r in runs:
+        ref = spacc1_reference(r, dim, lambda a, b: Q.sat(a + b))
+        sw = simulate_primitive("spacc1", r, numerics=Q, dim=dim)
+        assert sw["crd"] == ref["crd"] and sw["val"] == ref["val"]
+    _check("spacc1", {"dim": dim}, runs, cfg)
+    _same_tokens_under_stalls("spacc1", {"dim": dim}, runs, cfg)
 
 
 def test_value_repeat():
