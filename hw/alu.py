@@ -68,13 +68,15 @@ class Alu(StreamPrimitive):
     Over vector streams (``lanes`` W > 1; sw_sim's ``VecAlu``): W copies of the lane datapath
     between the same stage registers (same latency, II 1), lane ``l`` of the result from lane
     ``l`` of each operand.  ``scalar_port`` ``a`` / ``b``: that input is one value wide and its
-    value feeds every lane.  Control words come from ``a``, re-encoded to the output width."""
+    value feeds every lane.  Control words come from ``a``, re-encoded to the output width.
+    ``identity_empty`` (max / min): an ``N`` operand register loads the other operand's word."""
 
     DSP_WIDTH = 18  # signed operand width of one DSP multiplier (ECP5 MULT18X18D)
 
     def __init__(self, *, op: AluOp, vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
-                 lanes: int = 1, scalar_port: ScalarPort = ScalarPort.NONE):
+                 lanes: int = 1, scalar_port: ScalarPort = ScalarPort.NONE, identity_empty: bool = False):
         self.op, self.vw, self.lanes, self.scalar_port = op, vw, lanes, scalar_port
+        self.identity_empty = identity_empty  # max / min: an N operand takes the other's word
         self.num = numerics or Numerics.integer(vw)
         widths = {p: vw if scalar_port.value == p else vw * lanes for p in ("a", "b")}
         super().__init__(widths, {"val": vw * lanes}, depths, overflow_member(op))
@@ -92,8 +94,11 @@ class Alu(StreamPrimitive):
             self.push(m, "val", res)
         if n == 2:
             x, y = Signal(wa + 1), Signal(wb + 1)
+            xa, yb = a.payload, b.payload
+            if self.identity_empty:  # an N operand loads the other's word (both N: both stay N)
+                xa, yb = Mux(is_empty(a.payload, wa), b.payload, a.payload), Mux(is_empty(b.payload, wb), a.payload, b.payload)
             with m.If(free[0]):
-                m.d.sync += [valid[0].eq(both), x.eq(a.payload), y.eq(b.payload)]
+                m.d.sync += [valid[0].eq(both), x.eq(xa), y.eq(yb)]
             flags: Flags = []  # any lane's result brought into range
             out = [binop(self.num, self.op, lane_value(x, wa, w, k), lane_value(y, wb, w, k), flags)[:w]
                    for k in range(lanes)]
@@ -191,8 +196,9 @@ class VecAlu(Alu):
     """:class:`Alu` over vectors: the name of ``Alu(lanes=W)``, ``lanes`` required."""
 
     def __init__(self, *, op: AluOp, lanes: int, scalar_port: ScalarPort = ScalarPort.NONE,
-                 vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None):
-        super().__init__(op=op, vw=vw, numerics=numerics, depths=depths, lanes=lanes, scalar_port=scalar_port)
+                 vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None, identity_empty: bool = False):
+        super().__init__(op=op, vw=vw, numerics=numerics, depths=depths, lanes=lanes, scalar_port=scalar_port,
+                         identity_empty=identity_empty)
 
 
 class Reduce(StreamPrimitive):
@@ -314,11 +320,12 @@ def _alu(b: HwBuild):
             return VecUnaryAlu(op=op, lanes=b.lanes, scalar=b.params.get("scalar", 0.0), numerics=b.cfg.num,
                                depths=b.depths), {}
         return UnaryAlu(op=op, scalar=b.params.get("scalar", 0.0), numerics=b.cfg.num, depths=b.depths), {}
+    ident = bool(b.params.get("identity_empty", False))
     if b.lanes > 1:
         sp = b.params.get("scalar_port", ScalarPort.NONE)
         return VecAlu(op=op, lanes=b.lanes, scalar_port=ScalarPort(sp) if isinstance(sp, str) else sp,
-                      vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths), {}
-    return Alu(op=op, vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths), {}
+                      vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths, identity_empty=ident), {}
+    return Alu(op=op, vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths, identity_empty=ident), {}
 
 
 @rtl("reduce")

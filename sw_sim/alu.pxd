@@ -5,6 +5,7 @@ from sw_sim.staged cimport Staged
 cdef class Alu(Staged):
     cdef public Channel a, b
     cdef public object fn
+    cdef public bint identity_empty
     @cython.locals(a=Channel, b=Channel)
     cpdef bint fill(self) except -1
 

@@ -20,7 +20,8 @@ from .staged import Staged
 
 
 class Alu(Staged):
-    """Binary ALU over aligned value streams (``N`` counts as 0); II 1, latency
+    """Binary ALU over aligned value streams (``N`` counts as 0, or with ``identity_empty``
+    as the other operand); II 1, latency
     :func:`fuseflow.ir.samml.alu_latency` (2, or 4 for ``mul``).
 
     A chain of pipeline registers, operands first; each stage advances when the next one is
@@ -31,11 +32,12 @@ class Alu(Staged):
     operand stage.  In RTL the operation sits in the stages between (the multiplier's partial
     products, their sum, then rounding and saturation)."""
 
-    def __init__(self, name, ins, outs, *, op: AluOp, numerics: Numerics = INT32):
+    def __init__(self, name, ins, outs, *, op: AluOp, numerics: Numerics = INT32, identity_empty: bool = False):
         super().__init__(name, ins, outs)
         self.a, self.b = ins["a"], ins["b"]
         self.out = outs["val"]
         self.fn = numerics.binop(op)
+        self.identity_empty = identity_empty  # max / min: an N operand takes the other's value
         self.stages: list = [None] * alu_latency(op)
 
     def leave_front(self, v):
@@ -56,6 +58,8 @@ class Alu(Staged):
                 raise self.error(f"operands misaligned: a={x}, b={y}")
             self.stages[0] = (x, x)
         else:
+            if self.identity_empty:
+                x, y = (y if x is EMPTY else x), (x if y is EMPTY else y)
             self.stages[0] = (0 if x is EMPTY else x, 0 if y is EMPTY else y)
         a.pop()
         b.pop()
@@ -113,8 +117,9 @@ class VecAlu(Alu):
     the timing of :class:`Alu` (W operations per stage).  A scalar operand (``scalar_port``
     ``a`` or ``b``: one value per token) is used for every lane.  ``N`` counts as zeros."""
 
-    def __init__(self, name, ins, outs, *, op: AluOp, lanes: int, numerics: Numerics = INT32):
-        super().__init__(name, ins, outs, op=op, numerics=numerics)
+    def __init__(self, name, ins, outs, *, op: AluOp, lanes: int, numerics: Numerics = INT32,
+                 identity_empty: bool = False):
+        super().__init__(name, ins, outs, op=op, numerics=numerics, identity_empty=identity_empty)
         self.lanes = lanes
 
     def leave_front(self, v):
@@ -195,9 +200,10 @@ def _alu(b: Build) -> Primitive:
             return VecUnaryAlu(b.name, b.ins, b.outs, op=op, scalar=b.params["scalar"], lanes=lanes,
                                numerics=b.numerics)
         return UnaryAlu(b.name, b.ins, b.outs, op=op, scalar=b.params["scalar"], numerics=b.numerics)
+    ident = bool(b.params.get("identity_empty", False))
     if lanes > 1:
-        return VecAlu(b.name, b.ins, b.outs, op=op, lanes=lanes, numerics=b.numerics)
-    return Alu(b.name, b.ins, b.outs, op=op, numerics=b.numerics)
+        return VecAlu(b.name, b.ins, b.outs, op=op, lanes=lanes, numerics=b.numerics, identity_empty=ident)
+    return Alu(b.name, b.ins, b.outs, op=op, numerics=b.numerics, identity_empty=ident)
 
 
 @model("reduce")

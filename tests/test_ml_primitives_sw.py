@@ -16,7 +16,7 @@ from vectors import fiber_stream
 from fuseflow.compiler.lowering import bias_add, bias_lookup, row_layernorm, row_softmax
 from fuseflow.ir.builder import GraphBuilder
 from fuseflow.ir.numerics import DEFAULT_FIXED, FLOAT, Numerics
-from fuseflow.ir.samml import Graph, GraphError, NodeKind, Role, StreamKind
+from fuseflow.ir.samml import AluOp, Graph, GraphError, NodeKind, Role, StreamKind
 from fuseflow.ir.tensor import CSR, DENSE2, TensorData, TensorFormat
 from fuseflow.ir.tokens import DONE, EMPTY, Stop, format_stream, parse_stream, stop
 from fuseflow.kernels import example
@@ -439,6 +439,23 @@ REDUCERS = {  # (numerics, op) -> the accumulation, written from the numeric rul
     ("fixed", "add"): (Q, lambda a, b: int(np.clip(a + b, Q.lo, Q.hi))),
     ("fixed", "max"): (Q, max),
 }
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_alu_identity_empty_takes_the_other_operand(op):
+    """``identity_empty``: an ``N`` operand of a max / min is no value (the other operand is the
+    result), not a 0 as in the plain ALU: the merge of partial maxima from a union, where a
+    coordinate one side lacks comes as ``N``."""
+    a = "-5,N,-7,N,3,S0,D"
+    b = "N,-2,-9,N,-1,S0,D"
+    fn = max if op == "max" else min
+    want = [-5, -2, fn(-7, -9), 0, fn(3, -1)]  # both N: 0, as the plain ALU
+    got = simulate_primitive("alu", {"a": a, "b": b}, op=op, identity_empty=True)["val"]
+    assert _values(got) == want
+    plain = simulate_primitive("alu", {"a": a, "b": b}, op=op)["val"]
+    assert _values(plain) == [fn(-5, 0), fn(0, -2), fn(-7, -9), 0, fn(3, -1)]
+    with pytest.raises(GraphError, match="identity_empty needs op max or min, not add"):
+        Graph("g").add(NodeKind.ALU, "x", op=AluOp.ADD, identity_empty=True)
 
 
 def spacc1_tree(rng: random.Random, depth: int, n_fibers: int, dim: int, lo: int, hi: int,

@@ -286,3 +286,34 @@ def test_suite_entries_with_par():
     assert np.array_equal(next(iter(run_graph(g, data).outputs.values())).to_dense(), expected)
     kept, left = with_par(suite("spine")[:2], {"nope": 2}, run_graph)
     assert not kept and len(left) == 2
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+@pytest.mark.parametrize("par", [{"k": 2}, {"k": 3}, {"j": 2}, {"i": 2, "k": 2}], ids=str)
+def test_max_accumulators_run_in_the_lanes(reduce, par):
+    """A max-times product's sparse accumulator runs in the lanes of its reduction index
+    (partial maxima, merged by unions and ALUs that take a missing side as no value) and of its
+    own index (disjoint coordinates): values equal numpy's, with rows whose results are
+    negative (a full negative row against full positive columns) and rows with implicit zeros."""
+    from fuseflow.compiler.program import Program, einsum
+
+    p = Program("maxtimes")
+    a, b = p.tensor("A", (6, 8), "csr"), p.tensor("B", (8, 5), "dcsr")
+    p.output(p.let("Y", einsum("ik,kj->ij", a, b, reduce=reduce)))
+    cp = compile_program(p, par=par)
+    regions = [r for cg in cp.groups for r in cg.parallel]
+    assert any(any(c.startswith("spacc") for c in r.combined) for r in regions), regions
+    merges = [n for cg in cp.groups for n in cg.graph.nodes.values()
+              if n.kind is NodeKind.ALU and n.name.startswith("comb_spacc")]
+    assert merges and all(n.param("identity_empty") for n in merges)
+    rng = np.random.default_rng(len(str(par)))
+    for _ in range(3):
+        A = rng.integers(-4, 5, (6, 8)) * (rng.random((6, 8)) < 0.5)
+        B = rng.integers(-4, 5, (8, 5)) * (rng.random((8, 5)) < 0.5)
+        A[2], B[:, 1:3] = -rng.integers(1, 5, 8), rng.integers(1, 5, (8, 2))  # Y[2, 1:3] < 0 (max)
+        A[3] = rng.integers(1, 5, 8)  # Y[3, 1:3] > 0 (min)
+        got = run_program(cp, {"A": A, "B": B}, simulate=run_graph)
+        want = reference(cp, {"A": A, "B": B})["Y"]
+        fn = np.max if reduce == "max" else np.min
+        assert np.array_equal(want, fn(A[:, :, None] * B[None, :, :], axis=1))
+        assert np.array_equal(got.outputs["Y"].to_dense(), want)

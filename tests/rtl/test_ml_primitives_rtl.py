@@ -122,6 +122,26 @@ def test_div_int():
     _check("alu", {"op": "div"}, runs, HwConfig())
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_alu_identity_empty(op):
+    """Max / min taking an ``N`` operand as no value: the same tokens and cycles as sw_sim,
+    with ``N`` on either side, both, and negative values (a plain ALU would give 0)."""
+    rng = random.Random(op)
+    runs = []
+    for _ in range(5):
+        a, b = [], []
+        for t in _val_stream(rng, -20000, 100, [Q.lo]):  # its N tokens: N on both sides
+            if isinstance(t, Stop) or t is DONE or t is EMPTY:
+                a.append(t)
+                b.append(t)
+                continue
+            side = rng.choice(["both", "a", "b"])  # which sides hold a value
+            a.append(t if side != "b" else EMPTY)
+            b.append(Q.to_raw(rng.uniform(-20000, 50)) if side != "a" else EMPTY)
+        runs.append({"a": a, "b": b})
+    _check("alu", {"op": op, "identity_empty": True}, runs)
+
+
 @pytest.mark.parametrize("op", ["add", "max"])
 def test_reduce_fixed(op):
     rng = random.Random(op)

@@ -7,15 +7,16 @@ subgraph below ``v`` run side by side:
   of the scanner or join that makes it, ``Graph.indices``) each pass a ``parallelize`` node,
   which deals their coordinates to the lanes round-robin (:mod:`fuseflow.ir.primitives.parallel`);
 * the **region**: every node downstream of the split whose outputs stay at ``v``'s nesting
-  level or deeper is copied once per lane (``<node>_l<k>``); a reducer of ``v`` (``reduce``)
-  stays in the lanes as a lane-local partial reduction;
+  level or deeper is copied once per lane (``<node>_l<k>``); a reducer of ``v`` (``reduce``, or
+  a ``spacc1`` by add or max) stays in the lanes as a lane-local partial reduction;
 * **inputs from outer levels** (a reference or value of an enclosing index, which each lane
   repeats over its own coordinates) are broadcast to every lane;
 * **outputs**: a stream at ``v``'s level or deeper leaving the region (to a writer, or to a
   node that drops below ``v``'s level such as a sparse accumulator) passes a ``serialize`` node,
   which restores the unsplit stream in the parallelizer's order; a lane-local partial reduction
-  is combined across lanes by a tree of ALUs of the reduction's operator (and broadcast back to
-  the lanes if a lane reads it, as in a two-pass softmax).
+  is combined across lanes by a tree of ALUs of the reduction's operator (sparse results: of
+  unions and ALUs, a max one taking a lane's missing coordinate as no value), and broadcast back
+  to the lanes if a lane reads it, as in a two-pass softmax.
 
 Indices are parallelized outermost first, so a factor on an inner index nests: its region is
 copied inside every lane of the outer one.  Values are those of the unsplit graph; when a
@@ -299,11 +300,13 @@ def _range_scan(g: Graph, sources: list[PortRef], split: list[PortRef], inside: 
 
 
 def _lane_local_spacc(node, levels, driver, k: int) -> bool:
-    """A ``spacc1`` (add) that can run in the lanes of a split at level k: it adds over the
-    split index (its ``outer`` at level k: each lane holds partial sums), or it is keyed by the
-    split index (its ``inner`` at level k under an outer ``outer``: each lane holds the sums of
-    its own coordinates).  Either way a union-and-add tree merges the lanes' outputs."""
-    if node.kind is not NodeKind.SPACC1 or node.param("op") is not ReduceOp.ADD:
+    """A ``spacc1`` that can run in the lanes of a split at level k: it reduces over the split
+    index (its ``outer`` at level k: each lane holds partial sums or maxima), or it is keyed by
+    the split index (its ``inner`` at level k under an outer ``outer``: each lane holds the
+    results of its own coordinates).  Either way a tree of unions and ALUs merges the lanes'
+    outputs (:func:`_merge_sparse`: adders, or maxima for which a coordinate one lane lacks is
+    no value, not a 0)."""
+    if node.kind is not NodeKind.SPACC1:
         return False
     outer, inner = levels[driver[node["outer"]].src], levels[driver[node["inner"]].src]
     return outer == k or (outer < k and inner == k)
@@ -341,7 +344,7 @@ def _region(g: Graph, split: list[PortRef], levels: dict[PortRef, int],
             continue  # drops coordinates of the split index: after the merge (sel deals them all)
         if node.kind in _ACCUMULATORS and levels[driver[node["outer"]].src] <= k:
             if not _lane_local_spacc(node, levels, driver, k):
-                continue  # accumulates over an outer index by max, or in two dimensions
+                continue  # accumulates in two dimensions, or over an index outside the split
             partial.update(outs)  # lane-local sums, merged across the lanes
         elif node.kind is not NodeKind.REDUCE and any(levels[p] < k for p in outs):
             continue
@@ -426,7 +429,7 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, parti
             if node.name not in merged:
                 merged[node.name] = _merge_sparse(g, f"comb_{node.name}", [
                     (lane_port(node["crd"], lane), lane_port(node["val"], lane)) for lane in range(n)],
-                    new_edges, vec)
+                    new_edges, vec, node.param("op"))
             total = merged[node.name][e.src.port]
         else:
             op = AluOp.ADD if node.param("op") is ReduceOp.ADD else AluOp.MAX
@@ -578,16 +581,20 @@ def _combine(g: Graph, base: str, op: AluOp, ports: list[PortRef], new_edges: li
 
 
 def _merge_sparse(g: Graph, base: str, lanes: list[tuple[PortRef, PortRef]],
-                  new_edges: list[Edge], vec: dict[str, int] | None = None) -> dict[str, PortRef]:
-    """A balanced tree of unions (values riding on their reference ports) and adders over the
-    lanes' sparse partial sums (coordinate and value streams): the sum's ``crd`` and ``val``."""
+                  new_edges: list[Edge], vec: dict[str, int] | None = None,
+                  op: ReduceOp = ReduceOp.ADD) -> dict[str, PortRef]:
+    """A balanced tree of unions (values riding on their reference ports) and ALUs over the
+    lanes' sparse partial results (coordinate and value streams): the total's ``crd`` and
+    ``val``.  Adders (a coordinate one side lacks comes as ``N``, a 0), or for ``max`` ALUs
+    that take ``N`` as the identity (the other side's value)."""
+    alu = {"op": AluOp.ADD} if op is ReduceOp.ADD else {"op": AluOp.MAX, "identity_empty": True}
     level = 0
     while len(lanes) > 1:
         nxt = []
         for i in range(0, len(lanes) - 1, 2):
             (ca, va), (cb, vb) = lanes[i], lanes[i + 1]
             u = g.add(NodeKind.UNION, _fresh(g, f"{base}_u{level}_{i // 2}"), n=2, val_refs=(0, 1), **(vec or {}))
-            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), op=AluOp.ADD, **(vec or {}))
+            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), **alu, **(vec or {}))
             new_edges += [Edge(ca, u["crd0"], None), Edge(va, u["ref0"], None),
                           Edge(cb, u["crd1"], None), Edge(vb, u["ref1"], None),
                           Edge(u["ref0"], a["a"], None), Edge(u["ref1"], a["b"], None)]

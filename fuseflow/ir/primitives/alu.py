@@ -27,9 +27,16 @@ class AluParams:
     lanes: int = doc(LANES_DOC + "; lanewise operation", 1)
     scalar_port: ScalarPort = doc("a binary op's operand that carries one value per token, used for "
                                   "every lane (none: both are vectors of lanes values)", ScalarPort.NONE)
+    identity_empty: bool = doc("max / min: an empty operand (N) is the op's identity, so the result is "
+                               "the other operand (a merge of partial maxima, where a coordinate one "
+                               "side lacks is not a 0); else N counts as 0", False)
 
     def check(self) -> list[str]:
         bad = lanes_problems(self.lanes)
+        if self.identity_empty and self.op not in (AluOp.MAX, AluOp.MIN):
+            bad.append(f"identity_empty needs op max or min, not {self.op.value}")
+        if self.identity_empty and self.scalar_port is not ScalarPort.NONE:
+            bad.append("identity_empty needs operands of the same width (no scalar_port)")
         if self.scalar_port is not ScalarPort.NONE:
             if self.op in UNARY_ALU_OPS:
                 bad.append(f"scalar_port={self.scalar_port.value} needs a binary op, not {self.op.value}")
