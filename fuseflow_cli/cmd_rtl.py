@@ -46,6 +46,7 @@ from .errors import UserError
 from .models import (
     FUSION_HELP,
     FUSIONS,
+    add_assoc_arg,
     add_user_model_args,
     add_zoo_args,
     manifest_source,
@@ -93,6 +94,7 @@ def add_parser(sub) -> None:
     add_zoo_args(g)
     g.add_argument("--fusion", choices=("auto", *FUSIONS), help=FUSION_HELP)
     declare(g, Source.MODEL, "--fusion")
+    add_assoc_arg(g)
 
 
 def resolve_runner(args) -> str:

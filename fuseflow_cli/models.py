@@ -20,6 +20,7 @@ from fuseflow.ir.check import Check
 from fuseflow.ir.memory import MemoryError, Placement
 from fuseflow.ir.numerics import Mode, Numerics
 from fuseflow.ir.samml import Graph
+from fuseflow.models.assoc import AssocError, chain_pairs, reassociate, subsets
 from fuseflow.models.bounds import check_model
 from fuseflow.models.datasets import DATASETS, SYNTHETIC, load_dataset
 from fuseflow.models.frontend import FrontendError, trace
@@ -91,11 +92,24 @@ def add_user_model_args(g, *, model: bool = True) -> None:
     declare(g, Source.MODEL, "--inputs", "--formats", "--strict")
 
 
+ASSOCS = ("auto", "as-written")
+ASSOC_HELP = ("association order of the model's matrix-product chains: as-written (the default) "
+              "computes (A·X)·W as written; auto costs every order, e.g. A·(X·W), with the estimate "
+              "and compiles the fewest cycles (docs/schedules.md, 'Association order')")
+
+
+def add_assoc_arg(g) -> None:
+    """``--assoc`` (models only)."""
+    g.add_argument("--assoc", choices=ASSOCS, help=ASSOC_HELP)
+    declare(g, Source.MODEL, "--assoc")
+
+
 def add_model_args(p: argparse.ArgumentParser, *, build: bool = False) -> None:
     g = p.add_argument_group("PyTorch models (needs torch: pip install -e '.[torch]')")
     add_user_model_args(g)
     add_zoo_args(g)
     g.add_argument("--fusion", choices=("auto", *FUSIONS), help=FUSION_HELP)
+    add_assoc_arg(g)
     add_pass_args(g, Source.MODEL, without=Source.GRAPH | Source.KERNEL)  # --no-locate, ...
     declare(g, Source.PROGRAM | Source.MODEL, "--fusion")
     if not build:
@@ -144,14 +158,14 @@ def add_zoo_args(g) -> None:
 # kernel command refuses them from their declared sources (fuseflow_cli.applies)
 _MODEL_PASS_OPTIONS = {o.name: o for o in pass_options(Source.MODEL)
                        if o.cli and not o.sources & (Source.GRAPH | Source.KERNEL)}
-_MODEL_OPTIONS = {"dataset": None, "fusion": None, "hidden": 16, "features": None, "nodes": 256,
+_MODEL_OPTIONS = {"dataset": None, "fusion": None, "assoc": None, "hidden": 16, "features": None, "nodes": 256,
                   "feature_density": None, "seq": 64, "dmodel": 64, "heads": 2, "blocks": 2,
                   **{n: o.default for n, o in _MODEL_PASS_OPTIONS.items()}, "explain": False,
                   "numerics": None, "inputs": None, "formats": None, "strict": False, "no_host_steps": False}
 _ZOO_ONLY = ("dataset", "hidden", "features", "nodes", "feature_density", "seq", "dmodel", "heads", "blocks")
 
 
-_MANIFEST_OPTIONS = (*_ZOO_ONLY, "density", "inputs", "formats", "strict")
+_MANIFEST_OPTIONS = (*_ZOO_ONLY, "density", "inputs", "formats", "strict", "assoc")
 
 
 def model_options(args: argparse.Namespace) -> dict:
@@ -223,11 +237,61 @@ def load_compiled(args: argparse.Namespace, *, choose: bool = True):
         if sched.orders or sched.block:
             raise UserError(f"--schedule {args.schedule}: orders and block are for compile "
                             f"PROGRAM.py; a model's statements are generated")
+        ir = _choose_assoc(args, ir, sched)
         cm = _compile_fusion(args, ir, sched, choose)
     except (FrontendError, ValueError) as exc:
         raise UserError(str(exc)) from None
     check_manifest_graphs(args, cm)
     return case, ir, cm
+
+
+def _choose_assoc(args: argparse.Namespace, ir, sched):
+    """``--assoc auto``: every association order of the model's product chains
+    (:func:`fuseflow.models.assoc.subsets`) compiled at each granularity and estimated; the
+    fewest estimated cycles wins (ties: as written).  Said on stderr (every order with
+    ``--explain``); ``args.assoc_choice`` keeps the record (None for as written)."""
+    args.assoc_choice = None
+    if getattr(args, "assoc", None) != "auto":
+        return ir
+    pairs = chain_pairs(ir)
+    memory, placement = resolve_memory(args, sched)
+    onchip = Placement(placement.onchip, strict=False)
+    passes = pass_values(args, sched, Source.MODEL)
+    explicit = sched.fusion or getattr(args, "fusion", None)
+    explicit = None if explicit == "auto" else explicit
+    strict = getattr(args, "strict", False)
+    orders = []
+    for subset in subsets(pairs):
+        cand = reassociate(ir, list(subset))
+        try:
+            choice = choose_fusion(lambda f, c=cand: compile_model(c, f, strict=strict, **passes),
+                                   lambda cm: estimate_model(cm, memory=memory, placement=onchip),
+                                   errors=(FrontendError, ValueError), keep=explicit)
+        except (FrontendError, ValueError, AssocError) as exc:
+            orders.append({"rewritten": [r.outer for r in subset], "error": str(exc).splitlines()[0]})
+            continue
+        fusion = explicit or choice.fusion
+        orders.append({"rewritten": [r.outer for r in subset], "fusion": fusion,
+                       "estimated_cycles": round(choice.estimates[fusion].cycles), "ir": cand,
+                       "text": [r.text() for r in subset]})
+    done = [o for o in orders if "error" not in o]
+    if not done:
+        raise UserError(f"--assoc auto: no order compiles ({orders[0]['error']})")
+    best = min(done, key=lambda o: (o["estimated_cycles"], len(o["rewritten"])))
+    written = next((o for o in done if not o["rewritten"]), None)
+    args.assoc_choice = {"mode": "auto", "chosen": best["rewritten"],
+                         "orders": [{k: v for k, v in o.items() if k not in ("ir", "text")} for o in orders]}
+    what = "; ".join(best["text"]) if best["rewritten"] else "as written"
+    vs = (f"; as written {written['estimated_cycles']:,} ({written['estimated_cycles'] / max(best['estimated_cycles'], 1):.2f}x)"
+          if written is not None and written is not best else "")
+    print(f"assoc auto -> {what}: {best['estimated_cycles']:,} estimated cycles ({best['fusion']}), "
+          f"the fewest of {len(orders)} orders{vs} (estimate under memory {memory.name})", file=sys.stderr)
+    if getattr(args, "explain", False):
+        for o in orders:
+            name = ", ".join(o["rewritten"]) or "as written"
+            cost = o.get("error") or f"{o['estimated_cycles']:,} estimated cycles ({o['fusion']})"
+            print(f"  assoc order [{name}]: {cost}", file=sys.stderr)
+    return best["ir"]
 
 
 def _compile_fusion(args: argparse.Namespace, ir, sched, choose: bool):
@@ -334,7 +398,8 @@ def simulate_model_args(args: argparse.Namespace) -> tuple[dict, dict]:
     ok = all(c.ok for c in checks)
     out = checks[0]
     record = {"source": case.description, "model": args.model, "fusion": args.fusion,
-              "fusion_choice": args.fusion_choice, "par_choice": getattr(args, "par_choice", None),
+              "fusion_choice": args.fusion_choice, "assoc_choice": getattr(args, "assoc_choice", None),
+              "par_choice": getattr(args, "par_choice", None),
               "schedule": resolve_schedule(args).to_json(), "cycles": res.total_cycles,
               "ok": ok, "error": out.max_error, "tolerance": out.bound, "numerics": str(num),
               "checks": [c.to_json() for c in checks],
@@ -593,7 +658,8 @@ def rtl_model_cmd(args: argparse.Namespace) -> int:
     identical = all(same and s == r for _, s, r, same in rows)
     if getattr(args, "json", False):
         record = {"source": case.description, "model": args.model, "fusion": args.fusion,
-                  "fusion_choice": args.fusion_choice, "par_choice": getattr(args, "par_choice", None),
+                  "fusion_choice": args.fusion_choice, "assoc_choice": getattr(args, "assoc_choice", None),
+              "par_choice": getattr(args, "par_choice", None),
                   "runner": args.runner, "numerics": str(num),
                   "graphs": [{"name": n, "sw_cycles": s, "rtl_cycles": r, "identical": same and s == r}
                              for n, s, r, same in rows],
