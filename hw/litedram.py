@@ -998,8 +998,12 @@ class LineEngine(wiring.Component):
         # ---- acknowledgement: read lines two cycles after their last write, written lines
         # when the controller has taken their last data
         m.d.sync += [ack1.eq(q.r_en), ack1_port.eq(rport), ack2.eq(ack1), ack2_port.eq(ack1_port)]
-        for i, p in enumerate(ports):
-            m.d.comb += p.ack.eq((ack2 & (ack2_port == i)) | (write_done & (cur == i)))
+        for i, (p, s) in enumerate(zip(ports, self.specs, strict=True)):
+            # a written line's acknowledgement only on write ports: on a read port the write
+            # FIFO's level would sit in front of the gate's tags and the node's memory address
+            # (the ULX3S GCN top's critical path; the term is never true there)
+            done_w = (write_done & (cur == i)) if s.write else 0
+            m.d.comb += p.ack.eq((ack2 & (ack2_port == i)) | done_w)
         return m
 
     def _write_issue(self, m, st):
