@@ -1,10 +1,12 @@
-"""Fmax and utilisation of kernel board tops on the iCE40UP5K (iCEBreaker) and ECP5-85F (ULX3S).
+"""Fmax and utilisation of kernel board tops on the iCE40UP5K (iCEBreaker), ECP5-85F (ULX3S)
+and Gowin GW2A-18 (Tang Primer 20K).
 
-Each design is placed and routed against the project's Fmax goal (30 MHz iCE40, 100 MHz ECP5;
-docs/fpga.md, "Synthesis") so nextpnr works for it; the table says whether it met the goal and
-which path limits it.  Not a test: it prints what it measures.
+Each design is placed and routed against the project's Fmax goal (30 MHz iCE40, 100 MHz ECP5,
+50 MHz Gowin; docs/fpga.md, "Synthesis") so nextpnr works for it; the table says whether it met
+the goal and which path limits it.  Not a test: it prints what it measures.
 
-    python bench/synth_report.py                       # SpMV 64, max_nnz B=512, both boards
+    python bench/synth_report.py                       # SpMV 64, max_nnz B=512, iCE40 and ECP5
+    python bench/synth_report.py --boards tang_primer_20k   # the same on the Gowin GW2A-18
     python bench/synth_report.py --kernel add --max-nnz A=512 --max-nnz B=512 --max-nnz C=1024
 """
 
@@ -25,7 +27,7 @@ from fuseflow.kernels import KERNELS
 from fuseflow_cli.cmd_common import parse_max_nnz
 from hw.elaborate import GraphTop, HwConfig, crd_width_needed
 
-BOARDS = {"icebreaker": "ice40", "ulx3s-85f": "ecp5"}
+BOARDS = {"icebreaker": "ice40", "ulx3s-85f": "ecp5", "tang_primer_20k": "gowin"}
 
 
 def _one(kernel: str, size: int, cfg: HwConfig, board: str, seed: int, outdir: str) -> dict:
@@ -54,7 +56,7 @@ def main() -> int:
         metavar="TENSOR=N",
         help="capacity per sparse tensor (default for spmv: B=512)",
     )
-    p.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS))
+    p.add_argument("--boards", nargs="+", default=["icebreaker", "ulx3s-85f"], choices=list(BOARDS))
     p.add_argument("--val-width", type=int, default=32, help="value width in bits (HwConfig.vw)")
     p.add_argument("--seeds", nargs="+", type=int, default=[1], help="nextpnr seeds (one run each)")
     p.add_argument("--outdir", help="keep the build directories here")

