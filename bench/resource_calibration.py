@@ -1,0 +1,187 @@
+"""Calibrate the resource and clock model (``fpga.resource_model``) on the project's own synthesis
+reports, and check it on designs it was not fitted on.
+
+``run`` synthesises a spread of board tops per family (built-in kernels at several sizes, value
+widths and capacities, SpMV and SpMM with parallel lanes; place and route against the family's
+Fmax goal, seed 1) and appends each report, with the design's features, to
+``docs/resource_calibration/<family>.jsonl``.  It is resumable: designs already in the file are
+skipped, so an interrupted calibration goes on where it stopped.  ``fit`` splits the reports
+(every other design, in the list's order, is held out), fits the model on the rest, writes the
+coefficients to ``fpga/data/resources_<family>.json`` and prints predicted against measured for
+the held-out designs with the error of each figure.  Not a test: it prints what it measures.
+
+    python bench/resource_calibration.py run --family ice40 gowin ecp5 [--limit N]
+    python bench/resource_calibration.py fit --family ice40 gowin ecp5 [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fpga.boards import get_board  # noqa: E402
+from fpga.resource_model import _bram_base, features, fit  # noqa: E402
+from fpga.synth import SynthError, synthesize  # noqa: E402
+from fuseflow.compiler.passes.par import parallelize  # noqa: E402
+from fuseflow.kernels import KERNELS  # noqa: E402
+from hw.elaborate import GraphTop, HwConfig, crd_width_needed, tensor_arrays  # noqa: E402
+
+BOARD = {"ice40": "icebreaker", "ecp5": "ulx3s-85f", "gowin": "tang_primer_20k"}
+OUT = ROOT / "docs" / "resource_calibration"
+
+
+def _d(kernel: str, size: int, nnz: dict[str, int], vw: int = 32, par: dict[str, int] | None = None) -> dict:
+    par = par or {}
+    tag = "".join(f"_{k}{v}" for k, v in sorted(nnz.items())) + "".join(f"_par{k}{v}" for k, v in sorted(par.items()))
+    return {"name": f"{kernel}{size}_v{vw}{tag}", "kernel": kernel, "size": size, "nnz": nnz, "vw": vw, "par": par}
+
+
+def designs(family: str) -> list[dict]:
+    """The designs of ``family``'s calibration, in a fixed order (fit holds out every other)."""
+    if family == "ice40":  # iCE40UP5K: 5,280 logic cells, 30 block RAMs of 4 kbit
+        return [
+            _d("spmv", 8, {"B": 32}), _d("spmv", 16, {"B": 64}), _d("spmv", 16, {"B": 64}, 16),
+            _d("spmv", 32, {"B": 128}), _d("spmv", 32, {"B": 256}, 16), _d("spmv", 64, {"B": 512}),
+            _d("spmv", 16, {"B": 64}, 16, {"i": 2}), _d("spmv", 8, {"B": 32}, 16, {"i": 2}),
+            _d("add", 8, {"A": 32, "B": 32, "C": 64}), _d("add", 16, {"A": 64, "B": 64, "C": 128}, 16),
+            _d("mul", 8, {"A": 32, "B": 32, "C": 32}), _d("mul", 16, {"A": 64, "B": 64, "C": 64}, 16),
+            _d("spmm_csr", 8, {"A": 32, "B": 32, "C": 64}, 16), _d("spmm_csr", 8, {"A": 32, "B": 32, "C": 64}),
+            _d("spmm_dense", 8, {"A": 32, "C": 64}, 16), _d("spmm_dense", 8, {"A": 32, "C": 64}),
+            _d("spmspm_inner", 8, {"A": 32, "B": 32}, 16), _d("spmspm_inner", 8, {"A": 32, "B": 32}),
+            _d("add", 32, {"A": 128, "B": 128, "C": 256}, 16), _d("mul", 32, {"A": 128, "B": 128, "C": 128}, 16),
+            _d("spmv", 64, {"B": 256}, 16), _d("spmv", 32, {"B": 128}, 8),
+            _d("spmm_csr", 16, {"A": 64, "B": 64, "C": 128}, 16), _d("spmm_dense", 16, {"A": 64, "C": 128}, 16),
+            _d("spmspm_inner", 16, {"A": 64, "B": 64}, 16), _d("add", 16, {"A": 64, "B": 64, "C": 128}),
+            _d("mul", 16, {"A": 64, "B": 64, "C": 64}), _d("spmv", 32, {"B": 128}, 16, {"i": 2}),
+            _d("spmv", 8, {"B": 32}, 8), _d("add", 8, {"A": 32, "B": 32, "C": 64}, 8),
+            _d("mul", 8, {"A": 32, "B": 32, "C": 32}, 8), _d("spmm_csr", 8, {"A": 32, "B": 32, "C": 64}, 8),
+        ]
+    big = [  # ECP5-85F and GW2A-18
+        _d("spmv", 16, {"B": 64}), _d("spmv", 64, {"B": 512}), _d("spmv", 64, {"B": 512}, 16),
+        _d("spmv", 32, {"B": 256}), _d("spmv", 64, {"B": 512}, 32, {"i": 2}),
+        _d("spmv", 64, {"B": 512}, 32, {"i": 4}), _d("spmv", 32, {"B": 256}, 16, {"i": 4}),
+        _d("spmv", 64, {"B": 512}, 16, {"i": 8}),
+        _d("add", 16, {"A": 64, "B": 64, "C": 128}), _d("add", 64, {"A": 512, "B": 512, "C": 1024}),
+        _d("mul", 16, {"A": 64, "B": 64, "C": 64}), _d("mul", 64, {"A": 512, "B": 512, "C": 512}),
+        _d("spmm_csr", 16, {"A": 64, "B": 64, "C": 128}), _d("spmm_csr", 32, {"A": 256, "B": 256, "C": 512}, 16),
+        _d("spmm_dense", 16, {"A": 64, "C": 128}), _d("spmm_dense", 32, {"A": 256, "C": 512}, 16),
+        _d("spmspm_inner", 16, {"A": 64, "B": 64}), _d("spmspm_inner", 32, {"A": 256, "B": 256}, 16),
+        _d("add", 32, {"A": 256, "B": 256, "C": 512}, 16), _d("mul", 32, {"A": 256, "B": 256, "C": 256}, 16),
+        _d("spmv", 16, {"B": 64}, 16), _d("spmm_dense", 16, {"A": 64, "C": 128}, 32, {"i": 2}),
+        _d("spmm_csr", 16, {"A": 64, "B": 64, "C": 128}, 16, {"i": 2}), _d("spmv", 32, {"B": 256}, 32, {"i": 8}),
+        _d("spmm_dense", 32, {"A": 256, "C": 512}), _d("spmm_csr", 32, {"A": 256, "B": 256, "C": 512}),
+        _d("spmspm_inner", 32, {"A": 256, "B": 256}), _d("add", 32, {"A": 256, "B": 256, "C": 512}),
+        _d("mul", 32, {"A": 256, "B": 256, "C": 256}), _d("spmv", 32, {"B": 256}, 16, {"i": 2}),
+    ]
+    return big
+
+
+def build(design: dict, family_name: str):
+    """The design's graph and hardware config (the family's block-RAM defaults, as ``synth``)."""
+    g = KERNELS[design["kernel"]](design["size"])
+    if design["par"]:
+        parallelize(g, design["par"])
+    max_nnz = tuple(sorted(design["nnz"].items()))
+    fam = get_board(BOARD[family_name]).family
+    cfg = HwConfig(cw=crd_width_needed(g, max_nnz)[0], vw=design["vw"], max_nnz=max_nnz,
+                   ram_fifo_depth=fam.ram_fifo_depth, spacc_block_ram=fam.spacc_block_ram,
+                   spacc_block_ram_min_dim=fam.spacc_block_ram_min_dim)
+    return g, cfg
+
+
+def _done(family: str) -> dict[str, dict]:
+    path = OUT / f"{family}.jsonl"
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {r["name"]: r for r in rows}
+
+
+def run(family: str, limit: int | None) -> None:
+    done = _done(family)
+    todo = [d for d in designs(family) if d["name"] not in done][:limit]
+    board = get_board(BOARD[family])
+    OUT.mkdir(parents=True, exist_ok=True)
+    for d in todo:
+        g, cfg = build(d, family)
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="fuseflow-cal-") as tmp:
+            try:
+                rep = synthesize(GraphTop(g, cfg), board, tmp, clock_mhz=board.family.fmax_goal_mhz, seed=1)
+                row = {"LUT": rep.resources["LUT"].used + (rep.resources["ALU"].used if "ALU" in rep.resources else 0),
+                       "FF": rep.resources["FF"].used, "BRAM": rep.resources["BRAM"].used,
+                       "DSP": rep.resources["DSP"].used, "fmax_mhz": rep.fmax_mhz, "ok": True}
+            except SynthError as exc:
+                row = {"ok": False, "error": str(exc).splitlines()[0]}
+        row |= {"name": d["name"], "design": d, "board": board.name, "features": features(g, cfg),
+                "bram_arrays": [[depth, width] for _t, depth, width in tensor_arrays(g, cfg).values()],
+                "seconds": round(time.perf_counter() - t0, 1),
+                "date": time.strftime("%Y-%m-%d")}
+        with (OUT / f"{family}.jsonl").open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        print(f"{family} {d['name']}: " + (f"LUT {row['LUT']} FF {row['FF']} BRAM {row['BRAM']} DSP {row['DSP']} "
+                                           f"Fmax {row['fmax_mhz']:.1f} MHz" if row["ok"] else row["error"])
+              + f" ({row['seconds']} s)", flush=True)
+
+
+def fit_family(family: str) -> dict:
+    done = _done(family)
+    order = [d["name"] for d in designs(family)]
+    rows = [done[n] for n in order if n in done and done[n]["ok"]]
+    train, held = rows[0::2], rows[1::2]
+    if len(train) < 4:
+        raise SystemExit(f"{family}: {len(train)} training reports; run the calibration first")
+    model = fit(family, train)
+    model.note = f"fitted on {len(train)} designs of bench/resource_calibration.py ({train[-1]['date']})"
+    model.save()
+    errs: dict[str, list[float]] = {k: [] for k in ("LUT", "FF", "BRAM", "DSP", "fmax_mhz")}
+    table = []
+    for r in held:
+        g, cfg = build(r["design"], family)
+        p = model.predict_features(r["features"], _bram_base(g, cfg, family, model.bram_threshold))
+        line = {"name": r["name"]}
+        for k in errs:
+            meas = r[k]
+            err = (p[k] - meas) / meas if meas else (0.0 if round(p[k]) == 0 else 1.0)
+            errs[k].append(abs(err))
+            line[k] = (round(p[k], 1), meas, round(100 * err, 1))
+        table.append(line)
+    summary = {k: {"mean_pct": round(100 * sum(v) / len(v), 1), "worst_pct": round(100 * max(v), 1),
+                   "within_15_pct": sum(e <= 0.15 for e in v)} for k, v in errs.items() if v}
+    print(f"\n{family}: fitted on {len(train)}, held out {len(held)}")
+    for line in table:
+        print("  " + line["name"] + ": " + ", ".join(f"{k} {p:g}/{m:g} ({e:+.1f} %)" for k, (p, m, e) in
+                                                    ((k, line[k]) for k in errs)))
+    for k, s in summary.items():
+        print(f"  {k}: mean |error| {s['mean_pct']} %, worst {s['worst_pct']} %, within 15 %: "
+              f"{s['within_15_pct']} of {len(held)}")
+    return {"family": family, "train": len(train), "held_out": len(held), "summary": summary, "designs": table}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=("run", "fit"))
+    p.add_argument("--family", nargs="+", default=list(BOARD), choices=list(BOARD))
+    p.add_argument("--limit", type=int, help="run: at most this many new designs per family")
+    p.add_argument("--json", help="fit: also write the held-out comparison here")
+    args = p.parse_args()
+    if args.what == "run":
+        for fam in args.family:
+            run(fam, args.limit)
+        return 0
+    results = [fit_family(fam) for fam in args.family]
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

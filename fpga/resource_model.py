@@ -1,0 +1,182 @@
+"""Predicted LUT, FF, BRAM, DSP and Fmax of a board top, per FPGA family, in milliseconds.
+
+A place-and-route run takes minutes per design; ranking schedules for a board needs the answer
+for many.  :func:`features` describes a graph's top by what its RTL is built from (FIFO bits,
+control and value datapaths, multipliers, sparse-accumulator entries, memory arrays and their
+bits, lanes), all read from the graph and the hardware config (nothing is elaborated).  A
+:class:`ResourceModel` maps them to resources with coefficients fitted on synthesis reports the
+project makes itself (``bench/resource_calibration.py``, which synthesises a spread of designs,
+keeps every report in ``docs/resource_calibration/<family>.jsonl`` and writes the fitted
+coefficients to ``fpga/data/resources_<family>.json``):
+
+* LUT and FF: non-negative least squares on the features (each coefficient a cost per unit);
+* BRAM: the family's block geometry applied to every memory array above a fitted size
+  threshold (smaller ones go to LUT RAM or flip-flops), plus the FIFOs and accumulators the
+  config puts in block RAM;
+* DSP: a fitted number of DSP blocks per multiplier lane at the value width;
+* Fmax: the clock period as a linear function of log2 of the predicted LUTs and of the lanes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fuseflow.ir.primitives import AluOp, NodeKind
+from fuseflow.ir.samml import Graph
+from hw.elaborate import HwConfig, tensor_arrays
+from hw.registry import stream_width
+
+__all__ = ["BLOCK_SHAPES", "FEATURES", "ResourceModel", "features", "load_model", "model_path"]
+
+DATA = Path(__file__).resolve().parent / "data"
+
+# (depth, width) configurations of one block RAM, per family
+BLOCK_SHAPES: dict[str, tuple[tuple[int, int], ...]] = {
+    "ice40": ((256, 16), (512, 8), (1024, 4), (2048, 2)),
+    "ecp5": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
+    "gowin": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
+}
+
+_VALUE_KINDS = {NodeKind.ALU, NodeKind.REDUCE, NodeKind.ARRAY_LOAD}
+FEATURES = ("one", "fifo_bits", "fifos", "ctl_bits", "val_bits", "mul_lanes", "spacc_dim",
+            "mem_bits", "arrays", "lanes")
+_LUT_FEATURES = FEATURES
+_FF_FEATURES = FEATURES
+
+
+def _is_mul(node) -> bool:
+    return node.kind is NodeKind.ALU and node.params.get("op") in (AluOp.MUL, "mul")
+
+
+def features(graph: Graph, cfg: HwConfig) -> dict[str, float]:
+    """What a top of ``graph`` under ``cfg`` is built from (see the module docstring)."""
+    depth_default = cfg.fifo_depth or graph.fifo_depth
+    f = dict.fromkeys(FEATURES, 0.0)
+    f["one"] = 1.0
+    for e in graph.edges:
+        t = graph.edge_type(e)
+        f["fifo_bits"] += (e.depth if e.depth is not None else depth_default) * (stream_width(t.kind, cfg, t.lanes) + 1)
+        f["fifos"] += 1
+    for node in graph.nodes.values():
+        lanes = int(node.params.get("lanes", 1) or 1)
+        if node.kind is NodeKind.PARALLELIZE:  # the widest fan-out
+            f["lanes"] = max(f["lanes"], float(node.params.get("n", 1)))
+        if _is_mul(node):
+            f["mul_lanes"] += lanes
+        if node.kind in (NodeKind.SPACC1, NodeKind.SPACC2):
+            dim = int(node.params.get("dim", 0) or 0) or int(node.params.get("dim0", 0)) * int(node.params.get("dim1", 0))
+            f["spacc_dim"] += dim
+        if node.kind in _VALUE_KINDS:
+            f["val_bits"] += cfg.vw * lanes
+        else:
+            f["ctl_bits"] += cfg.cw
+    for _tensor, depth, width in tensor_arrays(graph, cfg).values():
+        f["mem_bits"] += depth * width
+        f["arrays"] += 1
+    return f
+
+
+def blocks(depth: int, width: int, family: str) -> int:
+    """Block RAMs of ``family`` one ``depth`` x ``width`` memory takes (the best shape)."""
+    return min(math.ceil(width / w) * math.ceil(depth / d) for d, w in BLOCK_SHAPES[family])
+
+
+def _bram_base(graph: Graph, cfg: HwConfig, family: str, threshold: float) -> float:
+    """Blocks of the memory arrays of at least ``threshold`` bits (the rest: LUT RAM / FFs)."""
+    total = 0
+    for _tensor, depth, width in tensor_arrays(graph, cfg).values():
+        if depth * width >= threshold:
+            total += blocks(depth, width, family)
+    return float(total)
+
+
+@dataclass
+class ResourceModel:
+    """The fitted coefficients of one family (:func:`fit`); :meth:`predict` applies them."""
+
+    family: str
+    lut: dict[str, float] = field(default_factory=dict)
+    ff: dict[str, float] = field(default_factory=dict)
+    bram_threshold: float = 0.0  # arrays of at least this many bits go to block RAM
+    bram_scale: float = 1.0
+    dsp_per_mul: float = 0.0  # DSP blocks per multiplier lane
+    period: dict[str, float] = field(default_factory=dict)  # ns: {"one", "log2_lut", "lanes"}
+    designs: int = 0  # reports the fit used
+    note: str = ""
+
+    def predict(self, graph: Graph, cfg: HwConfig) -> dict[str, float]:
+        """Predicted ``LUT``, ``FF``, ``BRAM``, ``DSP`` and ``fmax_mhz`` of a top of ``graph``."""
+        return self.predict_features(features(graph, cfg), _bram_base(graph, cfg, self.family, self.bram_threshold))
+
+    def predict_features(self, f: dict[str, float], bram_base: float) -> dict[str, float]:
+        lut = sum(self.lut.get(k, 0.0) * v for k, v in f.items())
+        ff = sum(self.ff.get(k, 0.0) * v for k, v in f.items())
+        period = (self.period.get("one", 0.0) + self.period.get("log2_lut", 0.0) * math.log2(max(lut, 2.0))
+                  + self.period.get("lanes", 0.0) * f["lanes"])
+        return {"LUT": lut, "FF": ff, "BRAM": self.bram_scale * bram_base, "DSP": self.dsp_per_mul * f["mul_lanes"],
+                "fmax_mhz": 1000.0 / period if period > 0 else 0.0}
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def save(self, path: Path | None = None) -> Path:
+        path = path or model_path(self.family)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
+        return path
+
+
+def model_path(family: str) -> Path:
+    return DATA / f"resources_{family}.json"
+
+
+def load_model(family: str) -> ResourceModel | None:
+    """The fitted model of ``family`` (None when no calibration has been kept for it)."""
+    path = model_path(family)
+    if not path.exists():
+        return None
+    return ResourceModel(**json.loads(path.read_text()))
+
+
+def _nnls(rows: list[dict[str, float]], names: tuple[str, ...], y: list[float]) -> dict[str, float]:
+    from scipy.optimize import nnls
+
+    a = np.array([[r[n] for n in names] for r in rows], dtype=float)
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-9)  # columns on one scale for the solver
+    coef, _ = nnls(a / scale, np.asarray(y, dtype=float))
+    return {n: float(c / s) for n, c, s in zip(names, coef, scale, strict=True) if c}
+
+
+def fit(family: str, samples: list[dict]) -> ResourceModel:
+    """Fit a family's model on ``samples``: each ``{"features", "bram_arrays": [(depth, width),
+    ...], "LUT", "FF", "BRAM", "DSP", "fmax_mhz"}``."""
+    feats = [s["features"] for s in samples]
+    m = ResourceModel(family=family, designs=len(samples))
+    m.lut = _nnls(feats, _LUT_FEATURES, [s["LUT"] for s in samples])
+    m.ff = _nnls(feats, _FF_FEATURES, [s["FF"] for s in samples])
+    # BRAM: the threshold (among the arrays' sizes) and scale with the least squared error
+    best = None
+    sizes = sorted({d * w for s in samples for d, w in s["bram_arrays"]} | {0})
+    for t in sizes:
+        base = np.array([sum(blocks(d, w, family) for d, w in s["bram_arrays"] if d * w >= t) for s in samples], float)
+        y = np.array([s["BRAM"] for s in samples], float)
+        scale = float(base @ y / (base @ base)) if base @ base > 0 else 1.0
+        err = float(((scale * base - y) ** 2).sum())
+        if best is None or err < best[0]:
+            best = (err, t, scale)
+    assert best is not None
+    m.bram_threshold, m.bram_scale = float(best[1]), best[2]
+    muls = np.array([s["features"]["mul_lanes"] for s in samples], float)
+    dsps = np.array([s["DSP"] for s in samples], float)
+    m.dsp_per_mul = float(muls @ dsps / (muls @ muls)) if muls @ muls > 0 else 0.0
+    # Fmax: period = a + b log2(LUT) + c lanes, least squares on the measured LUTs
+    a = np.array([[1.0, math.log2(max(s["LUT"], 2)), s["features"]["lanes"]] for s in samples])
+    y = np.array([1000.0 / s["fmax_mhz"] for s in samples])
+    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+    m.period = {"one": float(coef[0]), "log2_lut": float(coef[1]), "lanes": float(coef[2])}
+    return m

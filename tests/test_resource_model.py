@@ -1,0 +1,66 @@
+"""The resource and clock model (``fpga.resource_model``): its features count what the graph
+holds (checked by hand on SpMV), the block geometry is the families' (the best shape), and the
+fit recovers known coefficients from synthetic reports.  Its accuracy against place and route
+is measured on held-out designs by ``bench/resource_calibration.py fit`` (docs/fpga.md)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from fpga.resource_model import FEATURES, ResourceModel, blocks, features, fit
+from fuseflow.compiler.passes.par import parallelize
+from fuseflow.kernels import KERNELS
+from hw.elaborate import HwConfig, tensor_arrays
+
+
+def test_spmv_features_by_hand():
+    g = KERNELS["spmv"](16)
+    cfg = HwConfig(cw=10, vw=32, max_nnz=(("B", 64),))
+    f = features(g, cfg)
+    assert f["fifos"] == len(g.edges) and f["mul_lanes"] == 1 and f["lanes"] == 0
+    arrays = tensor_arrays(g, cfg).values()
+    assert f["mem_bits"] == sum(d * w for _, d, w in arrays) and f["arrays"] == len(arrays)
+    depth = cfg.fifo_depth or g.fifo_depth
+    assert f["fifo_bits"] >= len(g.edges) * depth * (cfg.cw + 1)
+    parallelize(g, {"i": 4})
+    f4 = features(g, cfg)
+    assert f4["lanes"] == 4 and f4["mul_lanes"] == 4 and f4["fifo_bits"] > f["fifo_bits"]
+
+
+@pytest.mark.parametrize(("family", "depth", "width", "want"), [
+    ("ecp5", 512, 36, 1), ("ecp5", 1024, 32, 2), ("ecp5", 4096, 13, 4), ("ecp5", 16384, 1, 1),
+    ("ice40", 256, 16, 1), ("ice40", 512, 32, 4), ("ice40", 4096, 32, 32), ("gowin", 2048, 9, 1)])
+def test_block_geometry(family, depth, width, want):
+    assert blocks(depth, width, family) == want
+
+
+def test_fit_recovers_known_coefficients():
+    rng = random.Random(3)
+    lut = {"one": 900.0, "fifo_bits": 0.12, "ctl_bits": 2.5, "val_bits": 1.5, "mul_lanes": 40.0}
+    period = {"one": 2.0, "log2_lut": 0.6, "lanes": 0.05}
+    samples = []
+    for _ in range(14):
+        f = dict.fromkeys(FEATURES, 0.0) | {"one": 1.0, "fifo_bits": rng.uniform(500, 9000),
+                                            "ctl_bits": rng.uniform(50, 400), "val_bits": rng.uniform(30, 600),
+                                            "mul_lanes": rng.randint(1, 8), "lanes": rng.choice([0, 2, 4])}
+        arrays = [(rng.choice([64, 512, 4096]), rng.choice([10, 32])) for _ in range(rng.randint(1, 4))]
+        n_lut = sum(lut.get(k, 0) * v for k, v in f.items())
+        samples.append({"features": f, "bram_arrays": arrays, "LUT": n_lut, "FF": 0.5 * n_lut,
+                        "BRAM": sum(blocks(d, w, "ecp5") for d, w in arrays if d * w >= 4096),
+                        "DSP": 3 * f["mul_lanes"],
+                        "fmax_mhz": 1000 / (period["one"] + period["log2_lut"] * math.log2(n_lut)
+                                            + period["lanes"] * f["lanes"])})
+    m = fit("ecp5", samples)
+    assert m.dsp_per_mul == pytest.approx(3.0)
+    assert m.bram_scale == pytest.approx(1.0)
+    for s in samples:
+        base = sum(blocks(d, w, "ecp5") for d, w in s["bram_arrays"] if d * w >= m.bram_threshold)
+        p = m.predict_features(s["features"], base)
+        assert p["LUT"] == pytest.approx(s["LUT"], rel=1e-6)
+        assert p["FF"] == pytest.approx(s["FF"], rel=1e-6)
+        assert p["BRAM"] == pytest.approx(s["BRAM"])
+        assert p["fmax_mhz"] == pytest.approx(s["fmax_mhz"], rel=1e-6)
+    assert ResourceModel(**m.to_json()) == m
