@@ -21,18 +21,17 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fpga.boards import get_board  # noqa: E402
-from fpga.resource_model import _bram_base, features, fit  # noqa: E402
-from fpga.synth import SynthError, synthesize  # noqa: E402
-from fuseflow.compiler.passes.par import parallelize  # noqa: E402
-from fuseflow.kernels import KERNELS  # noqa: E402
-from hw.elaborate import GraphTop, HwConfig, crd_width_needed, tensor_arrays  # noqa: E402
+from fpga.boards import get_board
+from fpga.resource_model import _bram_base, features, fit
+from fpga.synth import SynthError, synthesize
+from fuseflow.compiler.passes.par import parallelize
+from fuseflow.kernels import KERNELS
+from hw.elaborate import GraphTop, HwConfig, crd_width_needed, tensor_arrays
 
 BOARD = {"ice40": "icebreaker", "ecp5": "ulx3s-85f", "gowin": "tang_primer_20k"}
 OUT = ROOT / "docs" / "resource_calibration"
