@@ -123,7 +123,11 @@ class _Gate(wiring.Component):
         fill = Signal()
         self.idle, self.e0, self.e1 = Signal(), Signal(lw), Signal(lw)
         self.req, self.req_line = Signal(), Signal(lw)  # raise a request (only when idle)
-        m.d.comb += [fill.eq(granted & ((bus.cycle == done) | bus.ack)),
+        # line buffers: the LiteDRAM line engine acknowledges every fill (its ``done`` is never
+        # reached), so no 32-bit compare of the cycle counter sits in front of the tags and the
+        # node's memory address (on the ULX3S GCN top it did)
+        arrived = bus.ack if self.buffered else (bus.cycle == done) | bus.ack
+        m.d.comb += [fill.eq(granted & arrived),
                      self.idle.eq(~(waiting | granted) | fill),
                      self.e0.eq(Mux(fill, line, t0)), self.e1.eq(Mux(fill, t0, t1)),
                      bus.waiting.eq(waiting), bus.line.eq(line)]
