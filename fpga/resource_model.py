@@ -31,7 +31,8 @@ from fuseflow.ir.samml import Graph
 from hw.elaborate import HwConfig, tensor_arrays
 from hw.registry import stream_width
 
-__all__ = ["BLOCK_SHAPES", "FEATURES", "ResourceModel", "features", "load_model", "model_path"]
+__all__ = ["BLOCK_SHAPES", "DEVICE_LOGIC", "FEATURES", "ResourceModel", "features", "load_model", "model_path",
+           "over_budget"]
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -41,6 +42,35 @@ BLOCK_SHAPES: dict[str, tuple[tuple[int, int], ...]] = {
     "ecp5": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
     "gowin": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
 }
+
+# what each device of fpga.boards offers, as the synthesis report counts it (nextpnr's
+# utilisation: TRELLIS_COMB / TRELLIS_FF / DP16KD / MULT18X18D on the ECP5; logic cells, EBRs and
+# SB_MAC16s on the iCE40; LUT4 / DFF / BSRAM / MULT18X18 on the Gowin parts)
+DEVICE_LOGIC: dict[str, dict[str, int]] = {
+    "iCE40HX1K": {"LUT": 1280, "FF": 1280, "BRAM": 16, "DSP": 0},
+    "iCE40UP5K": {"LUT": 5280, "FF": 5280, "BRAM": 30, "DSP": 8},
+    "LFE5U-12F": {"LUT": 24288, "FF": 24288, "BRAM": 56, "DSP": 28},
+    "LFE5U-25F": {"LUT": 24288, "FF": 24288, "BRAM": 56, "DSP": 28},
+    "LFE5U-45F": {"LUT": 43848, "FF": 43848, "BRAM": 108, "DSP": 72},
+    "LFE5U-85F": {"LUT": 83640, "FF": 83640, "BRAM": 208, "DSP": 156},
+    "LFE5UM5G-45F": {"LUT": 43848, "FF": 43848, "BRAM": 108, "DSP": 72},
+    "LFE5UM5G-85F": {"LUT": 83640, "FF": 83640, "BRAM": 208, "DSP": 156},
+    "GW2A-LV18PG256C8/I7": {"LUT": 20736, "FF": 15552, "BRAM": 46, "DSP": 48},
+    "GW1NR-LV9QN88PC6/I5": {"LUT": 8640, "FF": 6480, "BRAM": 26, "DSP": 20},
+}
+
+
+def over_budget(pred: dict[str, float], device: str, margin: float) -> list[str]:
+    """The resources whose prediction exceeds ``1 - margin`` of what ``device`` has, each as
+    ``"LUT 23,100 of 20,736 (at most 18,662 with a 10 % margin)"``; empty when it fits."""
+    have = DEVICE_LOGIC[device]
+    out = []
+    for res, avail in have.items():
+        cap = (1.0 - margin) * avail
+        if pred[res] > cap:
+            out.append(f"{res} {pred[res]:,.0f} of {avail:,} (at most {cap:,.0f} with a {margin:.0%} margin)")
+    return out
+
 
 _VALUE_KINDS = {NodeKind.ALU, NodeKind.REDUCE, NodeKind.ARRAY_LOAD}
 FEATURES = ("one", "fifo_bits", "fifos", "ctl_bits", "val_bits", "mul_lanes", "spacc_dim",

@@ -1,18 +1,31 @@
-"""``fuseflow-hw rank --model M``: every fusion granularity x dataflow order the compiler allows,
-ranked by the heuristic's cycle estimate; ``--simulate K`` runs the best K in sw_sim and says
-whether the heuristic's first choice was the fastest of them."""
+"""``fuseflow-hw rank --model M``: every fusion granularity x dataflow order (x association order,
+with ``--assoc auto``) the compiler allows, ranked by the heuristic's cycle estimate; ``--simulate
+K`` runs the best K in sw_sim and says whether the heuristic's first choice was the fastest of
+them.  ``--board B`` ranks by predicted wall time instead (cycles / the clock the resource model
+predicts for the board's family, ``fpga.resource_model``), keeping only the configurations
+predicted to fit with ``--margin`` to spare; ``--synthesize K`` places and routes the best K and
+prints predicted against measured."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+import tempfile
+
+from fpga.boards import BOARDS, get_board
+from fpga.resource_model import load_model, over_budget
+from fpga.synth import SynthError, synthesize
 from fuseflow.cost import rank_model
+from fuseflow.cost.rank import Ranking
 from fuseflow.ir.memory import MemoryError, Placement
+from fuseflow.ir.numerics import Numerics
+from fuseflow.models.assoc import chain_pairs, reassociate, subsets
 from fuseflow.models.plan import run_model
+from hw.elaborate import GraphTop, HwConfig, crd_width_needed
 from sw_sim import SimError, run_graph
 
-from .argtypes import int_range
+from .argtypes import fraction, int_range
 from .cmd_common import add_memory_args, resolve_memory
 from .errors import UserError
 from .models import FUSIONS, add_model_args, load_compiled
@@ -30,17 +43,17 @@ def add_parser(sub) -> None:
                    help="orders tried per fused group, one group varied at a time (default 8)")
     p.add_argument("--simulate", type=int_range(0), default=0, metavar="K", help="run the best K in sw_sim")
     p.add_argument("--top", type=int_range(1), default=15, metavar="N", help="rows to print (default 15)")
+    p.add_argument("--board", choices=sorted(BOARDS), help="rank by predicted wall time on this board, keeping "
+                   "the configurations its device is predicted to hold (docs/fpga.md, 'Resource model')")
+    p.add_argument("--margin", type=fraction, default=0.1, metavar="FRACTION",
+                   help="with --board: resources kept free of the device's (default 0.1)")
+    p.add_argument("--synthesize", type=int_range(0), default=0, metavar="K",
+                   help="with --board: place and route the best K and print predicted against measured")
     p.add_argument("--json", action="store_true", help="print one JSON object (README 'Machine-readable output')")
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.model:
-        raise UserError("rank needs --model (gcn, graphsage, sae, gpt)")
-    if getattr(args, "numerics", None) is not None:
-        raise UserError(f"--numerics {args.numerics}: rank orders configurations by estimated cycles, "
-                        "which the value arithmetic does not change (sim --model takes --numerics)")
-    if args.per_group < 1 or args.simulate < 0:
-        raise UserError("--per-group must be at least 1 and --simulate at least 0")
+    _check_args(args)
     args.schedule, args.par = None, []
     model, placement = resolve_memory(args)
     fusions = FUSIONS if args.fusion in (None, "auto") else (args.fusion,)  # auto: rank all three
@@ -48,14 +61,10 @@ def run(args: argparse.Namespace) -> int:
     onchip = Placement(placement.onchip, strict=False)
     try:
         placement.check({t for g in cm.graphs for t in g.tensors}, f"model {args.model}")
-        ranking = rank_model(
-            ir, fusions=fusions, per_group=args.per_group,
-            compile_kw={"locate": args.locate},
-            estimate_kw={"memory": model, "placement": onchip},
-            simulate=lambda c: run_model(c, simulate=run_graph, memory=model, onchip=onchip).total_cycles,
-            top=args.simulate)
+        entries, ranking = _rank(args, ir, fusions, model, onchip)
     except (MemoryError, SimError) as exc:
         raise UserError(str(exc)) from None
+    board = _on_board(args, entries) if args.board else None
     sims = [c for c in ranking.configs if c.simulated is not None]
     first_fastest = None
     if sims:
@@ -67,21 +76,142 @@ def run(args: argparse.Namespace) -> int:
             "pruned_by_compiler": ranking.pruned_by_compiler, "not_built": ranking.not_built,
             "estimated": len(ranking.configs), "seconds": round(ranking.seconds, 3),
             "first_choice_fastest": first_fastest,
-            "configs": [{"rank": k + 1, "fusion": c.fusion, "orders": {g: "".join(o) for g, o in c.orders.items()},
+            "configs": [{"rank": k + 1, "fusion": c.fusion, "assoc": assoc,
+                         "orders": {g: "".join(o) for g, o in c.orders.items()},
                          "est_cycles": round(c.estimate.cycles), "flops": round(c.estimate.flops_total),
                          "bytes": round(c.estimate.bytes_read + c.estimate.bytes_written),
-                         "sim_cycles": c.simulated} for k, c in enumerate(ranking.configs)]}, indent=1))
+                         "sim_cycles": c.simulated} for k, (assoc, c) in enumerate(entries)],
+            "board": board}, indent=1))
         return 0
     print(f"{case.description}; memory {model.describe()}")
     print(f"{ranking.enumerated} configurations allowed by the compiler ({ranking.pruned_by_compiler} "
           f"index orders pruned by its constraints); {len(ranking.configs)} estimated, "
           f"{ranking.not_built} combinations of per-group orders not built; {ranking.seconds:.2f} s")
-    rows = [[k + 1, c.label, round(c.estimate.cycles), f"{c.estimate.flops_total:.0f}",
+    rows = [[k + 1, _label(assoc, c), round(c.estimate.cycles), f"{c.estimate.flops_total:.0f}",
              f"{c.estimate.bytes_read + c.estimate.bytes_written:.0f}",
-             c.simulated if c.simulated is not None else "-"] for k, c in enumerate(ranking.configs[:args.top])]
+             c.simulated if c.simulated is not None else "-"] for k, (assoc, c) in enumerate(entries[:args.top])]
     print_table(rows, ["rank", "configuration", "est. cycles", "FLOPs", "bytes", "sw_sim cycles"])
     if sims:
         best = min(sims, key=lambda c: c.simulated)
         verdict = "was" if first_fastest else f"was not (fastest simulated: {best.label}, {best.simulated})"
         print(f"the heuristic's first choice {verdict} the fastest of the {len(sims)} simulated")
+    if board is not None:
+        _print_board(board, args.top)
     return 0
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if not args.model:
+        raise UserError("rank needs --model (gcn, graphsage, sae, gpt)")
+    if getattr(args, "numerics", None) is not None:
+        raise UserError(f"--numerics {args.numerics}: rank orders configurations by estimated cycles, "
+                        "which the value arithmetic does not change (sim --model takes --numerics)")
+    if args.per_group < 1 or args.simulate < 0:
+        raise UserError("--per-group must be at least 1 and --simulate at least 0")
+    if not args.board and (args.synthesize or args.margin != 0.1):
+        raise UserError("--margin / --synthesize: for --board B (they size and build for a board)")
+    if args.margin >= 1:
+        raise UserError(f"--margin {args.margin}: the fraction of the device kept free must be below 1")
+
+
+def _label(assoc: str, c) -> str:
+    return c.label if assoc == "as written" else f"{c.label}; {assoc}"
+
+
+def _rank(args, ir, fusions, model, onchip):
+    """Every association order (``--assoc auto``; else the one compiled) ranked and merged:
+    ``([(association, config)] best first, the merged Ranking)``; sw_sim runs the best K."""
+    orders = [("as written", ir)]
+    if getattr(args, "assoc", None) == "auto":
+        traced = args.traced_ir
+        orders = [("; ".join(r.rewritten for r in sub) or "as written", reassociate(traced, list(sub)))
+                  for sub in subsets(chain_pairs(traced))]
+    entries, enumerated, pruned, not_built, seconds = [], 0, 0, 0, 0.0
+    for assoc, cand in orders:
+        r = rank_model(cand, fusions=fusions, per_group=args.per_group, compile_kw={"locate": args.locate},
+                       estimate_kw={"memory": model, "placement": onchip})
+        entries += [(assoc, c) for c in r.configs]
+        enumerated, pruned, not_built = enumerated + r.enumerated, pruned + r.pruned_by_compiler, not_built + r.not_built
+        seconds += r.seconds
+    entries.sort(key=lambda e: e[1].estimate.cycles)
+    for _, c in entries[:args.simulate]:
+        c.simulated = run_model(c.model, simulate=run_graph, memory=model, onchip=onchip).total_cycles
+    return entries, Ranking([c for _, c in entries], enumerated, pruned, not_built, seconds)
+
+
+def _hw_config(graph, family) -> HwConfig:
+    """The hardware config ``synth --model`` builds a model's graph with (Q16.16, ``--cw auto``,
+    the family's block-RAM defaults)."""
+    num = Numerics.parse("q16.16")
+    return HwConfig(cw=crd_width_needed(graph)[0], vw=num.width, numerics=num, ram_fifo_depth=family.ram_fifo_depth,
+                    spacc_block_ram=family.spacc_block_ram, spacc_block_ram_min_dim=family.spacc_block_ram_min_dim)
+
+
+def _on_board(args, entries) -> dict:
+    """Predicted resources, Fmax and wall time of every configuration's largest graph (the
+    one ``synth --model`` builds) on ``args.board``; the fitting ones by predicted wall time,
+    the best ``--synthesize`` K placed and routed.  Nothing fits: a refusal naming the resource."""
+    board = get_board(args.board)
+    fam = board.family
+    rm = load_model(fam.name)
+    if rm is None:
+        raise UserError(f"--board {board.name}: no resource model for the {fam.title} family yet "
+                        f"(python bench/resource_calibration.py run --family {fam.name}, then fit)")
+    rows = []
+    for k, (assoc, c) in enumerate(entries):
+        g = c.model.largest_graph()
+        hw = _hw_config(g, fam)
+        pred = rm.predict(g, hw)
+        wall = c.estimate.cycles / pred["fmax_mhz"] if pred["fmax_mhz"] > 0 else float("inf")
+        rows.append({"rank": k + 1, "configuration": _label(assoc, c), "graph": g.name,
+                     "est_cycles": round(c.estimate.cycles), "predicted": {r: round(v, 1) for r, v in pred.items()},
+                     "over": over_budget(pred, board.device, args.margin), "wall_us": round(wall, 2),
+                     "_graph": g, "_hw": hw})
+    fitting = sorted((r for r in rows if not r["over"]), key=lambda r: r["wall_us"])
+    if not fitting:
+        least = min(rows, key=lambda r: len(r["over"]))
+        raise UserError(f"rank --board {board.name}: no configuration is predicted to fit the {board.device} "
+                        f"with a {args.margin:.0%} margin; the closest, {least['configuration']}, needs "
+                        f"{'; '.join(least['over'])}")
+    for r in fitting[:args.synthesize]:
+        _measure(r, board)
+    measured = [r for r in fitting if "measured" in r]
+    verdict = None
+    if measured:
+        best = min(measured, key=lambda r: r["measured"]["wall_us"])
+        verdict = {"pick": fitting[0]["configuration"], "best_measured": best["configuration"],
+                   "pick_over_best": round(fitting[0]["measured"]["wall_us"] / best["measured"]["wall_us"], 3)}
+    for r in rows:
+        del r["_graph"], r["_hw"]
+    return {"name": board.name, "device": board.device, "family": fam.name, "margin": args.margin,
+            "model": rm.note, "fitting": len(fitting), "ranked": [r for r in fitting],
+            "refused": [r for r in rows if r["over"]], "verdict": verdict}
+
+
+def _measure(r: dict, board) -> None:
+    """Place and route one configuration's graph; its measured resources, Fmax and wall time."""
+    with tempfile.TemporaryDirectory(prefix="fuseflow-rank-") as tmp:
+        try:
+            rep = synthesize(GraphTop(r["_graph"], r["_hw"]), board, tmp, clock_mhz=board.family.fmax_goal_mhz)
+        except SynthError as exc:
+            r["measured"] = {"error": str(exc).splitlines()[0], "wall_us": float("inf")}
+            return
+    res = {k: v.used for k, v in rep.resources.items()}
+    r["measured"] = {**res, "fmax_mhz": round(rep.fmax_mhz, 1), "wall_us": round(r["est_cycles"] / rep.fmax_mhz, 2)}
+
+
+def _print_board(board: dict, top: int) -> None:
+    print(f"\non {board['name']} ({board['device']}), {board['fitting']} configurations predicted to fit "
+          f"with a {board['margin']:.0%} margin ({board['model']}), by predicted wall time:")
+    rows = []
+    for r in board["ranked"][:top]:
+        p, m = r["predicted"], r.get("measured", {})
+        rows.append([r["rank"], r["configuration"], r["est_cycles"], f"{p['LUT']:,.0f}", f"{p['BRAM']:.0f}",
+                     f"{p['DSP']:.0f}", f"{p['fmax_mhz']:.1f}", f"{r['wall_us']:,.1f}",
+                     f"{m['fmax_mhz']} MHz, {m['wall_us']:,.1f} us" if "fmax_mhz" in m else m.get("error", "-")])
+    print_table(rows, ["rank", "configuration", "est. cycles", "LUT", "BRAM", "DSP", "Fmax MHz", "wall us",
+                       "placed and routed"])
+    if board["verdict"]:
+        v = board["verdict"]
+        print(f"the pick {v['pick']} runs {v['pick_over_best']:.2f}x the wall time of the fastest placed and "
+              f"routed ({v['best_measured']})")

@@ -237,6 +237,7 @@ def load_compiled(args: argparse.Namespace, *, choose: bool = True):
         if sched.orders or sched.block:
             raise UserError(f"--schedule {args.schedule}: orders and block are for compile "
                             f"PROGRAM.py; a model's statements are generated")
+        args.traced_ir = ir  # as written (rank --assoc auto ranks every order itself)
         ir = _choose_assoc(args, ir, sched)
         cm = _compile_fusion(args, ir, sched, choose)
     except (FrontendError, ValueError) as exc:

@@ -1,0 +1,63 @@
+"""``rank --board B``: configurations ranked by predicted wall time (estimated cycles over the
+clock the resource model predicts), only those predicted to fit the device with the margin, a
+refusal naming the resource when none does; ``--assoc auto`` ranks every association order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch", reason="the frontend needs PyTorch (pip install -e '.[torch]')")
+
+import fuseflow_cli.cmd_rank as cmd_rank  # noqa: E402
+from fpga.resource_model import DEVICE_LOGIC, FEATURES, ResourceModel  # noqa: E402
+from fuseflow_cli.cli import main  # noqa: E402
+
+
+def _model(lut_per_fifo_bit: float) -> ResourceModel:
+    """A model with round coefficients: LUT grows with FIFO bits, the clock falls with LUTs."""
+    return ResourceModel(family="gowin", lut={"one": 500.0, "fifo_bits": lut_per_fifo_bit},
+                         ff={"one": 300.0, "fifo_bits": 0.5}, bram_threshold=1e12, dsp_per_mul=4.0,
+                         period={"one": 4.0, "log2_lut": 1.0, "lanes": 0.0}, designs=20, note="test model")
+
+
+def _rank(argv, capsys, monkeypatch, model):
+    monkeypatch.setattr(cmd_rank, "load_model", lambda family: model)
+    code = main(["rank", "--model", "gcn", "--board", "tang_primer_20k", "--json", *argv])
+    cap = capsys.readouterr()
+    return code, (json.loads(cap.out) if code == 0 else None), cap.err
+
+
+def test_ranked_by_predicted_wall_time_among_the_fitting(capsys, monkeypatch):
+    code, rec, _ = _rank(["--assoc", "auto"], capsys, monkeypatch, _model(0.05))
+    assert code == 0
+    board = rec["board"]
+    assert board["device"] == "GW2A-LV18PG256C8/I7" and board["ranked"]
+    walls = [r["wall_us"] for r in board["ranked"]]
+    assert walls == sorted(walls) and len(walls) + len(board["refused"]) == len(rec["configs"]) == 12
+    assert all(r["over"] for r in board["refused"])
+    for r in board["ranked"]:
+        p = r["predicted"]
+        assert r["wall_us"] == pytest.approx(r["est_cycles"] / p["fmax_mhz"], rel=1e-3)
+        assert p["DSP"] == pytest.approx(4.0 * round(p["DSP"] / 4.0))
+    assert {c["assoc"] for c in rec["configs"]} >= {"as written", "adj·(x·layer1_lin_weight)"}
+
+
+def test_a_margin_drops_what_does_not_fit_and_nothing_fitting_is_refused(capsys, monkeypatch):
+    lut = DEVICE_LOGIC["GW2A-LV18PG256C8/I7"]["LUT"]
+    code, rec, _ = _rank(["--margin", "0.5"], capsys, monkeypatch, _model(2.0))
+    assert code == 0
+    board = rec["board"]
+    for r in board["ranked"]:
+        assert r["predicted"]["LUT"] <= 0.5 * lut
+    for r in board["refused"]:
+        assert r["predicted"]["LUT"] > 0.5 * lut and r["over"][0].startswith("LUT ")
+    code, _, err = _rank([], capsys, monkeypatch, _model(500.0))
+    assert code == 2 and "no configuration is predicted to fit the GW2A-LV18PG256C8/I7" in err and "LUT " in err
+
+
+def test_board_options_need_a_board(capsys):
+    assert main(["rank", "--model", "gcn", "--synthesize", "2"]) == 2
+    assert "--margin / --synthesize: for --board B" in capsys.readouterr().err
+    assert main(["rank", "--model", "gcn", "--board", "tang_primer_20k", "--margin", "1"]) == 2
