@@ -17,6 +17,9 @@ from fpga.boards import BOARDS, get_board
 from fpga.resource_model import load_model, over_budget
 from fpga.synth import SynthError, synthesize
 from fuseflow.cost import rank_model
+from fuseflow.cost.graph import estimate_graph
+from fuseflow.cost.model import estimate_model
+from fuseflow.cost.par_search import par_text, split_graphs
 from fuseflow.cost.rank import Ranking
 from fuseflow.ir.memory import MemoryError, Placement
 from fuseflow.ir.numerics import Numerics
@@ -47,6 +50,9 @@ def add_parser(sub) -> None:
                    "the configurations its device is predicted to hold (docs/fpga.md, 'Resource model')")
     p.add_argument("--margin", type=fraction, default=0.1, metavar="FRACTION",
                    help="with --board: resources kept free of the device's (default 0.1)")
+    p.add_argument("--lanes", type=int_range(1, 64), default=1, metavar="L",
+                   help="with --board: also every split of the built graph into at most L lanes (powers of "
+                        "two over up to two indices, as --par auto): more lanes, fewer cycles, more LUTs")
     p.add_argument("--synthesize", type=int_range(0), default=0, metavar="K",
                    help="with --board: place and route the best K and print predicted against measured")
     p.add_argument("--json", action="store_true", help="print one JSON object (README 'Machine-readable output')")
@@ -108,8 +114,8 @@ def _check_args(args: argparse.Namespace) -> None:
                         "which the value arithmetic does not change (sim --model takes --numerics)")
     if args.per_group < 1 or args.simulate < 0:
         raise UserError("--per-group must be at least 1 and --simulate at least 0")
-    if not args.board and (args.synthesize or args.margin != 0.1):
-        raise UserError("--margin / --synthesize: for --board B (they size and build for a board)")
+    if not args.board and (args.synthesize or args.margin != 0.1 or args.lanes != 1):
+        raise UserError("--margin / --lanes / --synthesize: for --board B (they size and build for a board)")
     if args.margin >= 1:
         raise UserError(f"--margin {args.margin}: the fraction of the device kept free must be below 1")
 
@@ -159,14 +165,15 @@ def _on_board(args, entries) -> dict:
                         f"(python bench/resource_calibration.py run --family {fam.name}, then fit)")
     rows = []
     for k, (assoc, c) in enumerate(entries):
-        g = c.model.largest_graph()
-        hw = _hw_config(g, fam)
-        pred = rm.predict(g, hw)
-        wall = c.estimate.cycles / pred["fmax_mhz"] if pred["fmax_mhz"] > 0 else float("inf")
-        rows.append({"rank": k + 1, "configuration": _label(assoc, c), "graph": g.name,
-                     "est_cycles": round(c.estimate.cycles), "predicted": {r: round(v, 1) for r, v in pred.items()},
-                     "over": over_budget(pred, board.device, args.margin), "wall_us": round(wall, 2),
-                     "_graph": g, "_hw": hw})
+        for par, g, cycles in _splits(args, c):
+            hw = _hw_config(g, fam)
+            pred = rm.predict(g, hw)
+            wall = cycles / pred["fmax_mhz"] if pred["fmax_mhz"] > 0 else float("inf")
+            rows.append({"rank": k + 1, "configuration": _label(assoc, c) + (f"; par {par}" if par else ""),
+                         "graph": g.name, "par": par, "est_cycles": round(cycles),
+                         "predicted": {r: round(v, 1) for r, v in pred.items()},
+                         "over": over_budget(pred, board.device, args.margin), "wall_us": round(wall, 2),
+                         "_graph": g, "_hw": hw})
     fitting = sorted((r for r in rows if not r["over"]), key=lambda r: r["wall_us"])
     if not fitting:
         least = min(rows, key=lambda r: len(r["over"]))
@@ -186,6 +193,25 @@ def _on_board(args, entries) -> dict:
     return {"name": board.name, "device": board.device, "family": fam.name, "margin": args.margin,
             "model": rm.note, "fitting": len(fitting), "ranked": [r for r in fitting],
             "refused": [r for r in rows if r["over"]], "verdict": verdict}
+
+
+def _splits(args, c):
+    """``(par text, graph, the model's estimated cycles)`` of the configuration's built (largest)
+    graph: as it is, and with ``--lanes L`` each legal split of it into at most L lanes (its own
+    estimate in place of the unsplit graph's; the model's other graphs unchanged)."""
+    g = c.model.largest_graph()
+    yield "", g, c.estimate.cycles
+    if args.lanes < 2:
+        return
+    model, placement = resolve_memory(args)
+    onchip = Placement(placement.onchip, strict=False)
+    inputs: dict = {}
+    estimate_model(c.model, graph_inputs=inputs, memory=model, placement=onchip)
+    base = estimate_graph(g, inputs[g.name], memory=model, placement=onchip)[0].cycles
+    for par, split, _exc in split_graphs(g, args.lanes):
+        if split is not None and par:
+            cycles = estimate_graph(split, inputs[g.name], memory=model, placement=onchip)[0].cycles
+            yield par_text(par), split, c.estimate.cycles - base + cycles
 
 
 def _measure(r: dict, board) -> None:

@@ -59,5 +59,18 @@ def test_a_margin_drops_what_does_not_fit_and_nothing_fitting_is_refused(capsys,
 
 def test_board_options_need_a_board(capsys):
     assert main(["rank", "--model", "gcn", "--synthesize", "2"]) == 2
-    assert "--margin / --synthesize: for --board B" in capsys.readouterr().err
+    assert "--margin / --lanes / --synthesize: for --board B" in capsys.readouterr().err
     assert main(["rank", "--model", "gcn", "--board", "tang_primer_20k", "--margin", "1"]) == 2
+
+
+def test_lanes_add_the_splits_of_the_built_graph(capsys, monkeypatch):
+    """``--lanes 4``: each configuration also as every legal split of its built graph into at most
+    4 lanes: fewer estimated cycles, more predicted LUTs (the FIFOs of the lanes)."""
+    code, rec, _ = _rank(["--fusion", "partial", "--lanes", "4"], capsys, monkeypatch, _model(0.05))
+    assert code == 0
+    rows = rec["board"]["ranked"] + rec["board"]["refused"]
+    base = next(r for r in rows if r["configuration"] == "partial (compiler's orders)")
+    splits = [r for r in rows if r["par"] and r["rank"] == base["rank"]]
+    assert splits and any(r["par"] == "i=4" for r in splits)
+    i4 = next(r for r in splits if r["par"] == "i=4")
+    assert i4["est_cycles"] < base["est_cycles"] and i4["predicted"]["LUT"] > base["predicted"]["LUT"]
