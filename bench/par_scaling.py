@@ -5,6 +5,7 @@ dimension) and nested pairs; every run's values are checked against numpy.  Prin
 writes ``--json`` and a PNG (speedup vs factor with the ideal line).  Not a test.
 
     python bench/par_scaling.py --json docs/par_scaling.json --png docs/par_scaling.png
+    python bench/par_scaling.py --memory hbm2 --json docs/par_scaling_hbm2.json   # off-chip tensors
 """
 
 from __future__ import annotations
@@ -39,10 +40,13 @@ def spmm_case(kernel: str = "spmm_dense"):
     return example(kernel, 64, 0, 0.1)
 
 
+MEMORY = {"memory": None}  # --memory: the preset every run simulates under (None: ideal)
+
+
 def bigbird(par: dict[str, int]) -> tuple[int, bool]:
     program, data = bigbird_case()
     cp = compile_program(program, par=par or None)
-    res = run_program(cp, data, simulate=run_graph)
+    res = run_program(cp, data, simulate=run_graph, memory=MEMORY["memory"])
     ok = all(np.array_equal(res.outputs[t].to_dense(), v) for t, v in reference(cp, data).items())
     return sum(res.cycles), ok
 
@@ -50,7 +54,7 @@ def bigbird(par: dict[str, int]) -> tuple[int, bool]:
 def spmm(par: dict[str, int]) -> tuple[int, bool]:
     g, data, _, expected = spmm_case()
     parallelize(g, par)
-    res = run_graph(g, data)
+    res = run_graph(g, data, memory=MEMORY["memory"])
     return res.cycles, bool(np.array_equal(next(iter(res.outputs.values())).to_dense(), expected))
 
 
@@ -69,12 +73,15 @@ def main() -> int:
     p.add_argument("--max-factor", type=int, default=64)
     p.add_argument("--json")
     p.add_argument("--png")
+    p.add_argument("--memory", help="memory preset of every run (hbm2, ddr4, ...; default ideal)")
     args = p.parse_args()
+    MEMORY["memory"] = args.memory
     rows = []
     for w in args.workloads:
         fn, what, dims, nested = WORKLOADS[w]
         base, ok = fn({})
-        rows.append({"workload": w, "par": {}, "cycles": base, "speedup": 1.0, "ok": ok})
+        rows.append({"workload": w, "par": {}, "cycles": base, "speedup": 1.0, "ok": ok,
+                     "memory": args.memory or "ideal"})
         print(f"{w}: {what}\n  par none: {base} cycles (ok {ok})", flush=True)
         runs = [{i: f} for i, dim in dims.items() for f in (2, 4, 8, 16, 32, 64)
                 if f <= min(dim, args.max_factor)] + nested
