@@ -62,7 +62,7 @@ def _pass_key(opt: Option) -> tuple[str, type | str]:
 
 
 KEYS: dict[str, tuple[str, type | str]] = {
-    "model": ("--model", str), "dataset": ("--dataset", str), "fusion": ("--fusion", str),
+    "model": ("--model", str), "dataset": ("--dataset", str), "fusion": ("--fusion", str), "assoc": ("--assoc", str),
     "hidden": ("--hidden", int), "features": ("--features", int), "nodes": ("--nodes", int),
     "feature_density": ("--feature-density", float), "seq": ("--seq", int), "dmodel": ("--dmodel", int), "heads": ("--heads", int),
     "blocks": ("--blocks", int), "numerics": ("--numerics", str),
