@@ -56,12 +56,12 @@ def designs(family: str) -> list[dict]:
             _d("spmm_dense", 8, {"A": 32, "C": 64}, 16), _d("spmm_dense", 8, {"A": 32, "C": 64}),
             _d("spmspm_inner", 8, {"A": 32, "B": 32}, 16), _d("spmspm_inner", 8, {"A": 32, "B": 32}),
             _d("add", 32, {"A": 128, "B": 128, "C": 256}, 16), _d("mul", 32, {"A": 128, "B": 128, "C": 128}, 16),
-            _d("spmv", 64, {"B": 256}, 16), _d("spmv", 32, {"B": 128}, 8),
+            _d("spmv", 64, {"B": 256}, 16), _d("spmv", 32, {"B": 128}, 12),
             _d("spmm_csr", 16, {"A": 64, "B": 64, "C": 128}, 16), _d("spmm_dense", 16, {"A": 64, "C": 128}, 16),
             _d("spmspm_inner", 16, {"A": 64, "B": 64}, 16), _d("add", 16, {"A": 64, "B": 64, "C": 128}),
             _d("mul", 16, {"A": 64, "B": 64, "C": 64}), _d("spmv", 32, {"B": 128}, 16, {"i": 2}),
-            _d("spmv", 8, {"B": 32}, 8), _d("add", 8, {"A": 32, "B": 32, "C": 64}, 8),
-            _d("mul", 8, {"A": 32, "B": 32, "C": 32}, 8), _d("spmm_csr", 8, {"A": 32, "B": 32, "C": 64}, 8),
+            _d("spmv", 8, {"B": 32}, 12), _d("add", 8, {"A": 32, "B": 32, "C": 64}, 12),
+            _d("mul", 8, {"A": 32, "B": 32, "C": 32}, 12), _d("spmm_csr", 8, {"A": 32, "B": 32, "C": 64}, 12),
         ]
     big = [  # ECP5-85F and GW2A-18
         _d("spmv", 16, {"B": 64}), _d("spmv", 64, {"B": 512}), _d("spmv", 64, {"B": 512}, 16),
@@ -118,7 +118,7 @@ def run(family: str, limit: int | None) -> None:
                 row = {"LUT": rep.resources["LUT"].used + (rep.resources["ALU"].used if "ALU" in rep.resources else 0),
                        "FF": rep.resources["FF"].used, "BRAM": rep.resources["BRAM"].used,
                        "DSP": rep.resources["DSP"].used, "fmax_mhz": rep.fmax_mhz, "ok": True}
-            except SynthError as exc:
+            except (SynthError, ValueError) as exc:  # does not fit, or a width the RTL refuses
                 row = {"ok": False, "error": str(exc).splitlines()[0]}
         row |= {"name": d["name"], "design": d, "board": board.name, "features": features(g, cfg),
                 "bram_arrays": [[depth, width] for _t, depth, width in tensor_arrays(g, cfg).values()],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -111,7 +112,7 @@ def _graph(args: argparse.Namespace) -> Graph:
     _, _, cm = load_compiled(args)
     graph = cm.largest_graph()
     print(f"{args.model} / {args.fusion}: {len(cm.graphs)} graphs; synthesising the largest, "
-          f"{graph.name!r} ({len(graph.nodes)} nodes)")
+          f"{graph.name!r} ({len(graph.nodes)} nodes)", file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     return graph
 
 

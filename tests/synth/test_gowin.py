@@ -73,3 +73,24 @@ def test_spmv_board_top_with_the_host_link_in_simulation(capsys):
     rec = json.loads(capsys.readouterr().out)
     assert rec["check"] == "pass" and rec["cycles_equal"] and rec["cycles"] == rec["sw_sim_cycles"]
     assert rec["outputs"]["y"]["equal_to_sw_sim"] and rec["load_bytes"] > 0
+
+
+def test_synth_model_json_is_json_alone(tmp_path, capsys, monkeypatch):
+    """``synth --model M --json`` on a board without DRAM: stdout is the report's JSON alone
+    (the note of which graph is built goes to stderr). The tools are not run: the report is
+    what the flow hands back, checked for its shape only."""
+    pytest.importorskip("torch")
+    import fuseflow_cli.cmd_synth as cmd_synth
+    from fpga.synth import ResourceUse
+
+    def fake(top, board, out, **kw):
+        return SynthReport(board=board.name, device=board.device, family=board.family.name,
+                           design=top.graph.name, clock_mhz=27.0, board_clock_mhz=27.0, fmax_mhz=80.0,
+                           resources={"LUT": ResourceUse(1, 2)}, critical_path={}, seconds={},
+                           bitstream="top.fs", ident=0, baud=115200)
+
+    monkeypatch.setattr(cmd_synth, "synthesize", fake)
+    assert main(["synth", "--board", "tang_primer_20k", "--model", "gcn", "-o", str(tmp_path), "--json"]) == 0
+    cap = capsys.readouterr()
+    rec = json.loads(cap.out)
+    assert rec["design"].startswith("gcn_") and "synthesising the largest" in cap.err
