@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fpga.boards import get_board
-from fpga.resource_model import _bram_base, features, fit
+from fpga.resource_model import _bram_base, features, fit, memories
 from fpga.synth import SynthError, synthesize
 from fuseflow.compiler.passes.par import parallelize
 from fuseflow.kernels import KERNELS
-from hw.elaborate import GraphTop, HwConfig, crd_width_needed, tensor_arrays
+from hw.elaborate import GraphTop, HwConfig, crd_width_needed
 
 BOARD = {"ice40": "icebreaker", "ecp5": "ulx3s-85f", "gowin": "tang_primer_20k"}
 OUT = ROOT / "docs" / "resource_calibration"
@@ -104,9 +104,10 @@ def _done(family: str) -> dict[str, dict]:
     return {r["name"]: r for r in rows}
 
 
-def run(family: str, limit: int | None) -> None:
+def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1)) -> None:
     done = _done(family)
-    todo = [d for d in designs(family) if d["name"] not in done][:limit]
+    k, n = shard
+    todo = [d for i, d in enumerate(designs(family)) if d["name"] not in done and i % n == k][:limit]
     board = get_board(BOARD[family])
     OUT.mkdir(parents=True, exist_ok=True)
     for d in todo:
@@ -121,7 +122,7 @@ def run(family: str, limit: int | None) -> None:
             except (SynthError, ValueError) as exc:  # does not fit, or a width the RTL refuses
                 row = {"ok": False, "error": str(exc).splitlines()[0]}
         row |= {"name": d["name"], "design": d, "board": board.name, "features": features(g, cfg),
-                "bram_arrays": [[depth, width] for _t, depth, width in tensor_arrays(g, cfg).values()],
+                "bram_arrays": [list(m) for m in memories(g, cfg)],
                 "seconds": round(time.perf_counter() - t0, 1),
                 "date": time.strftime("%Y-%m-%d")}
         with (OUT / f"{family}.jsonl").open("a") as fh:
@@ -135,6 +136,9 @@ def fit_family(family: str) -> dict:
     done = _done(family)
     order = [d["name"] for d in designs(family)]
     rows = [done[n] for n in order if n in done and done[n]["ok"]]
+    for r in rows:  # the features and memories of this version of the model (the reports stay)
+        g, cfg = build(r["design"], family)
+        r["features"], r["bram_arrays"] = features(g, cfg), memories(g, cfg)
     train, held = rows[0::2], rows[1::2]
     if len(train) < 4:
         raise SystemExit(f"{family}: {len(train)} training reports; run the calibration first")
@@ -170,11 +174,14 @@ def main() -> int:
     p.add_argument("what", choices=("run", "fit"))
     p.add_argument("--family", nargs="+", default=list(BOARD), choices=list(BOARD))
     p.add_argument("--limit", type=int, help="run: at most this many new designs per family")
+    p.add_argument("--shard", default="0/1", metavar="K/N",
+                   help="run: only the designs whose index is K modulo N (N processes side by side)")
     p.add_argument("--json", help="fit: also write the held-out comparison here")
     args = p.parse_args()
     if args.what == "run":
+        k, n = (int(x) for x in args.shard.split("/"))
         for fam in args.family:
-            run(fam, args.limit)
+            run(fam, args.limit, (k, n))
         return 0
     results = [fit_family(fam) for fam in args.family]
     if args.json:

@@ -10,10 +10,11 @@ keeps every report in ``docs/resource_calibration/<family>.jsonl`` and writes th
 coefficients to ``fpga/data/resources_<family>.json``):
 
 * LUT and FF: non-negative least squares on the features (each coefficient a cost per unit);
-* BRAM: the family's block geometry applied to every memory array above a fitted size
-  threshold (smaller ones go to LUT RAM or flip-flops), plus the FIFOs and accumulators the
-  config puts in block RAM;
-* DSP: a fitted number of DSP blocks per multiplier lane at the value width;
+* BRAM: the family's block geometry applied to every memory above a fitted size threshold
+  (smaller ones go to LUT RAM or flip-flops): the tensor arrays, and the FIFOs and accumulator
+  sums the config puts in block RAM (:func:`memories`);
+* DSP: a fitted number of DSP blocks per multiplier lane, for lanes up to 18 bits wide and for
+  wider ones;
 * Fmax: the clock period as a linear function of log2 of the predicted LUTs and of the lanes.
 """
 
@@ -74,7 +75,8 @@ def over_budget(pred: dict[str, float], device: str, margin: float) -> list[str]
 
 _VALUE_KINDS = {NodeKind.ALU, NodeKind.REDUCE, NodeKind.ARRAY_LOAD}
 FEATURES = ("one", "fifo_bits", "fifos", "ctl_bits", "val_bits", "mul_lanes", "spacc_dim",
-            "mem_bits", "arrays", "lanes")
+            "mem_bits", "arrays", "lanes", "mul_narrow", "mul_wide")
+DSP_WIDTH = 18  # a multiplier lane up to this wide takes one DSP block (wider: a few)
 _LUT_FEATURES = FEATURES
 _FF_FEATURES = FEATURES
 
@@ -98,6 +100,7 @@ def features(graph: Graph, cfg: HwConfig) -> dict[str, float]:
             f["lanes"] = max(f["lanes"], float(node.params.get("n", 1)))
         if _is_mul(node):
             f["mul_lanes"] += lanes
+            f["mul_narrow" if cfg.vw <= DSP_WIDTH else "mul_wide"] += lanes
         if node.kind in (NodeKind.SPACC1, NodeKind.SPACC2):
             dim = int(node.params.get("dim", 0) or 0) or int(node.params.get("dim0", 0)) * int(node.params.get("dim1", 0))
             f["spacc_dim"] += dim
@@ -116,13 +119,32 @@ def blocks(depth: int, width: int, family: str) -> int:
     return min(math.ceil(width / w) * math.ceil(depth / d) for d, w in BLOCK_SHAPES[family])
 
 
+def memories(graph: Graph, cfg: HwConfig) -> list[tuple[int, int]]:
+    """``(depth, width)`` of every memory a top of ``graph`` may put in block RAM: the tensor
+    arrays, the FIFOs at least ``cfg.ram_fifo_depth`` deep and the sums of the sparse
+    accumulators ``cfg`` keeps in block RAM."""
+    from hw.accumulate import spacc_in_block_ram
+
+    out = [(depth, width) for _t, depth, width in tensor_arrays(graph, cfg).values()]
+    if cfg.ram_fifo_depth is not None:
+        default = cfg.fifo_depth or graph.fifo_depth
+        for e in graph.edges:
+            depth = e.depth if e.depth is not None else default
+            if depth >= max(cfg.ram_fifo_depth, 2):
+                t = graph.edge_type(e)
+                out.append((depth, stream_width(t.kind, cfg, t.lanes) + 1))
+    for node in graph.nodes.values():
+        dim = int(node.params.get("dim", 0) or 0)
+        if node.kind is NodeKind.SPACC1 and spacc_in_block_ram(cfg, dim):
+            buffers = int(node.params.get("buffers", 1) or 1)
+            out.append((dim * buffers, cfg.vw * int(node.params.get("lanes", 1) or 1)))
+    return out
+
+
 def _bram_base(graph: Graph, cfg: HwConfig, family: str, threshold: float) -> float:
-    """Blocks of the memory arrays of at least ``threshold`` bits (the rest: LUT RAM / FFs)."""
-    total = 0
-    for _tensor, depth, width in tensor_arrays(graph, cfg).values():
-        if depth * width >= threshold:
-            total += blocks(depth, width, family)
-    return float(total)
+    """Blocks of the memories (:func:`memories`) of at least ``threshold`` bits (the rest: LUT
+    RAM or flip-flops)."""
+    return float(sum(blocks(d, w, family) for d, w in memories(graph, cfg) if d * w >= threshold))
 
 
 @dataclass
@@ -134,8 +156,13 @@ class ResourceModel:
     ff: dict[str, float] = field(default_factory=dict)
     bram_threshold: float = 0.0  # arrays of at least this many bits go to block RAM
     bram_scale: float = 1.0
-    dsp_per_mul: float = 0.0  # DSP blocks per multiplier lane
+    dsp_per_mul: float = 0.0  # DSP blocks per multiplier lane up to DSP_WIDTH bits
+    dsp_per_wide_mul: float = 0.0  # DSP blocks per wider multiplier lane
     period: dict[str, float] = field(default_factory=dict)  # ns: {"one", "log2_lut", "lanes"}
+    # the LUTs and lanes the period was fitted over: a prediction holds them inside (a line
+    # fitted on 1-8 k LUTs says nothing of 200 LUTs or of 100 k)
+    lut_range: tuple[float, float] = (2.0, 1e9)
+    lanes_range: tuple[float, float] = (0.0, 64.0)
     designs: int = 0  # reports the fit used
     note: str = ""
 
@@ -146,9 +173,12 @@ class ResourceModel:
     def predict_features(self, f: dict[str, float], bram_base: float) -> dict[str, float]:
         lut = sum(self.lut.get(k, 0.0) * v for k, v in f.items())
         ff = sum(self.ff.get(k, 0.0) * v for k, v in f.items())
-        period = (self.period.get("one", 0.0) + self.period.get("log2_lut", 0.0) * math.log2(max(lut, 2.0))
-                  + self.period.get("lanes", 0.0) * f["lanes"])
-        return {"LUT": lut, "FF": ff, "BRAM": self.bram_scale * bram_base, "DSP": self.dsp_per_mul * f["mul_lanes"],
+        lut_c = min(max(lut, self.lut_range[0], 2.0), self.lut_range[1])
+        lanes_c = min(max(f["lanes"], self.lanes_range[0]), self.lanes_range[1])
+        period = (self.period.get("one", 0.0) + self.period.get("log2_lut", 0.0) * math.log2(lut_c)
+                  + self.period.get("lanes", 0.0) * lanes_c)
+        dsp = self.dsp_per_mul * f.get("mul_narrow", 0.0) + self.dsp_per_wide_mul * f.get("mul_wide", 0.0)
+        return {"LUT": lut, "FF": ff, "BRAM": self.bram_scale * bram_base, "DSP": dsp,
                 "fmax_mhz": 1000.0 / period if period > 0 else 0.0}
 
     def to_json(self) -> dict:
@@ -170,7 +200,11 @@ def load_model(family: str) -> ResourceModel | None:
     path = model_path(family)
     if not path.exists():
         return None
-    return ResourceModel(**json.loads(path.read_text()))
+    d = json.loads(path.read_text())
+    for k in ("lut_range", "lanes_range"):
+        if k in d:
+            d[k] = tuple(d[k])
+    return ResourceModel(**d)
 
 
 def _nnls(rows: list[dict[str, float]], names: tuple[str, ...], y: list[float]) -> dict[str, float]:
@@ -201,12 +235,14 @@ def fit(family: str, samples: list[dict]) -> ResourceModel:
             best = (err, t, scale)
     assert best is not None
     m.bram_threshold, m.bram_scale = float(best[1]), best[2]
-    muls = np.array([s["features"]["mul_lanes"] for s in samples], float)
-    dsps = np.array([s["DSP"] for s in samples], float)
-    m.dsp_per_mul = float(muls @ dsps / (muls @ muls)) if muls @ muls > 0 else 0.0
+    dsp = _nnls(feats, ("mul_narrow", "mul_wide"), [s["DSP"] for s in samples])
+    m.dsp_per_mul, m.dsp_per_wide_mul = dsp.get("mul_narrow", 0.0), dsp.get("mul_wide", 0.0)
     # Fmax: period = a + b log2(LUT) + c lanes, least squares on the measured LUTs
     a = np.array([[1.0, math.log2(max(s["LUT"], 2)), s["features"]["lanes"]] for s in samples])
     y = np.array([1000.0 / s["fmax_mhz"] for s in samples])
     coef, *_ = np.linalg.lstsq(a, y, rcond=None)
     m.period = {"one": float(coef[0]), "log2_lut": float(coef[1]), "lanes": float(coef[2])}
+    luts = [float(s["LUT"]) for s in samples]
+    lanes = [float(s["features"]["lanes"]) for s in samples]
+    m.lut_range, m.lanes_range = (min(luts), max(luts)), (min(lanes), max(lanes))
     return m

@@ -46,6 +46,7 @@ def test_fit_recovers_known_coefficients():
         f = dict.fromkeys(FEATURES, 0.0) | {"one": 1.0, "fifo_bits": rng.uniform(500, 9000),
                                             "ctl_bits": rng.uniform(50, 400), "val_bits": rng.uniform(30, 600),
                                             "mul_lanes": rng.randint(1, 8), "lanes": rng.choice([0, 2, 4])}
+        f["mul_wide"] = f["mul_lanes"]  # 32-bit values: every multiplier lane is a wide one
         arrays = [(rng.choice([64, 512, 4096]), rng.choice([10, 32])) for _ in range(rng.randint(1, 4))]
         n_lut = sum(lut.get(k, 0) * v for k, v in f.items())
         samples.append({"features": f, "bram_arrays": arrays, "LUT": n_lut, "FF": 0.5 * n_lut,
@@ -54,7 +55,7 @@ def test_fit_recovers_known_coefficients():
                         "fmax_mhz": 1000 / (period["one"] + period["log2_lut"] * math.log2(n_lut)
                                             + period["lanes"] * f["lanes"])})
     m = fit("ecp5", samples)
-    assert m.dsp_per_mul == pytest.approx(3.0)
+    assert m.dsp_per_wide_mul == pytest.approx(3.0)
     assert m.bram_scale == pytest.approx(1.0)
     for s in samples:
         base = sum(blocks(d, w, "ecp5") for d, w in s["bram_arrays"] if d * w >= m.bram_threshold)
