@@ -29,7 +29,7 @@ from hw.elaborate import GraphTop, HwConfig, crd_width_needed
 from sw_sim import SimError, run_graph
 
 from .argtypes import fraction, int_range
-from .cmd_common import add_memory_args, resolve_memory
+from .cmd_common import add_memory_args, parse_max_nnz, resolve_memory
 from .errors import UserError
 from .models import FUSIONS, add_model_args, load_compiled
 from .ui import print_table
@@ -53,6 +53,9 @@ def add_parser(sub) -> None:
     p.add_argument("--lanes", type=int_range(1, 64), default=1, metavar="L",
                    help="with --board: also every split of the built graph into at most L lanes (powers of "
                         "two over up to two indices, as --par auto): more lanes, fewer cycles, more LUTs")
+    p.add_argument("--max-nnz", action="append", metavar="TENSOR=N",
+                   help="with --board: capacity of a sparse tensor's memories in the built graph, as for "
+                        "synth (repeatable; a tensor the graph lacks is left out)")
     p.add_argument("--synthesize", type=int_range(0), default=0, metavar="K",
                    help="with --board: place and route the best K and print predicted against measured")
     p.add_argument("--json", action="store_true", help="print one JSON object (README 'Machine-readable output')")
@@ -109,13 +112,14 @@ def run(args: argparse.Namespace) -> int:
 def _check_args(args: argparse.Namespace) -> None:
     if not args.model:
         raise UserError("rank needs --model (gcn, graphsage, sae, gpt)")
-    if getattr(args, "numerics", None) is not None:
+    if getattr(args, "numerics", None) is not None and not args.board:
         raise UserError(f"--numerics {args.numerics}: rank orders configurations by estimated cycles, "
-                        "which the value arithmetic does not change (sim --model takes --numerics)")
+                        "which the value arithmetic does not change (with --board it sizes the hardware)")
     if args.per_group < 1 or args.simulate < 0:
         raise UserError("--per-group must be at least 1 and --simulate at least 0")
-    if not args.board and (args.synthesize or args.margin != 0.1 or args.lanes != 1):
-        raise UserError("--margin / --lanes / --synthesize: for --board B (they size and build for a board)")
+    if not args.board and (args.synthesize or args.margin != 0.1 or args.lanes != 1 or args.max_nnz):
+        raise UserError("--margin / --lanes / --max-nnz / --synthesize: for --board B (they size and build "
+                        "for a board)")
     if args.margin >= 1:
         raise UserError(f"--margin {args.margin}: the fraction of the device kept free must be below 1")
 
@@ -145,12 +149,19 @@ def _rank(args, ir, fusions, model, onchip):
     return entries, Ranking([c for _, c in entries], enumerated, pruned, not_built, seconds)
 
 
-def _hw_config(graph, family) -> HwConfig:
-    """The hardware config ``synth --model`` builds a model's graph with (Q16.16, ``--cw auto``,
-    the family's block-RAM defaults)."""
-    num = Numerics.parse("q16.16")
-    return HwConfig(cw=crd_width_needed(graph)[0], vw=num.width, numerics=num, ram_fifo_depth=family.ram_fifo_depth,
-                    spacc_block_ram=family.spacc_block_ram, spacc_block_ram_min_dim=family.spacc_block_ram_min_dim)
+def _hw_config(args, graph, family) -> HwConfig:
+    """The hardware config ``synth --model`` builds a model's graph with (``--numerics``,
+    Q16.16 by default; ``--cw auto``; the ``--max-nnz`` of the graph's tensors; the family's
+    block-RAM defaults)."""
+    try:
+        num = Numerics.parse(getattr(args, "numerics", None) or "q16.16")
+    except ValueError as exc:
+        raise UserError(f"--numerics {args.numerics}: {exc}") from None
+    items = [i for i in (args.max_nnz or []) if i.partition("=")[0] in graph.tensors]
+    max_nnz = parse_max_nnz(items, graph)
+    return HwConfig(cw=crd_width_needed(graph, max_nnz)[0], vw=num.width, numerics=num, max_nnz=max_nnz,
+                    ram_fifo_depth=family.ram_fifo_depth, spacc_block_ram=family.spacc_block_ram,
+                    spacc_block_ram_min_dim=family.spacc_block_ram_min_dim)
 
 
 def _on_board(args, entries) -> dict:
@@ -166,7 +177,7 @@ def _on_board(args, entries) -> dict:
     rows = []
     for k, (assoc, c) in enumerate(entries):
         for par, g, cycles in _splits(args, c):
-            hw = _hw_config(g, fam)
+            hw = _hw_config(args, g, fam)
             pred = rm.predict(g, hw)
             wall = cycles / pred["fmax_mhz"] if pred["fmax_mhz"] > 0 else float("inf")
             rows.append({"rank": k + 1, "configuration": _label(assoc, c) + (f"; par {par}" if par else ""),

@@ -59,7 +59,7 @@ def test_a_margin_drops_what_does_not_fit_and_nothing_fitting_is_refused(capsys,
 
 def test_board_options_need_a_board(capsys):
     assert main(["rank", "--model", "gcn", "--synthesize", "2"]) == 2
-    assert "--margin / --lanes / --synthesize: for --board B" in capsys.readouterr().err
+    assert "--margin / --lanes / --max-nnz / --synthesize: for --board B" in capsys.readouterr().err
     assert main(["rank", "--model", "gcn", "--board", "tang_primer_20k", "--margin", "1"]) == 2
 
 
