@@ -29,6 +29,7 @@ import numpy as np
 
 from fuseflow.ir.primitives import AluOp, NodeKind
 from fuseflow.ir.samml import Graph
+from hw.accumulate import spacc_in_block_ram
 from hw.elaborate import HwConfig, tensor_arrays
 from hw.registry import stream_width
 
@@ -123,8 +124,6 @@ def memories(graph: Graph, cfg: HwConfig) -> list[tuple[int, int]]:
     """``(depth, width)`` of every memory a top of ``graph`` may put in block RAM: the tensor
     arrays, the FIFOs at least ``cfg.ram_fifo_depth`` deep and the sums of the sparse
     accumulators ``cfg`` keeps in block RAM."""
-    from hw.accumulate import spacc_in_block_ram
-
     out = [(depth, width) for _t, depth, width in tensor_arrays(graph, cfg).values()]
     if cfg.ram_fifo_depth is not None:
         default = cfg.fifo_depth or graph.fifo_depth
