@@ -27,11 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fuseflow.ir.primitives import AluOp, NodeKind
+from fuseflow.cost.resources import GRAPH_FEATURES, accumulators, fifos, graph_features
 from fuseflow.ir.samml import Graph
 from hw.accumulate import spacc_in_block_ram
 from hw.elaborate import HwConfig, tensor_arrays
-from hw.registry import stream_width
 
 __all__ = ["BLOCK_SHAPES", "DEVICE_LOGIC", "FEATURES", "ResourceModel", "features", "load_model", "model_path",
            "over_budget"]
@@ -74,41 +73,16 @@ def over_budget(pred: dict[str, float], device: str, margin: float) -> list[str]
     return out
 
 
-_VALUE_KINDS = {NodeKind.ALU, NodeKind.REDUCE, NodeKind.ARRAY_LOAD}
-FEATURES = ("one", "fifo_bits", "fifos", "ctl_bits", "val_bits", "mul_lanes", "spacc_dim",
-            "mem_bits", "arrays", "lanes", "mul_narrow", "mul_wide")
-DSP_WIDTH = 18  # a multiplier lane up to this wide takes one DSP block (wider: a few)
+FEATURES = (*GRAPH_FEATURES, "mem_bits", "arrays")
 _LUT_FEATURES = FEATURES
 _FF_FEATURES = FEATURES
 
 
-def _is_mul(node) -> bool:
-    return node.kind is NodeKind.ALU and node.params.get("op") in (AluOp.MUL, "mul")
-
-
 def features(graph: Graph, cfg: HwConfig) -> dict[str, float]:
-    """What a top of ``graph`` under ``cfg`` is built from (see the module docstring)."""
-    depth_default = cfg.fifo_depth or graph.fifo_depth
-    f = dict.fromkeys(FEATURES, 0.0)
-    f["one"] = 1.0
-    for e in graph.edges:
-        t = graph.edge_type(e)
-        f["fifo_bits"] += (e.depth if e.depth is not None else depth_default) * (stream_width(t.kind, cfg, t.lanes) + 1)
-        f["fifos"] += 1
-    for node in graph.nodes.values():
-        lanes = int(node.params.get("lanes", 1) or 1)
-        if node.kind is NodeKind.PARALLELIZE:  # the widest fan-out
-            f["lanes"] = max(f["lanes"], float(node.params.get("n", 1)))
-        if _is_mul(node):
-            f["mul_lanes"] += lanes
-            f["mul_narrow" if cfg.vw <= DSP_WIDTH else "mul_wide"] += lanes
-        if node.kind in (NodeKind.SPACC1, NodeKind.SPACC2):
-            dim = int(node.params.get("dim", 0) or 0) or int(node.params.get("dim0", 0)) * int(node.params.get("dim1", 0))
-            f["spacc_dim"] += dim
-        if node.kind in _VALUE_KINDS:
-            f["val_bits"] += cfg.vw * lanes
-        else:
-            f["ctl_bits"] += cfg.cw
+    """What a top of ``graph`` under ``cfg`` is built from (see the module docstring): the
+    graph's counts (:func:`fuseflow.cost.resources.graph_features`) and its tensor memories."""
+    f = graph_features(graph, cfg.cw, cfg.vw, cfg.fifo_depth)
+    f["mem_bits"] = f["arrays"] = 0.0
     for _tensor, depth, width in tensor_arrays(graph, cfg).values():
         f["mem_bits"] += depth * width
         f["arrays"] += 1
@@ -126,17 +100,9 @@ def memories(graph: Graph, cfg: HwConfig) -> list[tuple[int, int]]:
     accumulators ``cfg`` keeps in block RAM."""
     out = [(depth, width) for _t, depth, width in tensor_arrays(graph, cfg).values()]
     if cfg.ram_fifo_depth is not None:
-        default = cfg.fifo_depth or graph.fifo_depth
-        for e in graph.edges:
-            depth = e.depth if e.depth is not None else default
-            if depth >= max(cfg.ram_fifo_depth, 2):
-                t = graph.edge_type(e)
-                out.append((depth, stream_width(t.kind, cfg, t.lanes) + 1))
-    for node in graph.nodes.values():
-        dim = int(node.params.get("dim", 0) or 0)
-        if node.kind is NodeKind.SPACC1 and spacc_in_block_ram(cfg, dim):
-            buffers = int(node.params.get("buffers", 1) or 1)
-            out.append((dim * buffers, cfg.vw * int(node.params.get("lanes", 1) or 1)))
+        out += [(d, w) for d, w in fifos(graph, cfg.cw, cfg.vw, cfg.fifo_depth) if d >= max(cfg.ram_fifo_depth, 2)]
+    out += [(dim * buffers, cfg.vw * lanes) for dim, buffers, lanes in accumulators(graph)
+            if spacc_in_block_ram(cfg, dim)]
     return out
 
 
