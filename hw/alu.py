@@ -203,11 +203,12 @@ class VecAlu(Alu):
 
 class Reduce(StreamPrimitive):
     """Reduces each innermost fiber (see sw_sim.alu.Reduce), lane by lane over vectors
-    (``lanes`` W > 1, sw_sim's ``VecReduce``): a W-lane accumulator, one adder per lane."""
+    (``lanes`` W > 1, sw_sim's ``VecReduce``): a W-lane accumulator, one adder per lane.
+    ``nonempty``: a bare ``Sk`` (k >= 1) gives ``S(k-1)`` alone (a ``seen`` bit since the last stop)."""
 
     def __init__(self, *, op: ReduceOp, vw: int = VAL_WIDTH, numerics: Numerics | None = None, depths=None,
-                 lanes: int = 1):
-        self.op, self.vw, self.lanes = op, vw, lanes
+                 lanes: int = 1, nonempty: bool = False):
+        self.op, self.vw, self.lanes, self.nonempty = op, vw, lanes, nonempty
         self.num = numerics or Numerics.integer(vw)
         super().__init__({"val": vw * lanes}, {"val": vw * lanes}, depths, overflow_member(op))
 
@@ -219,6 +220,7 @@ class Reduce(StreamPrimitive):
         init = sum(lane_init << (k * w) for k in range(lanes))
         acc = Signal(wo, init=init)
         flushed = Signal()
+        seen = Signal()  # a token since the last stop (read only with ``nonempty``)
         tok = inp.payload
         flags: Flags = []  # any lane's sum brought into range
         v = [lane_value(tok, wo, w, k) for k in range(lanes)]
@@ -228,21 +230,21 @@ class Reduce(StreamPrimitive):
         self._overflow(m, acc, v[0], inp.valid & self.room() & takes, flags)
         with m.If(inp.valid & self.room()):
             with m.If(takes):
-                m.d.sync += acc.eq(nxt)
+                m.d.sync += [acc.eq(nxt), seen.eq(1)]
                 self.pop(m, "val")
             with m.Elif(is_done(tok, wo)):
                 self.push(m, "val", done_word(wo))
                 self.pop(m, "val")
             with m.Elif(level(tok) == 0):
                 self.push(m, "val", data_word(acc, wo))
-                m.d.sync += acc.eq(init)
+                m.d.sync += [acc.eq(init), seen.eq(0)]
                 self.pop(m, "val")
-            with m.Elif(~flushed):
+            with m.Elif(~flushed & seen if self.nonempty else ~flushed):
                 self.push(m, "val", data_word(acc, wo))
                 m.d.sync += [acc.eq(init), flushed.eq(1)]
             with m.Else():
                 self.push(m, "val", stop_word(level(tok) - 1, wo))
-                m.d.sync += flushed.eq(0)
+                m.d.sync += [flushed.eq(0), seen.eq(0)]
                 self.pop(m, "val")
 
     def _overflow(self, m, acc, v, takes, flags: Flags) -> None:
@@ -263,8 +265,8 @@ class VecReduce(Reduce):
     """:class:`Reduce` over vectors: the name of ``Reduce(lanes=W)``, ``lanes`` required."""
 
     def __init__(self, *, op: ReduceOp, lanes: int, vw: int = VAL_WIDTH, numerics: Numerics | None = None,
-                 depths=None):
-        super().__init__(op=op, vw=vw, numerics=numerics, depths=depths, lanes=lanes)
+                 depths=None, nonempty: bool = False):
+        super().__init__(op=op, vw=vw, numerics=numerics, depths=depths, lanes=lanes, nonempty=nonempty)
 
 
 class LaneReduce(StreamPrimitive):
@@ -330,7 +332,8 @@ def _alu(b: HwBuild):
 
 @rtl("reduce")
 def _reduce(b: HwBuild):
-    return Reduce(op=b.params["op"], vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths, lanes=b.lanes), {}
+    return Reduce(op=b.params["op"], vw=b.cfg.vw, numerics=b.cfg.num, depths=b.depths, lanes=b.lanes,
+                  nonempty=bool(b.params.get("nonempty", False))), {}
 
 
 @rtl("lane_reduce")

@@ -12,7 +12,7 @@ cdef class Alu(Staged):
 cdef class Reduce(Primitive):
     cdef public Channel inp, out
     cdef public object op, init, fn, acc
-    cdef public bint flushed
+    cdef public bint flushed, nonempty, seen
     cpdef bint step(self) except -1
 
 cdef class VecAlu(Alu):

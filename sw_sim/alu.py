@@ -71,9 +71,11 @@ class Reduce(Primitive):
     """Reduce each innermost fiber (fires when the input has a token and the output has room):
     data -> accumulate; ``S0`` -> emit the result, reset; ``Sk`` (k>=1) -> emit the result this
     cycle and ``S(k-1)`` the next, popping ``Sk`` then; ``D`` -> ``D``.  The initial value is 0
-    for add and the most negative value for max; add wraps / saturates by the ``numerics``."""
+    for add and the most negative value for max; add wraps / saturates by the ``numerics``.
+    ``nonempty``: a bare ``Sk`` (k>=1: no token since the last stop, an empty outer fibre when
+    the reduced fibres are never empty) gives ``S(k-1)`` alone, no value."""
 
-    def __init__(self, name, ins, outs, *, op: ReduceOp, numerics: Numerics = INT32):
+    def __init__(self, name, ins, outs, *, op: ReduceOp, numerics: Numerics = INT32, nonempty: bool = False):
         super().__init__(name, ins, outs)
         self.inp = ins["val"]
         self.out = outs["val"]
@@ -82,6 +84,8 @@ class Reduce(Primitive):
         self.fn = numerics.reduce_fn(op)
         self.acc = self.init
         self.flushed = False  # result of the fiber closed by the head Sk already emitted
+        self.nonempty = nonempty
+        self.seen = False  # a token (data or N) since the last stop
 
     def step(self) -> bool:
         if not self.inp.q or self.out.isfull:
@@ -90,16 +94,19 @@ class Reduce(Primitive):
         if not isinstance(tok, Control):
             self.acc = self.fn(self.acc, tok)
             self.flops += 1
+            self.seen = True
         elif tok is EMPTY:
             self.acc = self.fn(self.acc, 0)
             self.flops += 1
+            self.seen = True
         elif tok is DONE:
             self.out.push(DONE)
             self.finish()
         elif tok.level == 0:
             self.out.push(self.acc)
             self.acc = self.init
-        elif not self.flushed:
+            self.seen = False
+        elif not self.flushed and (self.seen or not self.nonempty):
             self.out.push(self.acc)
             self.acc = self.init
             self.flushed = True
@@ -107,6 +114,7 @@ class Reduce(Primitive):
         else:
             self.out.push(stop(tok.level - 1))
             self.flushed = False
+            self.seen = False
         self.inp.pop()
         return True
 
@@ -138,8 +146,9 @@ class VecReduce(Reduce):
     """Lanewise reduction of each innermost fiber of vectors (``lanes`` W > 1): as
     :class:`Reduce`, with a vector accumulator (W operations per data token)."""
 
-    def __init__(self, name, ins, outs, *, op: ReduceOp, lanes: int, numerics: Numerics = INT32):
-        super().__init__(name, ins, outs, op=op, numerics=numerics)
+    def __init__(self, name, ins, outs, *, op: ReduceOp, lanes: int, numerics: Numerics = INT32,
+                 nonempty: bool = False):
+        super().__init__(name, ins, outs, op=op, numerics=numerics, nonempty=nonempty)
         self.lanes = lanes
         self.init = Vec((self.init,) * lanes)
         self.acc = self.init
@@ -153,6 +162,7 @@ class VecReduce(Reduce):
             v = tok if tok is not EMPTY else (0,) * w
             self.acc = Vec([fn(acc[i], v[i]) for i in range(w)])
             self.flops += w
+            self.seen = True
             self.inp.pop()
             return True
         return Reduce.step(self)
@@ -208,10 +218,11 @@ def _alu(b: Build) -> Primitive:
 
 @model("reduce")
 def _reduce(b: Build) -> Primitive:
-    lanes = b.params.get("lanes", 1)
+    lanes, nonempty = b.params.get("lanes", 1), bool(b.params.get("nonempty", False))
     if lanes > 1:
-        return VecReduce(b.name, b.ins, b.outs, op=b.params["op"], lanes=lanes, numerics=b.numerics)
-    return Reduce(b.name, b.ins, b.outs, op=b.params["op"], numerics=b.numerics)
+        return VecReduce(b.name, b.ins, b.outs, op=b.params["op"], lanes=lanes, numerics=b.numerics,
+                         nonempty=nonempty)
+    return Reduce(b.name, b.ins, b.outs, op=b.params["op"], numerics=b.numerics, nonempty=nonempty)
 
 
 @model("lane_reduce")

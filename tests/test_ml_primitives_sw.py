@@ -664,3 +664,32 @@ def test_spmm_with_double_buffered_spacc_matches_numpy_in_fewer_cycles():
     np.testing.assert_array_equal(two.outputs["C"].to_dense(), expected)
     np.testing.assert_array_equal(two.outputs["C"].vals, one.outputs["C"].vals)
     assert two.cycles < one.cycles
+
+
+def nonempty_reduce_tree(rng: random.Random, depth: int) -> list:
+    """A fiber tree of nesting ``depth`` (>= 3) whose innermost fibers are never empty and whose
+    outer fibers sometimes are: what a ``nonempty`` reduce sees under sparse outer rows."""
+    if depth == 1:
+        return [rng.randint(-50, 50) for _ in range(rng.randint(1, 4))]
+    return [nonempty_reduce_tree(rng, depth - 1) for _ in range(rng.choice([0, 0, 1, 2, 3]))]
+
+
+def _sums(tree: list, depth: int) -> list:
+    """``tree`` with each innermost fiber replaced by its sum (one level less)."""
+    return [sum(f) for f in tree] if depth == 2 else [_sums(t, depth - 1) for t in tree]
+
+
+@pytest.mark.parametrize("depth", [3, 4])
+def test_reduce_nonempty_gives_no_value_for_an_empty_outer_fiber(depth):
+    """A bare stop (an empty outer fiber) gives the next stop and no value with ``nonempty``;
+    the output is the stream of the per-fiber sums, one level up, computed from the tree.  A
+    plain reduce adds a spurious 0 there."""
+    rng = random.Random(depth)
+    for _ in range(20):
+        tree = nonempty_reduce_tree(rng, depth)
+        val = fiber_stream(tree, depth)
+        out = simulate_primitive("reduce", {"val": val}, op="add", nonempty=True)["val"]
+        assert out == fiber_stream(_sums(tree, depth), depth - 1), format_stream(val)
+    tree = [[[1, 2]], [], [[3]]]
+    plain = simulate_primitive("reduce", {"val": fiber_stream(tree, 3)}, op="add")["val"]
+    assert plain != fiber_stream(_sums(tree, 3), 2)

@@ -123,6 +123,7 @@ class Reducer:
     inner: str = ""
     outer: str = ""  # Red1 over held keys: the row whose stream is the accumulator's outer
     inner0: str = ""  # Red2: the outer of its two output rows
+    nonempty: bool = False  # Red0 under rows whose fibres may be empty (its own never are)
 
     @property
     def name(self) -> str:

@@ -311,7 +311,9 @@ def _place_reducers(c: _Construction) -> Rejected | None:
     when no row above it can have an empty fiber: a bare stop from an empty outer fiber looks
     like the end of an empty inner fiber.  Otherwise the trailing reductions are keyed by the
     innermost output coordinate (held down to the reduced rows) and folded by Red1
-    accumulators, which read the outer stream and so tell the two apart.  Rows iterated only
+    accumulators, which read the outer stream and so tell the two apart -- unless the reduced
+    rows' own fibres are never empty (dense there): then a bare stop can only close an empty
+    outer fiber, and a ``nonempty`` Red0 (no value for a bare stop) is exact.  Rows iterated only
     for enclosing tables (``outer``) are neither output nor reduced rows: their stops just nest
     the streams one level deeper."""
     t, out = c.t, c.out
@@ -324,6 +326,10 @@ def _place_reducers(c: _Construction) -> Rejected | None:
         safe = False  # Red0 emits a value for every fibre, also where no term reaches one
     if safe or last_out is None:
         return _fold_rows(c, rorder, None)
+    if out.tensor not in c.group.exact and all(t.full[r] for r in trailing):
+        # never-empty reduced fibres: bare stops are outer ones.  (A row function's reader keeps
+        # the accumulator: it buffers the fibre the row function's two passes wait for.)
+        return _fold_rows(c, rorder, None, nonempty=True)
     t.hold = [last_out, *trailing]
     outers = [*reversed(trailing[:-1]), last_out]
     for k, o_row in enumerate(outers):
@@ -345,11 +351,13 @@ def _exact_keys(c: _Construction, trailing: list[str], last_out: str) -> bool:
     return True
 
 
-def _fold_rows(c: _Construction, rows: list[str], inner: str | None) -> Rejected | None:
+def _fold_rows(c: _Construction, rows: list[str], inner: str | None, *,
+               nonempty: bool = False) -> Rejected | None:
     """Walk ``rows`` inner to outer: output rows are their own coordinate source, a reduced row
     under the innermost output row is a Red1 keyed by it, one above two output rows a Red2
     keyed by both, one below every output row a Red0.  ``inner``: the innermost output row
-    already placed (below ``rows``), if any."""
+    already placed (below ``rows``), if any; ``nonempty``: the Red0s emit no value for a bare
+    stop (:func:`_place_reducers`)."""
     t = c.t
     below = [inner] if inner is not None else []  # output rows under the current one
     for row in reversed(rows):
@@ -358,7 +366,7 @@ def _fold_rows(c: _Construction, rows: list[str], inner: str | None) -> Rejected
             inner = inner or row
             t.crd_source[row] = row
         elif inner is None:
-            t.reducers.append(Reducer(0, row))
+            t.reducers.append(Reducer(0, row, nonempty=nonempty))
         elif len(below) > 2:
             return c.reject(f"reduction over {row} encloses the output indices "
                             f"{', '.join(below)}; it needs a sparse accumulator of order "

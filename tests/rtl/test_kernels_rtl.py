@@ -107,3 +107,34 @@ def test_parallel_max_accumulators_rtl_equals_sw_sim():
     assert np.array_equal(rtl.outputs["Y"].to_dense(), want)
     assert np.array_equal(sw.outputs["Y"].to_dense(), want)
     assert rtl.cycles == sw.cycles
+
+
+@pytest.mark.parametrize("par", [None, {"j": 2}])
+def test_masked_products_reduce_per_nonzero_rtl_equals_sw_sim(par):
+    """S = M ∘ (Q·Kᵀ), O = S·V with empty rows in M: S reduces each nonzero's dense inner
+    index with a ``nonempty`` reduce (no row accumulator), whose bare stops are M's empty rows;
+    RTL = sw_sim (values and cycles) = numpy, also with the keys split over two lanes."""
+    from fuseflow.compiler import compile_program
+    from fuseflow.compiler.program import Program, einsum
+    from fuseflow.compiler.runner import run_program
+    from fuseflow.ir.samml import NodeKind
+    from rtl_sim import run_graph as rtl_run_graph
+
+    p = Program("masked")
+    m, q = p.tensor("M", (6, 6), "csr"), p.tensor("Q", (6, 4), "dense")
+    k, v = p.tensor("K", (6, 4), "dense"), p.tensor("V", (6, 3), "dense")
+    s = p.let("S", m * einsum("id,jd->ij", q, k))
+    p.output(p.let("O", einsum("ij,je->ie", s, v)))
+    cp = compile_program(p, par=par)
+    reds = [n for g in cp.graphs for n in g.nodes.values() if n.kind is NodeKind.REDUCE]
+    assert reds and all(n.param("nonempty") for n in reds)
+    rng = np.random.default_rng(11)
+    data = {"M": (rng.random((6, 6)) < 0.5).astype(np.int64), "Q": rng.integers(-3, 4, (6, 4)),
+            "K": rng.integers(-3, 4, (6, 4)), "V": rng.integers(-3, 4, (6, 3))}
+    data["M"][[0, 3]] = 0
+    want = (data["M"] * (data["Q"] @ data["K"].T)) @ data["V"]
+    sw = run_program(cp, data, simulate=run_graph)
+    rtl = run_program(cp, data, simulate=lambda g, d, **kw: rtl_run_graph(g, d, runner="amaranth", **kw))
+    assert np.array_equal(sw.outputs["O"].to_dense(), want)
+    assert np.array_equal(rtl.outputs["O"].to_dense(), want)
+    assert rtl.cycles == sw.cycles

@@ -13,6 +13,7 @@ import pytest
 from test_ml_primitives_sw import (
     layernorm_graph,
     layernorm_ref,
+    nonempty_reduce_tree,
     random_csr_values,
     softmax_graph,
     spacc1_inputs,
@@ -147,6 +148,15 @@ def test_reduce_fixed(op):
     rng = random.Random(op)
     runs = [{"val": _val_stream(rng, -20000, 20000, [Q.hi, Q.hi, Q.lo])} for _ in range(6)]
     _check("reduce", {"op": op}, runs)
+
+
+@pytest.mark.parametrize("op", ["add", "max"])
+def test_reduce_nonempty(op):
+    """Bare stops (empty outer fibers over never-empty inner ones) give no value: the same
+    tokens and cycles as sw_sim, at nesting 3 and 4."""
+    rng = random.Random(f"nonempty-{op}")
+    runs = [{"val": fiber_stream(nonempty_reduce_tree(rng, d), d)} for d in (3, 4, 3, 4, 3)]
+    _check("reduce", {"op": op, "nonempty": True}, runs)
 
 
 def _many_fiber_runs(seed: int, dim: int = 8) -> list[dict]:

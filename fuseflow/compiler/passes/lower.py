@@ -381,7 +381,8 @@ class _TableLowering:
         for red in t.reducers:
             if red.order == 0:
                 val = self.em.node(NodeKind.REDUCE, f"reduce_{red.row}", {"val": val},
-                                   op=by_max.get("op", ReduceOp.ADD))["val"]
+                                   op=by_max.get("op", ReduceOp.ADD),
+                                   **({"nonempty": True} if red.nonempty else {}))["val"]
             elif red.order == 2:
                 if inner_crd is None:
                     inner_crd = self.crd(red.inner)

@@ -49,6 +49,9 @@ class AluParams:
 class ReduceParams:
     op: ReduceOp = doc("reduction")
     lanes: int = doc(LANES_DOC + "; lanewise reduction", 1)
+    nonempty: bool = doc("a stop ``Sk`` (k >= 1) with no token since the last stop (a bare stop: an "
+                         "empty outer fibre) gives ``S(k-1)`` and no value; for reductions whose fibres "
+                         "are never empty (a dense reduced row) under sparse outer rows", False)
 
     def check(self) -> list[str]:
         return lanes_problems(self.lanes)
