@@ -19,6 +19,7 @@ from fpga.boards import Board
 from fpga.capacity import TooLargeForChip, check_fits, check_max_nnz
 from fpga.families import FAMILIES
 from fpga.model_run import model_graphs, model_hw_config
+from fpga.resource_model import load_model
 from fpga.synth import SynthError, synthesize
 from fuseflow.compiler.passes.fifo import set_accumulator_buffers
 from fuseflow.ir.memory import MemoryError
@@ -30,6 +31,7 @@ from hw.litedram import DramGraphTop, dram_timings
 from . import board_args
 from .argtypes import int_range, positive_float
 from .board_model import board_model_manifest, refuse_host_work
+from .board_search import board_pick, pick_text, searched
 from .cmd_common import add_numerics_arg, with_numerics
 from .errors import UserError
 from .models import (
@@ -171,7 +173,8 @@ def board_top(args: argparse.Namespace, board: Board):
     """``(make_top, what, baud)`` of the options: the board top to build (made by ``make_top()``,
     after the capacity check), what it is for the messages, and the UART's baud rate.  A whole
     model on a board with DRAM is every graph in one top; otherwise the graph (a model's
-    largest)."""
+    largest), at the fusion granularity the board search picks (``board_search.board_pick``)
+    unless ``--fusion`` / ``--schedule`` give one, where the family has a resource model."""
     dram_name = board_args.dram_name(board)
     if args.model is not None and dram_name and args.dram is not False:
         top, _, what = _synth_model(args, board, dram_name)
@@ -179,6 +182,10 @@ def board_top(args: argparse.Namespace, board: Board):
     if getattr(args, "no_host_steps", False):
         raise UserError(f"--no-host-steps: a whole model is one top only on a board with DRAM (with --dram); "
                         f"on the {board.name} the model's largest graph is built alone")
+    if searched(args) and load_model(board.family.name) is not None:  # the board search's granularity
+        pick = board_pick(args, board, load_compiled)
+        args.fusion = pick["fusion"]
+        print(pick_text(pick, board), file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     graph = _graph(args)
     buffers = getattr(args, "spacc_buffers", None) or board.family.spacc_buffers
     changed = set_accumulator_buffers(graph, buffers)

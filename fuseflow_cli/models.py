@@ -70,8 +70,9 @@ __all__ = [
 ZOO = ("gcn", "graphsage", "sae", "gpt")
 
 FUSION_HELP = ("fusion granularity: auto (the default) compiles the one the estimate predicts fastest "
-               "under --memory and says why; unfused, partial or full as given (one granularity the "
-               "estimate puts 2x slower or more than the best draws a warning)")
+               "under --memory and says why (build / synth --board, no DRAM: the fastest in predicted "
+               "wall time predicted to fit the board); unfused, partial or full as given (one "
+               "granularity the estimate puts 2x slower or more than the best draws a warning)")
 
 
 def add_user_model_args(g, *, model: bool = True) -> None:

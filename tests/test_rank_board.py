@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch", reason="the frontend needs PyTorch (pip install -e '.[torch]')")
 
-import fuseflow_cli.cmd_rank as cmd_rank  # noqa: E402
+import fuseflow_cli.board_search as board_search  # noqa: E402
 from fpga.resource_model import DEVICE_LOGIC, FEATURES, ResourceModel  # noqa: E402
 from fuseflow_cli.cli import main  # noqa: E402
 
@@ -23,7 +23,7 @@ def _model(lut_per_fifo_bit: float) -> ResourceModel:
 
 
 def _rank(argv, capsys, monkeypatch, model):
-    monkeypatch.setattr(cmd_rank, "load_model", lambda family: model)
+    monkeypatch.setattr(board_search, "load_model", lambda family: model)
     code = main(["rank", "--model", "gcn", "--board", "tang_primer_20k", "--json", *argv])
     cap = capsys.readouterr()
     return code, (json.loads(cap.out) if code == 0 else None), cap.err
@@ -74,3 +74,28 @@ def test_lanes_add_the_splits_of_the_built_graph(capsys, monkeypatch):
     assert splits and any(r["par"] == "i=4" for r in splits)
     i4 = next(r for r in splits if r["par"] == "i=4")
     assert i4["est_cycles"] < base["est_cycles"] and i4["predicted"]["LUT"] > base["predicted"]["LUT"]
+
+
+def test_a_board_build_takes_the_fastest_granularity_predicted_to_fit(tmp_path, capsys, monkeypatch):
+    """``build --board`` without ``--fusion`` builds the board search's pick: here LUTs grow with
+    the multipliers, so partial fusion (the fewest cycles) and full fusion are predicted not to
+    fit the GW2A and the build takes unfused, which rank also ranks first; ``--fusion`` builds
+    what it names, without the search."""
+    import fuseflow_cli.cmd_synth as cmd_synth
+
+    model = ResourceModel(family="gowin", lut={"one": 500.0, "mul_lanes": 12000.0}, ff={"one": 300.0},
+                          bram_threshold=1e12, dsp_per_mul=4.0, period={"one": 4.0, "log2_lut": 1.0, "lanes": 0.0},
+                          designs=20, note="test model")
+    for mod in (board_search, cmd_synth):
+        monkeypatch.setattr(mod, "load_model", lambda family: model)
+    assert main(["rank", "--model", "gcn", "--board", "tang_primer_20k", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["configs"][0]["fusion"] == "partial"  # the fewest estimated cycles
+    assert [r["fusion"] for r in rec["board"]["ranked"]] == ["unfused"]
+    assert main(["build", "--model", "gcn", "--board", "tang_primer_20k", "-o", str(tmp_path / "pick")]) == 0
+    out = capsys.readouterr().out
+    assert "board search -> unfused" in out and "gcn / unfused" in out
+    assert main(["build", "--model", "gcn", "--board", "tang_primer_20k", "--fusion", "partial",
+                 "-o", str(tmp_path / "told")]) == 0
+    out = capsys.readouterr().out
+    assert "board search" not in out and "gcn / partial" in out
