@@ -61,7 +61,7 @@ def spmm(par: dict[str, int]) -> tuple[int, bool]:
 WORKLOADS = {
     "bigbird": (bigbird, "BigBird attention core, 1 head, seq 64, head 32 (fused S = M∘QKᵀ, O = S·V)",
                 {"i": 64, "j": 64, "d": 32, "e": 32},
-                [{"i": 4, "j": 4}, {"i": 4, "e": 4}, {"i": 4, "d": 4}]),
+                [{"i": 4, "j": 4}, {"i": 8, "j": 8}, {"i": 4, "e": 4}, {"i": 4, "d": 4}]),
     "spmm": (spmm, "SpMM kernel spmm_dense 64×64 (A 10 % nonzeros) × dense 64×64",
              {"i": 64, "k": 64, "j": 64}, [{"i": 4, "j": 4}]),
 }
