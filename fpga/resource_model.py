@@ -30,7 +30,7 @@ import numpy as np
 from fuseflow.cost.resources import GRAPH_FEATURES, accumulators, fifos, graph_features
 from fuseflow.ir.samml import Graph
 from hw.accumulate import spacc_in_block_ram
-from hw.elaborate import HwConfig, tensor_arrays
+from hw.elaborate import HwConfig, node_arrays, tensor_arrays
 
 __all__ = ["BLOCK_SHAPES", "DEVICE_LOGIC", "FEATURES", "ResourceModel", "features", "load_model", "model_path",
            "over_budget"]
@@ -94,22 +94,36 @@ def blocks(depth: int, width: int, family: str) -> int:
     return min(math.ceil(width / w) * math.ceil(depth / d) for d, w in BLOCK_SHAPES[family])
 
 
-def memories(graph: Graph, cfg: HwConfig) -> list[tuple[int, int]]:
-    """``(depth, width)`` of every memory a top of ``graph`` may put in block RAM: the tensor
-    arrays, the FIFOs at least ``cfg.ram_fifo_depth`` deep and the sums of the sparse
-    accumulators ``cfg`` keeps in block RAM."""
-    out = [(depth, width) for _t, depth, width in tensor_arrays(graph, cfg).values()]
+def memories(graph: Graph, cfg: HwConfig) -> list[tuple[int, int, int]]:
+    """``(depth, width, read ports)`` of every memory a top of ``graph`` may put in block RAM:
+    each node's tensor arrays (:func:`hw.elaborate.node_arrays`: every lane and bank holds its
+    own), the FIFOs at least ``cfg.ram_fifo_depth`` deep (the others read asynchronously: LUT
+    RAM or flip-flops) and the sums of the sparse accumulators ``cfg`` keeps in block RAM (read
+    at two places: to add and to flush)."""
+    out = [(depth, width, reads) for _n, _a, depth, width, reads in node_arrays(graph, cfg)]
     if cfg.ram_fifo_depth is not None:
-        out += [(d, w) for d, w in fifos(graph, cfg.cw, cfg.vw, cfg.fifo_depth) if d >= max(cfg.ram_fifo_depth, 2)]
-    out += [(dim * buffers, cfg.vw * lanes) for dim, buffers, lanes in accumulators(graph)
-            if spacc_in_block_ram(cfg, dim)]
+        out += [(d, w, 1) for d, w in fifos(graph, cfg.cw, cfg.vw, cfg.fifo_depth) if d >= max(cfg.ram_fifo_depth, 2)]
+    out += [(dim * buffers, cfg.vw * lanes, 2) for dim, buffers, lanes in accumulators(graph)
+            if spacc_in_block_ram(cfg, dim)]  # read to add and read to flush
     return out
 
 
+def bram_blocks(mems, family: str, threshold: float) -> int:
+    """Block RAMs of the memories ``mems`` (``(depth, width, read ports)``) under synthesis's
+    choice, which weighs the blocks a memory takes against the logic it would take otherwise: a
+    memory goes to block RAM when its bits per block used reach ``threshold`` (a block has one
+    read port, so a memory read at two places takes a copy per port, in the family's best block
+    shape); a smaller one stays in LUT RAM or flip-flops."""
+    return sum(_used(d, w, r, family) for d, w, r in mems if d * w >= threshold * _used(d, w, r, family))
+
+
+def _used(depth: int, width: int, reads: int, family: str) -> int:
+    return reads * blocks(depth, width, family)
+
+
 def _bram_base(graph: Graph, cfg: HwConfig, family: str, threshold: float) -> float:
-    """Blocks of the memories (:func:`memories`) of at least ``threshold`` bits (the rest: LUT
-    RAM or flip-flops)."""
-    return float(sum(blocks(d, w, family) for d, w in memories(graph, cfg) if d * w >= threshold))
+    """Predicted block RAMs of a top of ``graph`` (:func:`memories`, :func:`bram_blocks`)."""
+    return float(bram_blocks(memories(graph, cfg), family, threshold))
 
 
 @dataclass
@@ -119,8 +133,8 @@ class ResourceModel:
     family: str
     lut: dict[str, float] = field(default_factory=dict)
     ff: dict[str, float] = field(default_factory=dict)
-    bram_threshold: float = 0.0  # arrays of at least this many bits go to block RAM
-    bram_scale: float = 1.0
+    bram_threshold: float = 0.0  # memories of at least this many bits per block used go to block RAM
+    bram_scale: float = 1.0  # 1: the block counts are the geometry (kept for older coefficient files)
     dsp_per_mul: float = 0.0  # DSP blocks per multiplier lane up to DSP_WIDTH bits
     dsp_per_wide_mul: float = 0.0  # DSP blocks per wider multiplier lane
     period: dict[str, float] = field(default_factory=dict)  # ns: {"one", "log2_lut", "lanes"}
@@ -181,25 +195,30 @@ def _nnls(rows: list[dict[str, float]], names: tuple[str, ...], y: list[float]) 
     return {n: float(c / s) for n, c, s in zip(names, coef, scale, strict=True) if c}
 
 
+def _mems(sample: dict) -> list[tuple[int, int, int]]:
+    """A sample's memories as :func:`memories` gives them (older reports: one read port each)."""
+    return [(m[0], m[1], m[2] if len(m) > 2 else 1) for m in sample["bram_arrays"]]
+
+
 def fit(family: str, samples: list[dict]) -> ResourceModel:
-    """Fit a family's model on ``samples``: each ``{"features", "bram_arrays": [(depth, width),
-    ...], "LUT", "FF", "BRAM", "DSP", "fmax_mhz"}``."""
+    """Fit a family's model on ``samples``: each ``{"features", "bram_arrays": [(depth, width,
+    read ports), ...], "LUT", "FF", "BRAM", "DSP", "fmax_mhz"}``."""
     feats = [s["features"] for s in samples]
     m = ResourceModel(family=family, designs=len(samples))
     m.lut = _nnls(feats, _LUT_FEATURES, [s["LUT"] for s in samples])
     m.ff = _nnls(feats, _FF_FEATURES, [s["FF"] for s in samples])
-    # BRAM: the threshold (among the arrays' sizes) and scale with the least squared error
+    # BRAM: the threshold (bits per block used, among the memories' values) with the least
+    # absolute error; the block counts themselves are the family's geometry
     best = None
-    sizes = sorted({d * w for s in samples for d, w in s["bram_arrays"]} | {0})
+    sizes = sorted({d * w / _used(d, w, r, family) for s in samples for d, w, r in _mems(s)} | {0.0})
+    y = np.array([s["BRAM"] for s in samples], float)
     for t in sizes:
-        base = np.array([sum(blocks(d, w, family) for d, w in s["bram_arrays"] if d * w >= t) for s in samples], float)
-        y = np.array([s["BRAM"] for s in samples], float)
-        scale = float(base @ y / (base @ base)) if base @ base > 0 else 1.0
-        err = float(((scale * base - y) ** 2).sum())
+        base = np.array([bram_blocks(_mems(s), family, t) for s in samples], float)
+        err = float(np.abs(base - y).sum())
         if best is None or err < best[0]:
-            best = (err, t, scale)
+            best = (err, t)
     assert best is not None
-    m.bram_threshold, m.bram_scale = float(best[1]), best[2]
+    m.bram_threshold, m.bram_scale = float(best[1]), 1.0
     dsp = _nnls(feats, ("mul_narrow", "mul_wide"), [s["DSP"] for s in samples])
     m.dsp_per_mul, m.dsp_per_wide_mul = dsp.get("mul_narrow", 0.0), dsp.get("mul_wide", 0.0)
     # Fmax: period = a + b log2(LUT) + c lanes, least squares on the measured LUTs

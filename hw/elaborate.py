@@ -55,6 +55,7 @@ __all__ = [
     "PrimitiveHarness",
     "crd_width_needed",
     "make_primitive",
+    "node_arrays",
     "tensor_arrays",
     "tensor_capacities",
 ]
@@ -112,6 +113,26 @@ def tensor_arrays(graph: Graph, cfg: HwConfig) -> dict[str, tuple[str, int, int]
                     out[_array_name(node, array)] = (p["tensor"], p[f"{array}_depth"], cfg.cw)
         else:
             out[_array_name(node, "vals")] = (p["tensor"], p["vals_depth"], cfg.vw)
+    return out
+
+
+def node_arrays(graph: Graph, cfg: HwConfig) -> list[tuple[str, str, int, int, int]]:
+    """Every tensor memory the RTL instantiates: ``(node, array, depth, width, read ports)`` per
+    node that holds one (lanes and banks each hold their own copy, where :func:`tensor_arrays`
+    lists the host's memory-map regions).  A scanner's ``seg`` is read at two positions a
+    cycle (a fibre's start and end); every other array has one read port."""
+    caps = {t: tensor_capacities(s, cfg.nnz_for(t)) for t, s in graph.tensors.items()}
+    out: list[tuple[str, str, int, int, int]] = []
+    for node in graph.nodes.values():
+        use = node.spec.tensor
+        if use is None:
+            continue
+        p = _node_hw_params(graph, node, caps)
+        if use.level:
+            out += [(node.name, array, p[f"{array}_depth"], cfg.cw, 2 if array == "seg" and not node.spec.sink else 1)
+                    for array in ("seg", "crd") if f"{array}_depth" in p]
+        else:
+            out.append((node.name, "vals", p["vals_depth"], cfg.vw, 1))
     return out
 
 

@@ -10,10 +10,10 @@ import random
 
 import pytest
 
-from fpga.resource_model import FEATURES, ResourceModel, blocks, features, fit
+from fpga.resource_model import FEATURES, ResourceModel, blocks, bram_blocks, features, fit, memories
 from fuseflow.compiler.passes.par import parallelize
 from fuseflow.kernels import KERNELS
-from hw.elaborate import HwConfig, tensor_arrays
+from hw.elaborate import HwConfig, node_arrays, tensor_arrays
 
 
 def test_spmv_features_by_hand():
@@ -47,10 +47,11 @@ def test_fit_recovers_known_coefficients():
                                             "ctl_bits": rng.uniform(50, 400), "val_bits": rng.uniform(30, 600),
                                             "mul_lanes": rng.randint(1, 8), "lanes": rng.choice([0, 2, 4])}
         f["mul_wide"] = f["mul_lanes"]  # 32-bit values: every multiplier lane is a wide one
-        arrays = [(rng.choice([64, 512, 4096]), rng.choice([10, 32])) for _ in range(rng.randint(1, 4))]
+        arrays = [(rng.choice([64, 512, 4096]), rng.choice([10, 32]), rng.choice([1, 1, 2]))
+                  for _ in range(rng.randint(1, 4))]
         n_lut = sum(lut.get(k, 0) * v for k, v in f.items())
         samples.append({"features": f, "bram_arrays": arrays, "LUT": n_lut, "FF": 0.5 * n_lut,
-                        "BRAM": sum(blocks(d, w, "ecp5") for d, w in arrays if d * w >= 4096),
+                        "BRAM": bram_blocks(arrays, "ecp5", 4000.0),
                         "DSP": 3 * f["mul_lanes"],
                         "fmax_mhz": 1000 / (period["one"] + period["log2_lut"] * math.log2(n_lut)
                                             + period["lanes"] * f["lanes"])})
@@ -58,10 +59,34 @@ def test_fit_recovers_known_coefficients():
     assert m.dsp_per_wide_mul == pytest.approx(3.0)
     assert m.bram_scale == pytest.approx(1.0)
     for s in samples:
-        base = sum(blocks(d, w, "ecp5") for d, w in s["bram_arrays"] if d * w >= m.bram_threshold)
-        p = m.predict_features(s["features"], base)
+        p = m.predict_features(s["features"], bram_blocks(s["bram_arrays"], "ecp5", m.bram_threshold))
         assert p["LUT"] == pytest.approx(s["LUT"], rel=1e-6)
         assert p["FF"] == pytest.approx(s["FF"], rel=1e-6)
         assert p["BRAM"] == pytest.approx(s["BRAM"])
         assert p["fmax_mhz"] == pytest.approx(s["fmax_mhz"], rel=1e-6)
     assert ResourceModel(**m.to_json()) == m
+
+
+def test_memories_are_per_node_with_their_read_ports():
+    """Every lane and bank holds its own copy of a tensor's arrays (the host's memory map lists
+    each region once); a scanner's ``seg`` has two read ports, a writer's one."""
+    g = KERNELS["spmv"](16)
+    cfg = HwConfig(cw=10, vw=32, max_nnz=(("B", 64),))
+    one = node_arrays(g, cfg)
+    assert sorted((d, w) for *_, d, w, _r in one) == sorted((d, w) for _, d, w in tensor_arrays(g, cfg).values())
+    assert {(a, r) for _n, a, *_, r in one} == {("seg", 2), ("crd", 1), ("vals", 1)}
+    parallelize(g, {"i": 4})
+    four = node_arrays(g, cfg)
+    assert len(four) > 3 * len(one) and len(tensor_arrays(g, cfg)) < len(four)
+    assert sorted(memories(g, cfg)) == sorted((d, w, r) for *_, d, w, r in four)
+
+
+@pytest.mark.parametrize(("mems", "threshold", "want"), [
+    ([(8, 32, 1)], 85.0, 2),     # 256 bits in 2 iCE40 blocks: 128 a block, block RAM
+    ([(4, 16, 1)], 85.0, 0),     # 64 bits in one block: flip-flops
+    ([(9, 10, 2)], 85.0, 0),     # a scanner's seg: two copies of one block for 90 bits
+    ([(17, 10, 2)], 85.0, 2),    # 170 bits, two copies: block RAM
+    ([(8, 32, 2)], 85.0, 0),     # accumulator sums, read twice: 4 blocks for 256 bits
+])
+def test_bram_blocks_weighs_bits_against_the_blocks_used(mems, threshold, want):
+    assert bram_blocks(mems, "ice40", threshold) == want
