@@ -24,6 +24,7 @@ from fuseflow.models.plan import run_model
 from hw.elaborate import GraphTop, HwConfig, crd_width_needed
 from sw_sim import SimError, run_graph
 
+from .board_args import dram_name
 from .cmd_common import parse_max_nnz, resolve_memory
 from .errors import UserError
 from .ui import print_table
@@ -110,8 +111,17 @@ def on_board(args, entries) -> dict:
     for r in rows:
         del r["_graph"], r["_hw"]
     return {"name": board.name, "device": board.device, "family": fam.name, "margin": args.margin,
-            "model": rm.note, "fitting": len(fitting), "ranked": [r for r in fitting],
+            "model": rm.note, "top": _top_text(board), "fitting": len(fitting), "ranked": [r for r in fitting],
             "refused": [r for r in rows if r["over"]], "verdict": verdict}
+
+
+def _top_text(board: Board) -> str:
+    """What the predictions are of: the top a board without DRAM builds for a model."""
+    what = "the model's largest graph in a top of its own, every tensor on chip"
+    if dram_name(board):
+        return (f"{what} (synth --no-dram on the {board.name}; its default top, the whole model with its "
+                "tensors in DRAM, is not predicted yet)")
+    return f"{what} (what synth --model builds on the {board.name})"
 
 
 def _splits(args, c):
@@ -147,7 +157,8 @@ def _measure(r: dict, board) -> None:
 
 def print_board(board: dict, top: int) -> None:
     print(f"\non {board['name']} ({board['device']}), {board['fitting']} configurations predicted to fit "
-          f"with a {board['margin']:.0%} margin ({board['model']}), by predicted wall time:")
+          f"with a {board['margin']:.0%} margin ({board['model']}), by predicted wall time; predicted: "
+          f"{board['top']}:")
     rows = []
     for r in board["ranked"][:top]:
         p, m = r["predicted"], r.get("measured", {})
