@@ -89,7 +89,7 @@ def on_board(args, entries) -> dict:
             pred = rm.predict(g, hw)
             wall = cycles / pred["fmax_mhz"] if pred["fmax_mhz"] > 0 else float("inf")
             rows.append({"rank": k + 1, "configuration": label(assoc, c) + (f"; par {par}" if par else ""),
-                         "fusion": c.fusion,
+                         "fusion": c.fusion, "assoc": assoc,
                          "graph": g.name, "par": par, "est_cycles": round(cycles),
                          "predicted": {r: round(v, 1) for r, v in pred.items()},
                          "over": over_budget(pred, board.device, args.margin), "wall_us": round(wall, 2),
@@ -182,18 +182,28 @@ def searched(args: argparse.Namespace) -> bool:
 
 
 def board_pick(args: argparse.Namespace, board: Board, compile_model) -> dict:
-    """The board search's pick of a fusion granularity for ``--model`` on ``board`` (its largest
-    graph, the one a board without DRAM builds): each granularity with the compiler's dataflow
-    orders and the association order the options give, predicted on the board; the fastest in
-    predicted wall time among those predicted to fit with a 10 % margin.  Returns its row
-    (``fusion``, ``predicted``, ``wall_us``, ...) with ``next`` (the runner-up, or None); nothing
-    fits: a :class:`UserError` naming the resource.  ``compile_model(ns)`` is
+    """The board search's pick of a fusion granularity (and, with ``--assoc auto``, association
+    order) for ``--model`` on ``board`` (its largest graph, the one a board without DRAM builds):
+    each with the compiler's dataflow orders, predicted on the board; the fastest in predicted
+    wall time among those predicted to fit with a 10 % margin.  Returns its row (``fusion``,
+    ``assoc``, ``assoc_option`` (the ``--assoc`` value that builds it), ``predicted``,
+    ``wall_us``, ...) with ``next`` (the runner-up, or None); nothing fits: a
+    :class:`UserError` naming the resource.  ``compile_model(ns)`` is
     ``fuseflow_cli.models.load_compiled``."""
     ns = argparse.Namespace(**vars(args))
     ns.board, ns.margin, ns.lanes, ns.synthesize, ns.simulate, ns.per_group = board.name, 0.1, 1, 0, 0, 1
     ns.schedule, ns.par, ns.fusion = None, [], None
+    auto = getattr(args, "assoc", None) == "auto"
+    if auto:
+        ns.assoc = None  # compiled as written; every order is ranked below
     _, ir, _ = compile_model(ns, choose=False)
-    ns.assoc = None  # the order compile_model chose (--assoc auto: the estimate's) is the one built
+    options = {"as written": getattr(args, "assoc", None)}
+    if auto:
+        ns.assoc = "auto"
+        options = {"; ".join(r.rewritten for r in sub) or "as written": ",".join(r.outer for r in sub) or "as-written"
+                   for sub in subsets(chain_pairs(ns.traced_ir))}
+    else:
+        ns.assoc = None  # the order the options name is the one compiled, and the one built
     model, placement = resolve_memory(ns)
     onchip = Placement(placement.onchip, strict=False)
     try:
@@ -201,15 +211,19 @@ def board_pick(args: argparse.Namespace, board: Board, compile_model) -> dict:
     except (MemoryError, SimError) as exc:
         raise UserError(str(exc)) from None
     ranked = on_board(ns, entries)["ranked"]
-    return {**ranked[0], "next": ranked[1] if len(ranked) > 1 else None, "model_note": load_model(board.family.name).note}
+    return {**ranked[0], "assoc_option": options[ranked[0]["assoc"]], "next": ranked[1] if len(ranked) > 1 else None}
 
 
 def pick_text(pick: dict, board: Board) -> str:
     """The line a board build prints for the search's pick."""
     p = pick["predicted"]
     nxt = pick["next"]
-    after = (f"; next: {nxt['fusion']} {nxt['wall_us']:,.1f} us" if nxt else "")
-    return (f"board search -> {pick['fusion']}: {pick['est_cycles']:,} estimated cycles at a predicted "
+    after = ""
+    if nxt:
+        with_assoc = "" if nxt["assoc"] == "as written" else f" with {nxt['assoc']}"
+        after = f"; next: {nxt['fusion']}{with_assoc} {nxt['wall_us']:,.1f} us"
+    assoc = "" if pick["assoc"] == "as written" else f" with {pick['assoc']}"
+    return (f"board search -> {pick['fusion']}{assoc}: {pick['est_cycles']:,} estimated cycles at a predicted "
             f"{p['fmax_mhz']:.1f} MHz = {pick['wall_us']:,.1f} us, predicted {p['LUT']:,.0f} LUT, "
             f"{p['BRAM']:.0f} BRAM, {p['DSP']:.0f} DSP of the {board.device}{after} "
-            f"(rank --model ... --board {board.name} for the table; --fusion to choose)")
+            f"(rank --model ... --board {board.name} for the table; --fusion / --assoc to choose)")

@@ -184,7 +184,7 @@ def board_top(args: argparse.Namespace, board: Board):
                         f"on the {board.name} the model's largest graph is built alone")
     if searched(args) and load_model(board.family.name) is not None:  # the board search's granularity
         pick = board_pick(args, board, load_compiled)
-        args.fusion = pick["fusion"]
+        args.fusion, args.assoc = pick["fusion"], pick["assoc_option"]
         print(pick_text(pick, board), file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     graph = _graph(args)
     buffers = getattr(args, "spacc_buffers", None) or board.family.spacc_buffers

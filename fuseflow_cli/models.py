@@ -93,15 +93,15 @@ def add_user_model_args(g, *, model: bool = True) -> None:
     declare(g, Source.MODEL, "--inputs", "--formats", "--strict")
 
 
-ASSOCS = ("auto", "as-written")
 ASSOC_HELP = ("association order of the model's matrix-product chains: as-written (the default) "
               "computes (A·X)·W as written; auto costs every order, e.g. A·(X·W), with the estimate "
-              "and compiles the fewest cycles (docs/schedules.md, 'Association order')")
+              "and compiles the fewest cycles; PRODUCT[,PRODUCT...] reassociates the chains of those "
+              "products, as --explain and rank name them (docs/schedules.md, 'Association order')")
 
 
 def add_assoc_arg(g) -> None:
     """``--assoc`` (models only)."""
-    g.add_argument("--assoc", choices=ASSOCS, help=ASSOC_HELP)
+    g.add_argument("--assoc", metavar="auto|as-written|PRODUCT[,PRODUCT...]", help=ASSOC_HELP)
     declare(g, Source.MODEL, "--assoc")
 
 
@@ -253,9 +253,12 @@ def _choose_assoc(args: argparse.Namespace, ir, sched):
     fewest estimated cycles wins (ties: as written).  Said on stderr (every order with
     ``--explain``); ``args.assoc_choice`` keeps the record (None for as written)."""
     args.assoc_choice = None
-    if getattr(args, "assoc", None) != "auto":
+    given = getattr(args, "assoc", None)
+    if given in (None, "as-written"):
         return ir
     pairs = chain_pairs(ir)
+    if given != "auto":
+        return _given_assoc(args, ir, pairs, given)
     memory, placement = resolve_memory(args, sched)
     onchip = Placement(placement.onchip, strict=False)
     passes = pass_values(args, sched, Source.MODEL)
@@ -294,6 +297,21 @@ def _choose_assoc(args: argparse.Namespace, ir, sched):
             cost = o.get("error") or f"{o['estimated_cycles']:,} estimated cycles ({o['fusion']})"
             print(f"  assoc order [{name}]: {cost}", file=sys.stderr)
     return best["ir"]
+
+
+def _given_assoc(args: argparse.Namespace, ir, pairs, given: str):
+    """``--assoc PRODUCT[,PRODUCT...]``: the chains whose outer products are named, reassociated."""
+    by_outer = {r.outer: r for r in pairs}
+    names = [n.strip() for n in given.split(",") if n.strip()]
+    unknown = [n for n in names if n not in by_outer]
+    if unknown or not names:
+        have = "; ".join(r.text() for r in pairs) or "none"
+        raise UserError(f"--assoc {given}: {', '.join(unknown) or 'no product named'} is not the outer product "
+                        f"of a chain of model {args.model} (auto, as-written, or products of its chains: {have})")
+    chosen = [by_outer[n] for n in dict.fromkeys(names)]
+    args.assoc_choice = {"mode": "given", "chosen": [r.outer for r in chosen]}
+    print(f"assoc -> {'; '.join(r.text() for r in chosen)}", file=sys.stderr)
+    return reassociate(ir, chosen)
 
 
 def _compile_fusion(args: argparse.Namespace, ir, sched, choose: bool):

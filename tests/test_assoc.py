@@ -98,3 +98,19 @@ def test_explain_lists_every_order(capsys):
 def test_assoc_refused_where_it_does_nothing(cmd, capsys):
     assert main([cmd, "--kernel", "spmv", "--assoc", "auto"]) == 2
     assert "--assoc" in capsys.readouterr().err
+
+
+def test_named_chains_are_reassociated_and_unknown_names_refused(capsys):
+    """``--assoc PRODUCT``: that chain alone, equal to PyTorch and to the order ``--assoc auto``
+    costs for it; a name that is no chain's outer product is refused, naming the chains."""
+    named, err = _sim(["--assoc", "t6_linear", "--fusion", "partial"], capsys)
+    assert named["ok"] and named["assoc_choice"] == {"mode": "given", "chosen": ["t6_linear"]}
+    assert "assoc -> t6_linear = adj·(t4_relu·layer2_lin_weight)" in err
+    auto, _ = _sim(["--assoc", "auto", "--fusion", "partial"], capsys)
+    [order] = [o for o in auto["assoc_choice"]["orders"] if o["rewritten"] == ["t6_linear"]]
+    assert main(["estimate", "--model", "gcn", *WIDE, "--assoc", "t6_linear", "--fusion", "partial", "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert round(est["configs"][0]["cycles"]) == order["estimated_cycles"]
+    assert main(["sim", "--model", "gcn", *WIDE, "--assoc", "t9_linear"]) == 2
+    msg = capsys.readouterr().err
+    assert "--assoc t9_linear: t9_linear is not the outer product of a chain of model gcn" in msg and "t2_linear = " in msg

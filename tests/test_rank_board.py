@@ -99,3 +99,23 @@ def test_a_board_build_takes_the_fastest_granularity_predicted_to_fit(tmp_path, 
                  "-o", str(tmp_path / "told")]) == 0
     out = capsys.readouterr().out
     assert "board search" not in out and "gcn / partial" in out
+
+
+def test_a_board_build_with_assoc_auto_builds_the_ranked_association(tmp_path, capsys, monkeypatch):
+    """With ``--assoc auto`` the board search ranks every association order too, and the build
+    compiles the first one ranked (its ``--assoc`` value), as ``rank --board --assoc auto``
+    ranks it."""
+    import fuseflow_cli.cmd_synth as cmd_synth
+
+    model = _model(0.05)
+    for mod in (board_search, cmd_synth):
+        monkeypatch.setattr(mod, "load_model", lambda family: model)
+    assert main(["rank", "--model", "gcn", "--board", "tang_primer_20k", "--assoc", "auto", "--per-group", "1",
+                 "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)["board"]["ranked"][0]
+    assert main(["build", "--model", "gcn", "--board", "tang_primer_20k", "--assoc", "auto",
+                 "-o", str(tmp_path / "pick")]) == 0
+    cap = capsys.readouterr()
+    with_assoc = "" if first["assoc"] == "as written" else f" with {first['assoc']}"
+    assert f"board search -> {first['fusion']}{with_assoc}: {first['est_cycles']:,} estimated cycles" in cap.out
+    assert (first["assoc"] == "as written") == ("assoc -> " not in cap.err)
