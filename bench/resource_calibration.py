@@ -21,6 +21,7 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +31,7 @@ from fpga.boards import get_board
 from fpga.resource_model import _bram_base, features, fit, memories
 from fpga.synth import SynthError, synthesize
 from fuseflow.compiler.passes.par import parallelize
+from fuseflow.ir.numerics import Numerics
 from fuseflow.kernels import KERNELS
 from hw.elaborate import GraphTop, HwConfig, crd_width_needed
 
@@ -79,21 +81,41 @@ def designs(family: str) -> list[dict]:
         _d("spmm_dense", 32, {"A": 256, "C": 512}), _d("spmm_csr", 32, {"A": 256, "B": 256, "C": 512}),
         _d("spmspm_inner", 32, {"A": 256, "B": 256}), _d("add", 32, {"A": 256, "B": 256, "C": 512}),
         _d("mul", 32, {"A": 256, "B": 256, "C": 256}), _d("spmv", 32, {"B": 256}, 16, {"i": 2}),
+        # what rank --board predicts: a zoo model's largest graph, as rank builds it (Q16.16)
+        _m("gcn", "partial"), _m("gcn", "unfused"), _m("sae", "partial"), _m("graphsage", "partial"),
     ]
     return big
 
 
+def _m(model: str, fusion: str) -> dict:
+    """A zoo model's largest graph at ``fusion`` (default dataset, Q16.16), the top ``rank
+    --board`` predicts for it."""
+    return {"name": f"model_{model}_{fusion}", "model": model, "fusion": fusion, "vw": 32, "par": {}}
+
+
+def _model_graph(design: dict):
+    from fuseflow.models import compile_model, trace  # the model frontend needs PyTorch: models only
+    from fuseflow.models.zoo import make_case
+
+    case = make_case(design["model"])
+    ir = trace(case.module, case.inputs, case.formats, name=case.name)
+    return compile_model(ir, design["fusion"]).largest_graph()
+
+
 def build(design: dict, family_name: str):
-    """The design's graph and hardware config (the family's block-RAM defaults, as ``synth``)."""
-    g = KERNELS[design["kernel"]](design["size"])
+    """The design's graph and hardware config (the family's block-RAM defaults, as ``synth``;
+    a model's in Q16.16, as ``rank --board`` sizes it)."""
+    fam = get_board(BOARD[family_name]).family
+    if "model" in design:
+        g, max_nnz, num = _model_graph(design), (), Numerics.parse("q16.16")
+    else:
+        g, max_nnz, num = KERNELS[design["kernel"]](design["size"]), tuple(sorted(design["nnz"].items())), None
     if design["par"]:
         parallelize(g, design["par"])
-    max_nnz = tuple(sorted(design["nnz"].items()))
-    fam = get_board(BOARD[family_name]).family
     cfg = HwConfig(cw=crd_width_needed(g, max_nnz)[0], vw=design["vw"], max_nnz=max_nnz,
                    ram_fifo_depth=fam.ram_fifo_depth, spacc_block_ram=fam.spacc_block_ram,
                    spacc_block_ram_min_dim=fam.spacc_block_ram_min_dim)
-    return g, cfg
+    return g, (replace(cfg, numerics=num) if num is not None else cfg)
 
 
 def _done(family: str) -> dict[str, dict]:
