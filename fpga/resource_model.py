@@ -73,7 +73,7 @@ def over_budget(pred: dict[str, float], device: str, margin: float) -> list[str]
     return out
 
 
-FEATURES = (*GRAPH_FEATURES, "mem_bits", "arrays")
+FEATURES = (*GRAPH_FEATURES, "mem_bits", "arrays", "spacc_lut_bits")
 _LUT_FEATURES = FEATURES
 _FF_FEATURES = FEATURES
 
@@ -86,6 +86,9 @@ def features(graph: Graph, cfg: HwConfig) -> dict[str, float]:
     for _tensor, depth, width in tensor_arrays(graph, cfg).values():
         f["mem_bits"] += depth * width
         f["arrays"] += 1
+    # accumulator sums the config keeps out of block RAM: LUT RAM or flip-flops, LUTs per bit
+    f["spacc_lut_bits"] = float(sum(dim * buffers * cfg.vw * lanes for dim, buffers, lanes in accumulators(graph)
+                                    if not spacc_in_block_ram(cfg, dim)))
     return f
 
 
