@@ -150,11 +150,8 @@ class Alu(StreamPrimitive):
         outs = []
         flags: Flags = []  # any lane's product brought into range
         for lane in range(lanes):
-            xv = Signal(signed(w), name=f"x{lane}", reset_less=True)
-            yv = Signal(signed(w), name=f"y{lane}", reset_less=True)
-            with m.If(free[0]):
-                m.d.sync += [xv.eq(lane_value(a.payload, wa, w, lane)), yv.eq(lane_value(b.payload, wb, w, lane))]
-            pp, total = self._products(m, xv, yv, lane, free[1])
+            xin, yin = lane_value(a.payload, wa, w, lane), lane_value(b.payload, wb, w, lane)
+            pp, total = self._products(m, xin, yin, lane, free[0], free[1])
             if not fixed and w > self.DSP_WIDTH:
                 outs.append(self._int_product(m, pp, w // 2, lane, free[2], flags))
                 continue
@@ -167,21 +164,36 @@ class Alu(StreamPrimitive):
             m.d.sync += res.eq(Mux(is_ctl_k[2], ctl_word, Cat(*outs, Const(0, 1))))
         sticky_overflow(m, self, free[3] & valid[2] & ~is_ctl_k[2], flags)
 
-    def _products(self, m, xv, yv, lane, load):
-        """A lane's partial-product registers (loaded when ``load``: stage 1 free) and a
-        function giving their sum.  Above the DSP width (18 bits) four half-width products,
-        one DSP block each; else the whole product."""
+    def _products(self, m, xin, yin, lane, take, load):
+        """A lane's operand registers (loaded from the operands ``xin``, ``yin`` when ``take``:
+        stage 0 free) and partial-product registers (loaded when ``load``: stage 1 free), and a
+        function giving the products' sum.  Above the DSP width (18 bits) four half-width
+        products, one DSP block each, and each with operand registers of its own: a register
+        feeding two DSP blocks sits next to at most one of them, and with lanes spread over the
+        die the route to the other was the critical path; else the whole product."""
         w = self.vw
         if w > self.DSP_WIDTH:
             h = w // 2
-            xl, yl = xv[:h], yv[:h]
-            xh, yh = xv[h:].as_signed(), yv[h:].as_signed()
-            pp = [Signal(signed(2 * w), name=f"pp{lane}_{nm}", reset_less=True) for nm in ("ll", "lh", "hl", "hh")]
-            prods = [xl * yl, xl * yh, xh * yl, xh * yh]
+            halves = {"l": lambda v: v[:h], "h": lambda v: v[h:].as_signed()}
+            pp, prods = [], []
+            for nm in ("ll", "lh", "hl", "hh"):
+                xs, ys = halves[nm[0]](xin), halves[nm[1]](yin)
+                # the copies of one half differ in their (unused) initial value, so that synthesis
+                # does not merge them back into one register
+                xr = Signal(xs.shape(), name=f"x{lane}_{nm}", reset_less=True, init=_ones(xs) if nm[1] == "h" else 0)
+                yr = Signal(ys.shape(), name=f"y{lane}_{nm}", reset_less=True, init=_ones(ys) if nm[0] == "h" else 0)
+                with m.If(take):
+                    m.d.sync += [xr.eq(xs), yr.eq(ys)]
+                pp.append(Signal(signed(2 * w), name=f"pp{lane}_{nm}", reset_less=True))
+                prods.append(xr * yr)
 
             def total() -> Value:
                 return (pp[3] << (2 * h)) + ((pp[1] + pp[2]) << h) + pp[0]
         else:
+            xv = Signal(signed(w), name=f"x{lane}", reset_less=True)
+            yv = Signal(signed(w), name=f"y{lane}", reset_less=True)
+            with m.If(take):
+                m.d.sync += [xv.eq(xin), yv.eq(yin)]
             pp = [Signal(signed(2 * w), name=f"pp{lane}", reset_less=True)]
             prods = [xv * yv]
 
@@ -190,6 +202,11 @@ class Alu(StreamPrimitive):
         with m.If(load):
             m.d.sync += [p_.eq(v_) for p_, v_ in zip(pp, prods)]
         return pp, total
+
+
+def _ones(v: Value) -> int:
+    """The all-ones value of ``v``'s shape (-1 when signed)."""
+    return -1 if v.shape().signed else (1 << v.shape().width) - 1
 
 
 class VecAlu(Alu):
