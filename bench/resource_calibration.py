@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fpga.boards import get_board
-from fpga.resource_model import _bram_base, features, fit, memories
+from fpga.resource_model import _bram_base, features, fit, measured, memories
 from fpga.synth import SynthError, synthesize
 from fuseflow.compiler.passes.par import parallelize
 from fuseflow.ir.numerics import Numerics
@@ -148,9 +148,10 @@ def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1), small_f
         with tempfile.TemporaryDirectory(prefix="fuseflow-cal-") as tmp:
             try:
                 rep = synthesize(GraphTop(g, cfg), board, tmp, clock_mhz=board.family.fmax_goal_mhz, seed=1)
-                row = {"LUT": rep.resources["LUT"].used + (rep.resources["ALU"].used if "ALU" in rep.resources else 0),
-                       "FF": rep.resources["FF"].used, "BRAM": rep.resources["BRAM"].used,
-                       "DSP": rep.resources["DSP"].used, "fmax_mhz": rep.fmax_mhz, "ok": True}
+                used = measured({k: v.used for k, v in rep.resources.items()})
+                row = {k: used[k] for k in ("LUT", "FF", "BRAM", "DSP")} | {"fmax_mhz": rep.fmax_mhz, "ok": True}
+                if "LUTRAM" in used:
+                    row["LUTRAM"] = used["LUTRAM"]
             except (SynthError, ValueError) as exc:  # does not fit, or a width the RTL refuses
                 row = {"ok": False, "error": str(exc).splitlines()[0]}
         row |= {"name": d["name"], "design": d, "board": board.name, "features": features(g, cfg),

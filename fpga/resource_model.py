@@ -32,8 +32,8 @@ from fuseflow.ir.samml import Graph
 from hw.accumulate import spacc_in_block_ram
 from hw.elaborate import HwConfig, node_arrays, tensor_arrays
 
-__all__ = ["BLOCK_SHAPES", "DEVICE_LOGIC", "FEATURES", "ResourceModel", "features", "load_model", "model_path",
-           "over_budget"]
+__all__ = ["BLOCK_SHAPES", "DEVICE_LOGIC", "FEATURES", "LUTRAM_CELL", "ResourceModel", "bram_blocks", "features",
+           "load_model", "lutram_cells", "measured", "memories", "model_path", "over_budget"]
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -56,9 +56,17 @@ DEVICE_LOGIC: dict[str, dict[str, int]] = {
     "LFE5U-85F": {"LUT": 83640, "FF": 83640, "BRAM": 208, "DSP": 156},
     "LFE5UM5G-45F": {"LUT": 43848, "FF": 43848, "BRAM": 108, "DSP": 72},
     "LFE5UM5G-85F": {"LUT": 83640, "FF": 83640, "BRAM": 208, "DSP": 156},
-    "GW2A-LV18PG256C8/I7": {"LUT": 20736, "FF": 15552, "BRAM": 46, "DSP": 48},
-    "GW1NR-LV9QN88PC6/I5": {"LUT": 8640, "FF": 6480, "BRAM": 26, "DSP": 20},
+    "GW2A-LV18PG256C8/I7": {"LUT": 20736, "FF": 15552, "BRAM": 46, "DSP": 48, "LUTRAM": 648},
+    "GW1NR-LV9QN88PC6/I5": {"LUT": 8640, "FF": 6480, "BRAM": 26, "DSP": 20, "LUTRAM": 270},
 }
+
+
+def measured(used: dict[str, int]) -> dict[str, int]:
+    """A synthesis report's counts (``resource -> used``) as the model predicts them: ``LUT``
+    with the Gowin's carry-chain ``ALU`` cells (one LUT each) counted in."""
+    out = {k: v for k, v in used.items() if k != "ALU"}
+    out["LUT"] = used.get("LUT", 0) + used.get("ALU", 0)
+    return out
 
 
 def over_budget(pred: dict[str, float], device: str, margin: float) -> list[str]:
@@ -124,6 +132,31 @@ def _used(depth: int, width: int, reads: int, family: str) -> int:
     return reads * blocks(depth, width, family)
 
 
+# (depth, width) of one LUT-RAM cell, on the families that count LUT RAM apart from the LUTs
+# (nextpnr's RAM16SDP4 on the Gowin parts: one write and one asynchronous read port)
+LUTRAM_CELL: dict[str, tuple[int, int]] = {"gowin": (16, 4)}
+
+
+def lutram_cells(graph: Graph, cfg: HwConfig, family: str, threshold: float) -> int:
+    """LUT-RAM cells of a top of ``graph``: the rings of the FIFOs three or more deep that are not
+    in block RAM (a FIFO keeps its head in a register, the other ``depth - 1`` words in LUT RAM;
+    ``hw.fifo.HeadFIFO``), the memories :func:`bram_blocks` leaves out of block RAM (a copy per
+    read port) and the accumulator sums kept out of block RAM (read to add and to flush)."""
+    cd, cw_ = LUTRAM_CELL[family]
+
+    def cells(depth: int, width: int) -> int:
+        return math.ceil(depth / cd) * math.ceil(width / cw_)
+
+    ram_fifo = max(cfg.ram_fifo_depth, 2) if cfg.ram_fifo_depth is not None else None
+    n = sum(cells(d - 1, w) for d, w in fifos(graph, cfg.cw, cfg.vw, cfg.fifo_depth)
+            if d >= 3 and (ram_fifo is None or d < ram_fifo))
+    n += sum(r * cells(d, w) for d, w, r in memories(graph, cfg)
+             if d * w < threshold * _used(d, w, r, family))
+    n += sum(2 * cells(dim * buffers, cfg.vw * lanes) for dim, buffers, lanes in accumulators(graph)
+             if not spacc_in_block_ram(cfg, dim))
+    return n
+
+
 def _bram_base(graph: Graph, cfg: HwConfig, family: str, threshold: float) -> float:
     """Predicted block RAMs of a top of ``graph`` (:func:`memories`, :func:`bram_blocks`)."""
     return float(bram_blocks(memories(graph, cfg), family, threshold))
@@ -149,8 +182,12 @@ class ResourceModel:
     note: str = ""
 
     def predict(self, graph: Graph, cfg: HwConfig) -> dict[str, float]:
-        """Predicted ``LUT``, ``FF``, ``BRAM``, ``DSP`` and ``fmax_mhz`` of a top of ``graph``."""
-        return self.predict_features(features(graph, cfg), _bram_base(graph, cfg, self.family, self.bram_threshold))
+        """Predicted ``LUT``, ``FF``, ``BRAM``, ``DSP`` and ``fmax_mhz`` of a top of ``graph``
+        (and ``LUTRAM`` on families whose LUT RAM is a resource of its own, the Gowin's)."""
+        pred = self.predict_features(features(graph, cfg), _bram_base(graph, cfg, self.family, self.bram_threshold))
+        if self.family in LUTRAM_CELL:
+            pred["LUTRAM"] = float(lutram_cells(graph, cfg, self.family, self.bram_threshold))
+        return pred
 
     def predict_features(self, f: dict[str, float], bram_base: float) -> dict[str, float]:
         lut = sum(self.lut.get(k, 0.0) * v for k, v in f.items())

@@ -10,7 +10,7 @@ import argparse
 import tempfile
 
 from fpga.boards import Board, get_board
-from fpga.resource_model import load_model, over_budget
+from fpga.resource_model import load_model, measured, over_budget
 from fpga.synth import SynthError, synthesize
 from fuseflow.cost import rank_model
 from fuseflow.cost.graph import estimate_graph
@@ -151,7 +151,7 @@ def _measure(r: dict, board) -> None:
         except SynthError as exc:
             r["measured"] = {"error": str(exc).splitlines()[0], "wall_us": float("inf")}
             return
-    res = {k: v.used for k, v in rep.resources.items()}
+    res = measured({k: v.used for k, v in rep.resources.items()})
     r["measured"] = {**res, "fmax_mhz": round(rep.fmax_mhz, 1), "wall_us": round(r["est_cycles"] / rep.fmax_mhz, 2)}
 
 

@@ -90,3 +90,20 @@ def test_memories_are_per_node_with_their_read_ports():
 ])
 def test_bram_blocks_weighs_bits_against_the_blocks_used(mems, threshold, want):
     assert bram_blocks(mems, "ice40", threshold) == want
+
+
+def test_gowin_lut_ram_counts_fifo_rings_and_small_memories():
+    """A FIFO keeps its head in a register and ``depth - 1`` words in LUT RAM: one 20-deep
+    11-bit FIFO adds ceil(19/16) x ceil(11/4) = 6 RAM16SDP4 cells; depth 2 adds none; a memory
+    below the block-RAM threshold takes cells per read port."""
+    from fpga.resource_model import lutram_cells
+
+    g = KERNELS["spmv"](16)
+    cfg = HwConfig(cw=10, vw=32, max_nnz=(("B", 64),))
+    base = lutram_cells(g, cfg, "gowin", 2048.0)
+    e = next(e for e in g.edges if g.edge_type(e).kind.value == "crd" and g.depth(e) == 2)
+    g.edges[g.edges.index(e)] = type(e)(e.src, e.dst, 20)
+    assert lutram_cells(g, cfg, "gowin", 2048.0) == base + 6
+    mems = memories(g, cfg)
+    small = sum(r * -(-d // 16) * -(-w // 4) for d, w, r in mems if d * w < 2048.0 * r * blocks(d, w, "gowin"))
+    assert small > 0 and lutram_cells(g, cfg, "gowin", 0.0) == base + 6 - small
