@@ -66,20 +66,30 @@ class _FifoPorts(Elaboratable):
         self.r_en = Signal()
         self.r_rdy = Signal()
         self.level = Signal(range(depth + 1))
+        # the level's comparisons, registered beside it: a full, empty or one-word FIFO is known
+        # from a flip-flop, not from logic on the level register (the head's load and select,
+        # ``w_rdy`` and ``r_rdy`` fan out to every data bit, across the die once lanes spread)
+        self.empty = Signal(init=1)
+        self.one = Signal()
+        self.full = Signal()
 
     def _handshake(self, m: Module) -> tuple[Signal, Signal]:
         """``w_rdy``, ``r_rdy`` and the level counter; returns (do_read, do_write)."""
         do_read, do_write = Signal(), Signal()
+        nxt = Signal.like(self.level)
         m.d.comb += [
-            self.w_rdy.eq(self.level != self.depth),
-            self.r_rdy.eq(self.level != 0),
+            self.w_rdy.eq(~self.full),
+            self.r_rdy.eq(~self.empty),
             do_read.eq(self.r_rdy & self.r_en),
             do_write.eq(self.w_rdy & self.w_en),
+            nxt.eq(self.level),
         ]
         with m.If(do_write & ~do_read):
-            m.d.sync += self.level.eq(self.level + 1)
+            m.d.comb += nxt.eq(self.level + 1)
         with m.If(do_read & ~do_write):
-            m.d.sync += self.level.eq(self.level - 1)
+            m.d.comb += nxt.eq(self.level - 1)
+        m.d.sync += [self.level.eq(nxt), self.empty.eq(nxt == 0), self.one.eq(nxt == 1),
+                     self.full.eq(nxt == self.depth)]
         return do_read, do_write
 
 
@@ -158,13 +168,13 @@ class HeadFIFO(_FifoPorts):
             m.d.comb += [wp.addr.eq(produce), wp.data.eq(self.w_data), wp.en.eq(self.w_rdy),
                          rp.addr.eq(consume)]
             oldest = rp.data
-            to_head = (self.level == 0) | ((self.level == 1) & do_read)  # nothing older is left
+            to_head = self.empty | (self.one & do_read)  # nothing older is left
             with m.If(do_write & ~to_head):
                 m.d.sync += produce.eq(Mux(produce == d - 2, 0, produce + 1))
-            with m.If(do_read & (self.level >= 2)):
+            with m.If(do_read & ~self.empty & ~self.one):
                 m.d.sync += consume.eq(Mux(consume == d - 2, 0, consume + 1))
         # An empty head, or one popped now, takes the written word when at most one word was
         # stored (else the ring's oldest); without a write it holds garbage and the level is 0.
-        with m.If((self.level == 0) | do_read):
-            m.d.sync += head.eq(Mux(self.level <= 1, self.w_data, oldest))
+        with m.If(self.empty | do_read):
+            m.d.sync += head.eq(Mux(self.empty | self.one, self.w_data, oldest))
         return m
