@@ -18,7 +18,7 @@ from fuseflow_cli.cli import main  # noqa: E402
 def _model(lut_per_fifo_bit: float) -> ResourceModel:
     """A model with round coefficients: LUT grows with FIFO bits, the clock falls with LUTs."""
     return ResourceModel(family="gowin", lut={"one": 500.0, "fifo_bits": lut_per_fifo_bit},
-                         ff={"one": 300.0, "fifo_bits": 0.5}, bram_threshold=1e12, dsp_per_mul=4.0,
+                         ff={"one": 300.0, "fifo_bits": 0.5}, bram_threshold=2048.0, dsp_per_mul=4.0,
                          period={"one": 4.0, "log2_lut": 1.0, "lanes": 0.0}, designs=20, note="test model")
 
 
@@ -84,7 +84,7 @@ def test_a_board_build_takes_the_fastest_granularity_predicted_to_fit(tmp_path, 
     import fuseflow_cli.cmd_synth as cmd_synth
 
     model = ResourceModel(family="gowin", lut={"one": 500.0, "mul_lanes": 12000.0}, ff={"one": 300.0},
-                          bram_threshold=1e12, dsp_per_mul=4.0, period={"one": 4.0, "log2_lut": 1.0, "lanes": 0.0},
+                          bram_threshold=2048.0, dsp_per_mul=4.0, period={"one": 4.0, "log2_lut": 1.0, "lanes": 0.0},
                           designs=20, note="test model")
     for mod in (board_search, cmd_synth):
         monkeypatch.setattr(mod, "load_model", lambda family: model)
