@@ -96,24 +96,29 @@ def tensor_capacities(spec: TensorSpec, max_nnz: int | None = None) -> dict[str,
 
 
 
-def tensor_arrays(graph: Graph, cfg: HwConfig) -> dict[str, tuple[str, int, int]]:
-    """The tensor memories a top of ``graph`` holds, from the tensor sizes and ``cfg.max_nnz``
-    alone (nothing is built): memory-map region -> ``(tensor, depth, width in bits)``, as
-    :class:`GraphTop` will size them (its depths may round up)."""
+def _node_memories(graph: Graph, cfg: HwConfig):
+    """``(node, tensor, array, depth, width)`` of every tensor memory a node of ``graph`` holds,
+    from the tensor sizes and ``cfg.max_nnz`` alone (nothing is built)."""
     caps = {t: tensor_capacities(s, cfg.nnz_for(t)) for t, s in graph.tensors.items()}
-    out: dict[str, tuple[str, int, int]] = {}
     for node in graph.nodes.values():
         use = node.spec.tensor
         if use is None:
             continue
         p = _node_hw_params(graph, node, caps)
-        if use.level:
-            for array in ("seg", "crd"):
-                if f"{array}_depth" in p:
-                    out[_array_name(node, array)] = (p["tensor"], p[f"{array}_depth"], cfg.cw)
-        else:
-            out[_array_name(node, "vals")] = (p["tensor"], p["vals_depth"], cfg.vw)
-    return out
+        if not use.level:
+            yield node, p["tensor"], "vals", p["vals_depth"], cfg.vw
+            continue
+        for array in ("seg", "crd"):
+            if f"{array}_depth" in p:
+                yield node, p["tensor"], array, p[f"{array}_depth"], cfg.cw
+
+
+def tensor_arrays(graph: Graph, cfg: HwConfig) -> dict[str, tuple[str, int, int]]:
+    """The tensor memories a top of ``graph`` holds, from the tensor sizes and ``cfg.max_nnz``
+    alone (nothing is built): memory-map region -> ``(tensor, depth, width in bits)``, as
+    :class:`GraphTop` will size them (its depths may round up)."""
+    return {_array_name(node, array): (tensor, depth, width)
+            for node, tensor, array, depth, width in _node_memories(graph, cfg)}
 
 
 def node_arrays(graph: Graph, cfg: HwConfig) -> list[tuple[str, str, int, int, int]]:
@@ -121,19 +126,8 @@ def node_arrays(graph: Graph, cfg: HwConfig) -> list[tuple[str, str, int, int, i
     node that holds one (lanes and banks each hold their own copy, where :func:`tensor_arrays`
     lists the host's memory-map regions).  A scanner's ``seg`` is read at two positions a
     cycle (a fibre's start and end); every other array has one read port."""
-    caps = {t: tensor_capacities(s, cfg.nnz_for(t)) for t, s in graph.tensors.items()}
-    out: list[tuple[str, str, int, int, int]] = []
-    for node in graph.nodes.values():
-        use = node.spec.tensor
-        if use is None:
-            continue
-        p = _node_hw_params(graph, node, caps)
-        if use.level:
-            out += [(node.name, array, p[f"{array}_depth"], cfg.cw, 2 if array == "seg" and not node.spec.sink else 1)
-                    for array in ("seg", "crd") if f"{array}_depth" in p]
-        else:
-            out.append((node.name, "vals", p["vals_depth"], cfg.vw, 1))
-    return out
+    return [(node.name, array, depth, width, 2 if array == "seg" and not node.spec.sink else 1)
+            for node, _tensor, array, depth, width in _node_memories(graph, cfg)]
 
 
 def crd_width_needed(graph: Graph, max_nnz: tuple[tuple[str, int], ...] = ()) -> tuple[int, str, int]:
