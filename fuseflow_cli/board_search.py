@@ -13,6 +13,7 @@ from fpga.boards import Board, get_board
 from fpga.resource_model import load_model, measured, over_budget
 from fpga.synth import SynthError, synthesize
 from fuseflow.cost import rank_model
+from fuseflow.cost.choose import FUSIONS
 from fuseflow.cost.graph import estimate_graph
 from fuseflow.cost.model import estimate_model
 from fuseflow.cost.par_search import par_text, split_graphs
@@ -207,7 +208,7 @@ def board_pick(args: argparse.Namespace, board: Board, compile_model) -> dict:
     model, placement = resolve_memory(ns)
     onchip = Placement(placement.onchip, strict=False)
     try:
-        entries, _ = rank_entries(ns, ir, ("unfused", "partial", "full"), model, onchip, per_group=1)
+        entries, _ = rank_entries(ns, ir, FUSIONS, model, onchip, per_group=1)
     except (MemoryError, SimError) as exc:
         raise UserError(str(exc)) from None
     ranked = on_board(ns, entries)["ranked"]
