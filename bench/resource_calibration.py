@@ -10,7 +10,7 @@ skipped, so an interrupted calibration goes on where it stopped.  ``fit`` splits
 coefficients to ``fpga/data/resources_<family>.json`` and prints predicted against measured for
 the held-out designs with the error of each figure.  Not a test: it prints what it measures.
 
-    python bench/resource_calibration.py run --family ice40 gowin ecp5 [--limit N] [--small-first]
+    python bench/resource_calibration.py run --family ice40 gowin ecp5 [--limit N] [--small-first] [--match TEXT]
     python bench/resource_calibration.py fit --family ice40 gowin ecp5 [--json FILE]
 """
 
@@ -133,10 +133,12 @@ def _size(design: dict, family: str) -> float:
     return f["fifo_bits"] + f["val_bits"] + f["ctl_bits"] + f["mem_bits"] / 16
 
 
-def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1), small_first: bool = False) -> None:
+def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1), small_first: bool = False,
+        match: list[str] | None = None) -> None:
     done = _done(family)
     k, n = shard
-    todo = [d for i, d in enumerate(designs(family)) if d["name"] not in done and i % n == k]
+    todo = [d for i, d in enumerate(designs(family)) if d["name"] not in done and i % n == k
+            and (not match or any(m in d["name"] for m in match))]
     if small_first:  # the quick ones first: a short calibration session adds the most designs
         todo.sort(key=lambda d: _size(d, family))
     todo = todo[:limit]
@@ -211,12 +213,14 @@ def main() -> int:
                    help="run: only the designs whose index is K modulo N (N processes side by side)")
     p.add_argument("--small-first", action="store_true",
                    help="run: the designs not yet run, smallest first (by FIFO, datapath and memory bits)")
+    p.add_argument("--match", nargs="+", metavar="TEXT",
+                   help="run: only the designs whose name contains one of these (e.g. model_)")
     p.add_argument("--json", help="fit: also write the held-out comparison here")
     args = p.parse_args()
     if args.what == "run":
         k, n = (int(x) for x in args.shard.split("/"))
         for fam in args.family:
-            run(fam, args.limit, (k, n), args.small_first)
+            run(fam, args.limit, (k, n), args.small_first, args.match)
         return 0
     results = [fit_family(fam) for fam in args.family]
     if args.json:
