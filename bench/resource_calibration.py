@@ -154,6 +154,9 @@ def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1), small_f
                 row = {k: used[k] for k in ("LUT", "FF", "BRAM", "DSP")} | {"fmax_mhz": rep.fmax_mhz, "ok": True}
                 if "LUTRAM" in used:
                     row["LUTRAM"] = used["LUTRAM"]
+                cp = rep.critical_path  # where the clock goes, for the period model's features
+                row["critical_path"] = {k: cp[k] for k in ("delay_ns", "logic_ns", "routing_ns", "levels", "from", "to")
+                                        if k in cp}
             except (SynthError, ValueError) as exc:  # does not fit, or a width the RTL refuses
                 row = {"ok": False, "error": str(exc).splitlines()[0]}
         row |= {"name": d["name"], "design": d, "board": board.name, "features": features(g, cfg),
