@@ -39,10 +39,14 @@ BOARD = {"ice40": "icebreaker", "ecp5": "ulx3s-85f", "gowin": "tang_primer_20k"}
 OUT = ROOT / "docs" / "resource_calibration"
 
 
-def _d(kernel: str, size: int, nnz: dict[str, int], vw: int = 32, par: dict[str, int] | None = None) -> dict:
+def _d(kernel: str, size: int, nnz: dict[str, int], vw: int = 32, par: dict[str, int] | None = None,
+       numerics: str | None = None) -> dict:
     par = par or {}
     tag = "".join(f"_{k}{v}" for k, v in sorted(nnz.items())) + "".join(f"_par{k}{v}" for k, v in sorted(par.items()))
-    return {"name": f"{kernel}{size}_v{vw}{tag}", "kernel": kernel, "size": size, "nnz": nnz, "vw": vw, "par": par}
+    d = {"name": f"{kernel}{size}_v{vw}{tag}", "kernel": kernel, "size": size, "nnz": nnz, "vw": vw, "par": par}
+    if numerics:  # fixed point: the rounding and saturating datapaths the models use
+        d |= {"name": d["name"] + f"_{numerics}", "numerics": numerics}
+    return d
 
 
 def designs(family: str) -> list[dict]:
@@ -83,6 +87,12 @@ def designs(family: str) -> list[dict]:
         _d("mul", 32, {"A": 256, "B": 256, "C": 256}), _d("spmv", 32, {"B": 256}, 16, {"i": 2}),
         # what rank --board predicts: a zoo model's largest graph, as rank builds it (Q16.16)
         _m("gcn", "partial"), _m("gcn", "unfused"), _m("sae", "partial"), _m("graphsage", "partial"),
+        # the layer norm (rsqrt, products by constants) and kernels in the models' fixed point
+        _m("gpt", "unfused"), _d("spmv", 32, {"B": 256}, 32, numerics="q16.16"),
+        _d("spmm_csr", 16, {"A": 64, "B": 64, "C": 128}, 32, numerics="q16.16"),
+        _d("add", 32, {"A": 256, "B": 256, "C": 512}, 32, numerics="q16.16"),
+        _d("mul", 32, {"A": 256, "B": 256, "C": 256}, 32, numerics="q16.16"),
+        _d("spmv", 64, {"B": 512}, 32, {"i": 4}, numerics="q16.16"),
     ]
     return big
 
@@ -109,7 +119,8 @@ def build(design: dict, family_name: str):
     if "model" in design:
         g, max_nnz, num = _model_graph(design), (), Numerics.parse("q16.16")
     else:
-        g, max_nnz, num = KERNELS[design["kernel"]](design["size"]), tuple(sorted(design["nnz"].items())), None
+        g, max_nnz = KERNELS[design["kernel"]](design["size"]), tuple(sorted(design["nnz"].items()))
+        num = Numerics.parse(design["numerics"]) if "numerics" in design else None
     if design["par"]:
         parallelize(g, design["par"])
     cfg = HwConfig(cw=crd_width_needed(g, max_nnz)[0], vw=design["vw"], max_nnz=max_nnz,

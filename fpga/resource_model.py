@@ -15,7 +15,9 @@ coefficients to ``fpga/data/resources_<family>.json``):
   sums the config puts in block RAM (:func:`memories`);
 * DSP: a fitted number of DSP blocks per multiplier lane, for lanes up to 18 bits wide and for
   wider ones;
-* Fmax: the clock period as a linear function of log2 of the predicted LUTs and of the lanes.
+* Fmax: the clock period as a linear function of log2 of the predicted LUTs, of the lanes, of
+  whether a one-cycle nonlinear function or divider is in the graph (``slow_op``) and of whether
+  the values are fixed point (``fixed``: rounding and saturation on every value path).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from fuseflow.ir.samml import Graph
 from hw.accumulate import spacc_in_block_ram
 from hw.elaborate import HwConfig, node_arrays, tensor_arrays
 
-__all__ = ["BLOCK_SHAPES", "DEVICE_LOGIC", "FEATURES", "LUTRAM_CELL", "ResourceModel", "bram_blocks", "features",
+__all__ = ["BLOCK_SHAPES", "DEVICE_LOGIC", "FEATURES", "LUTRAM_CELL", "PERIOD_TERMS", "ResourceModel", "bram_blocks", "features",
            "load_model", "lutram_cells", "measured", "memories", "model_path", "over_budget"]
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -81,9 +83,12 @@ def over_budget(pred: dict[str, float], device: str, margin: float) -> list[str]
     return out
 
 
-FEATURES = (*GRAPH_FEATURES, "mem_bits", "arrays", "spacc_lut_bits")
-_LUT_FEATURES = FEATURES
-_FF_FEATURES = FEATURES
+FEATURES = (*GRAPH_FEATURES, "mem_bits", "arrays", "spacc_lut_bits", "fixed")
+_INDICATORS = ("slow_op", "fixed")  # the period's terms, not a cost per unit
+_LUT_FEATURES = tuple(k for k in FEATURES if k not in _INDICATORS)
+_FF_FEATURES = _LUT_FEATURES
+# the clock period's terms: ns per unit of each (``log2_lut``: of the predicted LUTs)
+PERIOD_TERMS = ("one", "log2_lut", "lanes", "slow_op", "fixed")
 
 
 def features(graph: Graph, cfg: HwConfig) -> dict[str, float]:
@@ -97,6 +102,7 @@ def features(graph: Graph, cfg: HwConfig) -> dict[str, float]:
     # accumulator sums the config keeps out of block RAM: LUT RAM or flip-flops, LUTs per bit
     f["spacc_lut_bits"] = float(sum(dim * buffers * cfg.vw * lanes for dim, buffers, lanes in accumulators(graph)
                                     if not spacc_in_block_ram(cfg, dim)))
+    f["fixed"] = float(cfg.numerics is not None and cfg.numerics.frac > 0)
     return f
 
 
@@ -173,7 +179,7 @@ class ResourceModel:
     bram_scale: float = 1.0  # 1: the block counts are the geometry (kept for older coefficient files)
     dsp_per_mul: float = 0.0  # DSP blocks per multiplier lane up to DSP_WIDTH bits
     dsp_per_wide_mul: float = 0.0  # DSP blocks per wider multiplier lane
-    period: dict[str, float] = field(default_factory=dict)  # ns: {"one", "log2_lut", "lanes"}
+    period: dict[str, float] = field(default_factory=dict)  # ns per unit of each of PERIOD_TERMS
     # the LUTs and lanes the period was fitted over: a prediction holds them inside (a line
     # fitted on 1-8 k LUTs says nothing of 200 LUTs or of 100 k)
     lut_range: tuple[float, float] = (2.0, 1e9)
@@ -194,8 +200,9 @@ class ResourceModel:
         ff = sum(self.ff.get(k, 0.0) * v for k, v in f.items())
         lut_c = min(max(lut, self.lut_range[0], 2.0), self.lut_range[1])
         lanes_c = min(max(f["lanes"], self.lanes_range[0]), self.lanes_range[1])
-        period = (self.period.get("one", 0.0) + self.period.get("log2_lut", 0.0) * math.log2(lut_c)
-                  + self.period.get("lanes", 0.0) * lanes_c)
+        terms = {"one": 1.0, "log2_lut": math.log2(lut_c), "lanes": lanes_c,
+                 "slow_op": f.get("slow_op", 0.0), "fixed": f.get("fixed", 0.0)}
+        period = sum(self.period.get(k, 0.0) * v for k, v in terms.items())
         dsp = self.dsp_per_mul * f.get("mul_narrow", 0.0) + self.dsp_per_wide_mul * f.get("mul_wide", 0.0)
         return {"LUT": lut, "FF": ff, "BRAM": self.bram_scale * bram_base, "DSP": dsp,
                 "fmax_mhz": 1000.0 / period if period > 0 else 0.0}
@@ -261,11 +268,14 @@ def fit(family: str, samples: list[dict]) -> ResourceModel:
     m.bram_threshold, m.bram_scale = float(best[1]), 1.0
     dsp = _nnls(feats, ("mul_narrow", "mul_wide"), [s["DSP"] for s in samples])
     m.dsp_per_mul, m.dsp_per_wide_mul = dsp.get("mul_narrow", 0.0), dsp.get("mul_wide", 0.0)
-    # Fmax: period = a + b log2(LUT) + c lanes, least squares on the measured LUTs
-    a = np.array([[1.0, math.log2(max(s["LUT"], 2)), s["features"]["lanes"]] for s in samples])
+    # Fmax: the period linear in PERIOD_TERMS, least squares on the measured LUTs; a term no
+    # sample exercises (a column of zeros) gets no coefficient
+    a = np.array([[1.0, math.log2(max(s["LUT"], 2)), s["features"]["lanes"],
+                   s["features"].get("slow_op", 0.0), s["features"].get("fixed", 0.0)] for s in samples])
     y = np.array([1000.0 / s["fmax_mhz"] for s in samples])
-    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
-    m.period = {"one": float(coef[0]), "log2_lut": float(coef[1]), "lanes": float(coef[2])}
+    used = [j for j in range(a.shape[1]) if np.any(a[:, j])]
+    coef, *_ = np.linalg.lstsq(a[:, used], y, rcond=None)
+    m.period = {PERIOD_TERMS[j]: float(c) for j, c in zip(used, coef, strict=True)}
     luts = [float(s["LUT"]) for s in samples]
     lanes = [float(s["features"]["lanes"]) for s in samples]
     m.lut_range, m.lanes_range = (min(luts), max(luts)), (min(lanes), max(lanes))

@@ -7,11 +7,22 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
-from fpga.resource_model import FEATURES, ResourceModel, blocks, bram_blocks, features, fit, memories
+from fpga.resource_model import (
+    FEATURES,
+    ResourceModel,
+    blocks,
+    bram_blocks,
+    features,
+    fit,
+    memories,
+)
 from fuseflow.compiler.passes.par import parallelize
+from fuseflow.ir.numerics import Numerics
+from fuseflow.ir.samml import AluOp, NodeKind
 from fuseflow.kernels import KERNELS
 from hw.elaborate import HwConfig, node_arrays, tensor_arrays
 
@@ -28,6 +39,22 @@ def test_spmv_features_by_hand():
     parallelize(g, {"i": 4})
     f4 = features(g, cfg)
     assert f4["lanes"] == 4 and f4["mul_lanes"] == 4 and f4["fifo_bits"] > f["fifo_bits"]
+    assert f["fixed"] == 0 and features(g, replace(cfg, numerics=Numerics.parse("q16.16")))["fixed"] == 1
+
+
+@pytest.mark.parametrize(("op", "feature", "slow"), [
+    (AluOp.EXP, "table_lanes", 1), (AluOp.RSQRT, "table_lanes", 1), (AluOp.DIV, "div_lanes", 1),
+    (AluOp.MUL_SCALAR, "const_mul_lanes", 0)])
+def test_op_class_features(op, feature, slow):
+    """The ALU ops that are more than an adder or a DSP product are counted per lane; a
+    nonlinear function or a divider sets ``slow_op`` (a one-cycle path the period model knows)."""
+    g = KERNELS["spmv"](16)
+    cfg = HwConfig(cw=10, vw=32, max_nnz=(("B", 64),))
+    assert features(g, cfg)[feature] == 0 and features(g, cfg)["slow_op"] == 0
+    alu = next(n for n in g.nodes.values() if n.kind is NodeKind.ALU)
+    alu.params["op"] = op
+    f = features(g, cfg)
+    assert f[feature] == 1 and f["slow_op"] == slow and f["mul_lanes"] == 0
 
 
 @pytest.mark.parametrize(("family", "depth", "width", "want"), [
@@ -40,13 +67,14 @@ def test_block_geometry(family, depth, width, want):
 def test_fit_recovers_known_coefficients():
     rng = random.Random(3)
     lut = {"one": 900.0, "fifo_bits": 0.12, "ctl_bits": 2.5, "val_bits": 1.5, "mul_lanes": 40.0}
-    period = {"one": 2.0, "log2_lut": 0.6, "lanes": 0.05}
+    period = {"one": 2.0, "log2_lut": 0.6, "lanes": 0.05, "slow_op": 9.0, "fixed": 1.5}
     samples = []
     for _ in range(14):
         f = dict.fromkeys(FEATURES, 0.0) | {"one": 1.0, "fifo_bits": rng.uniform(500, 9000),
                                             "ctl_bits": rng.uniform(50, 400), "val_bits": rng.uniform(30, 600),
                                             "mul_lanes": rng.randint(1, 8), "lanes": rng.choice([0, 2, 4])}
         f["mul_wide"] = f["mul_lanes"]  # 32-bit values: every multiplier lane is a wide one
+        f["slow_op"], f["fixed"] = float(rng.random() < 0.3), float(rng.random() < 0.5)
         arrays = [(rng.choice([64, 512, 4096]), rng.choice([10, 32]), rng.choice([1, 1, 2]))
                   for _ in range(rng.randint(1, 4))]
         n_lut = sum(lut.get(k, 0) * v for k, v in f.items())
@@ -54,7 +82,8 @@ def test_fit_recovers_known_coefficients():
                         "BRAM": bram_blocks(arrays, "ecp5", 4000.0),
                         "DSP": 3 * f["mul_lanes"],
                         "fmax_mhz": 1000 / (period["one"] + period["log2_lut"] * math.log2(n_lut)
-                                            + period["lanes"] * f["lanes"])})
+                                            + period["lanes"] * f["lanes"] + period["slow_op"] * f["slow_op"]
+                                            + period["fixed"] * f["fixed"])})
     m = fit("ecp5", samples)
     assert m.dsp_per_wide_mul == pytest.approx(3.0)
     assert m.bram_scale == pytest.approx(1.0)

@@ -11,8 +11,12 @@ __all__ = ["DSP_WIDTH", "GRAPH_FEATURES", "accumulators", "fifos", "graph_featur
 
 DSP_WIDTH = 18  # a multiplier lane up to this wide takes one DSP block (wider: a few)
 GRAPH_FEATURES = ("one", "fifo_bits", "fifos", "ctl_bits", "val_bits", "mul_lanes", "spacc_dim", "lanes",
-                  "mul_narrow", "mul_wide")
+                  "mul_narrow", "mul_wide", "table_lanes", "div_lanes", "const_mul_lanes", "slow_op")
 _VALUE_KINDS = {NodeKind.ALU, NodeKind.REDUCE, NodeKind.ARRAY_LOAD}
+# ALU ops whose datapath is more than an adder or a DSP product: the nonlinear functions (a table
+# lookup, an interpolating product and a scaling shift in one cycle), division (a combinational
+# divider) and products by a constant (shift-and-add logic, not a DSP block)
+_TABLE_OPS = frozenset({AluOp.EXP, AluOp.RSQRT, AluOp.SIGMOID, AluOp.GELU})
 
 
 def fifos(graph: Graph, cw: int, vw: int, fifo_depth: int | None = None) -> list[tuple[int, int]]:
@@ -38,9 +42,21 @@ def _is_mul(node) -> bool:
     return node.kind is NodeKind.ALU and node.params.get("op") in (AluOp.MUL, "mul")
 
 
+def _op(node) -> AluOp | None:
+    op = node.params.get("op") if node.kind is NodeKind.ALU else None
+    if isinstance(op, str):
+        try:
+            return AluOp(op)
+        except ValueError:
+            return None
+    return op
+
+
 def graph_features(graph: Graph, cw: int, vw: int, fifo_depth: int | None = None) -> dict[str, float]:
     """FIFO bits and count, control and value datapath bits, multiplier lanes (up to
-    :data:`DSP_WIDTH` bits and wider), sparse-accumulator entries and the widest lane split."""
+    :data:`DSP_WIDTH` bits and wider), sparse-accumulator entries, the widest lane split, the
+    lanes of nonlinear-function, division and constant-product ALUs, and ``slow_op`` (1 when a
+    nonlinear function or a division is in the graph: a one-cycle path of its own)."""
     f = dict.fromkeys(GRAPH_FEATURES, 0.0)
     f["one"] = 1.0
     for depth, width in fifos(graph, cw, vw, fifo_depth):
@@ -53,6 +69,13 @@ def graph_features(graph: Graph, cw: int, vw: int, fifo_depth: int | None = None
         if _is_mul(node):
             f["mul_lanes"] += lanes
             f["mul_narrow" if vw <= DSP_WIDTH else "mul_wide"] += lanes
+        op = _op(node)
+        if op in _TABLE_OPS:
+            f["table_lanes"] += lanes
+        elif op is AluOp.DIV:
+            f["div_lanes"] += lanes
+        elif op is AluOp.MUL_SCALAR:
+            f["const_mul_lanes"] += lanes
         if node.kind in (NodeKind.SPACC1, NodeKind.SPACC2):
             dim = int(node.params.get("dim", 0) or 0) or int(node.params.get("dim0", 0)) * int(node.params.get("dim1", 0))
             f["spacc_dim"] += dim
@@ -60,4 +83,5 @@ def graph_features(graph: Graph, cw: int, vw: int, fifo_depth: int | None = None
             f["val_bits"] += vw * lanes
         else:
             f["ctl_bits"] += cw
+    f["slow_op"] = float(f["table_lanes"] + f["div_lanes"] > 0)
     return f
