@@ -8,9 +8,13 @@ rewrites any set of them (:func:`reassociate`), and names the orders for ``--exp
 command layer costs every order with the estimate and compiles the cheapest
 (``fuseflow_cli.models``).
 
-The rewrite is exact over the reals (a sum of products, summed in another order); float and
-fixed-point results differ in rounding only, and the check against PyTorch reports the error.
-Element-wise ops after the chain (a bias added to the product) stay where they are.
+A chain may be split by an element-wise op that commutes with the outer product: a scale,
+``(c·(Q·P))·W = c·(Q·(P·W))``, or an added term (a bias, a residual), ``(Q·P + b)·W =
+Q·(P·W) + b·W``; the op moves after the outer product (a bias becomes the product ``b·W``: for a
+bias vector, a vector).  The rewrite is exact over the reals (a sum of products, summed in
+another order); float and fixed-point results differ in rounding only, and the check against
+PyTorch reports the error.  Element-wise ops after the chain (a bias added to the product) stay
+where they are.
 """
 
 from __future__ import annotations
@@ -46,6 +50,15 @@ class Rewrite:
     q_first: bool  # ``Q`` is the left operand of the new ``outer``
     written: str  # e.g. ``(adj·x)·W``
     rewritten: str  # e.g. ``adj·(x·W)``
+    # an element-wise op between ``inner`` and ``outer`` (empty: none), moved after ``outer``,
+    # which is then computed as ``chain`` (``outer`` names the op's result)
+    between: str = ""
+    scale: float | None = None  # a scale's factor
+    term: str = ""  # an added term's tensor
+    term_new: str = ""  # the name of ``term·W``
+    term_spec: str = ""  # einsum spec of ``term_new = term·W``
+    term_shape: tuple[int, ...] = ()
+    chain: str = ""  # the name of ``Q·(P·W)`` when an op follows it
 
     def text(self) -> str:
         return f"{self.outer} = {self.rewritten} (as written {self.written})"
@@ -91,17 +104,75 @@ def chain_pairs(ir: ModelIR) -> list[Rewrite]:
         if so is None:
             continue
         for side, arg in enumerate(outer.args):
-            inner = by_name.get(arg)
-            if inner is None or arg in ir.outputs or len(users.get(arg, [])) != 1 or outer.args.count(arg) != 1:
+            if not _only_use(ir, users, arg, outer):
                 continue
-            si = _spec(inner)
-            if si is None or inner.name in taken or outer.name in taken:
+            between = _between(ir, users, by_name[arg]) if arg in by_name else None
+            inner = by_name.get(between[1] if between else arg)
+            si = _spec(inner) if inner is not None else None
+            if si is None or {inner.name, outer.name, arg} & taken:
                 continue
             rw = _rewrite(ir, inner, si, outer, so, side)
+            if rw is not None and between is not None:
+                rw = _moved(ir, rw, by_name[arg], between, so[0][side], so[0][1 - side], so[1])
             if rw is not None:
                 out.append(rw)
-                taken.update((inner.name, outer.name))
+                taken.update((inner.name, outer.name, arg))
     return out
+
+
+def _only_use(ir: ModelIR, users: dict[str, list[MNode]], name: str, user: MNode) -> bool:
+    """``name`` is read by ``user`` alone, once, and is not an output."""
+    return name not in ir.outputs and len(users.get(name, [])) == 1 and user.args.count(name) == 1
+
+
+def _between(ir: ModelIR, users: dict[str, list[MNode]], node: MNode) -> tuple[str, str] | None:
+    """``(kind, product)`` when ``node`` is an element-wise op that commutes with a product
+    after it, applied to a product read nowhere else: a scale, or an add of another tensor
+    broadcast over the product (its trailing axes), either side; None otherwise."""
+    if node.kind is MKind.SCALE and len(node.args) == 1:
+        prod = node.args[0]
+        kind = "scale"
+    elif node.kind is MKind.ADD and len(node.args) == 2 and node.args[0] != node.args[1]:
+        shapes = [_shape(ir, a) for a in node.args]
+        sides = [k for k in (0, 1) if shapes[k] == node.shape and len(shapes[1 - k]) <= len(node.shape)
+                 and tuple(node.shape[len(node.shape) - len(shapes[1 - k]):]) == shapes[1 - k]]
+        if not sides:
+            return None
+        prod = node.args[sides[0]]
+        kind = "add"
+    else:
+        return None
+    p = next((n for n in ir.nodes if n.name == prod), None)
+    if p is None or p.kind is not MKind.EINSUM or not _only_use(ir, users, prod, node):
+        return None
+    return kind, prod
+
+
+def _moved(ir: ModelIR, rw: Rewrite, op: MNode, between: tuple[str, str], used: str, w_l: str,
+           oout: str) -> Rewrite | None:
+    """``rw`` with the element-wise ``op`` moved after the outer product (``used``: the letters
+    the outer product reads ``op``'s result with; ``w_l`` its other operand's, ``oout`` its
+    output's); None when the moved op would not be a plain add or scale of its result."""
+    kind, prod = between
+    a0, a1 = next(n.args for n in ir.nodes if n.name == prod)
+    pair = f"({a0}·{a1})"
+    if kind == "scale":
+        c = float(op.attrs["c"])
+        return replace(rw, between=op.name, scale=c, chain=f"{rw.outer}_chain",
+                       written=rw.written.replace(pair, f"({c:g}·{pair})", 1), rewritten=f"{c:g}·{rw.rewritten}")
+    (m,) = (set(used) | set(w_l)) - set(oout)
+    term = next(a for a in op.args if a != prod)
+    t_l = used[len(used) - len(_shape(ir, term)):]  # the term's letters: broadcast over the leading axes
+    if m not in t_l:
+        return None
+    out_l = "".join(c for c in oout if c in (set(t_l) | set(w_l)) - {m})
+    if not oout.endswith(out_l):  # term·W is added over the chain's trailing axes
+        return None
+    sizes = dict(zip(used, _shape(ir, prod), strict=True)) | dict(zip(w_l, _shape(ir, rw.w), strict=True))
+    return replace(rw, between=op.name, term=term, term_new=f"{rw.outer}_{term}", term_spec=f"{t_l},{w_l}->{out_l}",
+                   term_shape=tuple(sizes[c] for c in out_l), chain=f"{rw.outer}_chain",
+                   written=rw.written.replace(pair, f"({pair} + {term})", 1),
+                   rewritten=f"{rw.rewritten} + {term}·{rw.w}")
 
 
 def _rewrite(ir: ModelIR, inner: MNode, si, outer: MNode, so, side: int) -> Rewrite | None:
@@ -150,7 +221,7 @@ def reassociate(ir: ModelIR, rewrites: list[Rewrite]) -> ModelIR:
     ``outer``, ``outer = Q·new``.  The outputs, data and PyTorch reference are unchanged."""
     if not rewrites:
         return ir
-    drop = {r.inner for r in rewrites}
+    drop = {r.inner for r in rewrites} | {r.between for r in rewrites if r.between}
     by_outer = {r.outer: r for r in rewrites}
     names = {n.name for n in ir.nodes}
     nodes: list[MNode] = []
@@ -161,15 +232,43 @@ def reassociate(ir: ModelIR, rewrites: list[Rewrite]) -> ModelIR:
         if r is None:
             nodes.append(n)
             continue
-        if r.new in names:
-            raise AssocError(f"--assoc: {n.name}: the name {r.new} is taken")
+        taken = [x for x in (r.new, r.chain, r.term_new) if x and x in names]
+        if taken:
+            raise AssocError(f"--assoc: {n.name}: the name {taken[0]} is taken")
         # its own fusion region: fused into the product that reads it, P·W would be recomputed
         # for every nonzero of Q (partial fusion keeps a region together)
         nodes.append(MNode(r.new, MKind.EINSUM, (r.p, r.w), r.v_shape, f"{n.region}.{r.new}", n.source,
                            {"spec": r.v_spec}))
+        if r.term:  # term·W, in a region of its own as P·W (before the chain's region reads it)
+            nodes.append(MNode(r.term_new, MKind.EINSUM, (r.term, r.w), r.term_shape, f"{n.region}.{r.term_new}",
+                               n.source, {"spec": r.term_spec}))
         args = (r.q, r.new) if r.q_first else (r.new, r.q)
-        nodes.append(replace(n, args=args, attrs={**n.attrs, "spec": r.outer_spec}))
+        chain = replace(n, name=r.chain or n.name, args=args, attrs={**n.attrs, "spec": r.outer_spec})
+        nodes.append(chain)
+        if r.scale is not None:  # the scale after the chain, under the outer product's name
+            nodes.append(MNode(n.name, MKind.SCALE, (chain.name,), n.shape, n.region, n.source, {"c": r.scale}))
+        elif r.term:  # the term's product added to the chain
+            nodes.append(MNode(n.name, MKind.ADD, (chain.name, r.term_new), n.shape, n.region, n.source))
+    for r in rewrites:
+        for name in (r.new, r.term_new):
+            if name:
+                _hoist(nodes, name, ir.node(r.outer).region)
     return replace(ir, nodes=nodes)
+
+
+def _hoist(nodes: list[MNode], name: str, region: str) -> None:
+    """Move the new product ``name`` (in a region of its own) in front of ``region``, which
+    reads it: fusion regions run in the order they first appear.  When what it reads is computed
+    inside ``region`` itself, it joins ``region`` (fused there; the estimate costs that)."""
+    k = next(i for i, n in enumerate(nodes) if n.name == name)
+    node = nodes.pop(k)
+    made = {n.name: i for i, n in enumerate(nodes)}
+    after = max((made[a] + 1 for a in node.args if a in made), default=0)
+    first = next(i for i, n in enumerate(nodes) if n.region == region)
+    if after <= first:
+        nodes.insert(first, node)
+    else:
+        nodes.insert(k, replace(node, region=region))
 
 
 def subsets(pairs: list[Rewrite]) -> list[tuple[Rewrite, ...]]:
