@@ -5,12 +5,14 @@ reports, and check it on designs it was not fitted on.
 widths and capacities, SpMV and SpMM with parallel lanes; place and route against the family's
 Fmax goal, seed 1) and appends each report, with the design's features, to
 ``docs/resource_calibration/<family>.jsonl``.  It is resumable: designs already in the file are
-skipped, so an interrupted calibration goes on where it stopped.  ``fit`` splits the reports
+skipped, so an interrupted calibration goes on where it stopped (``--rerun`` measures the designs
+``--match`` names again, after an RTL change: the newest report of a design is the one fitted;
+each report keeps the commit it measured).  ``fit`` splits the reports
 (every other design, in the list's order, is held out), fits the model on the rest, writes the
 coefficients to ``fpga/data/resources_<family>.json`` and prints predicted against measured for
 the held-out designs with the error of each figure.  Not a test: it prints what it measures.
 
-    python bench/resource_calibration.py run --family ice40 gowin ecp5 [--limit N] [--small-first] [--match TEXT]
+    python bench/resource_calibration.py run --family ice40 gowin ecp5 [--limit N] [--small-first] [--match TEXT [--rerun]]
     python bench/resource_calibration.py fit --family ice40 gowin ecp5 [--json FILE]
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -145,8 +148,8 @@ def _size(design: dict, family: str) -> float:
 
 
 def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1), small_first: bool = False,
-        match: list[str] | None = None) -> None:
-    done = _done(family)
+        match: list[str] | None = None, rerun: bool = False) -> None:
+    done = {} if rerun else _done(family)
     k, n = shard
     todo = [d for i, d in enumerate(designs(family)) if d["name"] not in done and i % n == k
             and (not match or any(m in d["name"] for m in match))]
@@ -173,12 +176,18 @@ def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1), small_f
         row |= {"name": d["name"], "design": d, "board": board.name, "features": features(g, cfg),
                 "bram_arrays": [list(m) for m in memories(g, cfg)],
                 "seconds": round(time.perf_counter() - t0, 1),
-                "date": time.strftime("%Y-%m-%d")}
+                "date": time.strftime("%Y-%m-%d"), "commit": _commit()}
         with (OUT / f"{family}.jsonl").open("a") as fh:
             fh.write(json.dumps(row) + "\n")
         print(f"{family} {d['name']}: " + (f"LUT {row['LUT']} FF {row['FF']} BRAM {row['BRAM']} DSP {row['DSP']} "
                                            f"Fmax {row['fmax_mhz']:.1f} MHz" if row["ok"] else row["error"])
               + f" ({row['seconds']} s)", flush=True)
+
+
+def _commit() -> str:
+    """The checkout's commit (the RTL a report measured), or "" outside a git checkout."""
+    res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return res.stdout.strip() if res.returncode == 0 else ""
 
 
 def fit_family(family: str) -> dict:
@@ -229,12 +238,14 @@ def main() -> int:
                    help="run: the designs not yet run, smallest first (by FIFO, datapath and memory bits)")
     p.add_argument("--match", nargs="+", metavar="TEXT",
                    help="run: only the designs whose name contains one of these (e.g. model_)")
+    p.add_argument("--rerun", action="store_true",
+                   help="run: the designs --match names even when reported (the newest report of a design counts)")
     p.add_argument("--json", help="fit: also write the held-out comparison here")
     args = p.parse_args()
     if args.what == "run":
         k, n = (int(x) for x in args.shard.split("/"))
         for fam in args.family:
-            run(fam, args.limit, (k, n), args.small_first, args.match)
+            run(fam, args.limit, (k, n), args.small_first, args.match, args.rerun)
         return 0
     results = [fit_family(fam) for fam in args.family]
     if args.json:
