@@ -16,8 +16,10 @@ coefficients to ``fpga/data/resources_<family>.json``):
 * DSP: a fitted number of DSP blocks per multiplier lane, for lanes up to 18 bits wide and for
   wider ones;
 * Fmax: the clock period as a linear function of log2 of the predicted LUTs, of the lanes, of
-  whether a one-cycle nonlinear function or divider is in the graph (``slow_op``) and of whether
-  the values are fixed point (``fixed``: rounding and saturation on every value path).
+  whether a one-cycle nonlinear function or divider is in the graph (``slow_op``), of whether
+  the values are fixed point (``fixed``: rounding and saturation on every value path) and of
+  log2 of the entries of the deepest accumulator kept in LUT RAM (``spacc_lut_depth``: its
+  read multiplexer and the add share a cycle).
 """
 
 from __future__ import annotations
@@ -83,12 +85,12 @@ def over_budget(pred: dict[str, float], device: str, margin: float) -> list[str]
     return out
 
 
-FEATURES = (*GRAPH_FEATURES, "mem_bits", "arrays", "spacc_lut_bits", "fixed")
-_INDICATORS = ("slow_op", "fixed")  # the period's terms, not a cost per unit
+FEATURES = (*GRAPH_FEATURES, "mem_bits", "arrays", "spacc_lut_bits", "fixed", "spacc_lut_depth")
+_INDICATORS = ("slow_op", "fixed", "spacc_lut_depth")  # the period's terms, not a cost per unit
 _LUT_FEATURES = tuple(k for k in FEATURES if k not in _INDICATORS)
 _FF_FEATURES = _LUT_FEATURES
 # the clock period's terms: ns per unit of each (``log2_lut``: of the predicted LUTs)
-PERIOD_TERMS = ("one", "log2_lut", "lanes", "slow_op", "fixed")
+PERIOD_TERMS = ("one", "log2_lut", "lanes", "slow_op", "fixed", "spacc_lut_depth")
 
 
 def features(graph: Graph, cfg: HwConfig) -> dict[str, float]:
@@ -103,6 +105,10 @@ def features(graph: Graph, cfg: HwConfig) -> dict[str, float]:
     f["spacc_lut_bits"] = float(sum(dim * buffers * cfg.vw * lanes for dim, buffers, lanes in accumulators(graph)
                                     if not spacc_in_block_ram(cfg, dim)))
     f["fixed"] = float(cfg.numerics is not None and cfg.numerics.frac > 0)
+    # the deepest accumulator kept out of block RAM: its sums are read through a multiplexer
+    # of log2(entries) levels in the same cycle as the add (the models' row accumulators)
+    f["spacc_lut_depth"] = max((math.log2(max(dim * buffers, 2)) for dim, buffers, _lanes in accumulators(graph)
+                                if not spacc_in_block_ram(cfg, dim)), default=0.0)
     return f
 
 
@@ -201,7 +207,7 @@ class ResourceModel:
         lut_c = min(max(lut, self.lut_range[0], 2.0), self.lut_range[1])
         lanes_c = min(max(f["lanes"], self.lanes_range[0]), self.lanes_range[1])
         terms = {"one": 1.0, "log2_lut": math.log2(lut_c), "lanes": lanes_c,
-                 "slow_op": f.get("slow_op", 0.0), "fixed": f.get("fixed", 0.0)}
+                 **{k: f.get(k, 0.0) for k in PERIOD_TERMS[3:]}}
         period = sum(self.period.get(k, 0.0) * v for k, v in terms.items())
         dsp = self.dsp_per_mul * f.get("mul_narrow", 0.0) + self.dsp_per_wide_mul * f.get("mul_wide", 0.0)
         return {"LUT": lut, "FF": ff, "BRAM": self.bram_scale * bram_base, "DSP": dsp,
@@ -271,7 +277,7 @@ def fit(family: str, samples: list[dict]) -> ResourceModel:
     # Fmax: the period linear in PERIOD_TERMS, least squares on the measured LUTs; a term no
     # sample exercises (a column of zeros) gets no coefficient
     a = np.array([[1.0, math.log2(max(s["LUT"], 2)), s["features"]["lanes"],
-                   s["features"].get("slow_op", 0.0), s["features"].get("fixed", 0.0)] for s in samples])
+                   *(s["features"].get(k, 0.0) for k in PERIOD_TERMS[3:])] for s in samples])
     y = np.array([1000.0 / s["fmax_mhz"] for s in samples])
     used = [j for j in range(a.shape[1]) if np.any(a[:, j])]
     coef, *_ = np.linalg.lstsq(a[:, used], y, rcond=None)

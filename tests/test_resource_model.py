@@ -136,3 +136,13 @@ def test_gowin_lut_ram_counts_fifo_rings_and_small_memories():
     mems = memories(g, cfg)
     small = sum(r * -(-d // 16) * -(-w // 4) for d, w, r in mems if d * w < 2048.0 * r * blocks(d, w, "gowin"))
     assert small > 0 and lutram_cells(g, cfg, "gowin", 0.0) == base + 6 - small
+
+
+def test_spacc_lut_depth_is_the_deepest_accumulator_out_of_block_ram():
+    """``spacc_lut_depth``: log2 of the entries of the deepest accumulator whose sums stay in LUT
+    RAM (Gustavson SpMM's 16-entry row accumulator: 4); none when the config keeps them in block RAM."""
+    g = KERNELS["spmm_csr"](16)
+    cfg = HwConfig(cw=10, vw=32, max_nnz=(("A", 64), ("B", 64), ("C", 128)))
+    assert features(g, cfg)["spacc_lut_depth"] == 4.0
+    assert features(g, replace(cfg, spacc_block_ram=True))["spacc_lut_depth"] == 0.0
+    assert features(KERNELS["spmv"](16), cfg)["spacc_lut_depth"] == 0.0
