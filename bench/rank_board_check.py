@@ -10,6 +10,7 @@ and models already there are skipped, so an interrupted check goes on where it s
 test: it prints what it measures.
 
     python bench/rank_board_check.py --boards tang_primer_20k ulx3s-85f [--models gcn sae] [--top 5]
+    python bench/rank_board_check.py --repredict    # the stored results against today's coefficients
 """
 
 from __future__ import annotations
@@ -64,8 +65,13 @@ def main() -> int:
     p.add_argument("--top", type=int, default=5, help="configurations placed and routed per model (default 5)")
     p.add_argument("--tolerance", type=float, default=0.10, help="pick / best measured wall time allowed (default 0.10)")
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--repredict", action="store_true",
+                   help="no place and route: the stored results' configurations predicted again with today's "
+                        "coefficients (rank --board without --synthesize), against what was measured")
     args = p.parse_args()
     done = _done(args.out)
+    if args.repredict:
+        return repredict([done[(b, m)] for b in args.boards for m in args.models if (b, m) in done])
     for board in args.boards:
         for model in args.models:
             if (board, model) not in done:
@@ -77,6 +83,42 @@ def main() -> int:
     rows = [done[(b, m)] for b in args.boards for m in args.models]
     print(f"{sum(r['ok'] for r in rows)} of {len(rows)} pass")
     return 0 if all(r["ok"] for r in rows) else 1
+
+
+def repredict(rows: list[dict]) -> int:
+    """Each stored result's placed-and-routed configurations, predicted again (``rank --board
+    --json``, today's coefficients) beside what was measured, and today's pick."""
+    errs: dict[str, list[float]] = {"then": [], "now": []}
+    for r in rows:
+        if "synthesized" not in r:
+            continue
+        cmd = [sys.executable, "-m", "fuseflow_cli", "rank", "--model", r["model"], "--board", r["board"], "--json"]
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if res.returncode != 0:
+            print(f"{r['board']} / {r['model']}: {(res.stderr.strip().splitlines() or ['?'])[-1]}")
+            continue
+        b = json.loads(res.stdout)["board"]
+        now = {x["configuration"]: x for x in b["ranked"]}
+        pick = b["ranked"][0]["configuration"]
+        meas = {s["configuration"]: s["measured"] for s in r["synthesized"] if "fmax_mhz" in s["measured"]}
+        best = min(meas, key=lambda c: meas[c]["wall_us"]) if meas else None
+        over = (f"{meas[pick]['wall_us'] / meas[best]['wall_us']:.3f} of the fastest measured" if pick in meas
+                else "not among those placed and routed")
+        print(f"{r['board']} / {r['model']} ({b['model']}): today's pick {pick}, {over}")
+        for s in r["synthesized"]:
+            c, m = s["configuration"], s["measured"]
+            if c not in now or "fmax_mhz" not in m:
+                continue
+            p_then, p_now = s["predicted"], now[c]["predicted"]
+            for k, p in (("then", p_then), ("now", p_now)):
+                errs[k].append(abs(p["fmax_mhz"] - m["fmax_mhz"]) / m["fmax_mhz"])
+            print(f"    {c}: Fmax predicted {p_then['fmax_mhz']:.1f} then, {p_now['fmax_mhz']:.1f} now, measured "
+                  f"{m['fmax_mhz']:.1f} MHz; LUT {p_then['LUT']:.0f} then, {p_now['LUT']:.0f} now, measured {m.get('LUT')}")
+    for k, v in errs.items():
+        if v:
+            print(f"Fmax, {k}: mean |error| {100 * sum(v) / len(v):.1f} %, worst {100 * max(v):.1f} %, "
+                  f"within 15 %: {sum(e <= 0.15 for e in v)} of {len(v)}")
+    return 0
 
 
 def _print(r: dict) -> None:
