@@ -39,7 +39,7 @@ def check(board: str, model: str, top: int, tolerance: float) -> dict:
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "fuseflow_cli", "rank", "--model", model, "--board", board,
            "--synthesize", str(top), "--json"]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     row: dict = {"board": board, "model": model, "top": top, "command": " ".join(["fuseflow-hw", *cmd[3:]]),
                  "seconds": round(time.perf_counter() - t0, 1), "date": time.strftime("%Y-%m-%d")}
     if res.returncode != 0:
@@ -93,7 +93,7 @@ def repredict(rows: list[dict]) -> int:
         if "synthesized" not in r:
             continue
         cmd = [sys.executable, "-m", "fuseflow_cli", "rank", "--model", r["model"], "--board", r["board"], "--json"]
-        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
         if res.returncode != 0:
             print(f"{r['board']} / {r['model']}: {(res.stderr.strip().splitlines() or ['?'])[-1]}")
             continue
