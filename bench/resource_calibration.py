@@ -12,7 +12,7 @@ each report keeps the commit it measured).  ``fit`` splits the reports
 coefficients to ``fpga/data/resources_<family>.json`` and prints predicted against measured for
 the held-out designs with the error of each figure.  Not a test: it prints what it measures.
 
-    python bench/resource_calibration.py run --family ice40 gowin ecp5 [--limit N] [--small-first] [--match TEXT [--rerun]]
+    python bench/resource_calibration.py run --family ice40 gowin ecp5 [--limit N] [--small-first] [--match TEXT [--rerun]] [--stale]
     python bench/resource_calibration.py fit --family ice40 gowin ecp5 [--json FILE]
 """
 
@@ -147,9 +147,23 @@ def _size(design: dict, family: str) -> float:
     return f["fifo_bits"] + f["val_bits"] + f["ctl_bits"] + f["mem_bits"] / 16
 
 
+def _stale(row: dict) -> bool:
+    """Whether a report measured RTL older than the checkout's: no commit recorded, or one that
+    does not contain the last commit that changed ``hw/`` (the RTL generator)."""
+    rtl = subprocess.run(["git", "log", "-1", "--format=%H", "--", "hw"], cwd=ROOT, capture_output=True,
+                         text=True, check=False).stdout.strip()
+    if not row.get("commit") or not rtl:
+        return True
+    res = subprocess.run(["git", "merge-base", "--is-ancestor", rtl, row["commit"]], cwd=ROOT,
+                         capture_output=True, check=False)
+    return res.returncode != 0
+
+
 def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1), small_first: bool = False,
-        match: list[str] | None = None, rerun: bool = False) -> None:
+        match: list[str] | None = None, rerun: bool = False, stale: bool = False) -> None:
     done = {} if rerun else _done(family)
+    if stale:  # measure again what an RTL change since has made out of date
+        done = {n: r for n, r in done.items() if not _stale(r)}
     k, n = shard
     todo = [d for i, d in enumerate(designs(family)) if d["name"] not in done and i % n == k
             and (not match or any(m in d["name"] for m in match))]
@@ -240,12 +254,15 @@ def main() -> int:
                    help="run: only the designs whose name contains one of these (e.g. model_)")
     p.add_argument("--rerun", action="store_true",
                    help="run: the designs --match names even when reported (the newest report of a design counts)")
+    p.add_argument("--stale", action="store_true",
+                   help="run: also the designs whose newest report measured RTL older than the checkout's "
+                        "(no commit recorded, or one before the last change to hw/)")
     p.add_argument("--json", help="fit: also write the held-out comparison here")
     args = p.parse_args()
     if args.what == "run":
         k, n = (int(x) for x in args.shard.split("/"))
         for fam in args.family:
-            run(fam, args.limit, (k, n), args.small_first, args.match, args.rerun)
+            run(fam, args.limit, (k, n), args.small_first, args.match, args.rerun, args.stale)
         return 0
     results = [fit_family(fam) for fam in args.family]
     if args.json:
