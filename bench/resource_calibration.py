@@ -200,7 +200,7 @@ def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1), small_f
 
 def _commit() -> str:
     """The checkout's commit (the RTL a report measured), or "" outside a git checkout."""
-    res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
     return res.stdout.strip() if res.returncode == 0 else ""
 
 
