@@ -204,18 +204,31 @@ def _commit() -> str:
     return res.stdout.strip() if res.returncode == 0 else ""
 
 
-def fit_family(family: str) -> dict:
+def split(family: str) -> tuple[list[dict], list[dict]]:
+    """The family's kept reports (the newest of each design, those that placed and routed), with
+    this version's features and memories, split into (fitted on, held out): every other one in
+    the list's order."""
     done = _done(family)
     order = [d["name"] for d in designs(family)]
     rows = [done[n] for n in order if n in done and done[n]["ok"]]
     for r in rows:  # the features and memories of this version of the model (the reports stay)
         g, cfg = build(r["design"], family)
         r["features"], r["bram_arrays"] = features(g, cfg), memories(g, cfg)
-    train, held = rows[0::2], rows[1::2]
+    return rows[0::2], rows[1::2]
+
+
+def fitted(family: str, train: list[dict]):
+    """The model fitted on ``train`` (not saved), with its note."""
     if len(train) < 4:
         raise SystemExit(f"{family}: {len(train)} training reports; run the calibration first")
     model = fit(family, train)
     model.note = f"fitted on {len(train)} designs of bench/resource_calibration.py ({train[-1]['date']})"
+    return model
+
+
+def fit_family(family: str) -> dict:
+    train, held = split(family)
+    model = fitted(family, train)
     model.save()
     errs: dict[str, list[float]] = {k: [] for k in ("LUT", "FF", "BRAM", "DSP", "fmax_mhz")}
     table = []
