@@ -61,12 +61,18 @@ def test_gcn_chains_and_their_rewrite():
 @pytest.mark.parametrize("fusion", ["unfused", "partial"])
 def test_every_order_equals_pytorch(numerics, fusion):
     case, ir = _gcn()
+    _every_order_equals(ir, case.reference(), numerics, fusion)
+
+
+def _every_order_equals(ir, reference, numerics: str, fusion: str) -> None:
+    """Every association order of ``ir``'s chains, compiled at ``fusion`` and run in sw_sim,
+    within the check's bound of PyTorch's ``reference``."""
     num = Numerics.parse(numerics)
     for subset in subsets(chain_pairs(ir)):
         cm = compile_model(reassociate(ir, list(subset)), fusion)
         res = run_model(cm, numerics=str(num), simulate=run_graph)
-        checks = check_model(cm, res, case.reference(), num)
-        assert all(c.ok for c in checks), ([r.outer for r in subset], [c.to_json() for c in checks])
+        checks = check_model(cm, res, reference, num)
+        assert all(c.ok for c in checks), ([r.outer for r in subset], [c.to_json() for c in checks if not c.ok])
 
 
 def _sim(argv, capsys):
@@ -179,12 +185,7 @@ def test_chains_split_by_commuting_ops():
 @pytest.mark.parametrize("fusion", ["unfused", "partial"])
 def test_split_chain_orders_equal_pytorch(numerics, fusion):
     ir, ref = _split_ir()
-    num = Numerics.parse(numerics)
-    for subset in subsets(chain_pairs(ir)):
-        cm = compile_model(reassociate(ir, list(subset)), fusion)
-        res = run_model(cm, numerics=str(num), simulate=run_graph)
-        checks = check_model(cm, res, ref, num)
-        assert all(c.ok for c in checks), ([r.outer for r in subset], [c.to_json() for c in checks if not c.ok])
+    _every_order_equals(ir, ref, numerics, fusion)
 
 
 def test_split_chain_example_picks_the_moved_bias(capsys):
