@@ -147,11 +147,15 @@ def _size(design: dict, family: str) -> float:
     return f["fifo_bits"] + f["val_bits"] + f["ctl_bits"] + f["mem_bits"] / 16
 
 
-def _stale(row: dict) -> bool:
+def _last_rtl_change() -> str:
+    """The last commit that changed ``hw/`` (the RTL generator), or "" outside a git checkout."""
+    return subprocess.run(["git", "log", "-1", "--format=%H", "--", "hw"], cwd=ROOT, capture_output=True,
+                          text=True, check=False).stdout.strip()
+
+
+def _stale(row: dict, rtl: str) -> bool:
     """Whether a report measured RTL older than the checkout's: no commit recorded, or one that
-    does not contain the last commit that changed ``hw/`` (the RTL generator)."""
-    rtl = subprocess.run(["git", "log", "-1", "--format=%H", "--", "hw"], cwd=ROOT, capture_output=True,
-                         text=True, check=False).stdout.strip()
+    does not contain ``rtl`` (:func:`_last_rtl_change`)."""
     if not row.get("commit") or not rtl:
         return True
     res = subprocess.run(["git", "merge-base", "--is-ancestor", rtl, row["commit"]], cwd=ROOT,
@@ -163,7 +167,8 @@ def run(family: str, limit: int | None, shard: tuple[int, int] = (0, 1), small_f
         match: list[str] | None = None, rerun: bool = False, stale: bool = False) -> None:
     done = {} if rerun else _done(family)
     if stale:  # measure again what an RTL change since has made out of date
-        done = {n: r for n, r in done.items() if not _stale(r)}
+        rtl = _last_rtl_change()
+        done = {n: r for n, r in done.items() if not _stale(r, rtl)}
     k, n = shard
     todo = [d for i, d in enumerate(designs(family)) if d["name"] not in done and i % n == k
             and (not match or any(m in d["name"] for m in match))]
