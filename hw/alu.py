@@ -12,6 +12,7 @@ from fuseflow.ir.tokens import VAL_WIDTH
 
 from .arith import Flags, binop, fix, overflow_member, reduce_op, sat, sticky_overflow
 from .base import StreamPrimitive
+from .dsp import registered_product
 from .nonlinear import UnaryAlu, VecUnaryAlu
 from .registry import HwBuild, rtl
 from .word import (
@@ -165,42 +166,32 @@ class Alu(StreamPrimitive):
         sticky_overflow(m, self, free[3] & valid[2] & ~is_ctl_k[2], flags)
 
     def _products(self, m, xin, yin, lane, take, load):
-        """A lane's operand registers (loaded from the operands ``xin``, ``yin`` when ``take``:
-        stage 0 free) and partial-product registers (loaded when ``load``: stage 1 free), and a
-        function giving the products' sum.  Above the DSP width (18 bits) four half-width
-        products, one DSP block each, and each with operand registers of its own: a register
-        feeding two DSP blocks sits next to at most one of them, and with lanes spread over the
-        die the route to the other was the critical path; else the whole product."""
+        """A lane's partial products (:func:`hw.dsp.registered_product`: operand registers
+        loaded from the operands ``xin``, ``yin`` when ``take``, stage 0 free, and product
+        registers loaded when ``load``, stage 1 free), and a function giving their sum.  Above
+        the DSP width (18 bits) four half-width products, one DSP block each, and each with
+        operand registers of its own: a register feeding two DSP blocks sits next to at most
+        one of them, and with lanes spread over the die the route to the other was the critical
+        path; else the whole product."""
         w = self.vw
         if w > self.DSP_WIDTH:
             h = w // 2
             halves = {"l": lambda v: v[:h], "h": lambda v: v[h:].as_signed()}
-            pp, prods = [], []
+            pp = []
             for nm in ("ll", "lh", "hl", "hh"):
                 xs, ys = halves[nm[0]](xin), halves[nm[1]](yin)
                 # the copies of one half differ in their (unused) initial value, so that synthesis
                 # does not merge them back into one register
-                xr = Signal(xs.shape(), name=f"x{lane}_{nm}", reset_less=True, init=_ones(xs) if nm[1] == "h" else 0)
-                yr = Signal(ys.shape(), name=f"y{lane}_{nm}", reset_less=True, init=_ones(ys) if nm[0] == "h" else 0)
-                with m.If(take):
-                    m.d.sync += [xr.eq(xs), yr.eq(ys)]
-                pp.append(Signal(signed(2 * w), name=f"pp{lane}_{nm}", reset_less=True))
-                prods.append(xr * yr)
+                init = (_ones(xs) if nm[1] == "h" else 0, _ones(ys) if nm[0] == "h" else 0)
+                pp.append(registered_product(m, xs, ys, take, load, f"{lane}_{nm}", self._platform, init=init))
 
             def total() -> Value:
                 return (pp[3] << (2 * h)) + ((pp[1] + pp[2]) << h) + pp[0]
         else:
-            xv = Signal(signed(w), name=f"x{lane}", reset_less=True)
-            yv = Signal(signed(w), name=f"y{lane}", reset_less=True)
-            with m.If(take):
-                m.d.sync += [xv.eq(xin), yv.eq(yin)]
-            pp = [Signal(signed(2 * w), name=f"pp{lane}", reset_less=True)]
-            prods = [xv * yv]
+            pp = [registered_product(m, xin, yin, take, load, f"{lane}", self._platform)]
 
             def total() -> Value:
                 return pp[0]
-        with m.If(load):
-            m.d.sync += [p_.eq(v_) for p_, v_ in zip(pp, prods)]
         return pp, total
 
 

@@ -72,6 +72,7 @@ class StreamPrimitive(wiring.Component):
     # -- used by subclasses inside logic() --------------------------------------------------
     def elaborate(self, platform) -> Module:
         m = Module()
+        self._platform = platform  # the build target (None in simulation): hw.dsp picks its blocks by it
         self._fifos: dict[str, RamFIFO | HeadFIFO] = {}
         for n, w in self.out_widths.items():
             d = self.depths[n]
