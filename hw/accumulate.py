@@ -1,4 +1,4 @@
-"""RTL sparse accumulators of order 1 and 2."""
+"""RTL sparse accumulators of order 1 and 2, and the merge of two order-2 results."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from .registry import HwBuild, rtl
 from .word import (
     data_word,
     done_word,
+    is_ctl,
     is_data,
     is_done,
     level,
@@ -676,6 +677,111 @@ class SpAcc2Double(SpAcc2):
 
     def __init__(self, **kw):
         super().__init__(buffers=2, **kw)
+
+
+class Merge2(StreamPrimitive):
+    """The merge of two order-2 results (see sw_sim.accumulate.Merge2): ``open_a`` /
+    ``open_b`` are the sides whose row is open (neither: the next ``crd0`` heads decide),
+    ``had_a`` / ``had_b`` whether a side had a row in this outer fiber (a side with none
+    leaves a lone stop on ``crd1`` / ``val``), ``any_row`` whether the merged result had one.
+    The smaller head is picked as in :class:`hw.join.Union`: a control head sorts last."""
+
+    def __init__(self, *, op: ReduceOp = ReduceOp.ADD, cw: int = CRD_WIDTH, numerics: Numerics = INT32,
+                 depths=None):
+        self.op, self.cw, self.num, self.vw = op, cw, numerics, numerics.width
+        ins = {f"{p}_{s}": w for s in "ab" for p, w in (("crd0", cw), ("crd1", cw), ("val", self.vw))}
+        super().__init__(ins, {"crd0": cw, "crd1": cw, "val": self.vw}, depths, overflow_member(op))
+
+    def logic(self, m):
+        cw = self.cw
+        i0 = [self.inp(f"crd0_{s}") for s in "ab"]
+        i1 = [self.inp(f"crd1_{s}") for s in "ab"]
+        iv = [self.inp(f"val_{s}") for s in "ab"]
+        is_open = [Signal(name=f"open_{s}") for s in "ab"]
+        had = [Signal(name=f"had_{s}") for s in "ab"]
+        any_row = Signal(name="any_row")
+        room = Signal()
+        m.d.comb += room.eq(self.room())
+        ctl0 = [is_ctl(c.payload, cw) for c in i0]
+        row = self._row_datapath(m, i1, iv, is_open, room)
+        idle = ~is_open[0] & ~is_open[1]  # no row open: the crd0 heads decide
+        with m.If(idle & room & i0[0].valid & i0[1].valid):
+            self._outer(m, i0, i1, iv, ctl0, had, any_row, is_open)
+        with m.Elif(~idle):
+            self._row(m, i0, i1, iv, ctl0, is_open, row)
+
+    def _outer(self, m, i0, i1, iv, ctl0, had, any_row, is_open):
+        """No row open; both ``crd0`` heads are here and every output has room."""
+        cw, vw = self.cw, self.vw
+        head = i0[0].payload
+        with m.If(ctl0[0] & ctl0[1]):
+            done = is_done(head, cw)
+            with m.If(done & i1[0].valid & i1[1].valid & iv[0].valid & iv[1].valid):
+                for c in (*i0, *i1, *iv):
+                    m.d.comb += c.ready.eq(1)
+                self.push(m, "crd0", done_word(cw))
+                self.push(m, "crd1", done_word(cw))
+                self.push(m, "val", done_word(vw))
+            with m.Elif(~done & (had[0] | (i1[0].valid & iv[0].valid))
+                        & (had[1] | (i1[1].valid & iv[1].valid))):
+                for s in (0, 1):  # a side without a row: its lone S(m+1)
+                    m.d.comb += [i0[s].ready.eq(1), i1[s].ready.eq(~had[s]), iv[s].ready.eq(~had[s])]
+                self.push(m, "crd0", head)
+                with m.If(~any_row):
+                    self.push(m, "crd1", stop_word(level(head) + 1, cw))
+                    self.push(m, "val", stop_word(level(head) + 1, vw))
+                m.d.sync += [had[0].eq(0), had[1].eq(0), any_row.eq(0)]
+        with m.Else():
+            keyed = [Cat(c.payload[:cw], c.payload[cw]) for c in i0]  # control sorts last
+            take = [~ctl0[0] & (keyed[0] <= keyed[1]), ~ctl0[1] & (keyed[1] <= keyed[0])]
+            self.push(m, "crd0", data_word(Mux(take[0], i0[0].payload[:cw], i0[1].payload[:cw]), cw))
+            for s in (0, 1):
+                m.d.comb += i0[s].ready.eq(take[s])
+                m.d.sync += is_open[s].eq(take[s])
+                with m.If(take[s]):
+                    m.d.sync += had[s].eq(1)
+            m.d.sync += any_row.eq(1)
+
+    def _row_datapath(self, m, i1, iv, is_open, room) -> SimpleNamespace:
+        """The open row's heads compared and its values combined (outside the state's control
+        flow, as is the overflow flag: its registers update whatever the state)."""
+        cw, vw = self.cw, self.vw
+        here = room
+        for s in (0, 1):
+            here = here & (~is_open[s] | (i1[s].valid & iv[s].valid))
+        data = [is_open[s] & ~is_ctl(i1[s].payload, cw) for s in (0, 1)]
+        keyed = [Cat(i1[s].payload[:cw], ~data[s]) for s in (0, 1)]  # a closed or ended side sorts last
+        take = [data[0] & (keyed[0] <= keyed[1]), data[1] & (keyed[1] <= keyed[0])]
+        va, vb = (iv[s].payload[:vw].as_signed() for s in (0, 1))
+        both = Signal()
+        m.d.comb += both.eq(take[0] & take[1])
+        flags: Flags = []
+        combined = reduce_op(self.num, self.op, va, vb, flags)[:vw]
+        sticky_overflow(m, self, here & both & (is_open[0] | is_open[1]), flags)
+        return SimpleNamespace(here=here, data=data, take=take, both=both, value=Mux(both, combined, Mux(take[0], va, vb)))
+
+    def _row(self, m, i0, i1, iv, ctl0, is_open, r):
+        """A row open on one side or both: merge its entries; at its end, close it."""
+        cw, vw = self.cw, self.vw
+        here, data, take = r.here, r.data, r.take
+        with m.If(here & (data[0] | data[1])):
+            self.push(m, "crd1", data_word(Mux(take[0], i1[0].payload[:cw], i1[1].payload[:cw]), cw))
+            self.push(m, "val", data_word(r.value, vw))
+            for s in (0, 1):
+                m.d.comb += [i1[s].ready.eq(take[s]), iv[s].ready.eq(take[s])]
+        with m.Elif(here & i0[0].valid & i0[1].valid):  # every open side at its row's stop
+            last = ctl0[0] & ctl0[1]  # both sides at the outer stop: the merged result's last row
+            end = Mux(last, level(i0[0].payload) + 1, 0)
+            self.push(m, "crd1", stop_word(end, cw))
+            self.push(m, "val", stop_word(end, vw))
+            for s in (0, 1):
+                m.d.comb += [i1[s].ready.eq(is_open[s]), iv[s].ready.eq(is_open[s])]
+                m.d.sync += is_open[s].eq(0)
+
+
+@rtl("merge2")
+def _merge2(b: HwBuild):
+    return Merge2(op=b.params.get("op", ReduceOp.ADD), cw=b.cfg.cw, numerics=b.cfg.num, depths=b.depths), {}
 
 
 @rtl("spacc1")

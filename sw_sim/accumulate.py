@@ -1,4 +1,5 @@
-"""Cycle models of the sparse accumulators of order 1 and 2."""
+"""Cycle models of the sparse accumulators of order 1 and 2, and of the merge of two order-2
+results (``merge2``: lanes' partial ``spacc2`` sums combined)."""
 
 from __future__ import annotations
 
@@ -442,6 +443,138 @@ class VecSpAcc1Double(SpAcc1Double):
     _data_step = _vec_data_step
 
 
+class Merge2(Primitive):
+    """Two order-2 sparse results (each as ``spacc2`` emits one: ``crd0`` the ``i`` of each
+    non-empty row with ``Sm`` after the last, ``crd1`` / ``val`` each row's ``j`` and values,
+    ``S0`` between rows and ``S(m+1)`` after the last, a lone ``S(m+1)`` for an empty result)
+    merged in ``(i, j)`` order: the values at the same ``(i, j)`` combined by ``op``, a
+    coordinate one side lacks keeping the other side's value.
+
+    One step per cycle, when every output has room.  ROW (no row open), by the ``crd0`` heads
+    of both sides: a data head -> the smaller ``i`` (both when equal): emit it, pop it, open
+    the row on that side (those sides).  Both ``Sm``: a side that had no row leaves its lone
+    ``S(m+1)`` on ``crd1`` / ``val`` (wait for it, pop it); emit ``Sm`` on ``crd0``, and
+    ``S(m+1)`` on ``crd1`` / ``val`` if no row was emitted; pop both.  Both ``D``: every input
+    at ``D`` -> ``D`` on every output.  OPEN (a row open on one side or both), by the open
+    sides' ``crd1`` heads: a data head -> the smaller ``j`` (both when equal): emit it and its
+    value (combined when both), pop.  Every open side at its row's stop (``S0`` or ``S(m+1)``):
+    wait for both ``crd0`` heads; emit ``S(m+1)`` on ``crd1`` / ``val`` if both are the outer
+    stop ``Sm`` (the merged result's last row), else ``S0``; pop the row stops."""
+
+    def __init__(self, name, ins, outs, *, op: ReduceOp = ReduceOp.ADD, numerics: Numerics = INT32):
+        super().__init__(name, ins, outs)
+        self.i0 = [ins[f"crd0_{s}"] for s in "ab"]
+        self.i1 = [ins[f"crd1_{s}"] for s in "ab"]
+        self.iv = [ins[f"val_{s}"] for s in "ab"]
+        self.o0, self.o1, self.ov = outs["crd0"], outs["crd1"], outs["val"]
+        self.fn = numerics.reduce_fn(op)
+        self.open: tuple[int, ...] = ()  # the sides whose row is open (empty: ROW)
+        self.had = [False, False]  # each side has emitted a row in this outer fiber
+        self.any_row = False  # the merged result has
+
+    def step(self) -> bool:
+        if not self.outs_ready():
+            return False
+        return self._row_step() if self.open else self._outer_step()
+
+    def _outer_step(self) -> bool:
+        i0 = self.i0
+        if not i0[0].q or not i0[1].q:
+            return False
+        heads = [i0[0].q[0], i0[1].q[0]]
+        ctl = [isinstance(h, Control) for h in heads]
+        if ctl[0] and ctl[1]:
+            if heads[0] != heads[1]:
+                raise self.error(f"the two sides end their rows with different tokens: {heads[0]}, {heads[1]}")
+            return self._done() if heads[0] is DONE else self._outer_stop(heads[0])
+        if DONE in heads:
+            raise self.error("a side reached D while the other still has rows")
+        i = min(h for h, c in zip(heads, ctl) if not c)
+        self.open = tuple(s for s in (0, 1) if not ctl[s] and heads[s] == i)
+        for s in self.open:
+            i0[s].pop()
+            self.had[s] = True
+        self.o0.push(i)
+        self.any_row = True
+        return True
+
+    def _outer_stop(self, tok) -> bool:
+        """Both ``crd0`` heads at ``Sm``: the end of an outer fiber."""
+        lone = [s for s in (0, 1) if not self.had[s]]
+        for s in lone:
+            if not self.i1[s].q or not self.iv[s].q:
+                return False
+        last = stop(tok.level + 1)
+        for s in lone:
+            if self.i1[s].q[0] != last or self.iv[s].q[0] != last:
+                raise self.error(f"side {'ab'[s]} has no row before {tok} but its crd1 / val are at "
+                                 f"{self.i1[s].q[0]} / {self.iv[s].q[0]}, not {last}")
+            self.i1[s].pop()
+            self.iv[s].pop()
+        for c in self.i0:
+            c.pop()
+        self.o0.push(tok)
+        if not self.any_row:
+            self.o1.push(last)
+            self.ov.push(last)
+        self.had = [False, False]
+        self.any_row = False
+        return True
+
+    def _done(self) -> bool:
+        chans = [*self.i1, *self.iv]
+        for c in chans:
+            if not c.q:
+                return False
+        for c in chans:
+            if c.q[0] is not DONE:
+                raise self.error(f"crd0 at D but a crd1 / val input is at {c.q[0]}")
+        for c in (*self.i0, *chans):
+            c.pop()
+        self.o0.push(DONE)
+        self.o1.push(DONE)
+        self.ov.push(DONE)
+        self.finish()
+        return True
+
+    def _row_step(self) -> bool:
+        i1, iv = self.i1, self.iv
+        for s in self.open:
+            if not i1[s].q or not iv[s].q:
+                return False
+        data = [s for s in self.open if not isinstance(i1[s].q[0], Control)]
+        if data:
+            j = min(i1[s].q[0] for s in data)
+            vals = []
+            for s in data:
+                if i1[s].q[0] == j:
+                    v = iv[s].q[0]
+                    if isinstance(v, Control):
+                        raise self.error(f"side {'ab'[s]}: crd1 at {j} but val at {v}")
+                    i1[s].pop()
+                    vals.append(iv[s].pop())
+            self.o1.push(j)
+            if len(vals) == 2:
+                self.ov.push(self.fn(vals[0], vals[1]))
+                self.flops += 1
+            else:
+                self.ov.push(vals[0])
+            return True
+        if not self.i0[0].q or not self.i0[1].q:
+            return False  # the next crd0 heads tell whether this is the last row
+        for s in self.open:
+            if not isinstance(i1[s].q[0], Stop) or iv[s].q[0] != i1[s].q[0]:
+                raise self.error(f"side {'ab'[s]}: a row ends with crd1 {i1[s].q[0]} and val {iv[s].q[0]}")
+            i1[s].pop()
+            iv[s].pop()
+        nxt = [c.q[0] for c in self.i0]
+        end = stop(nxt[0].level + 1) if all(isinstance(h, Stop) for h in nxt) else stop(0)
+        self.o1.push(end)
+        self.ov.push(end)
+        self.open = ()
+        return True
+
+
 def _banked(b: Build, single: type[Primitive], double: type[Primitive]) -> type[Primitive]:
     """The model class for the node's ``buffers`` (1 or 2)."""
     n = b.params.get("buffers", 1)
@@ -465,3 +598,8 @@ def _spacc2(b: Build) -> Primitive:
     p = b.params
     cls = _banked(b, SpAcc2, SpAcc2Double)
     return cls(b.name, b.ins, b.outs, dim0=p["dim0"], dim1=p["dim1"], op=p["op"], numerics=b.numerics)
+
+
+@model("merge2")
+def _merge2(b: Build) -> Primitive:
+    return Merge2(b.name, b.ins, b.outs, op=b.params["op"], numerics=b.numerics)

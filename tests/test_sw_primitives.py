@@ -113,6 +113,14 @@ def test_repeat_against_tree(vec):
     assert simulate_primitive("repeat", vec.inputs)["ref"] == vec.expected["ref"]
 
 
+@pytest.mark.parametrize("vec", _of("merge2"), ids=lambda v: v.params["op"])
+def test_merge2_against_dictionaries(vec):
+    """The merge of two order-2 results equals the streams of the dictionary merge (sum or
+    maximum at every (i, j) either side has), outer fiber by outer fiber."""
+    out = simulate_primitive("merge2", vec.inputs, **vec.params)
+    assert {p: out[p] for p in vec.expected} == vec.expected
+
+
 @pytest.mark.parametrize("vec", _of("locate"), ids=lambda v: f"dim{v.params['dim']}")
 def test_locate_against_tree(vec):
     assert simulate_primitive("locate", vec.inputs, **vec.params)["ref"] == vec.expected["ref"]

@@ -163,6 +163,16 @@ def design_vectors() -> list[tuple[Vector, dict[str, str]]]:
         # an empty merged fiber (no lane had an item): its stop is emitted once
         (V("serialize", {"sel": "0,S0,S1,D", "in0": "8,S1,S2,D", "in1": "S1,S2,D", "in2": "S1,S2,D"},
            {"n": 3, "below": 1}), {"out": "8,S1,S2,D"}),
+        # two order-2 results: a = {(0,1): 5, (2,0): 1, (2,3): 2}, b = {(1,1): 7, (2,3): 4, (2,4): 9};
+        # then a second outer fiber, empty on side a and {(3,3): -1} on side b
+        (V("merge2", {"crd0_a": "0,2,S0,S1,D", "crd1_a": "1,S0,0,3,S1,S2,D", "val_a": "5,S0,1,2,S1,S2,D",
+                      "crd0_b": "1,2,S0,3,S1,D", "crd1_b": "1,S0,3,4,S1,3,S2,D", "val_b": "7,S0,4,9,S1,-1,S2,D"}),
+         {"crd0": "0,1,2,S0,3,S1,D", "crd1": "1,S0,1,S0,0,3,4,S1,3,S2,D", "val": "5,S0,7,S0,1,6,9,S1,-1,S2,D"}),
+        # both sides empty in the first outer fiber: its lone stops are emitted once; max keeps
+        # the side that has a coordinate, whatever its sign
+        (V("merge2", {"crd0_a": "S0,4,S1,D", "crd1_a": "S1,0,S2,D", "val_a": "S1,-3,S2,D",
+                      "crd0_b": "S0,4,S1,D", "crd1_b": "S1,0,2,S2,D", "val_b": "S1,-8,-5,S2,D"}, {"op": "max"}),
+         {"crd0": "S0,4,S1,D", "crd1": "S1,0,2,S2,D", "val": "S1,-3,-5,S2,D"}),
     ]
 
 
@@ -309,6 +319,38 @@ def _attention_vectors(rng: random.Random, depth: int) -> list[Vector]:
         "val": fiber_stream([[[[rng.randint(-50, 50) for _ in m[i]] for i in sorted(m)] for m in row] for row in mats], 4),
     }, {"dim0": 4, "dim1": 6}))
     out.append(Vector("spacc2", out[-1].inputs, {"dim0": 4, "dim1": 6, "buffers": 2}))  # double-buffered
+    out += _merge2_vectors(rng)
+    return out
+
+
+def _order2_streams(fibres: list[dict[tuple[int, int], int]]) -> dict[str, list[Token]]:
+    """The streams of order-2 results (one ``{(i, j): value}`` per outer fiber) as ``spacc2``
+    emits them: rows in ``i`` order, each row's entries in ``j`` order."""
+    rows = [sorted({i for i, _ in f}) for f in fibres]
+    return {"crd0": fiber_stream(rows, 2),
+            "crd1": fiber_stream([[sorted(j for (i2, j) in f if i2 == i) for i in r] for f, r in zip(fibres, rows)], 3),
+            "val": fiber_stream([[[f[i, j] for j in sorted(j for (i2, j) in f if i2 == i)] for i in r]
+                                 for f, r in zip(fibres, rows)], 3)}
+
+
+def _merge2_vectors(rng: random.Random) -> list[Vector]:
+    """Two sides' order-2 results over the same outer fibers (some empty, some rows and entries
+    on one side only, some on both), with the merge written from dictionaries: the sum (or the
+    maximum) at each (i, j) either side has."""
+    out = []
+    for op in ("add", "max"):
+        n = rng.randint(1, 3)
+        sides = [[{(i, j): rng.randint(-40, 40) for i in range(5) for j in range(6) if rng.random() < 0.25}
+                  for _ in range(n)] for _ in range(2)]
+        merged = []
+        for fa, fb in zip(*sides):
+            f = dict(fa)
+            for key, v in fb.items():
+                f[key] = (f[key] + v if op == "add" else max(f[key], v)) if key in f else v
+            merged.append(f)
+        a, b = _order2_streams(sides[0]), _order2_streams(sides[1])
+        inputs = {**{f"{p}_a": t for p, t in a.items()}, **{f"{p}_b": t for p, t in b.items()}}
+        out.append(Vector("merge2", inputs, {"op": op}, expected=_order2_streams(merged)))
     return out
 
 
@@ -606,6 +648,12 @@ def overflow_vectors() -> list[Vector]:
         groups = [[((i, j), v) for m in f for i in sorted(m) for j, v in m[i]] for f in fibers]
         for params in ({"dim0": 4, "dim1": 6}, {"dim0": 4, "dim1": 6, "buffers": 2}):
             out.append(Vector("spacc2", ins, params, overflow=_sum_overflows(groups)))
+    # merge2: two sides' order-2 results; only an (i, j) both sides have is combined
+    for fa, fb, wraps in (({(0, 0): HI}, {(0, 0): 1}, True), ({(0, 0): HI}, {(0, 1): 1}, False),
+                          ({(1, 2): LO, (3, 0): 5}, {(1, 2): -1}, True), ({(1, 2): LO}, {(1, 2): HI}, False)):
+        a, b = _order2_streams([fa]), _order2_streams([fb])
+        ins = {**{f"{p}_a": t for p, t in a.items()}, **{f"{p}_b": t for p, t in b.items()}}
+        out.append(Vector("merge2", ins, {"op": "add"}, overflow=wraps))
     return out + _vector_overflow_vectors()
 
 

@@ -82,6 +82,9 @@ def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData]
     streams: dict[Any, Stat] = {}
     driver = graph.driver()
     busiest = 0.0
+    # an order-2 accumulator takes its inputs before it flushes: the merge of lanes' partial
+    # results (merge2) starts when they flush, so it is busy for that long plus its own output
+    accumulating: dict[str, float] = {}
     for name in graph.topo_order():
         node = graph.nodes[name]
         ins = {}
@@ -94,7 +97,13 @@ def estimate_graph(graph: Graph, tensors: Mapping[str, TensorStats | TensorData]
         outs = RULES.lookup(node.kind)(ctx, node, ins)
         for port, s in outs.items():
             streams[node[port]] = s
-        busiest = max(busiest, _work(node, ins, outs))
+        work = _work(node, ins, outs)
+        if node.kind is NodeKind.SPACC2:
+            accumulating[name] = max((st.tokens for st in ins.values()), default=0.0)
+        elif node.kind is NodeKind.MERGE2:
+            accumulating[name] = max(accumulating.get(driver[node[p]].src.node, 0.0) for p in node.inputs())
+            work += accumulating[name]
+        busiest = max(busiest, work)
     for e in graph.edges:
         if e.src in streams:
             key = f"{graph.name}:{e}"
@@ -159,6 +168,8 @@ def _work(node, ins: dict[str, Stat], outs: dict[str, Stat]) -> float:
         return max(sum(crds) - outs["crd"].tokens * (len(crds) - 1), t_out)
     if node.kind in (NodeKind.SPACC1, NodeKind.SPACC2):
         return t_in + t_out
+    if node.kind is NodeKind.MERGE2:  # a cycle per merged entry or row end, and one per row opened
+        return outs["crd1"].tokens + outs["crd0"].data
     return max(t_in, t_out)
 
 

@@ -7,7 +7,8 @@ inputs and the expected value), plain data that ``rtl_sim.correlate`` runs in sw
 * ``compiler`` — every graph of a few compiled programs (:mod:`fuseflow.suites.compiler`);
 * ``ml`` — GCN / GraphSAGE layers and BigBird pieces (:mod:`fuseflow.suites.models`);
 * ``parallel`` — built-in kernels with parallel lanes (factors 2 and 4, nested, lane-local
-  sparse accumulators merged by unions);
+  sparse accumulators merged by unions), and outer-product SpMM with lane-local order-2
+  accumulators merged by ``merge2`` trees;
 * ``all`` — all of them in that order.
 """
 
@@ -16,14 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from .compiler import correlation_suite as compiler_suite
-from ..kernels import example
-from .models import correlation_suite as ml_suite
-from ..compiler.passes.par import parallelize
 from ..compiler.passes.fifo import set_accumulator_buffers
-from ..ir.simulator import Simulator
-from .entry import Case, SuiteEntry
+from ..compiler.passes.par import parallelize
 from ..compiler.passes.skip import enable_skipping
+from ..ir.simulator import Simulator
+from ..kernels import example
+from .compiler import correlation_suite as compiler_suite
+from .compiler import graph_case
+from .entry import Case, SuiteEntry
+from .models import correlation_suite as ml_suite
 
 __all__ = ["SUITES", "spine_entry", "spine_suite", "suite", "with_par"]
 
@@ -89,13 +91,20 @@ PARALLEL_CASES = (("spmv", (("i", 2),)), ("spmv", (("i", 4),)), ("spmm_csr", (("
                   ("spmspm_inner", (("i", 2), ("j", 2))), ("spmv", (("j", 2),)))
 
 
+# outer-product SpMM (k -> i -> j, spacc2): its reduced index k (u0) split 2 and 4 ways (the
+# lanes' partial matrices merged by merge2 trees), and its row index i (each lane's own rows)
+PARALLEL_ORDER2 = ((("u0", 2),), (("u0", 4),), (("i", 2),))
+
+
 def parallel_suite() -> list[SuiteEntry]:
     """Built-in kernels with ``par``: rows split 2 and 4 ways, a reduced index (partial sums
     combined by an adder tree, a sparse accumulator's lanes merged by a union), and a nested
-    split."""
+    split; outer-product SpMM with lane-local order-2 accumulators."""
     return [SuiteEntry(f"{kernel}_{'_'.join(f'{i}{f}' for i, f in par)}_{n}", "parallel",
                        partial(_parallel_case, kernel, par, n, 0.15, 11))
-            for kernel, par in PARALLEL_CASES for n in (16,)]
+            for kernel, par in PARALLEL_CASES for n in (16,)] + [
+        SuiteEntry(f"spmm_outer_{'_'.join(f'{i}{f}' for i, f in par)}_s1", "parallel",
+                   partial(graph_case, "spmm_outer", "full", 0, 1, par=par)) for par in PARALLEL_ORDER2]
 
 
 SUITES: dict[str, Callable[[], list[SuiteEntry]]] = {

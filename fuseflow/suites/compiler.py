@@ -224,17 +224,19 @@ SEEDS = (1, 2)
 
 
 @cache
-def compiled(program: str, mode: str) -> CompiledProgram:
-    """The compiled program (cached: entries of one program and mode share it)."""
+def compiled(program: str, mode: str, par: tuple[tuple[str, int], ...] = ()) -> CompiledProgram:
+    """The compiled program (cached: entries of one program, mode and lanes share it)."""
     fusion, factored, locate = MODES[mode]
-    return compile_program(PROGRAMS[program].build(), fusion, factored=factored, locate=locate)
+    return compile_program(PROGRAMS[program].build(), fusion, factored=factored, locate=locate,
+                           **({"par": dict(par)} if par else {}))
 
 
-def graph_case(program: str, mode: str, graph: int, seed: int, simulate: Simulator) -> Case:
-    """Graph number ``graph`` of ``program`` in ``mode``, its inputs for dataset ``seed`` (the
-    intermediates among them computed by ``simulate``) and the numpy value of the tensor it
-    writes (``None`` if that is not a program statement)."""
-    comp = compiled(program, mode)
+def graph_case(program: str, mode: str, graph: int, seed: int, simulate: Simulator,
+               par: tuple[tuple[str, int], ...] = ()) -> Case:
+    """Graph number ``graph`` of ``program`` in ``mode`` (with the parallel lanes ``par``), its
+    inputs for dataset ``seed`` (the intermediates among them computed by ``simulate``) and the
+    numpy value of the tensor it writes (``None`` if that is not a program statement)."""
+    comp = compiled(program, mode, par)
     data = PROGRAMS[program].data(seed)
     for k, (g, inputs, _) in enumerate(graph_runs(comp, data, simulate=simulate)):
         if k == graph:

@@ -8,14 +8,15 @@ subgraph below ``v`` run side by side:
   which deals their coordinates to the lanes round-robin (:mod:`fuseflow.ir.primitives.parallel`);
 * the **region**: every node downstream of the split whose outputs stay at ``v``'s nesting
   level or deeper is copied once per lane (``<node>_l<k>``); a reducer of ``v`` (``reduce``, or
-  a ``spacc1`` by add or max) stays in the lanes as a lane-local partial reduction;
+  a ``spacc1`` / ``spacc2`` by add or max) stays in the lanes as a lane-local partial reduction;
 * **inputs from outer levels** (a reference or value of an enclosing index, which each lane
   repeats over its own coordinates) are broadcast to every lane;
 * **outputs**: a stream at ``v``'s level or deeper leaving the region (to a writer, or to a
   node that drops below ``v``'s level such as a sparse accumulator) passes a ``serialize`` node,
   which restores the unsplit stream in the parallelizer's order; a lane-local partial reduction
   is combined across lanes by a tree of ALUs of the reduction's operator (sparse results: of
-  unions and ALUs, a max one taking a lane's missing coordinate as no value), and broadcast back
+  unions and ALUs, a max one taking a lane's missing coordinate as no value; order-2 results:
+  of ``merge2`` nodes, the same rule on each (i, j)), and broadcast back
   to the lanes if a lane reads it, as in a two-pass softmax.
 
 Indices are parallelized outermost first, so a factor on an inner index nests: its region is
@@ -300,15 +301,17 @@ def _range_scan(g: Graph, sources: list[PortRef], split: list[PortRef], inside: 
 
 
 def _lane_local_spacc(node, levels, driver, k: int) -> bool:
-    """A ``spacc1`` that can run in the lanes of a split at level k: it reduces over the split
-    index (its ``outer`` at level k: each lane holds partial sums or maxima), or it is keyed by
-    the split index (its ``inner`` at level k under an outer ``outer``: each lane holds the
-    results of its own coordinates).  Either way a tree of unions and ALUs merges the lanes'
-    outputs (:func:`_merge_sparse`: adders, or maxima for which a coordinate one lane lacks is
-    no value, not a 0)."""
-    if node.kind is not NodeKind.SPACC1:
+    """A sparse accumulator that can run in the lanes of a split at level k: it reduces over
+    the split index (its ``outer`` at level k: each lane holds partial sums or maxima), or it
+    is keyed by the split index (its first inner coordinate at level k under an outer
+    ``outer``: each lane holds the results of its own coordinates).  Either way a tree merges
+    the lanes' outputs: for ``spacc1`` of unions and ALUs (:func:`_merge_sparse`: adders, or
+    maxima for which a coordinate one lane lacks is no value, not a 0), for ``spacc2`` of
+    ``merge2`` nodes (:func:`_merge_order2`, the same rule on (i, j))."""
+    if node.kind not in _ACCUMULATORS:
         return False
-    outer, inner = levels[driver[node["outer"]].src], levels[driver[node["inner"]].src]
+    first = "inner" if node.kind is NodeKind.SPACC1 else "inner0"
+    outer, inner = levels[driver[node["outer"]].src], levels[driver[node[first]].src]
     return outer == k or (outer < k and inner == k)
 
 
@@ -430,6 +433,12 @@ def _exits(g, index, n, edges, levels, k, region, new_edges, sels, inside, parti
                 merged[node.name] = _merge_sparse(g, f"comb_{node.name}", [
                     (lane_port(node["crd"], lane), lane_port(node["val"], lane)) for lane in range(n)],
                     new_edges, vec, node.param("op"))
+            total = merged[node.name][e.src.port]
+        elif node.kind is NodeKind.SPACC2:
+            if node.name not in merged:
+                merged[node.name] = _merge_order2(g, f"comb_{node.name}", [
+                    {p: lane_port(node[p], lane) for p in ("crd0", "crd1", "val")} for lane in range(n)],
+                    new_edges, node.param("op"))
             total = merged[node.name][e.src.port]
         else:
             op = AluOp.ADD if node.param("op") is ReduceOp.ADD else AluOp.MAX
@@ -603,6 +612,24 @@ def _merge_sparse(g: Graph, base: str, lanes: list[tuple[PortRef, PortRef]],
             nxt.append(lanes[-1])
         lanes, level = nxt, level + 1
     return {"crd": lanes[0][0], "val": lanes[0][1]}
+
+
+def _merge_order2(g: Graph, base: str, lanes: list[dict[str, PortRef]], new_edges: list[Edge],
+                  op: ReduceOp = ReduceOp.ADD) -> dict[str, PortRef]:
+    """A balanced tree of ``merge2`` nodes over the lanes' order-2 partial results (each a
+    ``crd0`` / ``crd1`` / ``val`` triple as ``spacc2`` emits it): the total's triple."""
+    level = 0
+    while len(lanes) > 1:
+        nxt = []
+        for i in range(0, len(lanes) - 1, 2):
+            mg = g.add(NodeKind.MERGE2, _fresh(g, f"{base}_{level}_{i // 2}"), op=op)
+            for side, part in zip("ab", (lanes[i], lanes[i + 1])):
+                new_edges += [Edge(part[p], mg[f"{p}_{side}"], None) for p in ("crd0", "crd1", "val")]
+            nxt.append({p: mg[p] for p in ("crd0", "crd1", "val")})
+        if len(lanes) % 2:
+            nxt.append(lanes[-1])
+        lanes, level = nxt, level + 1
+    return lanes[0]
 
 
 def _fresh(g: Graph, base: str) -> str:

@@ -104,3 +104,22 @@ def _spacc2(c, node, ins):
     rows = min(p["dim0"] * groups, d)
     n1 = i1.n[:-3] + (rows,)
     return {"crd0": Stat(n1, p["dim0"], seq=True), "crd1": Stat(n1 + (d,), p["dim1"], seq=True), "val": Stat(n1 + (d,))}
+
+
+@rule("merge2")
+def _merge2(c, node, ins):
+    rows = [ins[f"crd0_{s}"] for s in "ab"]
+    ents = [ins[f"crd1_{s}"] for s in "ab"]
+    groups = rows[0].n[-2] if len(rows[0].n) > 1 else 1.0
+    dim0 = rows[0].dim or rows[1].dim or 1
+    dim1 = ents[0].dim or ents[1].dim or 1
+
+    def union(x: float, y: float, cells: float) -> float:
+        """Expected size of the union of x and y of ``cells`` positions, drawn independently."""
+        return x + y - (x * y / cells if cells else 0.0)
+
+    r = union(rows[0].data, rows[1].data, dim0 * groups)
+    d = union(ents[0].data, ents[1].data, dim0 * dim1 * groups)
+    c.flop(node, ents[0].data + ents[1].data - d)  # one operation per (i, j) on both sides
+    n1 = rows[0].n[:-1] + (r,)
+    return {"crd0": Stat(n1, dim0, seq=True), "crd1": Stat(n1 + (d,), dim1, seq=True), "val": Stat(n1 + (d,))}

@@ -47,6 +47,16 @@ class SpAcc2Params:
         return dims + _buffers_problems(self.buffers)
 
 
+@dataclass(frozen=True)
+class Merge2Params:
+    op: ReduceOp = doc("how two values at the same (i, j) combine (max: a coordinate one side "
+                       "lacks keeps the other side's value)", ReduceOp.ADD)
+
+
+# the two sides of a merge2: ``<port>_a`` and ``<port>_b``
+MERGE2_SIDES = ("a", "b")
+
+
 DECLARATIONS = (
     PrimitiveSpec("spacc1", "accumulate", SpAcc1Params,
                   lambda p: {"outer": C, "inner": C, "val": V}, lambda p: {"crd": C, "val": V},
@@ -58,4 +68,11 @@ DECLARATIONS = (
                   "sparse accumulator, order 2 (inner dimensions dim0 x dim1)",
                   nesting=lambda p, lv: {"crd0": lv["inner0"] - 1, "crd1": lv["inner1"] - 1,
                                          "val": lv["inner1"] - 1}),
+    PrimitiveSpec("merge2", "accumulate", Merge2Params,
+                  lambda p: {f"{port}_{s}": k for s in MERGE2_SIDES
+                             for port, k in (("crd0", C), ("crd1", C), ("val", V))},
+                  lambda p: {"crd0": C, "crd1": C, "val": V},
+                  "merge of two order-2 sparse results (as spacc2 emits them) in (i, j) order, "
+                  "the values at the same (i, j) combined by op",
+                  nesting=lambda p, lv: {"crd0": lv["crd0_a"], "crd1": lv["crd1_a"], "val": lv["crd1_a"]}),
 )
