@@ -1,5 +1,8 @@
 """Parallelization scaling in sw_sim: cycles vs lanes (``par``) on BigBird attention and SpMM.
 
+Also outer-product SpMM (k -> i -> j, A CSC, B CSR, 64x64 at 10 %), whose order-2 accumulator
+runs in the lanes of k (merged by merge2 trees) or of i.
+
 For each workload and index, the factors 1, 2, 4, … (up to ``--max-factor`` and the index's
 dimension) and nested pairs; every run's values are checked against numpy.  Prints a table,
 writes ``--json`` and a PNG (speedup vs factor with the ideal line).  Not a test.
@@ -40,6 +43,18 @@ def spmm_case(kernel: str = "spmm_dense"):
     return example(kernel, 64, 0, 0.1)
 
 
+def outer_case():
+    """Outer-product SpMM 64x64, A and B 10 % nonzeros (seed 0): the program and its data."""
+    from fuseflow.compiler import Program, einsum
+    p = Program("spmm_outer")
+    a = p.tensor("A", (64, 64), "csc", mode_order=(1, 0))
+    b = p.tensor("B", (64, 64), "csr")
+    p.output(p.let("C", einsum("ik,kj->ij", a, b), order="kij"))
+    rng = np.random.default_rng(0)
+    data = {t: rng.integers(1, 5, (64, 64)) * (rng.random((64, 64)) < 0.1) for t in ("A", "B")}
+    return p, data
+
+
 MEMORY = {"memory": None}  # --memory: the preset every run simulates under (None: ideal)
 
 
@@ -49,6 +64,13 @@ def bigbird(par: dict[str, int]) -> tuple[int, bool]:
     res = run_program(cp, data, simulate=run_graph, memory=MEMORY["memory"])
     ok = all(np.array_equal(res.outputs[t].to_dense(), v) for t, v in reference(cp, data).items())
     return sum(res.cycles), ok
+
+
+def spmm_outer(par: dict[str, int]) -> tuple[int, bool]:
+    program, data = outer_case()
+    cp = compile_program(program, par=par or None)
+    res = run_program(cp, data, simulate=run_graph, memory=MEMORY["memory"])
+    return sum(res.cycles), bool(np.array_equal(res.outputs["C"].to_dense(), data["A"] @ data["B"]))
 
 
 def spmm(par: dict[str, int]) -> tuple[int, bool]:
@@ -64,6 +86,8 @@ WORKLOADS = {
                 [{"i": 4, "j": 4}, {"i": 8, "j": 8}, {"i": 4, "e": 4}, {"i": 4, "d": 4}]),
     "spmm": (spmm, "SpMM kernel spmm_dense 64×64 (A 10 % nonzeros) × dense 64×64",
              {"i": 64, "k": 64, "j": 64}, [{"i": 4, "j": 4}]),
+    "spmm_outer": (spmm_outer, "outer-product SpMM 64×64 (A CSC, B CSR, 10 % nonzeros each; k → i → j)",
+                   {"k": 64, "i": 64}, [{"k": 4, "i": 4}]),
 }
 
 
