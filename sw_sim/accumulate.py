@@ -15,6 +15,16 @@ from .engine import Primitive
 from .registry import Build, model
 
 
+def _all_done(prim: Primitive, ins, outs) -> bool:
+    """Every input at ``D``: pop them, ``D`` on every output, and the primitive is finished."""
+    for c in ins:
+        c.pop()
+    for c in outs:
+        c.push(DONE)
+    prim.finish()
+    return True
+
+
 class SpAcc1(Primitive):
     """Sparse accumulator, order 1 (inner dimension ``dim``).
 
@@ -282,13 +292,7 @@ class SpAcc2(Primitive):
             raise self.error(f"inner1 D but inner0 is at {ih} and outer at {outer.q[0]}")
         if not self._may_finish():
             return False
-        for c in (outer, ii, ij, val):
-            c.pop()
-        self.o0.push(DONE)
-        self.o1.push(DONE)
-        self.ov.push(DONE)
-        self.finish()
-        return True
+        return _all_done(self, (outer, ii, ij, val), (self.o0, self.o1, self.ov))
 
     def _stop_step(self, tok: Stop, ih) -> bool:
         """``inner1`` at stop ``tok`` (``inner0`` head ``ih``): end of an ``i`` fiber (``S0``), of
@@ -529,13 +533,7 @@ class Merge2(Primitive):
         for c in chans:
             if c.q[0] is not DONE:
                 raise self.error(f"crd0 at D but a crd1 / val input is at {c.q[0]}")
-        for c in (*self.i0, *chans):
-            c.pop()
-        self.o0.push(DONE)
-        self.o1.push(DONE)
-        self.ov.push(DONE)
-        self.finish()
-        return True
+        return _all_done(self, (*self.i0, *chans), (self.o0, self.o1, self.ov))
 
     def _row_step(self) -> bool:
         i1, iv = self.i1, self.iv
