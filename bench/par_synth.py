@@ -3,13 +3,16 @@
 Runs ``fuseflow-hw synth`` (the command line, so the options are exactly those of
 docs/fpga.md, "Parallel lanes") for SpMV 64×64 with ``--max-nnz B=512`` and for the largest
 graph of the one-layer-per-graph GCN on KarateClub (``--model gcn --dataset karate --fusion
-partial``, Q16.16), each at the lane factors given (factor 1: no ``--par``), placed and routed
+partial``, Q16.16), and for ``examples/programs/vector_add.py`` (y = x + z, 512 values: lanes of
+one adder each, so a wide factor measures the parallelizers and the serializer), each at the
+lane factors given (factor 1: no ``--par``), placed and routed
 against the family's Fmax goal (``--clock-mhz 100``).  A result within ``--near`` MHz of the
 goal is placed and routed again with the next seed.  One synthesis at a time.  Not a test: it
 prints what it measures.
 
     python bench/par_synth.py                                # SpMV and GCN, factors 1 2 4
     python bench/par_synth.py --designs spmv --factors 1 8 --json par.json --outdir build/par
+    python bench/par_synth.py --designs ser --factors 64 --near 0    # the 64-lane serializer
 """
 
 from __future__ import annotations
@@ -32,16 +35,31 @@ DESIGNS = {
     "spmv": ("SpMV 64×64, B ≤ 512", ["--kernel", "spmv", "--size", "64", "--max-nnz", "B=512"]),
     "gcn": ("GCN layer (KarateClub, partial, Q16.16)",
             ["--model", "gcn", "--dataset", "karate", "--fusion", "partial"]),
+    "ser": ("y = x + z, 512 values (examples/programs/vector_add.py)", []),  # compiled first
 }
+SER_PROGRAM = ROOT / "examples" / "programs" / "vector_add.py"
+
+
+def _compiled(factor: int, outdir: Path) -> list[str]:
+    """The ``ser`` design's graph JSON, compiled with ``--par i=factor`` (``synth`` reads graphs,
+    not programs)."""
+    out = outdir / f"ser-par{factor}-graph"
+    argv = [sys.executable, "-m", "fuseflow_cli", "compile", str(SER_PROGRAM), "-o", str(out)]
+    if factor > 1:
+        argv += ["--par", f"i={factor}"]
+    subprocess.run(argv, check=True, capture_output=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    [graph] = sorted(out.glob("*_g0.json"))
+    return [str(graph)]
 
 
 def synth(design: str, factor: int, board: str, clock_mhz: float, seed: int, outdir: Path) -> dict:
     """One ``fuseflow-hw synth --json`` run; its report, or ``{"error": message}``."""
     build = outdir / f"{design}-par{factor}-{board}-s{seed}"
-    argv = [sys.executable, "-m", "fuseflow_cli", "synth", *DESIGNS[design][1],
+    design_args = _compiled(factor, outdir) if design == "ser" else DESIGNS[design][1]
+    argv = [sys.executable, "-m", "fuseflow_cli", "synth", *design_args,
             "--board", board, "-o", str(build), "--json", "--clock-mhz", f"{clock_mhz:g}",
             "--seed", str(seed)]
-    if factor > 1:
+    if factor > 1 and design != "ser":  # (ser: compiled with its lanes)
         argv += ["--par", f"i={factor}"]
     if any(board.startswith(b) for b in DRAM_BOARDS):  # the lanes as measured: tensors in block RAM
         argv += ["--no-dram"]
