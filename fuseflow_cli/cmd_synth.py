@@ -20,7 +20,7 @@ from fpga.capacity import TooLargeForChip, check_fits, check_max_nnz
 from fpga.families import FAMILIES
 from fpga.model_run import model_graphs, model_hw_config
 from fpga.resource_model import load_model
-from fpga.synth import SynthError, synthesize
+from fpga.synth import PLACERS, SynthError, synthesize
 from fuseflow.compiler.passes.fifo import set_accumulator_buffers
 from fuseflow.ir.memory import MemoryError
 from fuseflow.ir.samml import Graph
@@ -70,6 +70,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--router", choices=("router1", "router2"),
                    help="nextpnr's router (default: nextpnr's, router1); router2 can route designs "
                         "where router1 does not converge")
+    p.add_argument("--placer", choices=PLACERS,
+                   help="nextpnr's placer (default: nextpnr's, heap); static can close a higher clock "
+                        "on large designs (docs/fpga.md, 'Parallel lanes'); the resource model is "
+                        "calibrated with the default")
     p.add_argument(
         "--json", action="store_true", help="print the report as JSON instead of a table"
     )
@@ -239,7 +243,7 @@ def _synth_each_graph(args: argparse.Namespace, board: Board) -> int:
             with phases(f"synthesising {g.name} for the {board.name}", enabled=not args.json) as progress:
                 report = synthesize(GraphTop(g, cfg), board, Path(args.outdir) / g.name, clock_mhz=args.clock_mhz,
                                     baud=baud, seed=args.seed, progress=progress,
-                                    router=args.router)
+                                    router=args.router, placer=args.placer)
         except (SynthError, ValueError) as exc:
             raise UserError(f"model {args.model}, graph {g.name!r}: {exc}") from None
         records[g.name] = report.to_json()
@@ -263,7 +267,8 @@ def _synthesize(args: argparse.Namespace, board: Board, make_top, what: str, bau
         top = make_top()
         with phases(f"synthesising {what} for the {board.name}", enabled=not args.json) as progress:
             report = synthesize(top, board, args.outdir, clock_mhz=args.clock_mhz, baud=baud,
-                                seed=args.seed, progress=progress, router=args.router)
+                                seed=args.seed, progress=progress, router=args.router,
+                                placer=args.placer)
     except (SynthError, ValueError) as exc:
         raise UserError(str(exc)) from None
     write_manifest(top, args.outdir)

@@ -20,14 +20,14 @@ from fpga.board_top import BoardTop, config_from_json, config_to_json, host_view
 from fpga.boards import BOARDS, get_board
 from fpga.families import FAMILIES
 from fpga.host import tensor_from_arrays
-from fpga.synth import _yosys_cells
+from fpga.synth import _yosys_cells, prepare
 from fuseflow.ir.numerics import Numerics
 from fuseflow.ir.tensor import TensorData
 from fuseflow.kernels import KERNELS
 from fuseflow_cli.board_args import config_from_args
 from fuseflow_cli.cli import main
 from fuseflow_cli.errors import UserError
-from hw.elaborate import HwConfig
+from hw.elaborate import GraphTop, HwConfig
 from sw_sim import run_graph
 
 
@@ -474,3 +474,17 @@ def test_build_model_writes_every_graph_and_the_steps_in_order(tmp_path, capsys)
     # an option that applies to no graph is an error, not ignored
     code, _, err = _run(["build", *small, "-o", str(out), "--max-nnz", "nosuch=4"], capsys)
     assert code == 2 and "no graph of model gpt has tensor 'nosuch'" in err
+
+
+def test_placer_and_router_reach_nextpnr(tmp_path):
+    """``--placer`` / ``--router`` are nextpnr's options in the build script; without them the
+    script names neither (nextpnr's defaults)."""
+    top = GraphTop(KERNELS["spmv"](8), HwConfig(cw=10))
+    prepare(top, "ulx3s-85f", tmp_path / "a", placer="static", router="router2")
+    script = (tmp_path / "a" / "build_top.sh").read_text()
+    assert "--placer static" in script and "--router router2" in script
+    prepare(GraphTop(KERNELS["spmv"](8), HwConfig(cw=10)), "ulx3s-85f", tmp_path / "b")
+    script = (tmp_path / "b" / "build_top.sh").read_text()
+    assert "--placer" not in script and "--router" not in script
+    with pytest.raises(SystemExit):
+        main(["synth", "--kernel", "spmv", "--board", "ulx3s-85f", "-o", str(tmp_path / "c"), "--placer", "fast"])
