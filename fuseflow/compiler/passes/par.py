@@ -571,22 +571,28 @@ def _vec(lanes: int) -> dict[str, int]:
     return {"lanes": lanes} if lanes > 1 else {}
 
 
+def _tree(items: list, join) -> object:
+    """A balanced tree over ``items``: ``join(a, b, level, i)`` makes the ``i``-th node of tree
+    level ``level`` from two items and returns its result; an odd item moves up a level."""
+    level = 0
+    while len(items) > 1:
+        nxt = [join(items[i], items[i + 1], level, i // 2) for i in range(0, len(items) - 1, 2)]
+        if len(items) % 2:
+            nxt.append(items[-1])
+        items, level = nxt, level + 1
+    return items[0]
+
+
 def _combine(g: Graph, base: str, op: AluOp, ports: list[PortRef], new_edges: list[Edge],
              vec: dict[str, int] | None = None) -> PortRef:
     """A balanced tree of binary ALUs over ``ports`` (aligned value streams; ``vec``: their
     lanes)."""
-    level = 0
-    while len(ports) > 1:
-        nxt = []
-        for i in range(0, len(ports) - 1, 2):
-            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), op=op, **(vec or {}))
-            new_edges.append(Edge(ports[i], a["a"], None))
-            new_edges.append(Edge(ports[i + 1], a["b"], None))
-            nxt.append(a["val"])
-        if len(ports) % 2:
-            nxt.append(ports[-1])
-        ports, level = nxt, level + 1
-    return ports[0]
+    def join(pa, pb, level, i):
+        a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i}"), op=op, **(vec or {}))
+        new_edges.extend([Edge(pa, a["a"], None), Edge(pb, a["b"], None)])
+        return a["val"]
+
+    return _tree(ports, join)
 
 
 def _merge_sparse(g: Graph, base: str, lanes: list[tuple[PortRef, PortRef]],
@@ -597,39 +603,31 @@ def _merge_sparse(g: Graph, base: str, lanes: list[tuple[PortRef, PortRef]],
     ``val``.  Adders (a coordinate one side lacks comes as ``N``, a 0), or for ``max`` ALUs
     that take ``N`` as the identity (the other side's value)."""
     alu = {"op": AluOp.ADD} if op is ReduceOp.ADD else {"op": AluOp.MAX, "identity_empty": True}
-    level = 0
-    while len(lanes) > 1:
-        nxt = []
-        for i in range(0, len(lanes) - 1, 2):
-            (ca, va), (cb, vb) = lanes[i], lanes[i + 1]
-            u = g.add(NodeKind.UNION, _fresh(g, f"{base}_u{level}_{i // 2}"), n=2, val_refs=(0, 1), **(vec or {}))
-            a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i // 2}"), **alu, **(vec or {}))
-            new_edges += [Edge(ca, u["crd0"], None), Edge(va, u["ref0"], None),
+
+    def join(sa, sb, level, i):
+        (ca, va), (cb, vb) = sa, sb
+        u = g.add(NodeKind.UNION, _fresh(g, f"{base}_u{level}_{i}"), n=2, val_refs=(0, 1), **(vec or {}))
+        a = g.add(NodeKind.ALU, _fresh(g, f"{base}_{level}_{i}"), **alu, **(vec or {}))
+        new_edges.extend([Edge(ca, u["crd0"], None), Edge(va, u["ref0"], None),
                           Edge(cb, u["crd1"], None), Edge(vb, u["ref1"], None),
-                          Edge(u["ref0"], a["a"], None), Edge(u["ref1"], a["b"], None)]
-            nxt.append((u["crd"], a["val"]))
-        if len(lanes) % 2:
-            nxt.append(lanes[-1])
-        lanes, level = nxt, level + 1
-    return {"crd": lanes[0][0], "val": lanes[0][1]}
+                          Edge(u["ref0"], a["a"], None), Edge(u["ref1"], a["b"], None)])
+        return u["crd"], a["val"]
+
+    crd, val = _tree(lanes, join)
+    return {"crd": crd, "val": val}
 
 
 def _merge_order2(g: Graph, base: str, lanes: list[dict[str, PortRef]], new_edges: list[Edge],
                   op: ReduceOp = ReduceOp.ADD) -> dict[str, PortRef]:
     """A balanced tree of ``merge2`` nodes over the lanes' order-2 partial results (each a
     ``crd0`` / ``crd1`` / ``val`` triple as ``spacc2`` emits it): the total's triple."""
-    level = 0
-    while len(lanes) > 1:
-        nxt = []
-        for i in range(0, len(lanes) - 1, 2):
-            mg = g.add(NodeKind.MERGE2, _fresh(g, f"{base}_{level}_{i // 2}"), op=op)
-            for side, part in zip("ab", (lanes[i], lanes[i + 1])):
-                new_edges += [Edge(part[p], mg[f"{p}_{side}"], None) for p in ("crd0", "crd1", "val")]
-            nxt.append({p: mg[p] for p in ("crd0", "crd1", "val")})
-        if len(lanes) % 2:
-            nxt.append(lanes[-1])
-        lanes, level = nxt, level + 1
-    return lanes[0]
+    def join(sa, sb, level, i):
+        mg = g.add(NodeKind.MERGE2, _fresh(g, f"{base}_{level}_{i}"), op=op)
+        for side, part in zip("ab", (sa, sb)):
+            new_edges.extend(Edge(part[p], mg[f"{p}_{side}"], None) for p in ("crd0", "crd1", "val"))
+        return {p: mg[p] for p in ("crd0", "crd1", "val")}
+
+    return _tree(lanes, join)
 
 
 def _fresh(g: Graph, base: str) -> str:
